@@ -1,0 +1,49 @@
+# F²TTA Studio — set-up and everyday commands. Every target creates .venv when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ARCH := $(shell uname -m)
+
+# torch/torchvision pins that install without a multi-gigabyte download on the project's machines
+# (x86_64: the CUDA build cached on disk, runs on the CPU; aarch64: the CPU build).
+ifeq ($(ARCH),aarch64)
+TORCH_PINS := torch==2.9.1 torchvision==0.24.1
+else
+TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+endif
+
+.PHONY: demo test test-fast test-slow lint bench clean-venv
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(TORCH_PINS)
+	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	touch $(STAMP)
+
+## The main job on the embedded demo: generated multi-site stream + shipped demo model, headless.
+demo: $(STAMP)
+	$(PY) -m engine.demo --out .demo
+
+## The default test suite with the linters (what CI runs first).
+test: $(STAMP) lint
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -x
+
+## Long tests (soak, kill loops, training, packaging) — also run by CI.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow || test $$? -eq 5
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy engine
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP)
+	$(PY) benchmarks/step_cost.py
+
+clean-venv:
+	rm -rf $(VENV)

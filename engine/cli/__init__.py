@@ -1,0 +1,55 @@
+"""``f2tta``: the command-line entry point.
+
+Each sub-command lives in its own module with ``add_arguments(parser)`` and ``main(args) -> int``;
+modules are imported only when their command runs, so ``f2tta --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("engine.cli.run", "adapt to a folder of images in arrival order and write predictions"),
+    "synth": ("engine.cli.synth", "generate multi-site synthetic histology or fundus data"),
+    "train-source": ("engine.cli.train_source", "train a source ViT on one domain"),
+    "bench": ("engine.cli.bench", "run the F²TTA benchmark over methods and seeds"),
+    "methods": ("engine.cli.methods", "list the registered adaptation methods"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="f2tta", description="F²TTA Studio command line")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Parse only the global part; the sub-command parses the rest itself.
+    top, rest = parser.parse_known_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if top.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if top.command is None:
+        parser.print_help()
+        return 2
+    module_name, help_text = COMMANDS[top.command]
+    module = importlib.import_module(module_name)
+    sub_parser = argparse.ArgumentParser(prog=f"f2tta {top.command}", description=help_text)
+    module.add_arguments(sub_parser)
+    args = sub_parser.parse_args(rest)
+    result: int = module.main(args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

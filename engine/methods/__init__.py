@@ -1,0 +1,37 @@
+"""Adaptation methods; importing this package registers every built-in method.
+
+Every public module of this package (no leading underscore) is imported, so a new method file
+with ``@register_method("name")`` is picked up by the CLI, the app and the tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from engine.methods.base import (
+    MethodOutput,
+    TTAMethod,
+    get_method_class,
+    list_methods,
+    method_config_class,
+    register_method,
+)
+from engine.methods.idipt import IDiPT, IDiPTConfig
+from engine.methods.source import SourceOnly
+
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_") and _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = [
+    "IDiPT",
+    "IDiPTConfig",
+    "MethodOutput",
+    "SourceOnly",
+    "TTAMethod",
+    "get_method_class",
+    "list_methods",
+    "method_config_class",
+    "register_method",
+]

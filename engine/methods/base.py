@@ -1,0 +1,182 @@
+"""The base class and registry of test-time adaptation methods.
+
+The vocabulary follows Tent and the test-time-adaptation benchmark repositories:
+``configure_model`` prepares what adapts, ``collect_params`` names the parameters that are
+updated, ``forward_and_adapt`` takes one unlabelled batch, adapts and predicts, ``reset`` goes
+back to the source model. Methods also expose their adaptation state as tensors + JSON so that
+:mod:`engine.state` can save it without pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import nn
+
+from engine.prompted_vit import PromptedViT
+
+
+@dataclass
+class MethodOutput:
+    """What one adaptation step returns (tensors stay on the method's device).
+
+    Attributes:
+        logits: ``(B, classes)`` the adapted model's prediction after the update.
+        source_logits: ``(B, classes)`` the frozen source model's prediction.
+        uncertainty: ``(B, N)`` per-patch-token uncertainty, if the method computes one.
+        uncertain_tokens: ``(B, k)`` patch indices of T_U, if any.
+        reliable_tokens: ``(B, k)`` patch indices of T_R, if any.
+        diagnostics: scalars (loss, norms, ...) for logs and plots.
+    """
+
+    logits: torch.Tensor
+    source_logits: torch.Tensor
+    uncertainty: torch.Tensor | None = None
+    uncertain_tokens: torch.Tensor | None = None
+    reliable_tokens: torch.Tensor | None = None
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+
+class TTAMethod(ABC):
+    """A test-time adaptation method acting on a frozen :class:`PromptedViT`.
+
+    Args:
+        model: the wrapped source model (shared, never modified in place by prompt methods).
+        config: the method's frozen config dataclass, or None for its defaults.
+        seed: seeds every random choice of the method.
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type[Any] | None] = None
+    #: Largest batch the method accepts per step (I-DiPT adapts per image).
+    max_batch: ClassVar[int | None] = None
+
+    def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
+        if config is None and self.config_class is not None:
+            config = self.config_class()
+        if self.config_class is not None and not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{self.name} expects a {self.config_class.__name__}, got {type(config).__name__}"
+            )
+        self.model = model
+        self.config = config
+        self.seed = seed
+        self.device = next(model.parameters()).device
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+        self.steps = 0
+        self.configure_model()
+
+    # -- the Tent vocabulary -------------------------------------------------------------------
+    def configure_model(self) -> None:  # noqa: B027 - optional hook
+        """Create or prepare whatever adapts; called at construction and by :meth:`reset`."""
+
+    def collect_params(self) -> list[nn.Parameter]:
+        """Parameters updated by adaptation (empty for SourceOnly)."""
+        return []
+
+    @abstractmethod
+    def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
+        """Adapt on the batch ``x`` ``(B, 3, H, W)`` and return predictions."""
+
+    def reset(self) -> None:
+        """Restore the source model and the method's initial state exactly."""
+        self.generator.manual_seed(self.seed)
+        self.steps = 0
+        self.configure_model()
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """All tensors of the adaptation state (CPU copies are made by the caller)."""
+        return {"rng.cpu": self.generator.get_state()}
+
+    def state_meta(self) -> dict[str, Any]:
+        """JSON-able part of the state (counters, optimiser hyper-parameters, ...)."""
+        return {"steps": self.steps}
+
+    def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_tensors` / :meth:`state_meta`; raises ValueError/KeyError."""
+        self.generator.set_state(tensors["rng.cpu"].to(torch.uint8).cpu())
+        self.steps = int(meta["steps"])
+
+    def config_dict(self) -> dict[str, Any]:
+        if dataclasses.is_dataclass(self.config) and not isinstance(self.config, type):
+            return dataclasses.asdict(self.config)
+        return {}
+
+
+_REGISTRY: dict[str, type[TTAMethod]] = {}
+M = TypeVar("M", bound=type[TTAMethod])
+
+
+def register_method(name: str) -> Callable[[M], M]:
+    """Class decorator adding a method to the registry under ``name``."""
+
+    def decorator(cls: M) -> M:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"method name {name!r} is already registered by {_REGISTRY[name].__name__}")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorator
+
+
+def get_method_class(name: str) -> type[TTAMethod]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown method {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def list_methods() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def method_config_class(name: str) -> type[Any] | None:
+    return get_method_class(name).config_class
+
+
+def config_from_dict(cls: type[Any], data: dict[str, Any]) -> Any:
+    """Rebuild a frozen config dataclass from JSON, refusing unknown fields."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
+    return cls(**data)
+
+
+def optimizer_state(
+    prefix: str, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Split an optimiser's state dict into named tensors and a JSON-able remainder."""
+    sd = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, st in sd["state"].items():
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{prefix}.{idx}.{key}"] = value
+            else:
+                scalars.setdefault(str(idx), {})[key] = value
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def load_optimizer_state(
+    prefix: str, optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]
+) -> None:
+    """Inverse of :func:`optimizer_state`."""
+    state: dict[int, dict[str, Any]] = {}
+    head = prefix + "."
+    for name, value in tensors.items():
+        if name.startswith(head):
+            idx, key = name[len(head) :].split(".", 1)
+            state.setdefault(int(idx), {})[key] = value
+    for idx, values in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(values)
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})

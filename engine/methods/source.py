@@ -1,0 +1,18 @@
+"""SourceOnly: the frozen source model, no adaptation (the lower bound of every table)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.methods.base import MethodOutput, TTAMethod, register_method
+
+
+@register_method("source")
+class SourceOnly(TTAMethod):
+    """Predicts with the source model; nothing changes from image to image."""
+
+    @torch.no_grad()
+    def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
+        logits = self.model(x)
+        self.steps += 1
+        return MethodOutput(logits=logits, source_logits=logits)

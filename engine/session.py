@@ -1,0 +1,291 @@
+"""The session API shared by the CLI and the desktop app: one image in, one :class:`StepResult` out."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from engine._device import select_device
+from engine._version import __version__
+from engine.errors import StateError
+from engine.images import read_image, to_rgb
+from engine.methods import TTAMethod, get_method_class
+from engine.methods.base import config_from_dict
+from engine.model_card import LoadedModel, ModelCard, load_model
+from engine.prompted_vit import PromptedViT
+from engine.state import read_state, write_state
+
+logger = logging.getLogger(__name__)
+
+ImageInput = Image.Image | np.ndarray | str | Path
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one image; only numpy arrays and Python scalars (safe across threads).
+
+    Attributes:
+        index: arrival index of the image in this session's stream (0-based, survives save/load).
+        probs: ``(C,)`` class probabilities of the adapted model.
+        prediction: the adapted model's class index.
+        confidence: ``probs[prediction]``.
+        source_probs: ``(C,)`` probabilities of the frozen source model.
+        source_prediction: the source model's class index.
+        uncertainty: ``grid``-shaped per-token uncertainty, or None for methods without one.
+        uncertain_tokens: flat row-major patch indices of T_U (empty if none).
+        reliable_tokens: flat row-major patch indices of T_R (empty if none).
+        grid: the patch grid ``(rows, cols)``.
+        seconds: wall time of the step, preprocessing included.
+        diagnostics: the method's scalars plus the running class histograms.
+    """
+
+    index: int
+    probs: np.ndarray
+    prediction: int
+    confidence: float
+    source_probs: np.ndarray
+    source_prediction: int
+    uncertainty: np.ndarray | None
+    uncertain_tokens: np.ndarray
+    reliable_tokens: np.ndarray
+    grid: tuple[int, int]
+    seconds: float
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean_uncertainty(self) -> float:
+        return float(self.uncertainty.mean()) if self.uncertainty is not None else math.nan
+
+    @property
+    def changed(self) -> bool:
+        """True when adaptation changed the source model's decision."""
+        return self.prediction != self.source_prediction
+
+
+class Session:
+    """A source model plus one adaptation method, fed one image at a time.
+
+    Args:
+        model: checkpoint path (card JSON beside it) or an already loaded model.
+        method: a registered method name (``engine.list_methods()``).
+        method_config: the method's config dataclass (its defaults when None).
+        device: ``None``/``"auto"`` (CUDA, MPS, CPU) or an explicit device.
+        seed: seeds every random choice of the method.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | LoadedModel,
+        method: str = "idipt",
+        method_config: Any = None,
+        device: str | torch.device | None = None,
+        seed: int = 0,
+    ) -> None:
+        loaded = model if isinstance(model, LoadedModel) else load_model(model)
+        self.loaded = loaded
+        self.card: ModelCard = loaded.card
+        self.fingerprint = loaded.fingerprint
+        self.device = select_device(device)
+        self.model = PromptedViT(loaded.model.to(self.device))
+        self.method_name = method
+        self.seed = seed
+        cls = get_method_class(method)
+        self.method: TTAMethod = cls(self.model, method_config, seed=seed)
+        self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
+        self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
+        self._reset_counters()
+
+    def _reset_counters(self) -> None:
+        self.images_seen = 0
+        self.hist_adapted = [0] * self.card.num_classes
+        self.hist_source = [0] * self.card.num_classes
+        self.updated_at: str | None = None
+
+    # ------------------------------------------------------------------ inputs
+    def preprocess(self, image: ImageInput) -> torch.Tensor:
+        """Resize to the model's input size and normalise: ``(1, 3, S, S)`` on the session device."""
+        if isinstance(image, (str, Path)):
+            image = read_image(image)
+        elif isinstance(image, np.ndarray):
+            arr = image
+            if arr.ndim == 2:
+                arr = np.stack([arr] * 3, axis=-1)
+            if arr.ndim != 3 or arr.shape[2] not in (3, 4):
+                raise ValueError(f"expected an HxWx3 image array, got shape {arr.shape}")
+            if arr.dtype != np.uint8:
+                raise ValueError(f"expected a uint8 image array, got {arr.dtype}")
+            image = Image.fromarray(np.ascontiguousarray(arr[..., :3]))
+        img = to_rgb(image) if image.mode != "RGB" else image
+        size = self.card.img_size
+        if img.size != (size, size):
+            img = img.resize((size, size), Image.Resampling.BILINEAR)
+        x = torch.from_numpy(np.asarray(img, dtype=np.float32).copy()).permute(2, 0, 1) / 255.0
+        x = (x - self._mean) / self._std
+        return x.unsqueeze(0).to(self.device)
+
+    # ------------------------------------------------------------------ the step
+    def step(self, image: ImageInput) -> StepResult:
+        """Adapt to one image and return its predictions (the image counts as seen)."""
+        start = time.perf_counter()
+        x = self.preprocess(image)
+        out = self.method.forward_and_adapt(x)
+        probs = out.logits.detach().float().softmax(dim=-1)[0].cpu().numpy()
+        source_probs = out.source_logits.detach().float().softmax(dim=-1)[0].cpu().numpy()
+        pred, src = int(probs.argmax()), int(source_probs.argmax())
+        self.hist_adapted[pred] += 1
+        self.hist_source[src] += 1
+        grid = self.model.grid
+        unc = None
+        if out.uncertainty is not None:
+            unc = out.uncertainty[0].detach().float().cpu().numpy().reshape(grid)
+        empty = np.zeros(0, dtype=np.int64)
+        t_u = (
+            out.uncertain_tokens[0].cpu().numpy().astype(np.int64)
+            if out.uncertain_tokens is not None
+            else empty
+        )
+        t_r = (
+            out.reliable_tokens[0].cpu().numpy().astype(np.int64)
+            if out.reliable_tokens is not None
+            else empty
+        )
+        diagnostics: dict[str, Any] = dict(out.diagnostics)
+        diagnostics["hist_adapted"] = list(self.hist_adapted)
+        diagnostics["hist_source"] = list(self.hist_source)
+        result = StepResult(
+            index=self.images_seen,
+            probs=probs,
+            prediction=pred,
+            confidence=float(probs[pred]),
+            source_probs=source_probs,
+            source_prediction=src,
+            uncertainty=unc,
+            uncertain_tokens=t_u,
+            reliable_tokens=t_r,
+            grid=grid,
+            seconds=time.perf_counter() - start,
+            diagnostics=diagnostics,
+        )
+        self.images_seen += 1
+        self.updated_at = datetime.now(UTC).isoformat(timespec="seconds")
+        return result
+
+    def reset(self) -> None:
+        """Back to the source model: the method's initial state, counters at zero."""
+        self.method.reset()
+        self._reset_counters()
+
+    # ------------------------------------------------------------------ persistence
+    def config_dict(self) -> dict[str, Any]:
+        """The run's configuration as JSON-able data."""
+        return {
+            "software_version": __version__,
+            "method": self.method_name,
+            "method_config": self.method.config_dict(),
+            "seed": self.seed,
+            "device": str(self.device),
+            "model": {
+                "path": str(self.loaded.path) if self.loaded.path else None,
+                "fingerprint": self.fingerprint,
+                "card": self.card.to_json(),
+            },
+        }
+
+    def _meta(self, extra: dict[str, Any] | None) -> dict[str, Any]:
+        return {
+            "software_version": __version__,
+            "method": self.method_name,
+            "method_config": self.method.config_dict(),
+            "model_fingerprint": self.fingerprint,
+            "model_arch": self.card.arch,
+            "seed": self.seed,
+            "images_seen": self.images_seen,
+            "hist_adapted": self.hist_adapted,
+            "hist_source": self.hist_source,
+            "updated_at": self.updated_at,
+            "method_state": self.method.state_meta(),
+            "extra": extra or {},
+        }
+
+    def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        """Write the adaptation state atomically (previous copy kept as ``.backup``).
+
+        Args:
+            directory: the state directory (created when missing).
+            extra: JSON-able data stored with the state (e.g. the processed image list).
+
+        Raises:
+            OSError: the location is not writable; the previous state is untouched.
+        """
+        return write_state(directory, self.method.state_tensors(), self._meta(extra))
+
+    def state_fingerprint(self) -> str:
+        """A short hash of the current adaptation state (tensors and counters)."""
+        h = hashlib.sha256()
+        tensors = self.method.state_tensors()
+        for name in sorted(tensors):
+            t = tensors[name].detach().to("cpu").contiguous()
+            h.update(name.encode())
+            if t.numel():
+                h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(str(self.images_seen).encode())
+        return h.hexdigest()[:16]
+
+    def load(self, directory: str | Path, use_backup: bool = False) -> dict[str, Any]:
+        """Restore a saved state; on any problem raise :class:`StateError` and change nothing.
+
+        Returns:
+            The ``extra`` dict saved with the state.
+        """
+        tensors, meta = read_state(directory, use_backup=use_backup)
+        origin = str(Path(directory))
+        if meta.get("model_fingerprint") != self.fingerprint:
+            raise StateError(
+                f"{origin}: the state belongs to another model (arch {meta.get('model_arch')!r}, fingerprint "
+                f"{meta.get('model_fingerprint')!r}); this session runs {self.card.arch!r} "
+                f"with fingerprint {self.fingerprint!r}"
+            )
+        if meta.get("method") != self.method_name:
+            raise StateError(
+                f"{origin}: the state was made by method {meta.get('method')!r}, this session runs "
+                f"{self.method_name!r}"
+            )
+        saved_cfg = meta.get("method_config", {})
+        if saved_cfg != self.method.config_dict():
+            cls = type(self.method).config_class
+            try:
+                cfg = config_from_dict(cls, saved_cfg) if cls is not None else None
+            except (TypeError, ValueError) as exc:
+                raise StateError(f"{origin}: the saved method settings are invalid: {exc}") from exc
+            logger.info("state %s uses different %s settings; adopting them", origin, self.method_name)
+        else:
+            cfg = self.method.config
+        mode = self.model.mode
+        try:
+            candidate = type(self.method)(self.model, cfg, seed=int(meta.get("seed", self.seed)))
+            candidate.load_state(tensors, meta["method_state"])
+            hist_a = [int(v) for v in meta["hist_adapted"]]
+            hist_s = [int(v) for v in meta["hist_source"]]
+            seen = int(meta["images_seen"])
+            if len(hist_a) != self.card.num_classes or len(hist_s) != self.card.num_classes:
+                raise ValueError("class counts are for another number of classes")
+        except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+            self.model.mode = mode
+            raise StateError(f"{origin}: the state does not fit this model and method ({exc})") from exc
+        self.method = candidate
+        self.seed = candidate.seed
+        self.images_seen = seen
+        self.hist_adapted, self.hist_source = hist_a, hist_s
+        self.updated_at = meta.get("updated_at")
+        extra: dict[str, Any] = meta.get("extra", {})
+        return extra

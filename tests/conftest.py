@@ -1,0 +1,52 @@
+"""Shared fixtures: tiny generated models and images; nothing is downloaded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+
+from engine import ModelCard, save_model
+
+TINY_CARD = ModelCard(
+    arch="vit_tiny_patch16_224",
+    classes=("normal", "tumor"),
+    img_size=32,
+    model_kwargs={"depth": 2, "patch_size": 8},
+    source_domain="test",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA or MPS device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised 2-block ViT (32 px, 4x4 patches of 8 px) saved as checkpoint + card."""
+    torch.manual_seed(0)
+    model = TINY_CARD.build()
+    path = tmp_path_factory.mktemp("model") / "tiny.safetensors"
+    save_model(model, TINY_CARD, path)
+    return path
+
+
+def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.fixture
+def images() -> list[np.ndarray]:
+    return random_images(30)

@@ -1,0 +1,181 @@
+"""``f2tta run``: predictions as they are made, skipping bad files, Ctrl-C and resume."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from engine import Session, StepResult, list_images
+from engine.cli import main as cli_main
+from engine.runner import run_stream
+from engine.state import read_state
+from tests.conftest import random_images
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _folder(root: Path, n: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i, img in enumerate(random_images(n, seed=11)):
+        Image.fromarray(img).save(root / f"img{i}.png")
+    return root
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _run(model: Path, inp: Path, out: Path, state: Path, *extra: str) -> int:
+    return cli_main(
+        [
+            "run",
+            "--model",
+            str(model),
+            "--input",
+            str(inp),
+            "--state",
+            str(state),
+            "--out",
+            str(out),
+            "--no-progress",
+            *extra,
+        ]
+    )
+
+
+def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_path: Path) -> None:
+    inp = _folder(tmp_path / "in", 12)
+    (inp / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
+    (inp / "empty.jpg").write_bytes(b"")
+    out, state = tmp_path / "preds.csv", tmp_path / "state"
+    assert _run(tiny_model_path, inp, out, state, "--save-every", "5") == 0
+    rows = _rows(out)
+    assert [r["path"] for r in rows] == [f"img{i}.png" for i in range(12)]  # natural name order
+    assert [r["index"] for r in rows] == [str(i) for i in range(12)]
+    assert set(rows[0]) == {
+        "index",
+        "path",
+        "prediction",
+        "confidence",
+        "source_prediction",
+        "mean_uncertainty",
+    }
+    skipped = _rows(tmp_path / "preds.skipped.csv")
+    assert sorted(r["path"] for r in skipped) == ["broken.png", "empty.jpg"]
+    assert all(r["reason"] for r in skipped)
+    _, meta = read_state(state)
+    assert meta["images_seen"] == 12
+
+    # New images arrive; the second run adapts only to them, continuing the same state.
+    Image.fromarray(random_images(1, seed=99)[0]).save(inp / "zz_new.png")
+    assert _run(tiny_model_path, inp, out, state) == 0
+    rows = _rows(out)
+    assert [r["path"] for r in rows][-1] == "zz_new.png" and len(rows) == 13
+    assert rows[-1]["index"] == "12"
+    assert len(_rows(tmp_path / "preds.skipped.csv")) == 2
+    assert (tmp_path / "preds.config.json").exists()
+
+
+def test_rows_after_last_save_are_recomputed_not_duplicated(tiny_model_path: Path, tmp_path: Path) -> None:
+    inp = _folder(tmp_path / "in", 10)
+    ref_out = tmp_path / "ref.csv"
+    assert _run(tiny_model_path, inp, ref_out, tmp_path / "ref_state") == 0
+
+    class Crash(Exception):
+        pass
+
+    def crash_after_six(result: StepResult, rel: str) -> None:
+        if result.index == 5:  # row 6 is on disk, the last save was after image 4
+            raise Crash
+
+    out, state = tmp_path / "preds.csv", tmp_path / "state"
+    with pytest.raises(Crash):
+        run_stream(
+            Session(tiny_model_path),
+            inp,
+            list_images(inp),
+            out,
+            state,
+            save_every=4,
+            on_result=crash_after_six,
+        )
+    with out.open("a") as fh:
+        fh.write("6,img6.p")  # a torn last line
+    assert len(_rows(out)) == 7
+    assert read_state(state)[1]["images_seen"] == 4
+
+    assert _run(tiny_model_path, inp, out, state) == 0
+    final = _rows(out)
+    assert [r["path"] for r in final] == [f"img{i}.png" for i in range(10)]
+    assert final == _rows(ref_out)  # identical to an uninterrupted run
+
+
+def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    inp = _folder(tmp_path / "in", 150)
+    out, state = tmp_path / "preds.csv", tmp_path / "state"
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--model",
+        str(tiny_model_path),
+        "--input",
+        str(inp),
+        "--state",
+        str(state),
+        "--out",
+        str(out),
+        "--save-every",
+        "1000",
+        "--no-progress",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if out.exists() and len(out.read_text().splitlines()) > 6:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    rows = _rows(out)
+    _, meta = read_state(state)
+    assert 5 <= meta["images_seen"] == len(rows) < 150
+    assert [r["path"] for r in rows] == meta["extra"]["processed"]
+
+    assert _run(tiny_model_path, inp, out, state) == 0
+    final = _rows(out)
+    paths = [r["path"] for r in final]
+    assert len(paths) == len(set(paths)) == 150
+    assert [r["index"] for r in final] == [str(i) for i in range(150)]
+
+
+def test_run_reports_missing_input(
+    tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(tiny_model_path, tmp_path / "nope", tmp_path / "o.csv", tmp_path / "s") == 2
+    assert "input folder not found" in capsys.readouterr().err
+
+
+def test_state_of_another_method_is_refused(
+    tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inp = _folder(tmp_path / "in", 3)
+    assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s") == 0
+    assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s", "--method", "source") == 2
+    assert "method 'idipt'" in capsys.readouterr().err
+    assert np.isfinite([float(r["confidence"]) for r in _rows(tmp_path / "o.csv")]).all()
