@@ -6,6 +6,7 @@ The desktop app and the CLI use only the names exported here.
 from __future__ import annotations
 
 from engine._device import select_device
+from engine._guard import GuardConfig, GuardEvent
 from engine._version import __version__
 from engine.errors import F2TTAError, F2TTAWarning, ImageReadError, ModelLoadError, StateError
 from engine.images import IMAGE_EXTENSIONS, list_images, read_image
@@ -28,6 +29,8 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "F2TTAError",
     "F2TTAWarning",
+    "GuardConfig",
+    "GuardEvent",
     "IDiPT",
     "IDiPTConfig",
     "ImageReadError",

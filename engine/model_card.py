@@ -99,7 +99,14 @@ def card_path_for(checkpoint: str | Path) -> Path:
     return Path(checkpoint).with_suffix(".json")
 
 
+CHECKSUM_KEY = "weights_sha256"
+
+
 def read_card(path: str | Path) -> ModelCard:
+    return ModelCard.from_json(_read_card_json(path), origin=str(path))
+
+
+def _read_card_json(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -109,7 +116,7 @@ def read_card(path: str | Path) -> ModelCard:
         raise ModelLoadError(f"model card {path} is unreadable: {exc}") from exc
     if not isinstance(data, dict):
         raise ModelLoadError(f"model card {path} is not a JSON object")
-    return ModelCard.from_json(data, origin=str(path))
+    return data
 
 
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -188,8 +195,19 @@ def load_model(checkpoint: str | Path, card: ModelCard | None = None) -> LoadedM
         ModelLoadError: with a message that names what is missing or differs.
     """
     checkpoint = Path(checkpoint)
+    expected_sha: str | None = None
     if card is None:
-        card = read_card(card_path_for(checkpoint))
+        card_file = card_path_for(checkpoint)
+        raw = _read_card_json(card_file)
+        card = ModelCard.from_json(raw, origin=str(card_file))
+        expected_sha = raw.get(CHECKSUM_KEY)
+    if expected_sha and checkpoint.exists():
+        actual = _sha256_file(checkpoint)
+        if actual != expected_sha:
+            raise ModelLoadError(
+                f"checkpoint {checkpoint} is damaged or was replaced: its SHA-256 {actual[:16]}... does not match "
+                f"the {expected_sha[:16]}... recorded in its model card"
+            )
     weights = _read_weights(checkpoint)
     model = card.build()
     expected = model.state_dict()
@@ -218,5 +236,14 @@ def save_model(model: torch.nn.Module, card: ModelCard, checkpoint: str | Path) 
     atomic_write_bytes(checkpoint, tmp.read_bytes())
     tmp.unlink()
     card_file = card_path_for(checkpoint)
-    atomic_write_bytes(card_file, (json.dumps(card.to_json(), indent=2) + "\n").encode())
+    card_json = {**card.to_json(), CHECKSUM_KEY: _sha256_file(checkpoint)}
+    atomic_write_bytes(card_file, (json.dumps(card_json, indent=2) + "\n").encode())
     return card_file
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 PRED_COLUMNS = ("index", "path", "prediction", "confidence", "source_prediction", "mean_uncertainty")
 SKIP_COLUMNS = ("path", "reason")
+# File names that are not valid UTF-8 (possible on Linux) round-trip through the CSVs byte for byte.
+_ERRORS = "surrogateescape"
 
 
 def skipped_path(out_csv: Path) -> Path:
@@ -47,7 +49,7 @@ class RunSummary:
 def _read_rows(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
+    with path.open(newline="", encoding="utf-8", errors=_ERRORS) as fh:
         return list(csv.DictReader(fh))
 
 
@@ -57,7 +59,7 @@ def _rewrite_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, st
     writer.writeheader()
     for row in rows:
         writer.writerow({c: row.get(c, "") for c in columns})
-    atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+    atomic_write_bytes(path, buf.getvalue().encode("utf-8", errors=_ERRORS))
 
 
 def result_row(result: StepResult, rel: str, classes: Sequence[str]) -> dict[str, str]:
@@ -76,7 +78,7 @@ class _AppendCSV:
 
     def __init__(self, path: Path, columns: Sequence[str]) -> None:
         new = not path.exists() or path.stat().st_size == 0
-        self.fh = path.open("a", newline="", encoding="utf-8")
+        self.fh = path.open("a", newline="", encoding="utf-8", errors=_ERRORS)
         self.writer = csv.DictWriter(self.fh, fieldnames=list(columns), lineterminator="\n")
         if new:
             self.writer.writeheader()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -16,6 +17,7 @@ import torch
 from PIL import Image
 
 from engine._device import select_device
+from engine._guard import CollapseGuard, GuardConfig, GuardEvent
 from engine._version import __version__
 from engine.errors import StateError
 from engine.images import read_image, to_rgb
@@ -81,6 +83,7 @@ class Session:
         method_config: the method's config dataclass (its defaults when None).
         device: ``None``/``"auto"`` (CUDA, MPS, CPU) or an explicit device.
         seed: seeds every random choice of the method.
+        guard: the collapse guard's settings (on by default).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Session:
         method_config: Any = None,
         device: str | torch.device | None = None,
         seed: int = 0,
+        guard: GuardConfig | None = None,
     ) -> None:
         loaded = model if isinstance(model, LoadedModel) else load_model(model)
         self.loaded = loaded
@@ -103,6 +107,7 @@ class Session:
         self.method: TTAMethod = cls(self.model, method_config, seed=seed)
         self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
+        self.guard_config = guard or GuardConfig()
         self._reset_counters()
 
     def _reset_counters(self) -> None:
@@ -110,6 +115,8 @@ class Session:
         self.hist_adapted = [0] * self.card.num_classes
         self.hist_source = [0] * self.card.num_classes
         self.updated_at: str | None = None
+        self.guard = CollapseGuard(self.guard_config, self.card.num_classes)
+        self.events: list[GuardEvent] = []
 
     # ------------------------------------------------------------------ inputs
     def preprocess(self, image: ImageInput) -> torch.Tensor:
@@ -160,6 +167,13 @@ class Session:
             else empty
         )
         diagnostics: dict[str, Any] = dict(out.diagnostics)
+        action = self.guard.observe(self.images_seen, pred, src)
+        if action is not None:
+            what = self.method.recover() if action == "recover" else self._full_reset()
+            event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
+            self.events.append(event)
+            logger.warning("%s", event.message)
+            diagnostics["guard"] = event.message
         diagnostics["hist_adapted"] = list(self.hist_adapted)
         diagnostics["hist_source"] = list(self.hist_source)
         result = StepResult(
@@ -180,6 +194,10 @@ class Session:
         self.updated_at = datetime.now(UTC).isoformat(timespec="seconds")
         return result
 
+    def _full_reset(self) -> str:
+        self.method.reset()
+        return "collapse came back, adaptation reset to the source model"
+
     def reset(self) -> None:
         """Back to the source model: the method's initial state, counters at zero."""
         self.method.reset()
@@ -193,6 +211,7 @@ class Session:
             "method": self.method_name,
             "method_config": self.method.config_dict(),
             "seed": self.seed,
+            "guard": dataclasses.asdict(self.guard_config),
             "device": str(self.device),
             "model": {
                 "path": str(self.loaded.path) if self.loaded.path else None,
@@ -214,6 +233,8 @@ class Session:
             "hist_source": self.hist_source,
             "updated_at": self.updated_at,
             "method_state": self.method.state_meta(),
+            "guard": self.guard.state(),
+            "events": [e.to_json() for e in self.events[-200:]],
             "extra": extra or {},
         }
 
@@ -282,7 +303,15 @@ class Session:
         except (KeyError, ValueError, TypeError, RuntimeError) as exc:
             self.model.mode = mode
             raise StateError(f"{origin}: the state does not fit this model and method ({exc})") from exc
+        try:
+            guard = CollapseGuard(self.guard_config, self.card.num_classes)
+            guard.load(meta.get("guard", {}))
+            events = [GuardEvent(int(e["index"]), str(e["action"]), str(e["message"])) for e in meta.get("events", [])]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise StateError(f"{origin}: the collapse-guard record is invalid ({exc})") from exc
         self.method = candidate
+        self.guard = guard
+        self.events = events
         self.seed = candidate.seed
         self.images_seen = seen
         self.hist_adapted, self.hist_source = hist_a, hist_s

@@ -90,6 +90,15 @@ class TTAMethod(ABC):
         self.steps = 0
         self.configure_model()
 
+    def recover(self) -> str:
+        """Undo image-specific adaptation after a detected collapse; returns what was done.
+
+        The default resets everything to the source model; methods with finer-grained state
+        (I-DiPT's prompt bank) override it.
+        """
+        self.reset()
+        return "adaptation reset to the source model"
+
     # -- state ------------------------------------------------------------------------------------
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """All tensors of the adaptation state (CPU copies are made by the caller)."""

@@ -250,6 +250,11 @@ class IDiPT(TTAMethod):
             diagnostics=diagnostics,
         )
 
+    def recover(self) -> str:
+        """Forget the image-specific history: the bank (whose prompts pre-initialise φ_S) is cleared."""
+        self.bank.clear()
+        return "prompt bank cleared (image-specific prompts restart from their initial value)"
+
     # ------------------------------------------------------------------ state
     def _named_modules_state(self) -> dict[str, torch.Tensor]:
         out = {"phi_i": self.phi_i.detach(), "gate": self.gate.detach(), "phi_s_init": self.phi_s_init}
