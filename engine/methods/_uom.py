@@ -41,10 +41,11 @@ def select_tokens(uncertainty: torch.Tensor, percent: float) -> tuple[torch.Tens
     """T_U (most uncertain) and T_R (least uncertain) patch indices, ``(B, k)`` each, disjoint.
 
     ``k = round(N * percent / 100)``; ties are broken by token index (stable sort), so the
-    sets are disjoint whenever ``percent <= 50``.
+    sets are disjoint whenever ``percent <= 50`` (above that they overlap, as in the paper's
+    K sweep up to 90 %).
     """
-    if not 0.0 <= percent <= 50.0:
-        raise ValueError(f"mask percent must be within [0, 50], got {percent}")
+    if not 0.0 <= percent < 100.0:
+        raise ValueError(f"mask percent must be within [0, 100), got {percent}")
     n = uncertainty.shape[-1]
     k = round(n * percent / 100.0)
     order = torch.argsort(uncertainty, dim=-1, descending=True, stable=True)

@@ -67,7 +67,7 @@ class IDiPTConfig:
     prompt_len_invariant: int = 4  # L_I: image-invariant prompt tokens per layer
     mc_passes: int = 10  # D: Monte-Carlo dropout passes for the token uncertainty
     mc_dropout: float = 0.1  # dropout probability in block 1's MLP during the MC passes
-    mask_percent: float = 30.0  # K: percent of patch tokens in T_U and in T_R
+    mask_percent: float = 30.0  # K: percent of patch tokens in T_U and in T_R (disjoint up to 50)
     bank_size: int = 20  # N_B: prompt bank capacity (FIFO)
     beta: float = 0.1  # low-frequency window half-size as a fraction of the image side
     gamma: float = 0.9  # EMA decay for the image-invariant prompt in G_I
@@ -85,8 +85,8 @@ class IDiPTConfig:
             raise ValueError("prompt lengths must be even (half key, half value tokens)")
         if self.prompt_len_specific < 2 or self.prompt_len_invariant < 2:
             raise ValueError("prompt lengths must be at least 2")
-        if not 0.0 <= self.mask_percent <= 50.0:
-            raise ValueError("mask_percent must be within [0, 50] so that T_U and T_R are disjoint")
+        if not 0.0 <= self.mask_percent < 100.0:
+            raise ValueError("mask_percent must be within [0, 100) (T_U and T_R are disjoint up to 50)")
         if self.mc_passes < 2:
             raise ValueError("mc_passes must be at least 2")
         if not 0.0 <= self.mc_dropout < 1.0:

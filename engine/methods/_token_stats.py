@@ -1,0 +1,99 @@
+"""Per-image token statistics and their source reference (VPTTA, DPCore).
+
+Both methods align feature statistics of a test batch with those of the source domain: VPTTA the
+BatchNorm statistics of a CNN, DPCore the batch mean and std of the ViT's CLS features. With one
+image per step, the statistics here are taken over the image's tokens: per channel, the mean and
+the standard deviation across tokens.
+
+**Source reference without source data.** The originals read it from the training data (BN
+running statistics; 300 source images for DPCore). A test-time method here sees only the model.
+:class:`SourceStatistics` therefore records the mean of the per-image statistics over the first
+``target`` images of the stream, during which the method does not adapt; or it is given source
+images explicitly (``fit``), e.g. a few images of the source domain's validation split. A stream
+that opens with a shifted domain gives a shifted reference: that is the price of having no source
+data, and it is documented in ``docs/baselines.md``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_statistics(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and population std over the tokens: ``(B, N, C) -> ((B, C), (B, C))``."""
+    std, mean = torch.std_mean(tokens, dim=1, correction=0)
+    return mean, std
+
+
+def statistics_distance(
+    mean: torch.Tensor, std: torch.Tensor, ref_mean: torch.Tensor, ref_std: torch.Tensor, std_weight: float
+) -> torch.Tensor:
+    """``||mean - ref_mean||_2 + std_weight * ||std - ref_std||_2`` along the last dimension."""
+    mean_term = torch.linalg.vector_norm(mean - ref_mean, dim=-1)
+    std_term = torch.linalg.vector_norm(std - ref_std, dim=-1)
+    distance: torch.Tensor = mean_term + std_weight * std_term
+    return distance
+
+
+class SourceStatistics:
+    """Running mean of per-image token statistics, the stand-in for source statistics.
+
+    Args:
+        target: images to record before the reference counts as ready.
+        prefix: name prefix of the saved tensors.
+    """
+
+    def __init__(self, target: int, prefix: str = "source_stats") -> None:
+        if target < 1:
+            raise ValueError("the source statistics need at least one image")
+        self.target = target
+        self.prefix = prefix
+        self.count = 0
+        self.fitted = False
+        self.mean: torch.Tensor | None = None  # (C,)
+        self.std: torch.Tensor | None = None  # (C,)
+
+    @property
+    def ready(self) -> bool:
+        return self.fitted or self.count >= self.target
+
+    def observe(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Add images' statistics ``(B, C)`` to the running mean."""
+        for m, s in zip(mean.detach(), std.detach(), strict=True):
+            self.count += 1
+            if self.mean is None or self.std is None:
+                self.mean, self.std = m.clone(), s.clone()
+            else:
+                self.mean = self.mean + (m - self.mean) / self.count
+                self.std = self.std + (s - self.std) / self.count
+
+    def fit(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Replace the reference by the mean statistics of given source images ``(B, C)``."""
+        self.count, self.mean, self.std = 0, None, None
+        self.observe(mean, std)
+        self.fitted = True
+
+    def reference(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.mean is None or self.std is None:
+            raise RuntimeError("no source statistics recorded yet")
+        return self.mean, self.std
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        if self.mean is None or self.std is None:
+            return {}
+        return {f"{self.prefix}.mean": self.mean, f"{self.prefix}.std": self.std}
+
+    def state_meta(self) -> dict[str, int | bool]:
+        return {"count": self.count, "fitted": self.fitted}
+
+    def load(
+        self, tensors: dict[str, torch.Tensor], meta: dict[str, int | bool], device: torch.device
+    ) -> None:
+        self.count = int(meta["count"])
+        self.fitted = bool(meta["fitted"])
+        name = f"{self.prefix}.mean"
+        if name in tensors:
+            self.mean = tensors[name].to(device).clone()
+            self.std = tensors[f"{self.prefix}.std"].to(device).clone()
+        else:
+            self.mean = self.std = None

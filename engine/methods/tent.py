@@ -1,0 +1,75 @@
+"""Tent: fully test-time adaptation by entropy minimisation.
+
+Implements Wang, Shelhamer, Liu, Olshausen & Darrell, "Tent: Fully Test-Time Adaptation by
+Entropy Minimization", ICLR 2021: for every test batch, minimise the mean Shannon entropy of the
+model's predictions with one optimiser step on the affine parameters of the normalisation layers.
+The prediction returned is the one computed in the same forward pass, before the step (as in the
+authors' code), so an image's own update first helps the next image.
+
+Departures from the paper:
+
+* A ViT has no BatchNorm: the adapted parameters are the weight and bias of every LayerNorm
+  (blocks, final norm; the standard ViT port of Tent, as in SAR and the CTTA benchmarks). The
+  feature-statistics half of Tent (BN with test-batch statistics) has no counterpart, since
+  LayerNorm normalises each token by itself already.
+* The copy stays in eval mode (timm's train mode would only switch on dropout / drop-path).
+* Batch size 1 (the F²TTA protocol); the entropy of one image is the loss.
+* The LayerNorm parameters live in a private copy of the backbone; the shared source model is
+  never modified and gives ``source_logits``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from engine.methods._norm import AdaptedCopyMethod, layernorm_param_names, softmax_entropy
+from engine.methods.base import MethodOutput, register_method
+
+
+@dataclass(frozen=True)
+class TentConfig:
+    """Hyper-parameters of Tent; defaults are the paper's (Adam setting of its code)."""
+
+    lr: float = 1e-3  # Adam learning rate of the single step per batch
+    beta1: float = 0.9  # Adam's first-moment decay
+    beta2: float = 0.999  # Adam's second-moment decay
+    weight_decay: float = 0.0  # L2 weight decay on the LayerNorm parameters
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError("lr must be positive")
+
+
+@register_method("tent")
+class Tent(AdaptedCopyMethod):
+    """Entropy minimisation on the LayerNorm affine parameters of a copy of the source ViT."""
+
+    config_class = TentConfig
+    config: TentConfig
+
+    def adapted_param_names(self, vit: nn.Module) -> list[str]:
+        return layernorm_param_names(vit)
+
+    def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        cfg = self.config
+        return torch.optim.Adam(
+            params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay
+        )
+
+    @torch.enable_grad()
+    def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
+        with torch.no_grad():
+            source_logits = self.model(x)
+        logits = self.adapted(x)
+        loss = softmax_entropy(logits).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps += 1
+        return MethodOutput(
+            logits=logits.detach(), source_logits=source_logits, diagnostics={"loss": float(loss.detach())}
+        )

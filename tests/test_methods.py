@@ -1,0 +1,273 @@
+"""Invariants of every registered method: shapes, frozen source model, what adapts, reset, state.
+
+Each method runs with a small configuration (:data:`SMALL`) so that every code path (warm-up,
+memory banks, coreset, augmentation, filters) is reached within a handful of 32-pixel images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from engine import Session, get_method_class, list_methods
+from engine.methods._augment import augment
+from engine.methods._hog import patch_hog
+from engine.methods._norm import AdaptedCopyMethod
+from engine.methods.cotta import CoTTA
+from engine.methods.dpcore import DPCore
+from engine.methods.sar import SAR
+from engine.methods.vptta import VPTTA
+from tests.conftest import random_images
+
+SMALL: dict[str, dict[str, Any]] = {
+    "idipt": {"bank_size": 2, "graph_dim": 16, "mc_passes": 3},
+    "dltta": {"memory_size": 2, "neighbours": 2},
+    "sar": {"margin_factor": 1.0},  # random 2-class logits sit near ln 2: let them pass the filter
+    "cotta": {"aug_views": 3, "confidence_threshold": 1.0},  # always average augmentations
+    "vptta": {"source_images": 1, "memory_size": 3, "neighbours": 2},
+    "cmae": {"mc_passes": 3},
+    "dpcore": {"source_images": 1, "ood_steps": 2},
+}
+METHODS = list_methods()
+#: Methods that update weights of a private copy of the backbone.
+COPY_METHODS = [m for m in METHODS if issubclass(get_method_class(m), AdaptedCopyMethod)]
+N_STEPS = 4
+
+
+def _config(name: str, **overrides: Any) -> Any:
+    cls = get_method_class(name).config_class
+    if cls is None:
+        return None
+    return cls(**{**SMALL.get(name, {}), **overrides})
+
+
+def _session(path: Path, name: str, seed: int = 0, **overrides: Any) -> Session:
+    return Session(path, method=name, method_config=_config(name, **overrides), seed=seed)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models on shared cores: one intra-op thread is about ten times faster than two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def imgs() -> list[np.ndarray]:
+    return random_images(2 * N_STEPS, size=36)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_outputs_are_probabilities_and_source_logits_are_the_source_models(
+    tiny_model_path: Path, name: str, imgs: list[np.ndarray]
+) -> None:
+    session = _session(tiny_model_path, name)
+    reference = Session(tiny_model_path, method="source")
+    for img in imgs[:N_STEPS]:
+        r = session.step(img)
+        assert r.probs.shape == r.source_probs.shape == (2,)
+        assert np.isfinite(r.probs).all() and abs(float(r.probs.sum()) - 1.0) < 1e-5
+        np.testing.assert_allclose(r.source_probs, reference.step(img).probs, rtol=0, atol=1e-6)
+        assert all(isinstance(v, (int, float, list, str)) for v in r.diagnostics.values())
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_source_model_is_bit_identical_and_only_claimed_parameters_change(
+    tiny_model_path: Path, name: str, imgs: list[np.ndarray]
+) -> None:
+    session = _session(tiny_model_path, name)
+    source = session.model.vit
+    before = {k: v.clone() for k, v in source.state_dict().items()}
+    for img in imgs[:N_STEPS]:
+        session.step(img)
+    after = source.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert all(not p.requires_grad and p.grad is None for p in source.parameters())
+    method = session.method
+    source_ids = {id(p) for p in source.parameters()}
+    assert not source_ids & {id(p) for p in method.collect_params()}
+    if isinstance(method, AdaptedCopyMethod):
+        copy_params = dict(method.adapted.vit.named_parameters())
+        changed = {n for n, p in source.named_parameters() if not torch.equal(p, copy_params[n])}
+        assert changed, f"{name} adapted nothing"
+        assert changed <= set(method.adapted_names)
+        copy_buffers = dict(method.adapted.vit.named_buffers())
+        assert all(torch.equal(b, copy_buffers[n]) for n, b in source.named_buffers())
+
+
+@pytest.mark.parametrize("name", COPY_METHODS)
+def test_tent_family_adapts_layernorm_affine_parameters_only(tiny_model_path: Path, name: str) -> None:
+    method = _session(tiny_model_path, name).method
+    assert isinstance(method, AdaptedCopyMethod)
+    modules = dict(method.adapted.vit.named_modules())
+    for param_name in method.adapted_names:
+        module_name, _, leaf = param_name.rpartition(".")
+        assert isinstance(modules[module_name], torch.nn.LayerNorm) and leaf in ("weight", "bias")
+    if name == "sar":  # top quarter of blocks and the final norm frozen; depth 2 freezes no block
+        assert not any(n.startswith("norm.") for n in method.adapted_names)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_reset_restores_the_initial_state_exactly(
+    tiny_model_path: Path, name: str, imgs: list[np.ndarray]
+) -> None:
+    session = _session(tiny_model_path, name)
+    fresh_state = session.state_fingerprint()
+    for img in imgs[:N_STEPS]:
+        session.step(img)
+    session.reset()
+    assert session.state_fingerprint() == fresh_state
+    fresh = _session(tiny_model_path, name)
+    for img in imgs[N_STEPS:]:
+        assert np.array_equal(session.step(img).probs, fresh.step(img).probs)
+    assert session.state_fingerprint() == fresh.state_fingerprint()
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_save_load_continue_is_bit_identical(
+    tiny_model_path: Path, tmp_path: Path, name: str, imgs: list[np.ndarray]
+) -> None:
+    first = _session(tiny_model_path, name)
+    for img in imgs[:N_STEPS]:
+        first.step(img)
+    first.save(tmp_path / "state")
+    expected = [first.step(img) for img in imgs[N_STEPS:]]
+    resumed = _session(tiny_model_path, name)
+    resumed.load(tmp_path / "state")
+    for img, exp in zip(imgs[N_STEPS:], expected, strict=True):
+        got = resumed.step(img)
+        assert np.array_equal(got.probs, exp.probs)
+        assert np.array_equal(got.uncertain_tokens, exp.uncertain_tokens)
+    assert resumed.state_fingerprint() == first.state_fingerprint()
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_runs_are_deterministic_for_a_seed(tiny_model_path: Path, name: str, imgs: list[np.ndarray]) -> None:
+    a, b = _session(tiny_model_path, name, seed=3), _session(tiny_model_path, name, seed=3)
+    for img in imgs[:N_STEPS]:
+        assert np.array_equal(a.step(img).probs, b.step(img).probs)
+    assert a.state_fingerprint() == b.state_fingerprint()
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_config_round_trips_through_json_types(name: str) -> None:
+    cls = get_method_class(name).config_class
+    if cls is None:
+        pytest.skip("no configuration")
+    cfg = cls()
+    for f in dataclasses.fields(cfg):
+        assert isinstance(getattr(cfg, f.name), (bool, int, float, str)), f.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.lr = 1.0
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_batches_are_accepted_up_to_max_batch(tiny_model_path: Path, name: str) -> None:
+    method = _session(tiny_model_path, name).method
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    if method.max_batch == 1:
+        with pytest.raises(ValueError, match="batch size must be 1"):
+            method.forward_and_adapt(x)
+        return
+    for _ in range(2):
+        out = method.forward_and_adapt(x)
+        assert out.logits.shape == out.source_logits.shape == (3, 2)
+        assert torch.isfinite(out.logits).all()
+
+
+# ---------------------------------------------------------------------- method-specific behaviour
+def test_sar_resets_on_collapse(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    session = _session(tiny_model_path, "sar", reset_entropy=10.0)  # every moving average is "collapsed"
+    for img in imgs[:3]:
+        r = session.step(img)
+        assert r.diagnostics["reset"] == 1.0
+        assert np.array_equal(r.probs, r.source_probs)  # the copy is back at the source every step
+    method = session.method
+    assert isinstance(method, SAR) and method.resets == 3 and method.entropy_ema is None
+
+
+def test_sar_filter_can_block_every_update(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    session = _session(tiny_model_path, "sar", margin_factor=0.0)
+    for img in imgs[:3]:
+        assert session.step(img).diagnostics["reliable"] == 0.0
+    method = session.method
+    assert isinstance(method, SAR)
+    assert all(
+        torch.equal(p, s) for p, s in zip(method.backbone_params(), method.source_params(), strict=True)
+    )
+
+
+def test_cotta_teacher_trails_the_student(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    session = _session(tiny_model_path, "cotta", restore_prob=0.0, ema_momentum=0.5)
+    session.step(imgs[0])
+    method = session.method
+    assert isinstance(method, CoTTA)
+    for t, s, src in zip(
+        method.teacher_params(), method.backbone_params(), method.source_params(), strict=True
+    ):
+        torch.testing.assert_close(t, 0.5 * src + 0.5 * s.detach())
+
+
+def test_cotta_full_restore_returns_the_student_to_the_source(
+    tiny_model_path: Path, imgs: list[np.ndarray]
+) -> None:
+    session = _session(tiny_model_path, "cotta", restore_prob=1.0, params="all")
+    session.step(imgs[0])
+    method = session.method
+    assert isinstance(method, CoTTA) and len(method.adapted_names) == len(
+        list(session.model.vit.parameters())
+    )
+    assert all(
+        torch.equal(p, s) for p, s in zip(method.backbone_params(), method.source_params(), strict=True)
+    )
+
+
+def test_augment_shapes_and_determinism() -> None:
+    x = torch.randn(2, 3, 32, 32)
+    a = augment(x, 3, torch.Generator().manual_seed(0))
+    b = augment(x, 3, torch.Generator().manual_seed(0))
+    assert a.shape == (6, 3, 32, 32) and torch.equal(a, b) and torch.isfinite(a).all()
+
+
+def test_vptta_identity_prompt_is_a_no_op(tiny_model_path: Path) -> None:
+    method = _session(tiny_model_path, "vptta").method
+    assert isinstance(method, VPTTA)
+    x = torch.randn(1, 3, 32, 32)
+    torch.testing.assert_close(method.apply_prompt(x, torch.ones_like(method.prompt)), x, rtol=0, atol=1e-5)
+
+
+def test_vptta_and_dpcore_warm_up_on_source_statistics(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    for name in ("vptta", "dpcore"):
+        session = _session(tiny_model_path, name, source_images=2)
+        warm = [session.step(img) for img in imgs[:2]]
+        assert all(r.diagnostics["warmup"] == 1.0 and np.array_equal(r.probs, r.source_probs) for r in warm)
+        assert session.step(imgs[2]).diagnostics["warmup"] == 0.0
+
+
+def test_dpcore_grows_a_coreset_and_reuses_it(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    session = _session(tiny_model_path, "dpcore", ratio_threshold=1e9)  # every weighted prompt is "ID"
+    method = session.method
+    assert isinstance(method, DPCore)
+    x = session.preprocess(imgs[0])
+    method.fit_source_statistics(x)
+    first = session.step(imgs[1])
+    assert first.diagnostics["in_distribution"] == 0.0 and method.coreset_size() == 1
+    for img in imgs[2:5]:
+        assert session.step(img).diagnostics["in_distribution"] == 1.0
+    assert method.coreset_size() == 1
+
+
+def test_patch_hog_is_normalised_per_cell() -> None:
+    x = torch.randn(2, 3, 32, 32)
+    h = patch_hog(x, patch=16, cell=8, bins=9)
+    assert h.shape == (2, 4, 3 * 9 * 4)
+    norms = h.view(2, 4, 3, 9, 4).norm(dim=3)
+    torch.testing.assert_close(norms, torch.ones_like(norms))
