@@ -224,7 +224,8 @@ def test_nonfinite_loss_skips_the_update(tiny_model_path: Path) -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ValueError):
-        IDiPTConfig(mask_percent=60)
+        IDiPTConfig(mask_percent=100)
+    assert IDiPTConfig(mask_percent=90).mask_percent == 90  # the paper sweeps K up to 90 %
     with pytest.raises(ValueError):
         IDiPTConfig(prompt_len_specific=7)
     fields = {f.name: f.default for f in dataclasses.fields(IDiPTConfig)}

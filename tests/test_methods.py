@@ -38,6 +38,13 @@ METHODS = list_methods()
 #: Methods that update weights of a private copy of the backbone.
 COPY_METHODS = [m for m in METHODS if issubclass(get_method_class(m), AdaptedCopyMethod)]
 N_STEPS = 4
+#: Methods with ``predict_after_update`` (the paper's protocol: update, then predict again).
+AFTER_UPDATE_METHODS = [
+    m
+    for m in METHODS
+    if dataclasses.is_dataclass(cls := get_method_class(m).config_class)
+    and "predict_after_update" in {f.name for f in dataclasses.fields(cls)}
+]
 
 
 def _config(name: str, **overrides: Any) -> Any:
@@ -181,6 +188,54 @@ def test_batches_are_accepted_up_to_max_batch(tiny_model_path: Path, name: str) 
         out = method.forward_and_adapt(x)
         assert out.logits.shape == out.source_logits.shape == (3, 2)
         assert torch.isfinite(out.logits).all()
+
+
+#: Settings under which a method's single pass is a plain prediction of its pre-step model: CoTTA
+#: without augmentation averaging (and a teacher that visibly moves), DPCore with one step of a
+#: new prompt from the initial one per image.
+PLAIN_PASS: dict[str, dict[str, Any]] = {
+    "cotta": {"confidence_threshold": 0.0, "ema_momentum": 0.5},
+    "dpcore": {"ratio_threshold": 0.0, "ood_steps": 1},
+}
+
+
+def _inference(method: Any, x: torch.Tensor, after: bool) -> torch.Tensor:
+    """A no-grad prediction by the method's inference model: the updated one, or the pre-step one."""
+    with torch.no_grad():
+        if isinstance(method, CoTTA):
+            return method.teacher(x)
+        if isinstance(method, DPCore):
+            if after:
+                assert method.core_prompts is not None
+                return method.run(x, method.core_prompts[-1])[0]  # the prompt learned on x
+            return method.run(x, method.prompt_init)[0]
+        assert isinstance(method, AdaptedCopyMethod)
+        return method.adapted(x)
+
+
+@pytest.mark.parametrize("name", AFTER_UPDATE_METHODS)
+def test_prediction_is_repeated_after_the_update_unless_disabled(
+    tiny_model_path: Path, name: str, imgs: list[np.ndarray]
+) -> None:
+    overrides = PLAIN_PASS.get(name, {})
+    after = _session(tiny_model_path, name, **overrides)
+    single = _session(tiny_model_path, name, predict_after_update=False, **overrides)
+    assert after.method.config.predict_after_update  # the default
+    moved = 0
+    for img in imgs[: N_STEPS + 1]:
+        x = after.preprocess(img)
+        before = _inference(after.method, x, after=False)
+        out = after.method.forward_and_adapt(x)
+        out_single = single.method.forward_and_adapt(x)
+        # The flag changes what is returned, never the adaptation (nor the generator's draws).
+        assert after.state_fingerprint() == single.state_fingerprint()
+        if out.diagnostics.get("warmup") == 1.0:  # source statistics being estimated: no update
+            assert torch.equal(out.logits, out_single.logits)
+            continue
+        assert torch.equal(out.logits, _inference(after.method, x, after=True))
+        assert torch.equal(out_single.logits, before)
+        moved += not torch.equal(out.logits, before)
+    assert moved, f"{name}: the update never changed the prediction"
 
 
 # ---------------------------------------------------------------------- method-specific behaviour

@@ -7,12 +7,18 @@ therefore works on a private deep copy (:func:`copy_backbone`), wrapped in its o
 
 :class:`AdaptedCopyMethod` owns that copy, names the parameters that adapt (LayerNorm affine
 parameters or all of them), keeps their optimiser, and saves/loads/resets both exactly.
+
+:func:`prediction_after_update` gives the baselines the paper's evaluation protocol ("Evaluation
+Metric": the model is first updated on an image, then the inference is repeated): the logits a
+step returns come from a gradient-free pass of the updated model, unless the method's config sets
+``predict_after_update=False`` (the original method's single pass).
 """
 
 from __future__ import annotations
 
 import copy
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -66,6 +72,24 @@ def forward_features_and_logits(vit: Any, x: torch.Tensor) -> tuple[torch.Tensor
     features: torch.Tensor = vit.forward_head(tokens, pre_logits=True)
     logits: torch.Tensor = vit.forward_head(tokens)
     return features, logits
+
+
+def prediction_after_update(
+    enabled: bool, single_pass: torch.Tensor, predict: Callable[[], torch.Tensor]
+) -> torch.Tensor:
+    """The logits an adaptation step returns, ``(B, classes)``, detached.
+
+    Args:
+        enabled: the config's ``predict_after_update``: True for the paper's protocol (update, then
+            predict again), False for the original method's single pass.
+        single_pass: the prediction the method made while adapting (before its update).
+        predict: re-runs the method's inference (the adapted model, or the teacher for the
+            mean-teacher methods) on the same input; called without gradients, only if ``enabled``.
+    """
+    if not enabled:
+        return single_pass.detach()
+    with torch.no_grad():
+        return predict().detach()
 
 
 @torch.no_grad()

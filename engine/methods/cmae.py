@@ -14,8 +14,10 @@ Masked Autoencoders for Continual Test-Time Adaptation", CVPR 2024. Per batch:
    stochastic restore (p = 0.01) of the adapted backbone parameters.
 
 As in the authors' code the teacher is the student before the step ("one model setting": the
-teacher is overwritten by the student after every step), so no second copy is kept; the returned
-prediction is the teacher's (pre-step) prediction on the full image.
+teacher is overwritten by the student after every step), so no second copy is kept. The returned
+prediction is, by default, the next teacher's -- the student after the step and the restore -- on
+the full, unmasked image, made without gradients (the I-DiPT paper's evaluation protocol: update,
+then predict again).
 
 Departures:
 
@@ -34,6 +36,8 @@ Departures:
   ``params="all"`` restores the paper's choice. The student is a private copy of the backbone.
 * HOG cells are 8 pixels (the code's ``cell_sz``) when they divide the patch size, else one cell
   per patch.
+* **Prediction after the update.** The authors' code returns the teacher's prediction from before
+  the step; ``predict_after_update=False`` restores it.
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.methods._hog import hog_dim, patch_hog
-from engine.methods._norm import AdaptedCopyMethod, ParamScope, scope_param_names, stochastic_restore
+from engine.methods._norm import (
+    AdaptedCopyMethod,
+    ParamScope,
+    prediction_after_update,
+    scope_param_names,
+    stochastic_restore,
+)
 from engine.methods._uom import mc_dropout_uncertainty, select_tokens
 from engine.methods.base import MethodOutput, register_method
 from engine.methods.idipt import soft_cross_entropy
@@ -66,6 +76,7 @@ class CMAEConfig:
     hog_cell: int = 8  # HOG cell side in pixels (one cell per patch if it does not divide the patch)
     restore_prob: float = 0.01  # stochastic restore probability per adapted element
     params: ParamScope = "norm"  # "norm": LayerNorm affine parameters; "all": every weight (the paper)
+    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.mask_percent <= 50.0:
@@ -148,8 +159,9 @@ class CMAE(AdaptedCopyMethod):
             self.backbone_params(), self.source_params(), cfg.restore_prob, self.generator
         )
         self.steps += 1
+        logits = prediction_after_update(cfg.predict_after_update, teacher.logits, lambda: self.adapted(x))
         return MethodOutput(
-            logits=teacher.logits,
+            logits=logits,
             source_logits=source_logits,
             uncertainty=uncertainty,
             uncertain_tokens=masked,

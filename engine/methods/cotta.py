@@ -11,7 +11,9 @@ Per batch:
 4. stochastic restore: every adapted element of the student returns to its source value with
    probability 0.01, against forgetting.
 
-The returned prediction is the teacher's pseudo-label logits (as in the authors' code).
+The returned prediction is, by default, the updated teacher's plain prediction on the same image,
+made after steps 2-4 without gradients (the I-DiPT paper's evaluation protocol: update, then
+predict again; CoTTA infers with its teacher).
 Defaults are the paper's CIFAR settings (Adam 1e-3, ``ap = 0.92``: the threshold for few-class
 tasks; ImageNet's 0.1 is for 1000 classes).
 
@@ -26,6 +28,10 @@ Departures:
 * Augmentations act on the normalised model input (see :mod:`engine.methods._augment`): contrast,
   brightness, affine, blur, flip and noise; hue, saturation and gamma are left out.
 * Batch size 1: the anchor confidence is that of the image (the paper averages over the batch).
+* **Prediction after the update.** The authors' code returns the teacher's pseudo-label logits of
+  step 1 (before the update; the augmentation mean when the anchor is unsure);
+  ``predict_after_update=False`` restores it. The repeated prediction is one plain teacher pass
+  (no augmentations, so it draws nothing from the generator).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from engine.methods._norm import (
     check_shapes,
     copy_backbone,
     ema_update,
+    prediction_after_update,
     scope_param_names,
     stochastic_restore,
 )
@@ -62,6 +69,7 @@ class CoTTAConfig:
     confidence_threshold: float = 0.92  # ap: below this anchor confidence the teacher averages augmentations
     aug_views: int = 32  # N: augmented views averaged into the teacher's pseudo-label
     params: ParamScope = "norm"  # "norm": LayerNorm affine parameters; "all": every weight (the paper)
+    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.aug_views < 1:
@@ -115,8 +123,9 @@ class CoTTA(AdaptedCopyMethod):
         ema_update(self.teacher_params(), list(student), cfg.ema_momentum)
         restored = stochastic_restore(student, self.source_params(), cfg.restore_prob, self.generator)
         self.steps += 1
+        logits = prediction_after_update(cfg.predict_after_update, teacher_logits, lambda: self.teacher(x))
         return MethodOutput(
-            logits=teacher_logits,
+            logits=logits,
             source_logits=source_logits,
             diagnostics={
                 "loss": float(loss.detach()),

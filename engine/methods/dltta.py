@@ -12,7 +12,8 @@ Following the authors' Camelyon17 (classification) code: keys are the pooled fea
 logits, both taken *after* the image's update; neighbours are found by dot product, k = 4, their
 logits are averaged; the current prediction is softened with temperature 2; the dynamic rate is
 used once the memory is full (before that, Tent's base rate); the returned prediction is the
-model's after the update.
+model's after the update -- already the I-DiPT paper's protocol (update, then predict again), so
+unlike Tent DLTTA has no ``predict_after_update`` switch.
 
 Departures:
 

@@ -14,7 +14,8 @@ holds one element per encountered "domain": its statistics (μ_j, σ_j) and its 
    ``μ_j += α w_j (μ - μ_j)``, ``σ_j += α w_j max(σ - σ_j, 0)``, ``p_j += α w_j (p - p_j)``
    (α = 0.999); otherwise a new prompt is learned from the initial one for 50 steps and
    (μ, σ, p) joins the coreset;
-3. the prediction is the logits of the last adaptation forward pass (as in the authors' code).
+3. the prediction is, by default, a gradient-free pass with the prompt as learned on the image
+   (after its last AdamW step), the I-DiPT paper's evaluation protocol: update, then predict again.
 
 Departures:
 
@@ -31,6 +32,8 @@ Departures:
   over image tokens only. The frozen source model itself is used; nothing in it is modified.
 * ``max_coreset`` (0 = unbounded, the paper) optionally caps the coreset; a full coreset treats
   every batch as in-distribution, as the authors' reservoir variant does.
+* **Prediction after the update.** The authors' code returns the logits of the last adaptation
+  forward pass, made before the last AdamW step; ``predict_after_update=False`` restores it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.methods._norm import check_shapes
+from engine.methods._norm import check_shapes, prediction_after_update
 from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
 from engine.methods.base import MethodOutput, TTAMethod, register_method
 
@@ -62,6 +65,7 @@ class DPCoreConfig:
     std_weight: float = 1.0  # λ: weight of the std term in the loss and the distances
     max_coreset: int = 0  # ours: cap on the coreset size; 0 = unbounded (the paper)
     source_images: int = 20  # ours: first test images that estimate the source statistics
+    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
 
     def __post_init__(self) -> None:
         if self.num_prompts < 1 or self.id_steps < 1 or self.ood_steps < 1:
@@ -181,6 +185,7 @@ class DPCore(TTAMethod):
         else:
             prompt, logits, loss = self._learn(x, self.prompt_init, cfg.ood_steps)
             self._append(mean, std, prompt)
+        logits = prediction_after_update(cfg.predict_after_update, logits, lambda: self.run(x, prompt)[0])
         self.steps += 1
         return MethodOutput(
             logits=logits,

@@ -10,7 +10,9 @@ Wild World", ICLR 2023. Per batch:
 3. model recovery: a moving average (0.9) of the second-pass entropy; when it falls below
    ``e_m = 0.2`` the model is reset to the source (collapse to trivial, confident predictions).
 
-The prediction is the first forward pass's, before the update (as in the authors' code).
+By default the prediction returned is a gradient-free forward pass of the model after the step
+(and after a recovery reset), the I-DiPT paper's evaluation protocol; when the filter leaves the
+parameters untouched the first pass's prediction is that same prediction and no pass is added.
 Defaults follow the authors' ViT-Base, batch-size-1 setting: SGD lr ``2 × 0.001 / 64`` (the
 ViT rate scaled to one image and doubled for batch size 1), LayerNorm parameters of all blocks
 but the top quarter (blocks 9-11 of 12) and of the final norm.
@@ -23,6 +25,8 @@ Departures:
   SGD momentum from earlier steps.
 * Recovery restores the source parameters and a fresh SGD state (its momentum), as the code's
   ``reset()`` does; the private copy of the backbone is the one that is reset.
+* **Prediction after the update.** The authors' code returns the first forward pass's prediction,
+  made before the update; ``predict_after_update=False`` restores it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.methods._norm import AdaptedCopyMethod, layernorm_param_names, softmax_entropy
+from engine.methods._norm import (
+    AdaptedCopyMethod,
+    layernorm_param_names,
+    prediction_after_update,
+    softmax_entropy,
+)
 from engine.methods.base import MethodOutput, register_method
 
 
@@ -49,6 +58,7 @@ class SARConfig:
     reset_entropy: float = 0.2  # e_m: reset when the entropy moving average drops below this (nats)
     ema_decay: float = 0.9  # decay of the entropy moving average
     top_fraction: float = 0.25  # fraction of top blocks whose LayerNorms stay frozen (3 of 12)
+    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.rho < 0:
@@ -123,7 +133,13 @@ class SAR(AdaptedCopyMethod):
             diagnostics["reset"] = 1.0
         diagnostics["entropy_ema"] = math.nan if self.entropy_ema is None else self.entropy_ema
         self.steps += 1
-        return MethodOutput(logits=logits.detach(), source_logits=source_logits, diagnostics=diagnostics)
+        # Parameters are touched only when a sample passed the first filter (the SAM ascent and
+        # descent) or on recovery; otherwise the first pass already is the model's prediction.
+        touched = bool(reliable.any()) or diagnostics["reset"] == 1.0
+        logits = prediction_after_update(
+            cfg.predict_after_update and touched, logits, lambda: self.adapted(x)
+        )
+        return MethodOutput(logits=logits, source_logits=source_logits, diagnostics=diagnostics)
 
     @torch.no_grad()
     def _ascend(self, params: list[nn.Parameter]) -> list[torch.Tensor]:

@@ -11,7 +11,8 @@ Per image:
    the prompts of the 16 most similar keys; before that, from ones (the identity);
 3. one Adam step (lr 0.05, betas 0.9 / 0.99, a persistent optimiser) on a statistics-alignment
    loss; then the prompted image is classified by the frozen model and (key, prompt) enters the
-   bank.
+   bank. That prediction after the update is already the I-DiPT paper's protocol, so VPTTA has
+   no ``predict_after_update`` switch.
 
 Departures:
 
