@@ -24,6 +24,7 @@ from engine.methods import (
 from engine.model_card import LoadedModel, ModelCard, load_model, save_model
 from engine.prompted_vit import PrefixPrompts, PromptedViT
 from engine.session import Session, StepResult
+from engine.slides import Slide, SlideError, Tile, TilePlan
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -41,10 +42,14 @@ __all__ = [
     "PrefixPrompts",
     "PromptedViT",
     "Session",
+    "Slide",
+    "SlideError",
     "SourceOnly",
     "StateError",
     "StepResult",
     "TTAMethod",
+    "Tile",
+    "TilePlan",
     "__version__",
     "get_method_class",
     "list_images",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def atomic_write_bytes(path: str | Path, data: bytes, keep_backup: bool = False)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     tmp = Path(tmp_name)
     try:
+        # mkstemp creates 0600 files; keep the mode of the file we replace, else the usual 0644.
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            mode = 0o644
+        with contextlib.suppress(OSError, AttributeError):  # no fchmod on Windows
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
