@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import Session  # noqa: E402
+from engine import Session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,9 @@ def main() -> None:
             print(f"after warm-up ({args.warmup} images): RSS {baseline:.1f} MiB")
         if (i + 1) % tenth == 0:
             now = time.perf_counter()
-            print(f"  images {i + 1 - tenth:6d}-{i + 1:6d}: {tenth / (now - chunk_start):7.1f} img/s, RSS {rss_mb():.1f} MiB")
+            print(
+                f"  images {i + 1 - tenth:6d}-{i + 1:6d}: {tenth / (now - chunk_start):7.1f} img/s, RSS {rss_mb():.1f} MiB"
+            )
             chunk_start = now
     gc.collect()
     end = rss_mb()

@@ -17,9 +17,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import IDiPTConfig, Session  # noqa: E402
-from engine.cli._common import _coerce  # noqa: E402
-from engine.data import generate_arrays  # noqa: E402
+from engine import IDiPTConfig, Session
+from engine.cli._common import _coerce
+from engine.data import generate_arrays
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,9 @@ def main() -> None:
         key, _, text = item.partition("=")
         overrides[key] = _coerce(fields[key], text)
     session = Session(args.model, method_config=IDiPTConfig(**overrides), seed=args.seed)
-    imgs, labels = generate_arrays(args.kind, args.site, args.images, size=session.card.img_size, seed=args.data_seed)
+    imgs, labels = generate_arrays(
+        args.kind, args.site, args.images, size=session.card.img_size, seed=args.data_seed
+    )
     hits_a = hits_s = 0
     start = time.perf_counter()
     for i, (img, label) in enumerate(zip(imgs, labels, strict=True)):
@@ -59,8 +61,10 @@ def main() -> None:
                 f"src {np.round(r.source_probs, 3)}" + (f"  GUARD: {d['guard']}" if "guard" in d else "")
             )
     n = len(labels)
-    print(f"accuracy adapted {100 * hits_a / n:.1f} %, source {100 * hits_s / n:.1f} %; "
-          f"{1000 * (time.perf_counter() - start) / n:.0f} ms/image")
+    print(
+        f"accuracy adapted {100 * hits_a / n:.1f} %, source {100 * hits_s / n:.1f} %; "
+        f"{1000 * (time.perf_counter() - start) / n:.0f} ms/image"
+    )
 
 
 if __name__ == "__main__":
