@@ -1,0 +1,34 @@
+"""Datasets: readers of the supported layouts, the paper's per-domain split, generated data."""
+
+from __future__ import annotations
+
+from engine.data.readers import (
+    Dataset,
+    DatasetError,
+    Item,
+    SkippedFile,
+    Split,
+    open_dataset,
+    read_array,
+    split_dataset,
+    split_items,
+)
+from engine.data.synth import KINDS, SynthError, SynthResult, generate_arrays, site_names, write_synth
+
+__all__ = [
+    "KINDS",
+    "Dataset",
+    "DatasetError",
+    "Item",
+    "SkippedFile",
+    "Split",
+    "SynthError",
+    "SynthResult",
+    "generate_arrays",
+    "open_dataset",
+    "read_array",
+    "site_names",
+    "split_dataset",
+    "split_items",
+    "write_synth",
+]

@@ -1,0 +1,320 @@
+"""Generated multi-site data: the same labelled anatomy seen through several sites' appearance.
+
+Three kinds exist (``histo``, ``fundus``, ``lesion``; see ``_histo.py``, ``_fundus.py`` and
+``_lesion.py``). In each, the class is decided by morphology only (nuclear density and atypia, the
+cup-to-disc ratio, one small lesion) and the sites differ only in how that morphology is imaged:
+stain or illumination, colour cast, blur, noise, JPEG quality, scale. A model trained on one site
+therefore meets a pure appearance shift on the others, like the paper's Camelyon17 centres.
+
+Every image is rendered from its own random generator, seeded by ``(seed, kind, site, index)``,
+so the output is the same for a seed whatever the order or the number of worker processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from engine._atomic import atomic_write_bytes
+from engine.errors import F2TTAError
+
+logger = logging.getLogger(__name__)
+
+GENERATOR_VERSION = 1
+KINDS = ("histo", "fundus", "lesion")
+DEFAULT_PER_DOMAIN = 1000  # images per site
+DEFAULT_SIZE = 96  # square side in pixels
+SYNTH_JSON = "synth.json"
+_LABEL_STREAM = 2**31 - 1  # the per-site label shuffle's stream, never an image index
+
+
+class SynthError(F2TTAError):
+    """Generated data cannot be written (unknown kind, bad size, output folder in the way)."""
+
+
+Renderer = Callable[[np.random.Generator, int, Any, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class SynthSpec:
+    """One kind of generated data: its classes, its sites and how one image is drawn."""
+
+    kind: str  # "histo", "fundus" or "lesion"
+    classes: tuple[str, ...]  # class names; label i is classes[i] (sorted, as the readers order them)
+    positive_class: str  # the class that precision/recall/AUC treat as positive
+    sites: tuple[Any, ...]  # frozen dataclasses with at least ``name`` and ``jpeg_quality``
+    render: Renderer  # (rng, label, site, size) -> (size, size, 3) uint8 RGB
+    description: str  # one line for synth.json and the docs
+
+
+def get_spec(kind: str) -> SynthSpec:
+    """The generator of one kind; raises :class:`SynthError` for an unknown kind."""
+    # Imported lazily: the kind modules use the helpers below.
+    if kind == "histo":
+        from engine.data._histo import SPEC as histo
+
+        return histo
+    if kind == "fundus":
+        from engine.data._fundus import SPEC as fundus
+
+        return fundus
+    if kind == "lesion":
+        from engine.data._lesion import SPEC as lesion
+
+        return lesion
+    raise SynthError(f"unknown kind of synthetic data {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the kind modules (all vectorised; no per-pixel Python loops).
+
+
+def pixel_grid(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel-centre coordinates ``(yy, xx)`` in pixels, each of shape (size, size), float32."""
+    coords = np.arange(size, dtype=np.float32) + 0.5
+    yy, xx = np.meshgrid(coords, coords, indexing="ij")
+    return yy, xx
+
+
+def smooth_noise(rng: np.random.Generator, size: int, cells: int) -> np.ndarray:
+    """Smooth random field of about unit variance, ``cells`` bumps across, shape (size, size)."""
+    grid = rng.standard_normal((cells + 1, cells + 1)).astype(np.float32)
+    img = Image.fromarray(grid).resize((size, size), Image.Resampling.BICUBIC)
+    return np.asarray(img, dtype=np.float32)
+
+
+def gaussian_blur(arr: np.ndarray, sigma: float) -> np.ndarray:
+    """Separable Gaussian blur of a (H, W) or (H, W, C) float array with reflected borders."""
+    if sigma <= 0.05:
+        return arr
+    radius = max(1, round(3.0 * sigma))
+    x = np.arange(-radius, radius + 1, dtype=np.float32)
+    kernel = np.exp(-0.5 * (x / sigma) ** 2)
+    kernel /= kernel.sum()
+    out = arr
+    for axis in (0, 1):
+        pad = [(0, 0)] * out.ndim
+        pad[axis] = (radius, radius)
+        padded = np.pad(out, pad, mode="reflect")
+        windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * radius + 1, axis=axis)
+        out = windows @ kernel
+    return out.astype(np.float32, copy=False)
+
+
+def finish(rgb: np.ndarray, rng: np.random.Generator, blur: float, noise: float) -> np.ndarray:
+    """Blur, add Gaussian sensor noise (sd ``noise`` on the 0-255 scale) and quantise to uint8."""
+    rgb = gaussian_blur(rgb, blur)
+    rgb = rgb * 255.0
+    if noise > 0:
+        rgb = rgb + rng.normal(0.0, noise, rgb.shape).astype(np.float32)
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+
+
+def encode(img: np.ndarray, jpeg_quality: int | None) -> bytes:
+    """PNG bytes, or JPEG bytes at ``jpeg_quality`` when the site's compression is part of its look."""
+    buf = io.BytesIO()
+    pil = Image.fromarray(img)
+    if jpeg_quality is None:
+        pil.save(buf, format="PNG", compress_level=1)
+    else:
+        pil.save(buf, format="JPEG", quality=int(jpeg_quality), subsampling=2)
+    return buf.getvalue()
+
+
+def image_rng(seed: int, kind: str, site_index: int, index: int) -> np.random.Generator:
+    """The generator of one image, independent of every other image's."""
+    key = zlib.crc32(kind.encode())
+    return np.random.default_rng(np.random.SeedSequence([seed, key, site_index, index]))
+
+
+def site_labels(seed: int, kind: str, site_index: int, n: int, num_classes: int) -> np.ndarray:
+    """Balanced labels for ``n`` images of a site (counts differ by at most one), shuffled."""
+    rng = image_rng(seed, kind, site_index, _LABEL_STREAM)
+    return rng.permutation(np.arange(n) % num_classes)
+
+
+def _extension(site: Any) -> str:
+    return ".png" if site.jpeg_quality is None else ".jpg"
+
+
+def render_one(spec: SynthSpec, site_index: int, index: int, label: int, size: int, seed: int) -> bytes:
+    """Encoded bytes of one image (what is written to disk)."""
+    site = spec.sites[site_index]
+    img = spec.render(image_rng(seed, spec.kind, site_index, index), label, site, size)
+    return encode(img, site.jpeg_quality)
+
+
+def generate_arrays(
+    kind: str, site: str | int, n: int, size: int = DEFAULT_SIZE, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Images of one site in memory, exactly as they would be read back from disk.
+
+    Args:
+        kind: ``histo``, ``fundus`` or ``lesion``.
+        site: site name or index.
+        n: number of images.
+        size: square side in pixels.
+        seed: the same seed as :func:`write_synth` gives the same images.
+
+    Returns:
+        ``(images, labels)``: uint8 (n, size, size, 3) and int64 (n,).
+    """
+    spec = get_spec(kind)
+    site_index = _site_index(spec, site)
+    labels = site_labels(seed, kind, site_index, n, len(spec.classes))
+    images = np.empty((n, size, size, 3), dtype=np.uint8)
+    for i in range(n):
+        data = render_one(spec, site_index, i, int(labels[i]), size, seed)
+        with Image.open(io.BytesIO(data)) as img:
+            images[i] = np.asarray(img.convert("RGB"))
+    return images, labels.astype(np.int64)
+
+
+def _site_index(spec: SynthSpec, site: str | int) -> int:
+    if isinstance(site, int):
+        if not 0 <= site < len(spec.sites):
+            raise SynthError(f"{spec.kind} has sites 0..{len(spec.sites) - 1}, not {site}")
+        return site
+    names = [s.name for s in spec.sites]
+    if site not in names:
+        raise SynthError(f"{spec.kind} has no site {site!r}; sites are {', '.join(names)}")
+    return names.index(site)
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    """What :func:`write_synth` wrote."""
+
+    out: Path  # the dataset root (domain-folder layout)
+    counts: dict[str, dict[str, int]]  # site -> class -> number of images
+    seconds: float  # wall time
+
+
+def _write_chunk(args: tuple[str, Path, int, list[tuple[int, int]], int, int]) -> int:
+    kind, out, site_index, jobs, size, seed = args
+    spec = get_spec(kind)
+    site = spec.sites[site_index]
+    ext = _extension(site)
+    for index, label in jobs:
+        data = render_one(spec, site_index, index, label, size, seed)
+        path = out / site.name / spec.classes[label] / f"{index:06d}{ext}"
+        path.write_bytes(data)
+    return len(jobs)
+
+
+def write_synth(
+    kind: str,
+    out: str | Path,
+    per_domain: int = DEFAULT_PER_DOMAIN,
+    size: int = DEFAULT_SIZE,
+    seed: int = 0,
+    *,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SynthResult:
+    """Write a generated multi-site dataset in the domain-folder layout ``OUT/<site>/<class>/``.
+
+    Args:
+        kind: ``histo``, ``fundus`` or ``lesion``.
+        out: dataset root; created if missing. ``OUT/synth.json`` records every generator parameter.
+        per_domain: images per site, classes balanced.
+        size: square side in pixels (16 to 1024).
+        seed: the whole dataset is a function of ``(kind, per_domain, size, seed)``.
+        workers: processes rendering in parallel (the output does not depend on it).
+        overwrite: replace the site folders of an earlier run; without it an existing one is an error.
+        progress: called with ``(done, total)`` after each chunk of images.
+
+    Returns:
+        The folder and the per-site, per-class counts.
+    """
+    spec = get_spec(kind)
+    if not 16 <= size <= 1024:
+        raise SynthError(f"image size must be between 16 and 1024 pixels, got {size}")
+    if per_domain < len(spec.classes):
+        raise SynthError(f"need at least {len(spec.classes)} images per site, got {per_domain}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for site in spec.sites:
+        site_dir = out / site.name
+        if site_dir.exists():
+            if not overwrite:
+                raise SynthError(f"{site_dir} already exists; choose another folder or overwrite it")
+            shutil.rmtree(site_dir)
+        for cls in spec.classes:
+            (site_dir / cls).mkdir(parents=True)
+    start = time.perf_counter()
+    tasks: list[tuple[str, Path, int, list[tuple[int, int]], int, int]] = []
+    counts: dict[str, dict[str, int]] = {}
+    chunk = 64
+    for si, site in enumerate(spec.sites):
+        labels = site_labels(seed, kind, si, per_domain, len(spec.classes))
+        counts[site.name] = {c: int((labels == k).sum()) for k, c in enumerate(spec.classes)}
+        jobs = [(i, int(labels[i])) for i in range(per_domain)]
+        tasks += [(kind, out, si, jobs[j : j + chunk], size, seed) for j in range(0, per_domain, chunk)]
+    total = per_domain * len(spec.sites)
+    done = 0
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for n in pool.map(_write_chunk, tasks):
+                done += n
+                if progress is not None:
+                    progress(done, total)
+    else:
+        for task in tasks:
+            done += _write_chunk(task)
+            if progress is not None:
+                progress(done, total)
+    seconds = time.perf_counter() - start
+    meta = describe(spec, per_domain=per_domain, size=size, seed=seed)
+    meta["counts"] = counts
+    atomic_write_bytes(out / SYNTH_JSON, (json.dumps(meta, indent=2) + "\n").encode())
+    logger.info("wrote %d %s images to %s in %.1f s", total, kind, out, seconds)
+    return SynthResult(out, counts, seconds)
+
+
+def describe(spec: SynthSpec, *, per_domain: int, size: int, seed: int) -> dict[str, Any]:
+    """The content of ``synth.json``: everything needed to regenerate the data."""
+    return {
+        "generator": "f2tta synth",
+        "generator_version": GENERATOR_VERSION,
+        "kind": spec.kind,
+        "description": spec.description,
+        "seed": seed,
+        "size": size,
+        "per_domain": per_domain,
+        "classes": list(spec.classes),
+        "positive_class": spec.positive_class,
+        "sites": {
+            s.name: {**dataclasses.asdict(s), "format": "png" if s.jpeg_quality is None else "jpeg"}
+            for s in spec.sites
+        },
+    }
+
+
+def default_workers() -> int:
+    """Worker processes for the CLI: the available cores, at most 8."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def site_names(kind: str) -> Sequence[str]:
+    """Names of a kind's sites in order."""
+    return [s.name for s in get_spec(kind).sites]

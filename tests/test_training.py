@@ -1,0 +1,181 @@
+"""Source training: augmentation, a one-epoch smoke run, the card, the CLI and clear errors."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.cli import main as cli_main
+from engine.data import DatasetError, open_dataset, split_dataset, write_synth
+from engine.model_card import load_model
+from engine.training import (
+    Augmentation,
+    TrainConfig,
+    TrainingError,
+    augment,
+    build_model,
+    evaluate,
+    pretrained_weights_file,
+    train_source,
+)
+
+TINY = {"patch_size": 8, "depth": 1, "embed_dim": 32, "num_heads": 2}
+
+
+def _tiny_cfg(**kw: object) -> TrainConfig:
+    base: dict[str, object] = {"img_size": 32, "model_kwargs": dict(TINY), "epochs": 1, "batch_size": 16}
+    base.update(kw)
+    return TrainConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("synth")
+    write_synth("histo", root, per_domain=24, size=32, seed=0)
+    return root
+
+
+def test_augment_shapes_range_and_seed() -> None:
+    x = torch.rand(8, 3, 16, 16)
+    aug = Augmentation()
+    a = augment(x, aug, torch.Generator().manual_seed(1))
+    b = augment(x, aug, torch.Generator().manual_seed(1))
+    assert a.shape == x.shape and torch.equal(a, b)
+    assert float(a.min()) >= 0.0 and float(a.max()) <= 1.0
+    assert not torch.equal(a, augment(x, aug, torch.Generator().manual_seed(2)))
+
+
+def test_augment_off_is_identity_and_geometry_preserves_pixels() -> None:
+    x = torch.rand(6, 3, 12, 12)
+    off = Augmentation(hflip=False, vflip=False, rot90=False, brightness=0, contrast=0, saturation=0, hue=0)
+    assert torch.allclose(augment(x, off, torch.Generator().manual_seed(0)), x)
+    geo = Augmentation(brightness=0, contrast=0, saturation=0, hue=0)
+    y = augment(x, geo, torch.Generator().manual_seed(0))
+    # Flips and quarter turns only move pixels: each image keeps its sorted values.
+    assert torch.allclose(y.flatten(1).sort(1).values, x.flatten(1).sort(1).values)
+
+
+def test_hue_rotation_keeps_grey_grey() -> None:
+    grey = torch.full((4, 3, 4, 4), 0.4)
+    colour = Augmentation(
+        hflip=False, vflip=False, rot90=False, brightness=0, contrast=0, saturation=0.3, hue=0.2
+    )
+    assert torch.allclose(augment(grey, colour, torch.Generator().manual_seed(0)), grey, atol=1e-5)
+
+
+def test_train_source_smoke_and_card(tiny_data: Path, tmp_path: Path) -> None:
+    ds = open_dataset(tiny_data)
+    seen: list[int] = []
+    out = tmp_path / "m.safetensors"
+    res = train_source(
+        ds, "site1", _tiny_cfg(), out=out, on_epoch=lambda s: seen.append(s.epoch), eval_domains=True
+    )
+    assert seen == [1] and len(res.history) == 1
+    assert out.exists() and out.with_suffix(".json").exists()
+    loaded = load_model(out)
+    card = loaded.card
+    assert card.arch == "vit_tiny_patch16_224" and card.img_size == 32
+    assert card.classes == ("normal", "tumor") and card.source_domain == "site1"
+    assert card.model_kwargs == TINY and card.positive_class == 1
+    t = card.training
+    for key in (
+        "epochs",
+        "seed",
+        "augmentation",
+        "val_acc",
+        "test_acc",
+        "optimizer",
+        "best_epoch",
+        "n_train",
+    ):
+        assert key in t, key
+    assert t["augmentation"] == Augmentation().to_json()
+    assert t["optimizer"] == "Adam" and t["n_train"] == 14 and t["n_val"] == 4
+    assert t["dataset"]["synth"]["kind"] == "histo"
+    assert set(t["domain_test_acc"]) == set(ds.domains)
+    test_items = split_dataset(ds, 0)["site1"].test
+    acc = evaluate(loaded, test_items)
+    assert 0.0 <= acc <= 1.0
+    assert acc == pytest.approx(t["test_acc"])
+    assert acc == pytest.approx(evaluate(res.model, test_items, img_size=32))
+
+
+def test_training_is_deterministic(tiny_data: Path, tmp_path: Path) -> None:
+    ds = open_dataset(tiny_data)
+    for name in ("a", "b"):
+        train_source(ds, "site2", _tiny_cfg(seed=5), out=tmp_path / f"{name}.safetensors")
+    assert (
+        load_model(tmp_path / "a.safetensors").fingerprint
+        == load_model(tmp_path / "b.safetensors").fingerprint
+    )
+
+
+def test_corrupt_training_file_is_reported(
+    tiny_data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(tiny_data, root)
+    ds = open_dataset(root)
+    victim = split_dataset(ds, 0)["site1"].train[0].path
+    victim.write_bytes(b"\x89PNG\r\n\x1a\ntruncated")
+    with caplog.at_level(logging.WARNING):
+        res = train_source(open_dataset(root), "site1", _tiny_cfg())
+    assert [s.path for s in res.skipped] == [victim]
+    assert str(victim) in caplog.text
+    assert res.card.training["n_train"] == 13
+
+
+def test_single_class_source_refused(tmp_path: Path, tiny_data: Path) -> None:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(tiny_data, root)
+    shutil.rmtree(root / "site3" / "tumor")
+    ds = open_dataset(root)
+    with pytest.raises(DatasetError, match="single class"):
+        train_source(ds, "site3", _tiny_cfg())
+
+
+def test_unknown_arch_and_uncached_pretrained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(TrainingError, match="cannot build"):
+        build_model(TrainConfig(arch="vit_no_such_model"), 2)
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    with pytest.raises(TrainingError, match="not in the local cache"):
+        pretrained_weights_file("vit_tiny_patch16_224")
+    with pytest.raises(TrainingError, match="not in the local cache"):
+        build_model(TrainConfig(pretrained=True), 2)
+
+
+def test_cli_train_source(tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cli.safetensors"
+    args = [
+        "train-source",
+        "--data",
+        str(tiny_data),
+        "--source",
+        "site4",
+        "--out",
+        str(out),
+        "--img-size",
+        "32",
+    ]
+    args += ["--epochs", "1", "--batch-size", "16", "--model-kwargs", json.dumps(TINY), "--seed", "3"]
+    assert cli_main(args) == 0
+    text = capsys.readouterr().out
+    assert "epoch   1/1" in text and "val acc" in text and "train acc" in text and "test acc" in text
+    card = json.loads(out.with_suffix(".json").read_text())
+    assert card["source_domain"] == "site4" and card["training"]["seed"] == 3
+    bad = [*args[:-4], "--model-kwargs", "{not json"]
+    assert cli_main(bad) == 1
+    assert "not valid JSON" in capsys.readouterr().err
+    assert cli_main([*args[:4], "nowhere", *args[5:]]) == 1
+    assert "no domain 'nowhere'" in capsys.readouterr().err
