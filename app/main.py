@@ -1,0 +1,130 @@
+"""``f2tta-studio [PATH] [--model M] [--profile NAME] [--method NAME] [--device D] [--run] [--export DIR]
+[--quit-when-done]``: the desktop app's entry point (also ``python -m app``).
+
+Exit codes: 0 success; 1 failure (model, profile, source, state or reports could not be used);
+2 bad command line; 3 the run completed but some images could not be processed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app import APP_NAME, __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="f2tta-studio",
+        description=f"{APP_NAME}: review images from a new site while the model adapts to it.",
+    )
+    parser.add_argument("path", nargs="?", type=Path, help="a folder of images or a slide to open")
+    parser.add_argument("--model", help="checkpoint (.safetensors) with its model card .json beside it")
+    parser.add_argument("--profile", help="site profile that keeps the adaptation state")
+    parser.add_argument("--method", help="adaptation method (default: idipt)")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument(
+        "--order", choices=("name", "mtime", "manifest"), help="arrival order of folder images"
+    )
+    parser.add_argument("--run", action="store_true", help="start processing as soon as PATH is open")
+    parser.add_argument(
+        "--export", type=Path, metavar="DIR", help="write every report kind into DIR at the end"
+    )
+    parser.add_argument("--quit-when-done", action="store_true", help="quit when the run (and export) ends")
+    parser.add_argument(
+        "--home", type=Path, help="user data folder (default: $F2TTA_STUDIO_HOME or the OS default)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if args.path is not None and not args.path.exists():
+        print(f"f2tta-studio: {args.path}: no such file or folder", file=sys.stderr)
+        return 2
+    if (args.run or args.export) and args.path is None:
+        print("f2tta-studio: --run and --export need a PATH to open", file=sys.stderr)
+        return 2
+
+    # Qt and the engine are imported only now, so --help and --version stay fast.
+    import pyqtgraph as pg
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from app.controller import Controller, ScriptOptions
+    from app.profiles import ProfileError, check_name
+    from app.settings import load_settings
+    from app.views.main_window import ICON, MainWindow
+
+    pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
+    home = args.home.expanduser() if args.home else None
+    settings = load_settings(None if home is None else home / "settings.json")
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("model", args.model and str(Path(args.model).expanduser().resolve())),
+            ("profile", args.profile),
+            ("method", args.method),
+            ("device", args.device),
+            ("order", args.order),
+        )
+        if value
+    }
+    if overrides.get("method") and overrides["method"] != settings.method:
+        overrides["method_config"] = {}  # the saved hyper-parameters belong to the other method
+    if "profile" in overrides:
+        try:
+            check_name(overrides["profile"])
+        except ProfileError as exc:
+            print(f"f2tta-studio: {exc}", file=sys.stderr)
+            return 2
+    settings = dataclasses.replace(settings, **overrides)
+
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
+    app.setApplicationName(APP_NAME)
+    app.setApplicationVersion(__version__)
+    if ICON.exists():
+        app.setWindowIcon(QIcon(str(ICON)))
+    window = MainWindow()
+    script = ScriptOptions(
+        path=args.path.resolve() if args.path else None,
+        run=args.run,
+        export=args.export.resolve() if args.export else None,
+        quit_when_done=args.quit_when_done,
+    )
+    # Command-line overrides are for this session only; settings changed in the dialog are saved.
+    controller = Controller(window, settings, home=home, script=script, persist_settings=not overrides)
+    controller.scriptFinished.connect(lambda code: app.exit(code))
+    previous_hook = sys.excepthook
+    if args.quit_when_done:
+        # An unexpected error in a slot would otherwise be printed and the smoke check would wait forever.
+        def fail(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+            logging.getLogger("app").critical("unexpected error", exc_info=(exc_type, exc, tb))
+            app.exit(1)
+
+        sys.excepthook = fail
+    window.show()
+    controller.load_session()
+    try:
+        code = app.exec()
+    finally:
+        sys.excepthook = previous_hook
+        controller.shutdown()
+        window.close()
+    return int(code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""Gathering a :class:`ReportData` snapshot on the UI thread (plots, examples, the run's metadata)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app._engine import __version__ as engine_version
+from app.overlay import composite, slide_heatmap
+from app.reports import ExampleImage, ReportData
+from app.rows import PredictionRow
+from app.sources import SlideSource
+
+if TYPE_CHECKING:
+    from app.controller import Controller
+
+MAX_EXAMPLES = 6
+
+
+def pick_examples(
+    rows: list[PredictionRow], available: set[int], count: int = MAX_EXAMPLES
+) -> list[PredictionRow]:
+    """Rows worth showing: changed by adaptation, then most uncertain, then least confident.
+
+    Only rows whose preview is at hand (``available`` stream positions) are picked.
+    """
+    candidates = [r for r in rows if r.position in available]
+    chosen: list[PredictionRow] = []
+
+    def take(ordered: list[PredictionRow], limit: int) -> None:
+        for row in ordered:
+            if len(chosen) >= count or limit <= 0:
+                return
+            if row not in chosen:
+                chosen.append(row)
+                limit -= 1
+
+    take([r for r in candidates if r.changed], 2)
+    take(sorted(candidates, key=lambda r: -r.uncertainty if math.isfinite(r.uncertainty) else 0.0), 2)
+    take(sorted(candidates, key=lambda r: r.confidence), count)
+    take(candidates, count)
+    return sorted(chosen, key=lambda r: r.index)
+
+
+def collect_report_data(controller: Controller) -> ReportData | None:
+    """Snapshot everything the reports need; None when nothing has been processed."""
+    from app.controller import plot_png
+
+    info, source = controller.info, controller.source
+    rows = list(controller.window.table.model.rows)
+    if info is None or source is None or not rows:
+        return None
+    available = {r.position for r in rows if r.position in controller.previews}
+    examples = []
+    for row in pick_examples(rows, available):
+        preview = controller.previews.get(row.position)
+        if preview is None:
+            continue
+        title = f"#{row.index} {row.name}: {row.prediction_label} ({row.confidence:.2f}), source {row.source_label}"
+        examples.append(ExampleImage(title, composite(preview, controller.overlays.get(row.position))))
+    slide_info = None
+    overview = None
+    if isinstance(source, SlideSource):
+        plan = source.plan
+        slide_info = {
+            "dimensions (level 0)": f"{source.dimensions[0]} x {source.dimensions[1]}",
+            "format": source.vendor,
+            "slide µm/px": plan.slide_mpp,
+            "model µm/px": plan.target_mpp,
+            "level read": plan.level,
+            "downsample": round(plan.downsample, 4),
+            "tile size": plan.tile_size,
+            "tile footprint (level 0 px)": plan.footprint,
+            "resolution matched": plan.matched,
+            "tissue tiles": len(plan.tiles),
+            "warning": plan.warning,
+        }
+        thumb_w = source.thumbnail.shape[1]
+        overview = slide_heatmap(
+            source.thumbnail,
+            controller.window.slide_view.values,
+            plan.footprint * thumb_w / source.dimensions[0],
+            opacity=0.6,
+        )
+    profile = info.profile
+    card = info.card
+    return ReportData(
+        rows=tuple(rows),
+        summary=controller.stats.summary(),
+        classes=tuple(card.classes),
+        source_kind=source.kind,
+        source_path=str(source.path if isinstance(source, SlideSource) else source.root),
+        card=card.to_json(),
+        model_path=info.model_path,
+        model_fingerprint=info.fingerprint,
+        method=info.method,
+        run_config=info.config,
+        state_fingerprint=_current_state_fingerprint(controller),
+        profile={
+            "name": profile.name,
+            "images seen": _latest_images_seen(controller),
+            "updated": _latest_updated(controller),
+        },
+        device=info.device,
+        order=controller.settings.order,
+        label_origin=source.label_origin,
+        slide=slide_info,
+        notes=tuple(controller.notes),
+        errors=tuple(controller.errors),
+        plot_png=plot_png(controller.window),
+        slide_overview=None if overview is None else np.ascontiguousarray(overview),
+        examples=tuple(examples),
+        engine_version=engine_version,
+    )
+
+
+def _current_state_fingerprint(controller: Controller) -> str:
+    ended = controller.last_run
+    if ended is not None and ended.state_fingerprint:
+        return ended.state_fingerprint
+    return controller.info.state_fingerprint if controller.info else ""
+
+
+def _latest_images_seen(controller: Controller) -> int:
+    info = controller.latest_profile
+    return info.images_seen if info is not None else 0
+
+
+def _latest_updated(controller: Controller) -> str | None:
+    info = controller.latest_profile
+    return info.updated if info is not None else None

@@ -1,0 +1,227 @@
+"""Report exports (Qt-free part): predictions CSV, run-configuration JSON and slide GeoJSON.
+
+The PDF report is written by :mod:`app.pdf_report` from the same :class:`ReportData`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app import RESEARCH_NOTICE, __version__
+from app.rows import PredictionRow
+from app.stats import Summary
+
+CSV_NAME = "predictions.csv"
+CONFIG_NAME = "run_config.json"
+GEOJSON_NAME = "tiles.geojson"
+PDF_NAME = "report.pdf"
+CSV_COLUMNS = (
+    "index",
+    "position",
+    "item",
+    "prediction",
+    "confidence",
+    "p_positive",
+    "source_prediction",
+    "source_confidence",
+    "changed_by_adaptation",
+    "uncertainty",
+    "ground_truth",
+    "correct",
+    "source_correct",
+    "tile_col",
+    "tile_row",
+    "x",
+    "y",
+    "width",
+    "height",
+    "seconds",
+)
+# QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
+CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
+
+
+@dataclass(frozen=True)
+class ExampleImage:
+    title: str
+    rgb: np.ndarray  # (H, W, 3) uint8 with the overlay burnt in
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report needs, gathered by the controller on the UI thread (immutable)."""
+
+    rows: tuple[PredictionRow, ...]
+    summary: Summary
+    classes: tuple[str, ...]
+    source_kind: str  # "folder" or "slide"
+    source_path: str
+    card: dict[str, Any]
+    model_path: str
+    model_fingerprint: str
+    method: str
+    run_config: dict[str, Any]  # the engine session's config_dict()
+    state_fingerprint: str
+    profile: dict[str, Any]
+    device: str
+    order: str = "name"
+    label_origin: str | None = None
+    slide: dict[str, Any] | None = None  # dimensions, level, downsample, mpp, tile size, warning
+    notes: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    plot_png: bytes | None = None
+    slide_overview: np.ndarray | None = None  # thumbnail with the heat map burnt in
+    examples: tuple[ExampleImage, ...] = ()
+    created: str = field(default_factory=lambda: datetime.now().astimezone().isoformat(timespec="seconds"))
+    software_version: str = __version__
+    engine_version: str = ""
+
+
+def _num(value: float, digits: int = 6) -> str:
+    return "" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def csv_record(row: PredictionRow) -> list[str]:
+    tile = row.tile or ("", "", "", "", "", "")
+    correct = "" if row.correct is None else str(int(row.correct))
+    source_correct = "" if row.source_correct is None else str(int(row.source_correct))
+    return [
+        str(row.index),
+        str(row.position),
+        row.name,
+        row.prediction_label,
+        _num(row.confidence),
+        _num(row.positive_prob),
+        row.source_label,
+        _num(row.source_confidence),
+        str(int(row.changed)),
+        _num(row.uncertainty),
+        row.truth_label or "",
+        correct,
+        source_correct,
+        *(str(v) for v in tile),
+        _num(row.seconds, 4),
+    ]
+
+
+def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
+    """Every row, in arrival order, quoted by the csv module (names may hold commas and quotes)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, quoting=csv.QUOTE_MINIMAL)
+        writer.writerow(CSV_COLUMNS)
+        for row in sorted(rows, key=lambda r: r.index):
+            writer.writerow(csv_record(row))
+    os.replace(tmp, path)
+    return path
+
+
+def config_document(data: ReportData) -> dict[str, Any]:
+    s = data.summary
+    return {
+        "notice": RESEARCH_NOTICE,
+        "created": data.created,
+        "software": {"f2tta_studio": data.software_version, "engine": data.engine_version},
+        "source": {
+            "kind": data.source_kind,
+            "path": data.source_path,
+            "arrival_order": data.order if data.source_kind == "folder" else "reading order",
+            "ground_truth": data.label_origin,
+            "slide": data.slide,
+            "notes": list(data.notes),
+        },
+        "model": {"path": data.model_path, "fingerprint": data.model_fingerprint, "card": data.card},
+        "method": data.method,
+        "run": data.run_config,
+        "device": data.device,
+        "profile": data.profile,
+        "state_fingerprint": data.state_fingerprint,
+        "summary": {
+            "images": s.images,
+            "labelled": s.labelled,
+            "changed_by_adaptation": s.changed,
+            "adapted_accuracy": None if not math.isfinite(s.adapted_accuracy) else s.adapted_accuracy,
+            "source_accuracy": None if not math.isfinite(s.source_accuracy) else s.source_accuracy,
+            "positive": s.positive,
+            "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
+            "low_confidence": s.low_confidence,
+        },
+        "errors": list(data.errors),
+    }
+
+
+def write_config_json(path: Path, data: ReportData) -> Path:
+    _write_text(path, json.dumps(config_document(data), indent=2, default=str) + "\n")
+    return path
+
+
+def geojson_document(
+    rows: tuple[PredictionRow, ...] | list[PredictionRow], classes: tuple[str, ...], slide: str
+) -> dict[str, Any]:
+    """Tile predictions as a FeatureCollection of level-0 pixel polygons (QuPath imports these)."""
+    features = []
+    for row in sorted(rows, key=lambda r: r.index):
+        if row.tile is None:
+            continue
+        col, r, x, y, w, h = row.tile
+        ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
+        colour = list(CLASS_COLORS[row.prediction % len(CLASS_COLORS)])
+        features.append(
+            {
+                "type": "Feature",
+                "id": f"tile-{row.index}",
+                "geometry": {"type": "Polygon", "coordinates": [ring]},
+                "properties": {
+                    "objectType": "tile",
+                    "classification": {"name": row.prediction_label, "color": colour},
+                    "index": row.index,
+                    "col": col,
+                    "row": r,
+                    "prediction": row.prediction_label,
+                    "confidence": None if not math.isfinite(row.confidence) else row.confidence,
+                    "p_positive": None if not math.isfinite(row.positive_prob) else row.positive_prob,
+                    "source_prediction": row.source_label,
+                    "changed_by_adaptation": row.changed,
+                    "uncertainty": None if not math.isfinite(row.uncertainty) else row.uncertainty,
+                },
+            }
+        )
+    return {
+        "type": "FeatureCollection",
+        "properties": {
+            "slide": slide,
+            "coordinates": "level-0 pixels",
+            "classes": list(classes),
+            "notice": RESEARCH_NOTICE,
+        },
+        "features": features,
+    }
+
+
+def write_geojson(path: Path, data: ReportData) -> Path:
+    _write_text(path, json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n")
+    return path
+
+
+def write_tabular_reports(directory: Path, data: ReportData) -> list[Path]:
+    """CSV, JSON and (for slides) GeoJSON into ``directory``; the PDF is written separately."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [write_csv(directory / CSV_NAME, data.rows), write_config_json(directory / CONFIG_NAME, data)]
+    if data.source_kind == "slide":
+        written.append(write_geojson(directory / GEOJSON_NAME, data))
+    return written
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

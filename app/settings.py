@@ -1,0 +1,175 @@
+"""User settings (Qt-free): model, device, method and its hyper-parameters, stored as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import logging
+import os
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.profiles import DEFAULT_PROFILE, studio_home
+
+logger = logging.getLogger(__name__)
+
+DEMO_MODEL = Path(__file__).resolve().parent.parent / "resources" / "demo" / "model.safetensors"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """What the settings dialog edits; command-line options override it for one session."""
+
+    model: str = ""  # checkpoint path; empty = the demo model shipped in resources/demo
+    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
+    method: str = "idipt"  # registered adaptation method
+    method_config: dict[str, Any] = field(default_factory=dict)  # overrides of the method's defaults
+    order: str = "name"  # arrival order of folder images: "name", "mtime" or "manifest"
+    min_tissue: float = 0.25  # smallest tissue fraction of a slide tile to process it (0-1)
+    low_confidence: float = 0.6  # below this confidence a prediction counts as low-confidence (0-1)
+    overlay_opacity: float = 0.45  # heat-map opacity (0-1)
+    profile: str = DEFAULT_PROFILE  # site profile the adaptation state is kept in
+    autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
+
+    def model_path(self) -> Path:
+        return Path(self.model).expanduser() if self.model else DEMO_MODEL
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AppSettings:
+        defaults = cls()
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            value, default = data[f.name], getattr(defaults, f.name)
+            if isinstance(default, bool) or type(value) is type(default):
+                kwargs[f.name] = value
+            elif isinstance(default, float) and isinstance(value, int):
+                kwargs[f.name] = float(value)
+        return cls(**kwargs)
+
+
+def settings_path() -> Path:
+    return studio_home() / "settings.json"
+
+
+def load_settings(path: Path | None = None) -> AppSettings:
+    path = path or settings_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return AppSettings()
+    except (OSError, ValueError) as exc:
+        logger.warning("ignoring unreadable settings %s: %s", path, exc)
+        return AppSettings()
+    return AppSettings.from_json(data) if isinstance(data, dict) else AppSettings()
+
+
+def save_settings(settings: AppSettings, path: Path | None = None) -> None:
+    path = path or settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(settings.to_json(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One editable hyper-parameter of a method's config dataclass."""
+
+    name: str
+    kind: type  # int, float, bool or str (str only with choices)
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] = ()  # allowed values of a Literal field
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """The ``# comment`` after each field in the class source (the house style documents fields there)."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    return {m.group(1): m.group(2).strip() for m in _FIELD_COMMENT.finditer(source)}
+
+
+_FIELD_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#\n]*=[^#\n]*#\s*(.+)$", re.MULTILINE)
+
+
+def config_fields(config_class: type | None) -> list[FieldSpec]:
+    """The int/float/bool fields of a method's frozen config dataclass, for the "Advanced" form."""
+    if config_class is None or not dataclasses.is_dataclass(config_class):
+        return []
+    try:
+        hints = typing.get_type_hints(config_class)
+    except Exception:  # unresolvable annotations: fall back to the default's type
+        hints = {}
+    comments = _field_comments(config_class)
+    specs = []
+    for f in dataclasses.fields(config_class):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            continue
+        hint = hints.get(f.name, type(default))
+        choices: tuple[Any, ...] = ()
+        if typing.get_origin(hint) is typing.Literal:
+            choices = typing.get_args(hint)
+            kind = type(default)
+        else:
+            kind = hint if hint in (int, float, bool) else type(default)
+        if kind not in (int, float, bool) and not choices:
+            continue
+        specs.append(
+            FieldSpec(f.name, kind, default, str(f.metadata.get("help", comments.get(f.name, ""))), choices)
+        )
+    return specs
+
+
+def clean_overrides(fields: list[FieldSpec], values: dict[str, Any]) -> dict[str, Any]:
+    """Keep only overrides that name a field, have its type and differ from the default."""
+    out: dict[str, Any] = {}
+    for spec in fields:
+        if spec.name not in values:
+            continue
+        value = values[spec.name]
+        try:
+            value = spec.kind(value)
+        except (TypeError, ValueError):
+            continue
+        if spec.choices and value not in spec.choices:
+            continue
+        if value != spec.default:
+            out[spec.name] = value
+    return out
+
+
+def method_fields() -> dict[str, list[FieldSpec]]:
+    """Every registered method with the editable fields of its config dataclass."""
+    from app._engine import list_methods, method_config_class
+
+    return {name: config_fields(method_config_class(name)) for name in list_methods()}
+
+
+def available_devices() -> list[str]:
+    """Device choices for this machine: "auto", "cpu" and the accelerators that are present."""
+    from app._engine import select_device
+
+    devices = ["auto", "cpu"]
+    for name in ("cuda", "mps"):
+        try:
+            select_device(name)
+        except (ValueError, RuntimeError):
+            continue
+        devices.append(name)
+    return devices

@@ -1,0 +1,300 @@
+"""What the app feeds the model: a folder of images or the tissue tiles of a slide (Qt-free).
+
+A source is an immutable list of :class:`StreamItem` in arrival order, with ground truth when the
+folder provides it (class sub-folders named after the model's classes, or a labels CSV).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from app._engine import Slide, Tile, TilePlan, list_images
+
+logger = logging.getLogger(__name__)
+
+Order = Literal["name", "mtime", "manifest"]
+ORDERS: tuple[str, ...] = ("name", "mtime", "manifest")
+LABEL_FILES = ("labels.csv", "ground_truth.csv", "labels.tsv")
+MANIFEST_FILES = ("manifest.csv", "manifest.txt")
+PATH_COLUMNS = ("file", "filename", "path", "image", "name", "relpath")
+LABEL_COLUMNS = ("label", "class", "ground_truth", "gt", "target", "y", "diagnosis")
+
+
+class SourceError(ValueError):
+    """A folder or manifest cannot be used; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One image to show the model, in arrival order."""
+
+    position: int  # 0-based position in the source's arrival order
+    key: str  # stable identifier within the source (relative path, or tile "x,y")
+    name: str  # what the table shows
+    path: Path | None = None  # image file (folder sources)
+    tile: Tile | None = None  # tile (slide sources)
+    ground_truth: int | None = None  # class index when known
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """Images under a folder, in arrival order."""
+
+    root: Path
+    order: str
+    items: tuple[StreamItem, ...]
+    label_origin: str | None = None  # where ground truth came from, if anywhere
+    notes: tuple[str, ...] = ()  # user-facing remarks (skipped files, unknown labels)
+    kind: str = "folder"
+
+    @property
+    def source_id(self) -> str:
+        return str(self.root.resolve())
+
+    @property
+    def display_name(self) -> str:
+        return self.root.name or str(self.root)
+
+
+@dataclass(frozen=True)
+class SlideSource:
+    """Tissue tiles of a whole-slide image, in reading order."""
+
+    path: Path
+    plan: TilePlan
+    thumbnail: np.ndarray = field(repr=False)  # (H, W, 3) uint8 overview
+    dimensions: tuple[int, int]  # level-0 (width, height)
+    vendor: str
+    items: tuple[StreamItem, ...]
+    notes: tuple[str, ...] = ()
+    kind: str = "slide"
+    label_origin: str | None = None
+
+    @property
+    def source_id(self) -> str:
+        # Another tile size or resolution cuts other tiles, so it is another source.
+        return f"{self.path.resolve()}|{self.plan.tile_size}px@{self.plan.footprint}"
+
+    @property
+    def display_name(self) -> str:
+        return self.path.name
+
+
+Source = FolderSource | SlideSource
+
+
+def source_hash(source_id: str) -> str:
+    """A short, file-name-safe digest of a source identifier."""
+    return hashlib.sha1(source_id.encode()).hexdigest()[:16]
+
+
+def _find_column(header: Sequence[str], candidates: Sequence[str]) -> int | None:
+    lowered = [h.strip().lower() for h in header]
+    for name in candidates:
+        if name in lowered:
+            return lowered.index(name)
+    return None
+
+
+def parse_label(value: str, classes: Sequence[str]) -> int | None:
+    """A class index from a class name (any case) or an index; None when it is neither."""
+    text = value.strip()
+    lowered = [c.lower() for c in classes]
+    if text.lower() in lowered:
+        return lowered.index(text.lower())
+    try:
+        index = int(float(text))
+    except ValueError:
+        return None
+    return index if 0 <= index < len(classes) and str(index) == text.split(".")[0] else None
+
+
+def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a CSV/TSV file (delimiter sniffed); a headerless list gets header ['path']."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{path}: cannot be read ({exc})") from exc
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return ["path"], []
+    delimiter = "\t" if "\t" in lines[0] else ","
+    rows = list(csv.reader(lines, delimiter=delimiter))
+    header = [h.strip() for h in rows[0]]
+    if _find_column(header, PATH_COLUMNS) is None:
+        return ["path"], rows  # a plain list of files, one a line
+    return header, rows[1:]
+
+
+def _relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _labels_from_table(
+    header: list[str], rows: list[list[str]], classes: Sequence[str], origin: Path
+) -> tuple[dict[str, int], list[str]]:
+    path_col = _find_column(header, PATH_COLUMNS)
+    label_col = _find_column(header, LABEL_COLUMNS)
+    if path_col is None or label_col is None:
+        return {}, []
+    labels: dict[str, int] = {}
+    unknown: set[str] = set()
+    for row in rows:
+        if len(row) <= max(path_col, label_col):
+            continue
+        label = parse_label(row[label_col], classes)
+        if label is None:
+            unknown.add(row[label_col].strip())
+            continue
+        labels[row[path_col].strip().replace("\\", "/")] = label
+    notes = []
+    if unknown:
+        shown = ", ".join(sorted(unknown)[:5])
+        notes.append(f"{origin.name}: {len(unknown)} label value(s) are not model classes ({shown}); ignored")
+    return labels, notes
+
+
+def _lookup(labels: dict[str, int], rel: str) -> int | None:
+    if rel in labels:
+        return labels[rel]
+    return labels.get(Path(rel).name)
+
+
+def _label_from_folders(rel: str, classes: Sequence[str]) -> int | None:
+    lowered = [c.lower() for c in classes]
+    for part in reversed(Path(rel).parts[:-1]):
+        if part.lower() in lowered:
+            return lowered.index(part.lower())
+    return None
+
+
+def open_folder(
+    root: str | Path,
+    classes: Sequence[str],
+    order: str = "name",
+    manifest: str | Path | None = None,
+    labels_csv: str | Path | None = None,
+) -> FolderSource:
+    """List a folder's images (recursively) in arrival order, with ground truth when present.
+
+    Args:
+        root: the folder.
+        classes: the model's class names, to recognise class sub-folders and label values.
+        order: ``"name"``, ``"mtime"`` or ``"manifest"`` (the order of the files in a manifest).
+        manifest: the manifest file; ``manifest.csv``/``manifest.txt`` in ``root`` when omitted.
+        labels_csv: a labels CSV; ``labels.csv`` in ``root`` (or the manifest's label column) when omitted.
+
+    Raises:
+        SourceError: the folder does not exist, holds no images, or the manifest is missing.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise SourceError(f"{root}: not a folder")
+    if order not in ORDERS:
+        raise SourceError(f"unknown arrival order {order!r}; use one of {', '.join(ORDERS)}")
+    notes: list[str] = []
+    files = list_images(root, order="mtime" if order == "mtime" else "name")
+    manifest_table: tuple[list[str], list[list[str]]] | None = None
+    if order == "manifest":
+        manifest_path = (
+            Path(manifest)
+            if manifest
+            else next((root / n for n in MANIFEST_FILES if (root / n).is_file()), None)
+        )
+        if manifest_path is None:
+            raise SourceError(f"{root}: arrival order 'manifest' needs a {' or '.join(MANIFEST_FILES)} file")
+        manifest_table = read_table(manifest_path)
+        files = _manifest_order(root, files, manifest_table, notes, manifest_path.name)
+    if not files:
+        raise SourceError(f"{root}: no images found (looked for .png, .jpg, .tif, .bmp recursively)")
+
+    labels: dict[str, int] = {}
+    label_origin: str | None = None
+    table_path = (
+        Path(labels_csv)
+        if labels_csv
+        else next((root / n for n in LABEL_FILES if (root / n).is_file()), None)
+    )
+    if table_path is not None:
+        labels, label_notes = _labels_from_table(*read_table(table_path), classes, table_path)
+        notes += label_notes
+        label_origin = table_path.name if labels else None
+    elif manifest_table is not None:
+        labels, label_notes = _labels_from_table(*manifest_table, classes, Path("manifest"))
+        notes += label_notes
+        label_origin = "manifest" if labels else None
+
+    items = []
+    from_folders = 0
+    for position, path in enumerate(files):
+        rel = _relative(root, path)
+        truth = _lookup(labels, rel) if labels else None
+        if truth is None and not labels:
+            truth = _label_from_folders(rel, classes)
+            from_folders += truth is not None
+        items.append(StreamItem(position, rel, rel, path=path, ground_truth=truth))
+    if from_folders:
+        label_origin = "class sub-folders"
+    return FolderSource(root, order, tuple(items), label_origin, tuple(notes))
+
+
+def _manifest_order(
+    root: Path, files: list[Path], table: tuple[list[str], list[list[str]]], notes: list[str], name: str
+) -> list[Path]:
+    header, rows = table
+    col = _find_column(header, PATH_COLUMNS) or 0
+    by_rel = {_relative(root, p): p for p in files}
+    by_name: dict[str, Path | None] = {}
+    for p in files:
+        by_name[p.name] = None if p.name in by_name else p  # ambiguous names map to None
+    ordered: list[Path] = []
+    seen: set[Path] = set()
+    missing = 0
+    for row in rows:
+        if len(row) <= col or not row[col].strip():
+            continue
+        entry = row[col].strip().replace("\\", "/")
+        path = by_rel.get(entry) or by_name.get(entry)
+        if path is None:
+            missing += 1
+        elif path not in seen:
+            seen.add(path)
+            ordered.append(path)
+    if missing:
+        notes.append(f"{name}: {missing} listed file(s) were not found under {root}")
+    if len(files) > len(ordered):
+        notes.append(f"{name}: {len(files) - len(ordered)} image(s) not in the manifest were left out")
+    return ordered
+
+
+def open_slide_source(
+    path: str | Path, tile_size: int, target_mpp: float | None, min_tissue: float = 0.25
+) -> SlideSource:
+    """Open a slide, find its tissue and plan tiles of ``tile_size`` pixels in reading order.
+
+    Raises:
+        engine.slides.SlideError: the slide cannot be opened.
+        SourceError: no tissue was found.
+    """
+    path = Path(path)
+    with Slide(path) as slide:
+        thumbnail = slide.thumbnail()
+        plan = slide.plan_tiles(tile_size, target_mpp, min_tissue=min_tissue, thumbnail=thumbnail)
+        dimensions = slide.dimensions
+        vendor = slide.format
+    if not plan.tiles:
+        raise SourceError(
+            f"{path}: no tissue found (saturation threshold {plan.tissue_threshold:.0f}, "
+            f"minimum tissue per tile {min_tissue:.0%}); lower the minimum in Settings"
+        )
+    items = tuple(StreamItem(t.index, t.key, t.label, tile=t) for t in plan.tiles)
+    notes = (plan.warning,) if plan.warning else ()
+    return SlideSource(path, plan, thumbnail, dimensions, vendor, items, notes)

@@ -1,0 +1,1 @@
+"""Passive views: widgets that display state and emit signals for what the user asked."""

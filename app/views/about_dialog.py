@@ -1,0 +1,35 @@
+"""The About dialog: version, the research-use notice and the loaded model."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+
+from app import APP_NAME, RESEARCH_NOTICE, __version__
+
+
+class AboutDialog(QDialog):
+    def __init__(self, model_summary: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"About {APP_NAME}")
+        text = (
+            f"<h2>{html.escape(APP_NAME)}</h2>"
+            f"<p>Version {html.escape(__version__)}</p>"
+            "<p>Review images from a new hospital site while a frozen Vision Transformer adapts to it "
+            "at test time (I-DiPT: image-level disentangled prompt tuning).</p>"
+            f'<p style="color:#b3261e"><b>{html.escape(RESEARCH_NOTICE)}</b></p>'
+        )
+        if model_summary:
+            text += f"<p><b>Model</b><br>{html.escape(model_summary)}</p>"
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
+        buttons.accepted.connect(self.accept)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.label)
+        layout.addWidget(buttons)
+        self.setMinimumWidth(420)

@@ -1,0 +1,221 @@
+"""The image with its uncertainty overlay: heat map, masked token sets, colour bar, zoom and pan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QPainterPath, QPen
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGraphicsPathItem,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
+
+HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")
+
+
+def _outline_path(cells: np.ndarray, grid: tuple[int, int], width: float, height: float) -> QPainterPath:
+    path = QPainterPath()
+    gh, gw = grid
+    cw, ch = width / gw, height / gh
+    for r, c in cells:
+        path.addRect(QRectF(float(c) * cw + 0.5, float(r) * ch + 0.5, cw - 1.0, ch - 1.0))
+    return path
+
+
+class ImageView(QWidget):
+    """Shows one image and its overlay; the controller calls :meth:`show_image`.
+
+    Signals:
+        opacityChanged(float): the user moved the opacity slider (0-1).
+        overlayToggled(bool): the overlay was switched on or off (button or hotkey O).
+    """
+
+    opacityChanged = Signal(float)
+    overlayToggled = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._overlay: Overlay | None = None
+        self._size = (1.0, 1.0)
+
+        self.title = QLabel("Open a folder or a slide, then press Start")
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setWordWrap(True)
+        # A fixed two-line title: new text must not re-lay out (and repaint) the whole window.
+        self.title.setFixedHeight(self.title.fontMetrics().lineSpacing() * 2 + 4)
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("#202124")
+        self.viewbox = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMenu=False)
+        self.image_item = pg.ImageItem(axisOrder="row-major")
+        self.heat_item = pg.ImageItem(axisOrder="row-major")
+        self.heat_item.setColorMap(HEAT_COLORMAP)
+        self.heat_item.setZValue(1)
+        self.uncertain_item = QGraphicsPathItem()
+        self.uncertain_item.setPen(_pen(UNCERTAIN_COLOR))
+        self.uncertain_item.setZValue(2)
+        self.reliable_item = QGraphicsPathItem()
+        self.reliable_item.setPen(_pen(RELIABLE_COLOR))
+        self.reliable_item.setZValue(2)
+        for item in (self.image_item, self.heat_item, self.uncertain_item, self.reliable_item):
+            self.viewbox.addItem(item)
+        self.colorbar = pg.ColorBarItem(
+            values=(0.0, 1.0),
+            colorMap=HEAT_COLORMAP,
+            interactive=False,
+            width=14,
+            label="token uncertainty",
+            rounding=1e-9,
+        )
+        self.canvas.addItem(self.colorbar, row=0, col=1)
+
+        self.overlay_box = QCheckBox("Overlay (O)")
+        self.overlay_box.setChecked(True)
+        self.heat_box = QCheckBox("Heat map")
+        self.heat_box.setChecked(True)
+        self.uncertain_box = QCheckBox("Uncertain T_U")
+        self.uncertain_box.setChecked(True)
+        self.uncertain_box.setStyleSheet(f"color: rgb{UNCERTAIN_COLOR};")
+        self.reliable_box = QCheckBox("Reliable T_R")
+        self.reliable_box.setStyleSheet(f"color: rgb{RELIABLE_COLOR};")
+        self.opacity_slider = QSlider(Qt.Orientation.Horizontal)
+        self.opacity_slider.setRange(0, 100)
+        self.opacity_slider.setValue(45)
+        self.opacity_slider.setToolTip("Heat-map opacity")
+        self.opacity_slider.setMinimumWidth(110)
+        self.opacity_label = QLabel("45 %")
+        self.opacity_label.setMinimumWidth(40)
+        self.fit_button = QPushButton("Fit")
+        self.fit_button.setToolTip("Zoom to fit (scroll to zoom, drag to pan)")
+
+        controls = QHBoxLayout()
+        for w in (self.overlay_box, self.heat_box, self.uncertain_box, self.reliable_box):
+            controls.addWidget(w)
+        controls.addStretch(1)
+        controls.addWidget(QLabel("Opacity"))
+        controls.addWidget(self.opacity_slider, 1)
+        controls.addWidget(self.opacity_label)
+        controls.addWidget(self.fit_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.title)
+        layout.addWidget(self.canvas, 1)
+        layout.addLayout(controls)
+
+        self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
+        for box in (self.heat_box, self.uncertain_box, self.reliable_box):
+            box.toggled.connect(self._refresh_layers)
+        self.overlay_box.toggled.connect(self._on_overlay_box_toggled)
+        self.fit_button.clicked.connect(self.fit)
+        self._refresh_layers()
+
+    # -- public API ---------------------------------------------------------------------------
+    def show_image(
+        self,
+        image: np.ndarray,
+        overlay: Overlay | None,
+        title: str,
+        keep_view: bool = False,
+        levels: tuple[float, float] | None = None,
+    ) -> None:
+        """Display ``image`` (H, W, 3 uint8) with ``overlay`` (None: no overlay available).
+
+        Args:
+            levels: heat-map colour range; the image's own min-max when None. The controller passes
+                a range shared by the whole stream so colours mean the same on every image.
+        """
+        h, w = image.shape[:2]
+        resized = (float(w), float(h)) != self._size
+        self._size = (float(w), float(h))
+        self._overlay = overlay
+        self.title.setText(title)
+        self.image_item.setImage(image, autoLevels=False, levels=(0, 255))
+        self.image_item.setRect(QRectF(0, 0, w, h))
+        if overlay is not None and overlay.uncertainty is not None:
+            lo, hi = levels if levels is not None else overlay.levels()
+            self.heat_item.setImage(overlay.uncertainty.astype(np.float32), autoLevels=False, levels=(lo, hi))
+            self.heat_item.setRect(QRectF(0, 0, w, h))
+            if tuple(self.colorbar.levels()) != (lo, hi):  # re-laying out the bar's axis is not free
+                self.colorbar.setLevels((lo, hi))
+            self.colorbar.setVisible(True)
+        else:
+            self.heat_item.clear()
+            self.colorbar.setVisible(False)
+        if overlay is not None:
+            self.uncertain_item.setPath(_outline_path(overlay.token_cells("uncertain"), overlay.grid, w, h))
+            self.reliable_item.setPath(_outline_path(overlay.token_cells("reliable"), overlay.grid, w, h))
+        else:
+            self.uncertain_item.setPath(QPainterPath())
+            self.reliable_item.setPath(QPainterPath())
+        self._refresh_layers()
+        if resized or not keep_view:
+            self.fit()
+
+    def clear(self, message: str = "No image selected") -> None:
+        self.title.setText(message)
+        self._overlay = None
+        self.image_item.clear()
+        self.heat_item.clear()
+        self.uncertain_item.setPath(QPainterPath())
+        self.reliable_item.setPath(QPainterPath())
+        self.colorbar.setVisible(False)
+
+    def set_opacity(self, value: float) -> None:
+        self.opacity_slider.setValue(round(value * 100))
+
+    @property
+    def opacity(self) -> float:
+        return self.opacity_slider.value() / 100.0
+
+    @property
+    def overlay_visible(self) -> bool:
+        return self.overlay_box.isChecked()
+
+    @Slot()
+    def toggle_overlay(self) -> None:
+        self.overlay_box.toggle()
+
+    @Slot()
+    def fit(self) -> None:
+        self.viewbox.setRange(QRectF(0, 0, *self._size), padding=0.02)
+
+    # -- internals ----------------------------------------------------------------------------
+    @Slot(int)
+    def _on_opacity_slider_changed(self, value: int) -> None:
+        self.opacity_label.setText(f"{value} %")
+        self._refresh_layers()
+        self.opacityChanged.emit(value / 100.0)
+
+    @Slot(bool)
+    def _on_overlay_box_toggled(self, checked: bool) -> None:
+        self._refresh_layers()
+        self.overlayToggled.emit(checked)
+
+    @Slot()
+    def _refresh_layers(self) -> None:
+        on = self.overlay_box.isChecked()
+        has_heat = self._overlay is not None and self._overlay.uncertainty is not None
+        self.heat_item.setVisible(on and self.heat_box.isChecked() and has_heat)
+        self.heat_item.setOpacity(self.opacity)
+        self.colorbar.setVisible(on and has_heat)
+        self.uncertain_item.setVisible(on and self.uncertain_box.isChecked())
+        self.reliable_item.setVisible(on and self.reliable_box.isChecked())
+        for box in (self.heat_box, self.uncertain_box, self.reliable_box, self.opacity_slider):
+            box.setEnabled(on)
+
+
+def _pen(rgb: tuple[int, int, int]) -> QPen:
+    pen = QPen(QColor(*rgb))
+    pen.setWidthF(1.5)
+    pen.setCosmetic(True)
+    return pen

@@ -1,0 +1,97 @@
+"""Running plots: accuracy (with ground truth) or positive rate and confidence, plus per-segment bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+from app.stats import PlotData
+
+ADAPTED_COLOR = (31, 119, 180)
+SOURCE_COLOR = (150, 150, 150)
+CONFIDENCE_COLOR = (255, 127, 14)
+
+
+class PlotsView(QWidget):
+    """Two pyqtgraph plots fed with :class:`PlotData` by the controller."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.running = pg.PlotWidget(background="w")
+        self.segments = pg.PlotWidget(background="w")
+        for plot in (self.running, self.segments):
+            plot.showGrid(x=True, y=True, alpha=0.25)
+            plot.setYRange(0, 1.18, padding=0)  # headroom above 1.0 for the legend
+            plot.setMouseEnabled(x=True, y=False)
+            plot.getPlotItem().setMenuEnabled(False)
+        self.running.setLabel("bottom", "images processed")
+        self.segments.setLabel("bottom", "stream segment (first image)")
+        self.running.setClipToView(True)
+        self.running.setDownsampling(auto=True, mode="peak")
+        legend = self.running.addLegend(offset=(10, 2), colCount=3)
+        legend.setLabelTextColor("k")
+        self.adapted_curve = self.running.plot(pen=pg.mkPen(ADAPTED_COLOR, width=2), name="adapted")
+        self.source_curve = self.running.plot(
+            pen=pg.mkPen(SOURCE_COLOR, width=2, style=pg.QtCore.Qt.PenStyle.DashLine), name="source"
+        )
+        self.confidence_curve = self.running.plot(
+            pen=pg.mkPen(CONFIDENCE_COLOR, width=1.5), name="mean confidence"
+        )
+        bar_legend = self.segments.addLegend(offset=(10, 2), colCount=2)
+        bar_legend.setLabelTextColor("k")
+        self.adapted_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=ADAPTED_COLOR, name="adapted")
+        self.source_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=SOURCE_COLOR, name="source")
+        self.segments.addItem(self.adapted_bars)
+        self.segments.addItem(self.source_bars)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.running, 3)
+        layout.addWidget(self.segments, 2)
+        self.data: PlotData | None = None
+        self._extent = 1
+        self._quantity = "positive rate"
+        self._titled = False
+        self.set_data(None)
+
+    def set_extent(self, total: int, segment_size: int) -> None:
+        """Fix the x axes to a stream of ``total`` images, so they are not re-laid out at every update."""
+        self._extent = max(total, 1)
+        self.running.setXRange(0, self._extent, padding=0.02)
+        self.segments.setXRange(0, self._extent + 1, padding=0.02)
+        self.segments.setTitle(f"{self._quantity.capitalize()} per {segment_size} images", color="k")
+
+    def set_data(self, data: PlotData | None) -> None:
+        """Redraw from ``data`` (None clears the plots)."""
+        self.data = data
+        if data is None or data.empty:
+            for curve in (self.adapted_curve, self.source_curve, self.confidence_curve):
+                curve.setData([], [])
+            self.adapted_bars.setOpts(x=[], height=[])
+            self.source_bars.setOpts(x=[], height=[])
+            self._set_quantity("accuracy" if data is not None and data.labelled else "positive rate", data)
+            return
+        self._set_quantity("accuracy" if data.labelled else "positive rate", data)
+        self.adapted_curve.setData(data.x, data.adapted)
+        self.source_curve.setData(data.x, data.source)
+        self.confidence_curve.setData(data.x, data.confidence)
+        width = data.segment_size * 0.4
+        offset = data.segment_size * 0.2
+        centres = data.segment_starts + (data.segment_size - 1) / 2.0
+        self.adapted_bars.setOpts(x=centres - offset, height=data.segment_adapted, width=width)
+        self.source_bars.setOpts(x=centres + offset, height=data.segment_source, width=width)
+        end = float(np.max(data.x))
+        if end > self._extent:  # more rows than announced (e.g. restored ones): grow in steps
+            self.set_extent(int(end * 1.5), data.segment_size)
+
+    def _set_quantity(self, quantity: str, data: PlotData | None) -> None:
+        # Titles and labels are re-laid out text items: only touch them when they change.
+        if quantity == self._quantity and self._titled:
+            return
+        self._quantity, self._titled = quantity, True
+        self.running.setTitle(f"Running {quantity}", color="k")
+        self.running.setLabel("left", quantity)
+        size = data.segment_size if data is not None else 0
+        self.segments.setTitle(
+            f"{quantity.capitalize()} per {size} images" if size else "Per segment", color="k"
+        )

@@ -1,0 +1,240 @@
+"""Settings: model, device, method and (under "Advanced") the method's hyper-parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings import AppSettings, FieldSpec, clean_overrides
+
+ORDER_LABELS = {"name": "File name", "mtime": "Modification time", "manifest": "Manifest order"}
+
+
+def _decimals(value: float) -> int:
+    text = f"{value:.10f}".rstrip("0")
+    return max(2, min(8, len(text.split(".")[1]) + 1 if "." in text else 2))
+
+
+class SettingsDialog(QDialog):
+    """Edits an :class:`AppSettings`; read the result with :meth:`result_settings` after ``exec()``.
+
+    Args:
+        settings: the current settings.
+        methods: every registered method with the editable fields of its config dataclass.
+        devices: device choices to offer (e.g. ``["auto", "cpu", "cuda"]``).
+    """
+
+    def __init__(
+        self,
+        settings: AppSettings,
+        methods: dict[str, list[FieldSpec]],
+        devices: list[str],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self._settings = settings
+        self._methods = methods
+        self._editors: dict[str, QWidget] = {}
+        self._current_method = settings.method
+        self._overrides: dict[str, dict[str, Any]] = {settings.method: dict(settings.method_config)}
+
+        self.model_edit = QLineEdit(settings.model)
+        self.model_edit.setPlaceholderText("demo model (resources/demo/model.safetensors)")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._on_browse_clicked)
+        demo = QPushButton("Demo model")
+        demo.clicked.connect(lambda: self.model_edit.setText(""))
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model_edit, 1)
+        model_row.addWidget(browse)
+        model_row.addWidget(demo)
+        self.device_combo = QComboBox()
+        for device in devices:
+            self.device_combo.addItem(device, device)
+        if self.device_combo.findData(settings.device) < 0:
+            self.device_combo.addItem(settings.device, settings.device)
+        self.device_combo.setCurrentIndex(self.device_combo.findData(settings.device))
+        self.method_combo = QComboBox()
+        for name in methods:
+            self.method_combo.addItem("I-DiPT" if name == "idipt" else name, name)
+        index = self.method_combo.findData(settings.method)
+        self.method_combo.setCurrentIndex(max(index, 0))
+        self.order_combo = QComboBox()
+        for key, text in ORDER_LABELS.items():
+            self.order_combo.addItem(text, key)
+        self.order_combo.setCurrentIndex(max(self.order_combo.findData(settings.order), 0))
+        self.tissue_spin = QDoubleSpinBox()
+        self.tissue_spin.setRange(0.0, 1.0)
+        self.tissue_spin.setSingleStep(0.05)
+        self.tissue_spin.setValue(settings.min_tissue)
+        self.autosave_spin = QSpinBox()
+        self.autosave_spin.setRange(0, 100000)
+        self.autosave_spin.setValue(settings.autosave_every)
+        self.autosave_spin.setSpecialValueText("only when stopped")
+        self.autosave_spin.setSuffix(" images")
+
+        form = QFormLayout()
+        form.addRow("Model checkpoint", model_row)
+        form.addRow("Device", self.device_combo)
+        form.addRow("Adaptation method", self.method_combo)
+        form.addRow("Arrival order (folders)", self.order_combo)
+        form.addRow("Minimum tissue per slide tile", self.tissue_spin)
+        form.addRow("Save state every", self.autosave_spin)
+
+        self.advanced_toggle = QToolButton()
+        self.advanced_toggle.setText("Advanced ▸")
+        self.advanced_toggle.setCheckable(True)
+        self.advanced_toggle.setAutoRaise(True)
+        self.advanced_box = QGroupBox("Method hyper-parameters (defaults are the paper's)")
+        self.advanced_form = QFormLayout(self.advanced_box)
+        self.defaults_button = QPushButton("Restore defaults")
+        self.defaults_button.clicked.connect(self._on_defaults_clicked)
+        self.advanced_box.setVisible(False)
+        self.advanced_toggle.toggled.connect(self._on_advanced_toggled)
+
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.advanced_toggle)
+        layout.addWidget(self.advanced_box)
+        layout.addWidget(buttons)
+        self.method_combo.currentIndexChanged.connect(self._on_method_changed)
+        self._build_advanced()
+        self.setMinimumWidth(680)
+
+    # -- result -------------------------------------------------------------------------------
+    def result_settings(self) -> AppSettings:
+        method = str(self.method_combo.currentData())
+        self._overrides[method] = self._read_advanced()
+        return dataclasses.replace(
+            self._settings,
+            model=self.model_edit.text().strip(),
+            device=str(self.device_combo.currentData()),
+            method=method,
+            method_config=clean_overrides(self._methods.get(method, []), self._overrides[method]),
+            order=str(self.order_combo.currentData()),
+            min_tissue=self.tissue_spin.value(),
+            autosave_every=self.autosave_spin.value(),
+        )
+
+    # -- advanced form ------------------------------------------------------------------------
+    def _build_advanced(self) -> None:
+        while self.advanced_form.rowCount():
+            self.advanced_form.removeRow(0)
+        self._editors = {}
+        method = str(self.method_combo.currentData())
+        fields = self._methods.get(method, [])
+        values = self._overrides.get(method, {})
+        self._current_method = method
+        if not fields:
+            self.advanced_form.addRow(QLabel("This method has no hyper-parameters."))
+            return
+        for spec in fields:
+            editor = self._editor_for(spec, values.get(spec.name, spec.default))
+            editor.setToolTip(
+                f"{spec.help}\nDefault: {spec.default}" if spec.help else f"Default: {spec.default}"
+            )
+            self._editors[spec.name] = editor
+            self.advanced_form.addRow(spec.name, editor)
+        self.defaults_button = QPushButton("Restore defaults")
+        self.defaults_button.clicked.connect(self._on_defaults_clicked)
+        self.advanced_form.addRow(self.defaults_button)
+
+    @staticmethod
+    def _editor_for(spec: FieldSpec, value: Any) -> QWidget:
+        if spec.choices:
+            combo = QComboBox()
+            for choice in spec.choices:
+                combo.addItem(str(choice), choice)
+            combo.setCurrentIndex(max(combo.findData(value), 0))
+            return combo
+        if spec.kind is bool:
+            box = QCheckBox()
+            box.setChecked(bool(value))
+            return box
+        if spec.kind is int:
+            spin = QSpinBox()
+            spin.setRange(-1_000_000, 1_000_000)
+            spin.setValue(int(value))
+            return spin
+        dspin = QDoubleSpinBox()
+        dspin.setDecimals(_decimals(float(spec.default)))
+        dspin.setRange(-1e6, 1e6)
+        dspin.setSingleStep(10 ** -(dspin.decimals() - 1))
+        dspin.setValue(float(value))
+        return dspin
+
+    def _read_advanced(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name, editor in self._editors.items():
+            if isinstance(editor, QComboBox):
+                values[name] = editor.currentData()
+            elif isinstance(editor, QCheckBox):
+                values[name] = editor.isChecked()
+            elif isinstance(editor, QSpinBox | QDoubleSpinBox):
+                values[name] = editor.value()
+        return values
+
+    def set_field(self, name: str, value: Any) -> None:
+        """Set one hyper-parameter editor (used by tests and scripts)."""
+        editor = self._editors[name]
+        if isinstance(editor, QComboBox):
+            editor.setCurrentIndex(editor.findData(value))
+        elif isinstance(editor, QCheckBox):
+            editor.setChecked(bool(value))
+        elif isinstance(editor, QSpinBox | QDoubleSpinBox):
+            editor.setValue(value)
+
+    # -- slots --------------------------------------------------------------------------------
+    @Slot(int)
+    def _on_method_changed(self, _index: int) -> None:
+        self._overrides[self._current_method] = self._read_advanced()
+        self._build_advanced()
+
+    @Slot(bool)
+    def _on_advanced_toggled(self, checked: bool) -> None:
+        self.advanced_toggle.setText("Advanced ▾" if checked else "Advanced ▸")
+        self.advanced_box.setVisible(checked)
+        self.adjustSize()
+
+    @Slot()
+    def _on_defaults_clicked(self) -> None:
+        method = str(self.method_combo.currentData())
+        self._overrides[method] = {}
+        self._build_advanced()
+
+    @Slot()
+    def _on_browse_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Choose a checkpoint (its model card .json must be beside it)",
+            "",
+            "Checkpoints (*.safetensors *.pt *.pth);;All files (*)",
+        )
+        if path:
+            self.model_edit.setText(path)

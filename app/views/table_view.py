@@ -1,0 +1,165 @@
+"""The prediction table with its filter bar; selecting a row asks for that image to be shown."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.rows import FILTER_MODES, RowFilter
+from app.table_model import PredictionFilterProxy, PredictionTableModel
+
+
+class PredictionTable(QWidget):
+    """Table + filters.
+
+    Signals:
+        rowSelected(int): the source-model row the user selected.
+        filterChanged(object): the new :class:`RowFilter`.
+    """
+
+    rowSelected = Signal(int)
+    filterChanged = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = PredictionTableModel(self)
+        self.proxy = PredictionFilterProxy(self)
+        self.proxy.setSourceModel(self.model)
+
+        self.mode_combo = QComboBox()
+        for key, text in FILTER_MODES.items():
+            self.mode_combo.addItem(text, key)
+        self.threshold_spin = QDoubleSpinBox()
+        self.threshold_spin.setRange(0.0, 1.0)
+        self.threshold_spin.setSingleStep(0.05)
+        self.threshold_spin.setDecimals(2)
+        self.threshold_spin.setValue(0.6)
+        self.threshold_spin.setPrefix("conf < ")
+        self.threshold_spin.setToolTip("Confidence below which a prediction counts as low-confidence")
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Filter by name or label…")
+        self.search.setClearButtonEnabled(True)
+        self.follow_box = QCheckBox("Follow newest")
+        self.follow_box.setChecked(True)
+        self.follow_box.setToolTip("Show each new image as it is processed")
+        self.count_label = QLabel("0 rows")
+        self.count_label.setMinimumWidth(120)
+
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(False)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        for col, width in enumerate((42, 150, 72, 74, 112, 78, 86)):
+            self.table.setColumnWidth(col, width)
+
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Show"))
+        bar.addWidget(self.mode_combo)
+        bar.addWidget(self.threshold_spin)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.follow_box)
+        bar.addWidget(self.count_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(bar)
+        layout.addWidget(self.table, 1)
+
+        self.mode_combo.currentIndexChanged.connect(self._on_filter_edited)
+        self.threshold_spin.valueChanged.connect(self._on_filter_edited)
+        self.search.textChanged.connect(self._on_filter_edited)
+        self.table.selectionModel().selectionChanged.connect(self._on_table_selection_changed)
+        self.table.clicked.connect(self._on_table_clicked)
+        for signal in (self.model.rowsInserted, self.model.modelReset, self.proxy.layoutChanged):
+            signal.connect(self._update_count)
+
+    # -- public API ---------------------------------------------------------------------------
+    def set_filter(self, row_filter: RowFilter) -> None:
+        """Apply a filter (also used by the controller to set the uncertainty threshold)."""
+        # Keep the shown row selected if it stays visible; selection moves made by the filter
+        # itself are not a user choice and are not announced.
+        selection = self.table.selectionModel()
+        rows = selection.selectedRows()
+        shown = self.proxy.mapToSource(rows[0]).row() if rows else -1
+        selection.blockSignals(True)
+        self.proxy.set_row_filter(row_filter)
+        self.table.clearSelection()
+        selection.blockSignals(False)
+        if shown >= 0:
+            self.select_source_row(shown)
+        self._update_count()
+
+    def select_source_row(self, source_row: int) -> None:
+        """Select and scroll to a row without emitting :attr:`rowSelected`."""
+        index = self.proxy.mapFromSource(self.model.index(source_row, 0))
+        if not index.isValid():
+            return
+        self.table.selectionModel().blockSignals(True)
+        self.table.selectRow(index.row())
+        self.table.selectionModel().blockSignals(False)
+        self.table.scrollTo(index)
+
+    def scroll_to_newest(self) -> None:
+        if self.model.rowCount():
+            self.select_source_row(self.model.rowCount() - 1)
+
+    @property
+    def follow(self) -> bool:
+        return self.follow_box.isChecked()
+
+    def current_filter(self) -> RowFilter:
+        return RowFilter(
+            mode=str(self.mode_combo.currentData()),
+            low_confidence=self.threshold_spin.value(),
+            high_uncertainty=self.proxy.row_filter.high_uncertainty,
+            text=self.search.text().strip(),
+        )
+
+    # -- slots --------------------------------------------------------------------------------
+    @Slot()
+    def _on_filter_edited(self) -> None:
+        row_filter = self.current_filter()
+        self.threshold_spin.setEnabled(row_filter.mode == "low_confidence")
+        self.set_filter(row_filter)
+        self.filterChanged.emit(row_filter)
+
+    @Slot(QItemSelection, QItemSelection)
+    def _on_table_selection_changed(self, selected: QItemSelection, _deselected: QItemSelection) -> None:
+        indexes = selected.indexes()
+        if indexes:
+            self._emit_row(indexes[0])
+
+    @Slot(QModelIndex)
+    def _on_table_clicked(self, index: QModelIndex) -> None:
+        self._emit_row(index)
+
+    def _emit_row(self, proxy_index: QModelIndex) -> None:
+        source = self.proxy.mapToSource(proxy_index)
+        if source.isValid():
+            self.follow_box.setChecked(False)  # the user looks at something: stop jumping to the newest
+            self.rowSelected.emit(source.row())
+
+    @Slot()
+    def _update_count(self) -> None:
+        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        self.count_label.setText(f"{total} rows" if shown == total else f"{shown} of {total} rows")

@@ -1,0 +1,76 @@
+"""Test data for the app tests: a tiny model, generated image folders and a pyramidal TIFF slide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+CLASSES = ("normal", "tumor")
+
+
+def make_model(directory: Path, mpp: float | None = None, img_size: int = 32) -> Path:
+    """A 2-block ViT with 8-px patches on ``img_size`` inputs: fast enough for GUI tests on a CPU."""
+    from engine import ModelCard, save_model
+
+    card = ModelCard(
+        arch="vit_tiny_patch16_224",
+        classes=CLASSES,
+        img_size=img_size,
+        model_kwargs={"depth": 2, "patch_size": 8},
+        mpp=mpp,
+        source_domain="synthetic test site",
+    )
+    path = directory / "m.safetensors"
+    save_model(card.build(), card, path)
+    return path
+
+
+def _image(rng: np.random.Generator, label: int, size: int = 40) -> np.ndarray:
+    base = np.array([200, 150, 190]) if label == 0 else np.array([120, 60, 150])
+    noise = rng.normal(0, 25, (size, size, 3))
+    return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+def make_folder(directory: Path, count: int = 24, labelled: str = "folders", seed: int = 0) -> Path:
+    """``count`` small PNGs; ``labelled`` = "folders" (class sub-folders), "csv" (labels.csv) or "none"."""
+    rng = np.random.default_rng(seed)
+    root = directory / "site"
+    lines = ["file,label"]
+    for i in range(count):
+        label = i % 2
+        sub = root / CLASSES[label] if labelled == "folders" else root
+        sub.mkdir(parents=True, exist_ok=True)
+        name = f"img{i:03d}.png"
+        Image.fromarray(_image(rng, label)).save(sub / name)
+        lines.append(f"{name},{CLASSES[label]}")
+    if labelled == "csv":
+        (root / "labels.csv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def make_slide(path: Path, size: tuple[int, int] = (768, 512), mpp: float = 0.5, tile: int = 128) -> Path:
+    """A tiled pyramidal TIFF (3 levels) with resolution tags, so OpenSlide reports ``mpp``."""
+    import tifffile
+
+    w, h = size
+    img = np.full((h, w, 3), 242, np.uint8)
+    yy, xx = np.mgrid[0:h, 0:w]
+    tissue = ((yy - h / 2) / (h * 0.35)) ** 2 + ((xx - w / 2) / (w * 0.38)) ** 2 < 1
+    rng = np.random.default_rng(1)
+    stain = np.clip(np.array([170, 80, 160]) + rng.normal(0, 20, (h, w, 3)), 0, 255).astype(np.uint8)
+    img[tissue] = stain[tissue]
+    pixels_per_cm = 1e4 / mpp
+    with tifffile.TiffWriter(path) as tw:
+        for level in range(3):
+            f = 2**level
+            tw.write(
+                img[::f, ::f],
+                tile=(tile, tile),
+                photometric="rgb",
+                resolution=(pixels_per_cm / f, pixels_per_cm / f),
+                resolutionunit="CENTIMETER",
+                subfiletype=0 if level == 0 else 1,
+            )
+    return path

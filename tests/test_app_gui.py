@@ -1,0 +1,422 @@
+"""The desktop app end to end under pytest-qt (offscreen): runs, pause/resume, stop and continue,
+exports, slides, the command line. Every test ends with the worker thread finished."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+import pytest
+from app_fixtures import make_folder, make_model, make_slide
+from PySide6.QtCore import QThread
+
+from app.controller import Controller
+from app.profiles import ProfileStore
+from app.settings import AppSettings
+from app.state import Phase
+from app.views.main_window import MainWindow
+
+RUN_TIMEOUT_MS = 90_000
+FAST_IDIPT = {"mc_passes": 2}  # fewer Monte-Carlo passes: same code paths, quicker on a CPU
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_model(tmp_path_factory.mktemp("model"), mpp=1.0)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+class Studio:
+    """Builds windows + controllers and shuts every one down at the end of a test."""
+
+    def __init__(self, qtbot: object, home: Path, model: Path) -> None:
+        self.qtbot = qtbot
+        self.home = home
+        self.model = model
+        self.controllers: list[Controller] = []
+
+    def open(self, profile: str = "default", **settings: object) -> Controller:
+        window = MainWindow()
+        self.qtbot.addWidget(window)  # type: ignore[attr-defined]
+        options = {"model": str(self.model), "method_config": FAST_IDIPT, "profile": profile, **settings}
+        controller = Controller(window, AppSettings(**options), home=self.home, flush_interval_ms=20)  # type: ignore[arg-type]
+        self.controllers.append(controller)
+        with self.qtbot.waitSignal(controller.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+            controller.load_session()
+        return controller
+
+    def open_folder(self, controller: Controller, folder: Path) -> None:
+        with self.qtbot.waitSignal(controller.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+            controller.open_folder(str(folder))
+
+    def run_to_end(self, controller: Controller) -> object:
+        with self.qtbot.waitSignal(controller.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+            controller.start()
+        return blocker.args[0]
+
+    def close(self, controller: Controller) -> None:
+        if controller.engine_thread.isRunning():
+            with self.qtbot.waitSignal(controller.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+                controller.shutdown()
+        assert not controller.engine_thread.isRunning()
+
+
+@pytest.fixture
+def studio(qtbot: object, home: Path, model: Path) -> Iterator[Studio]:
+    s = Studio(qtbot, home, model)
+    yield s
+    for controller in s.controllers:
+        s.close(controller)
+        assert isinstance(controller.engine_thread, QThread) and not controller.engine_thread.isRunning()
+
+
+def table_keys(controller: Controller) -> list[str]:
+    return [r.key for r in controller.window.table.model.rows]
+
+
+def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
+    folder = make_folder(tmp_path, 24, labelled="folders")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    assert c.phase is Phase.READY and c.pending == 24
+    ended = studio.run_to_end(c)
+    assert ended.reason == "finished" and ended.processed == 24 and ended.saved  # type: ignore[attr-defined]
+    window = c.window
+    assert window.table.model.rowCount() == 24 and sorted(table_keys(c)) == sorted(set(table_keys(c)))
+    assert window.table.proxy.rowCount() == 24
+    assert c.phase is Phase.DONE and not window.start_action.isEnabled() and window.export_action.isEnabled()
+    # Plots: labelled data -> running accuracy over the 24 images, consistent with the rows.
+    data = window.plots.data
+    assert data is not None and data.labelled and data.x.size == 24
+    correct = np.cumsum([r.correct for r in window.table.model.rows]) / np.arange(1, 25)
+    np.testing.assert_allclose(data.adapted, correct)
+    x, _ = window.plots.adapted_curve.getData()
+    assert len(x) == 24
+    # The saved state: the profile reports every image, and the engine state exists.
+    info = ProfileStore(studio.home).open("default").info()
+    assert info.images_seen == 24 and info.state_fingerprint == ended.state_fingerprint  # type: ignore[attr-defined]
+    assert (studio.home / "profiles" / "default" / "state").is_dir()
+    assert window.progress_bar.value() == 24 and "24 / 24" in window.progress_label.text()
+    # Selecting a row shows that image with its overlay; the hotkey action toggles the overlay.
+    window.table.table.selectRow(5)
+    shown = window.table.model.row_at(window.table.proxy.mapToSource(window.table.proxy.index(5, 0)).row())
+    assert c._selected == shown.position and f"#{shown.index}" in window.image_view.title.text()
+    assert window.image_view.heat_item.isVisible() or window.image_view.heat_item.image is not None
+    window.toggle_overlay_action.trigger()
+    assert not window.image_view.overlay_visible and not window.image_view.uncertain_item.isVisible()
+    window.toggle_overlay_action.trigger()
+    assert window.image_view.overlay_visible
+    # Filters (proxy): changed-by-adaptation and low confidence.
+    rows = window.table.model.rows
+    window.table.mode_combo.setCurrentIndex(window.table.mode_combo.findData("changed"))
+    assert window.table.proxy.rowCount() == sum(r.changed for r in rows)
+    window.table.mode_combo.setCurrentIndex(window.table.mode_combo.findData("low_confidence"))
+    window.table.threshold_spin.setValue(0.99)
+    assert window.table.proxy.rowCount() == sum(r.confidence < 0.99 for r in rows)
+
+
+def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 40, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    c.start()
+    qtbot.waitUntil(lambda: c.window.table.model.rowCount() >= 3, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    c.pause()
+    assert c.phase is Phase.PAUSING and not c.window.resume_action.isEnabled()
+    qtbot.waitUntil(lambda: c.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    assert c.window.resume_action.isEnabled() and not c.window.pause_action.isEnabled()
+    count = c.window.table.model.rowCount()
+    qtbot.wait(300)  # type: ignore[attr-defined]
+    assert c.window.table.model.rowCount() == count < 40, "nothing is processed while paused"
+    with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.resume()
+    assert c.window.table.model.rowCount() == 40 and len(set(table_keys(c))) == 40
+    data = c.window.plots.data
+    assert data is not None and not data.labelled and data.x.size == 40  # positive rate without truth
+
+
+def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 30, labelled="csv")
+    first = studio.open(profile="Site A")
+    studio.open_folder(first, folder)
+    first.start()
+    qtbot.waitUntil(lambda: first.window.table.model.rowCount() >= 4, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    with qtbot.waitSignal(first.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        first.stop()
+    ended = blocker.args[0]
+    assert ended.reason == "stopped" and ended.saved
+    done_first = table_keys(first)
+    assert 4 <= len(done_first) < 30 and first.phase is Phase.READY
+    assert ProfileStore(studio.home).open("Site A").info().images_seen == len(done_first)
+    studio.close(first)
+
+    second = studio.open(profile="Site A")
+    assert second.info is not None and second.info.images_seen == len(done_first)
+    studio.open_folder(second, folder)
+    assert table_keys(second) == done_first, "earlier rows come back from the profile"
+    assert all(r.restored for r in second.window.table.model.rows)
+    assert second.pending == 30 - len(done_first)
+    studio.run_to_end(second)
+    keys = table_keys(second)
+    assert len(keys) == 30 and len(set(keys)) == 30, "no image lost or processed twice"
+    indices = sorted(r.index for r in second.window.table.model.rows)
+    assert indices == list(range(30)), "arrival indices continue across sessions"
+    assert ProfileStore(studio.home).open("Site A").info().images_seen == 30
+    # Opening the folder again: nothing left to do.
+    studio.open_folder(second, folder)
+    assert second.pending == 0 and second.phase is Phase.DONE and len(table_keys(second)) == 30
+
+
+def test_reset_to_source_model(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_folder(tmp_path, 6, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    monkeypatch.setattr(c.window, "confirm", lambda *a: False)
+    c.window.reset_action.trigger()
+    assert ProfileStore(studio.home).open("default").info().images_seen == 6, "declined: nothing reset"
+    monkeypatch.setattr(c.window, "confirm", lambda *a: True)
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.reset_action.trigger()
+    assert c.pending == 6 and c.window.table.model.rowCount() == 0
+    assert ProfileStore(studio.home).open("default").info().images_seen == 0
+    assert "0 images seen" in c.window.profile_label.text()
+
+
+def test_unreadable_file_is_logged_and_the_run_continues(studio: Studio, tmp_path: Path) -> None:
+    folder = make_folder(tmp_path, 8, labelled="none")
+    (folder / "broken.png").write_bytes(b"not an image at all")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    ended = studio.run_to_end(c)
+    assert ended.failed == 1 and ended.processed == 8  # type: ignore[attr-defined]
+    errors = [m for level, m in c.window.log.entries if level == "error"]
+    assert any("broken.png" in m for m in errors)
+    assert c.window.table.model.rowCount() == 8
+
+
+def read_pdf_text(path: Path) -> tuple[int, str]:
+    from PySide6.QtPdf import QPdfDocument
+
+    doc = QPdfDocument()
+    doc.load(str(path))
+    assert doc.status() == QPdfDocument.Status.Ready
+    text = "\n".join(doc.getAllText(i).text() for i in range(doc.pageCount()))
+    pages = doc.pageCount()
+    doc.close()
+    return pages, text
+
+
+def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 12, labelled="folders")
+    odd = folder / "tumor" / 'odd, "quoted".png'
+    (folder / "tumor" / "img001.png").rename(odd)
+    c = studio.open()
+    studio.open_folder(c, folder)
+    ended = studio.run_to_end(c)
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        c.export(str(out))
+    assert {p.name for p in blocker.args[0]} == {"predictions.csv", "run_config.json", "report.pdf"}
+    with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
+        records = list(csv.DictReader(fh))
+    assert len(records) == 12 and {r["item"] for r in records} >= {'tumor/odd, "quoted".png'}
+    assert all(r["ground_truth"] in ("normal", "tumor") for r in records)
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["method"] == "idipt" and config["run"]["method_config"]["mc_passes"] == 2
+    assert config["state_fingerprint"] == ended.state_fingerprint  # type: ignore[attr-defined]
+    assert config["summary"]["images"] == 12
+    pages, text = read_pdf_text(out / "report.pdf")
+    assert pages >= 2
+    flat = " ".join(text.split())
+    for needle in (
+        "For research use only. Not for use in diagnostic procedures.",
+        "Images processed 12",
+        ended.state_fingerprint,  # type: ignore[attr-defined]
+        "vit_tiny_patch16_224",
+        "mc_passes 2",
+        "Accuracy, adapted model",
+        "Example images",
+    ):
+        assert needle in flat, needle
+
+
+def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    slide = make_slide(tmp_path / "slide.tif", size=(768, 512), mpp=0.5)
+    c = studio.open()  # model card: 1.0 µm/px -> level 1 of this 0.5 µm/px slide
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        c.open_slide(str(slide))
+    source = blocker.args[0].source
+    assert source.plan.matched and source.plan.level == 1 and source.plan.footprint == 64
+    assert c.window.slide_view.isVisibleTo(c.window)
+    tiles = len(source.items)
+    studio.run_to_end(c)
+    assert c.window.table.model.rowCount() == tiles
+    values = c.window.slide_view.values
+    assert np.isfinite(values).sum() == tiles, "the heat map is filled for every processed tile"
+    positions = [(r.tile[1], r.tile[0]) for r in c.window.table.model.rows]  # type: ignore[index]
+    assert positions == sorted(positions), "tiles are fed in reading order"
+    # Clicking a tile selects its row.
+    first = c.window.table.model.rows[3]
+    c._on_slide_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
+    assert c._selected == first.position
+    out = tmp_path / "slide_reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.export(str(out))
+    geo = json.loads((out / "tiles.geojson").read_text())
+    assert len(geo["features"]) == tiles
+    ring = geo["features"][0]["geometry"]["coordinates"][0]
+    assert (ring[2][0] - ring[0][0], ring[2][1] - ring[0][1]) == (64, 64)
+    assert all(v % 64 == 0 for v in ring[0]), "level-0 pixel coordinates"
+    _, text = read_pdf_text(out / "report.pdf")
+    assert "Tile predictions" in text and "resolution matched" in text
+
+
+def test_slide_resolution_mismatch_is_warned(
+    studio: Studio, tmp_path: Path, qtbot: object, model: Path
+) -> None:
+    slide = make_slide(tmp_path / "slide.tif", size=(512, 384), mpp=2.0)  # coarser than the model's 1.0
+    c = studio.open()
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.open_slide(str(slide))
+    warnings = [m for level, m in c.window.log.entries if level == "warning"]
+    assert any("coarser than the model's training resolution" in m for m in warnings)
+    (tmp_path / "plain.png").write_bytes(b"\x89PNG broken")
+    c.open_slide(str(tmp_path / "plain.png"))
+    qtbot.waitUntil(lambda: any("plain.png" in m for lvl, m in c.window.log.entries if lvl == "error"))  # type: ignore[attr-defined]
+
+
+def test_settings_dialog_exposes_method_hyperparameters(qtbot: object) -> None:
+    from app.settings import available_devices, method_fields
+    from app.views.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings(method_config={"mc_passes": 3}), method_fields(), available_devices())
+    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
+    assert "cpu" in [dialog.device_combo.itemData(i) for i in range(dialog.device_combo.count())]
+    assert dialog._editors["mc_passes"].value() == 3  # type: ignore[attr-defined]
+    dialog.set_field("lr", 0.01)
+    dialog.set_field("use_pgd", False)
+    result = dialog.result_settings()
+    assert result.method_config == {"mc_passes": 3, "lr": 0.01, "use_pgd": False}
+    dialog.method_combo.setCurrentIndex(dialog.method_combo.findData("source"))
+    assert dialog.result_settings().method == "source" and dialog.result_settings().method_config == {}
+
+
+def test_about_dialog_carries_the_notice(qtbot: object) -> None:
+    from app.views.about_dialog import AboutDialog
+
+    dialog = AboutDialog("tiny model")
+    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
+    assert "For research use only. Not for use in diagnostic procedures." in dialog.label.text()
+
+
+def test_switching_method_with_a_foreign_profile_state_reports_it(studio: Studio, tmp_path: Path) -> None:
+    folder = make_folder(tmp_path, 4, labelled="none")
+    c = studio.open(profile="mixed")
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    other = studio.open(profile="mixed", method="source", method_config={})
+    assert other.info is not None and other.info.profile_error
+    assert any("cannot be used" in m for lvl, m in other.window.log.entries if lvl == "error")
+    assert not other.window.start_action.isEnabled() and other.window.reset_action.isEnabled()
+
+
+def test_command_line_run_export_and_quit(
+    home: Path, model: Path, tmp_path: Path, qapp: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.controller
+    from app.main import main
+
+    made: list[Controller] = []
+
+    class Recording(Controller):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(app.controller, "Controller", Recording)
+    folder = make_folder(tmp_path, 10, labelled="folders")
+    out = tmp_path / "cli_out"
+    code = main(
+        [
+            str(folder),
+            "--model",
+            str(model),
+            "--profile",
+            "smoke",
+            "--run",
+            "--export",
+            str(out),
+            "--quit-when-done",
+        ]
+    )
+    assert code == 0
+    assert {p.name for p in out.iterdir()} == {"predictions.csv", "run_config.json", "report.pdf"}
+    with open(out / "predictions.csv", newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == 10
+    assert ProfileStore(home).open("smoke").info().images_seen == 10
+    assert made and not any(c.engine_thread.isRunning() for c in made), "main() ends the worker thread"
+    # Failures give a non-zero exit code.
+    assert (
+        main([str(folder), "--model", str(tmp_path / "missing.safetensors"), "--run", "--quit-when-done"])
+        == 1
+    )
+    assert main([str(tmp_path / "nowhere"), "--run"]) == 2
+    assert len(made) == 2 and not any(c.engine_thread.isRunning() for c in made)
+
+
+def test_state_write_failure_and_out_of_memory_are_reported(
+    studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.profiles
+    from engine import Session
+
+    real_step = Session.step
+    calls = [0]
+
+    def flaky_step(self: Session, image: object) -> object:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_step(self, image)  # type: ignore[arg-type]
+
+    def broken_save(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    folder = make_folder(tmp_path, 6, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    monkeypatch.setattr(Session, "step", flaky_step)
+    monkeypatch.setattr(app.profiles.Profile, "save", broken_save)
+    ended = studio.run_to_end(c)
+    assert ended.processed == 5 and ended.failed == 1 and not ended.saved  # type: ignore[attr-defined]
+    errors = [m for level, m in c.window.log.entries if level == "error"]
+    assert any("out of memory" in m and "img00" in m for m in errors)
+    assert any("cannot be written" in m and "No space left" in m for m in errors)
+    assert any("state NOT saved" in m for m in errors + [m for _, m in c.window.log.entries])
+
+
+def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 40, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    c.start()
+    qtbot.waitUntil(lambda: c.window.table.model.rowCount() >= 2, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    with qtbot.waitSignal(c.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.close()  # refused while running: the run stops, saves, then the window closes
+    assert not c.engine_thread.isRunning() and not c.window.isVisible()
+    assert c.last_run is not None and c.last_run.reason == "stopped" and c.last_run.saved
+    assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
