@@ -52,8 +52,21 @@ def main(argv: list[str] | None = None) -> int:
 
     preds = args.out / "predictions.csv"
     code = cli_main(
-        ["run", "--model", str(args.model), "--input", str(stream_dir), "--state", str(args.out / "state"),
-         "--out", str(preds), "--method", args.method, "--seed", str(args.seed)]
+        [
+            "run",
+            "--model",
+            str(args.model),
+            "--input",
+            str(stream_dir),
+            "--state",
+            str(args.out / "state"),
+            "--out",
+            str(preds),
+            "--method",
+            args.method,
+            "--seed",
+            str(args.seed),
+        ]
     )
     if code != 0:
         return code
@@ -67,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         hit_s = sum(r["source_prediction"] == truth[r["path"]][1] for r in mine)
         totals = [totals[0] + len(mine), totals[1] + hit_a, totals[2] + hit_s]
         tag = " (source)" if domain == card.source_domain else ""
-        print(f"{domain:<8} {len(mine):>6} {100 * hit_a / len(mine):>10.1f} {100 * hit_s / len(mine):>9.1f}{tag}")
-    print(f"{'all':<8} {totals[0]:>6} {100 * totals[1] / totals[0]:>10.1f} {100 * totals[2] / totals[0]:>9.1f}")
+        print(
+            f"{domain:<8} {len(mine):>6} {100 * hit_a / len(mine):>10.1f} {100 * hit_s / len(mine):>9.1f}{tag}"
+        )
+    print(
+        f"{'all':<8} {totals[0]:>6} {100 * totals[1] / totals[0]:>10.1f} {100 * totals[2] / totals[0]:>9.1f}"
+    )
     print(f"\npredictions: {preds}   state: {args.out / 'state'}")
     return 0
 

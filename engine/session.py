@@ -306,7 +306,10 @@ class Session:
         try:
             guard = CollapseGuard(self.guard_config, self.card.num_classes)
             guard.load(meta.get("guard", {}))
-            events = [GuardEvent(int(e["index"]), str(e["action"]), str(e["message"])) for e in meta.get("events", [])]
+            events = [
+                GuardEvent(int(e["index"]), str(e["action"]), str(e["message"]))
+                for e in meta.get("events", [])
+            ]
         except (KeyError, ValueError, TypeError) as exc:
             raise StateError(f"{origin}: the collapse-guard record is invalid ({exc})") from exc
         self.method = candidate

@@ -14,6 +14,9 @@ import torch
 
 from engine import ModelCard, save_model
 
+# Tests run tiny models: one thread avoids OpenMP spin-waiting when the two cores are shared.
+torch.set_num_threads(1)
+
 TINY_CARD = ModelCard(
     arch="vit_tiny_patch16_224",
     classes=("normal", "tumor"),

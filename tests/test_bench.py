@@ -167,6 +167,7 @@ def test_cli_end_to_end_json_csv_png(
     assert cli_main(args) == 0
     printed = capsys.readouterr().out
     assert "site1 (source)" in printed and "target mean" in printed and "AUC" in printed
+
     def no_constants(name: str) -> None:
         raise AssertionError(f"non-standard JSON constant {name} in the results")  # strict parsers reject it
 

@@ -164,9 +164,13 @@ class IDiPT(TTAMethod):
         if cfg.use_graphs:
             dec_s, _ = self.graph_s(phi_s, bank.specific)
             dec_i, att_i = self.graph_i(self.phi_i, bank.invariant)
-            carry = cfg.gamma * self.phi_i + (1.0 - cfg.gamma) * (att_i.unsqueeze(-1) * bank.invariant).sum(dim=0)
+            carry = cfg.gamma * self.phi_i + (1.0 - cfg.gamma) * (att_i.unsqueeze(-1) * bank.invariant).sum(
+                dim=0
+            )
             return phi_s + dec_s, carry + (1.0 - cfg.gamma) * dec_i, carry
-        carry = cfg.gamma * self.phi_i + (1.0 - cfg.gamma) * torch.einsum("b,bdlc->dlc", weights, bank.invariant)
+        carry = cfg.gamma * self.phi_i + (1.0 - cfg.gamma) * torch.einsum(
+            "b,bdlc->dlc", weights, bank.invariant
+        )
         return phi_s, carry, carry
 
     # ------------------------------------------------------------------ one step
