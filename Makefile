@@ -18,7 +18,7 @@ endif
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PINS)
-	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -e '.[dev,ray,packaging]'
 	touch $(STAMP)
 
 ## The main job on the embedded demo: generated multi-site stream + shipped demo model, headless.
