@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from PIL import Image
 
 from engine import Session, list_images
@@ -61,7 +62,8 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
         "1",
         "--no-progress",
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Same thread count as the in-process reference: float reductions differ between thread counts.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     rng = random.Random(seed)
     done_kills = 0
     while done_kills < kills:
