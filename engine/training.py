@@ -72,7 +72,7 @@ class TrainConfig:
     batch_size: int = 64  # images per optimisation step
     lr: float = 1e-3  # peak Adam learning rate
     weight_decay: float = 0.0  # Adam L2 penalty
-    warmup_epochs: float = 2.0  # linear warm-up length, then cosine decay to zero at ``epochs``
+    warmup_epochs: float = 2.0  # linear warm-up (at most 20 % of the run), then cosine decay to zero
     patience: int = 10  # stop after this many epochs without a better validation accuracy
     seed: int = 0  # seeds the weights, the batch order and the augmentation
     split_seed: int = 0  # seeds the per-domain 60/15/25 split
@@ -348,7 +348,7 @@ def fit(
     n = x_train.shape[0]
     steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
     total_steps = steps_per_epoch * cfg.epochs
-    warmup = max(1, int(cfg.warmup_epochs * steps_per_epoch))
+    warmup = max(1, min(int(cfg.warmup_epochs * steps_per_epoch), total_steps // 5))  # short runs: 20 %
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     def lr_factor(step: int) -> float:

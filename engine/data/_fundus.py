@@ -22,6 +22,7 @@ from engine.data.synth import SynthSpec, finish, smooth_noise
 CLASSES = ("glaucoma", "normal")  # sorted, as the readers order them: label 0 is glaucoma
 NORMAL_CDR = (0.15, 0.45)  # range of the vertical cup-to-disc ratio of normal eyes
 GLAUCOMA_CDR = (0.60, 0.85)  # and of glaucomatous eyes
+REFERENCE_FIELD = 0.96  # field size at which the anatomy has its nominal size (site1's)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class FundusSite:
     contrast: float  # deviation from the field's mean colour is scaled by this
     gamma: float  # display gamma (>1 darkens mid-tones)
     vignette: float  # relative darkening at the field edge (0 = flat)
-    field: float  # field-of-view diameter as a fraction of the image side
+    field: float  # diameter of the imaged field as a fraction of the image side; the anatomy scales with it
     blur: float  # Gaussian blur sigma in pixels at 96 px
     noise: float  # sensor noise sd on the 0-255 scale
     jpeg_quality: int | None  # JPEG quality of the stored image; None = lossless PNG
@@ -42,18 +43,21 @@ class FundusSite:
 
 SITES: tuple[FundusSite, ...] = (
     FundusSite("site1", 1.00, (1.00, 1.00, 1.00), 1.00, 1.00, 0.30, 0.96, 0.3, 2.0, None),
-    FundusSite("site2", 0.70, (1.05, 0.90, 0.80), 1.10, 1.20, 0.50, 0.90, 0.8, 5.0, None),
-    FundusSite("site3", 1.25, (0.95, 1.05, 1.15), 0.85, 0.80, 0.15, 1.00, 0.5, 2.0, None),
-    FundusSite("site4", 0.95, (0.80, 1.15, 0.90), 1.00, 1.00, 0.60, 0.85, 1.2, 4.0, 70),
-    FundusSite("site5", 1.00, (1.10, 0.85, 0.95), 1.35, 1.40, 0.20, 0.92, 0.2, 3.0, None),
+    FundusSite("site2", 0.90, (1.05, 0.95, 0.85), 1.10, 1.00, 0.50, 0.90, 0.8, 5.0, None),
+    FundusSite("site3", 1.30, (0.95, 1.05, 1.15), 0.80, 0.75, 0.15, 1.00, 0.5, 2.0, None),
+    FundusSite("site4", 0.95, (0.70, 1.20, 0.85), 0.80, 1.00, 0.60, 0.85, 1.2, 4.0, 70),
+    FundusSite("site5", 1.00, (1.25, 0.80, 0.70), 1.50, 1.40, 0.20, 0.92, 0.2, 3.0, None),
     FundusSite("site6", 1.10, (1.00, 1.00, 1.00), 0.75, 1.00, 0.40, 0.98, 1.0, 5.0, 60),
 )
 
 
-def _vessels(rng: np.random.Generator, size: int, disc: tuple[float, float], side: float) -> np.ndarray:
+def _vessels(
+    rng: np.random.Generator, size: int, span: float, disc: tuple[float, float], side: float
+) -> np.ndarray:
     """Vessel coverage (0-1, (size, size)) of the arcades leaving the disc, drawn anti-aliased at 3x.
 
-    Paths are traced for a disc on the left (temporal side towards +x) and mirrored for ``side`` +1.
+    Paths are traced for a disc on the left (temporal side towards +x) and mirrored for ``side`` +1;
+    lengths and widths are fractions of ``span``, the anatomical scale in pixels.
     """
     ss = 3
     canvas = Image.new("L", (size * ss, size * ss), 0)
@@ -70,8 +74,8 @@ def _vessels(rng: np.random.Generator, size: int, disc: tuple[float, float], sid
     ]
     paths: list[tuple[list[tuple[float, float]], float]] = []
     for heading, turn, steps, step_frac in arcades:
-        step = size * step_frac
-        width = size * rng.uniform(0.018, 0.024)
+        step = span * step_frac
+        width = span * rng.uniform(0.018, 0.024)
         h = heading + rng.normal(0, 0.12)
         turn *= rng.uniform(0.8, 1.2)
         y, x = 0.0, 0.0
@@ -116,6 +120,7 @@ def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) ->
     coords = np.arange(size, dtype=np.float32) + 0.5
     yy, xx = np.meshgrid(coords, coords, indexing="ij")
     c = size / 2.0
+    span = size * site.field / REFERENCE_FIELD  # the camera's field of view sets the anatomy's scale
     radius = 0.5 * size * site.field * rng.uniform(0.98, 1.02)
     r = np.sqrt((yy - c) ** 2 + (xx - c) ** 2)
     inside = np.clip((radius - r) / 1.0 + 0.5, 0.0, 1.0)
@@ -127,12 +132,12 @@ def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) ->
 
     # Optic disc on the nasal side (left or right eye), macula on the temporal side.
     side = 1.0 if rng.random() < 0.5 else -1.0  # +1: disc right of centre
-    dcy = c + rng.normal(0, 0.03) * size
-    dcx = c + side * rng.uniform(0.20, 0.26) * size
-    rd = rng.uniform(0.10, 0.125) * size
+    dcy = c + rng.normal(0, 0.03) * span
+    dcx = c + side * rng.uniform(0.20, 0.26) * span
+    rd = rng.uniform(0.10, 0.125) * span
     ry, rx = rd * rng.uniform(1.02, 1.15), rd
-    mcy, mcx = c + rng.normal(0, 0.02) * size, c - side * rng.uniform(0.05, 0.10) * size
-    macula = np.exp(-(((yy - mcy) ** 2 + (xx - mcx) ** 2) / (2 * (0.07 * size) ** 2)))
+    mcy, mcx = c + rng.normal(0, 0.02) * span, c - side * rng.uniform(0.05, 0.10) * span
+    macula = np.exp(-(((yy - mcy) ** 2 + (xx - mcx) ** 2) / (2 * (0.07 * span) ** 2)))
     rgb = rgb * (1.0 - 0.35 * macula[..., None])
 
     disc = _soft_ellipse(yy, xx, dcy, dcx, ry, rx, 1.2)
@@ -144,7 +149,7 @@ def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) ->
     cup_colour = np.array([1.0, 0.92, 0.74], np.float32)
     rgb = rgb * (1 - cup[..., None]) + cup_colour * cup[..., None]
 
-    vessels = _vessels(rng, size, (dcy, dcx), side)
+    vessels = _vessels(rng, size, span, (dcy, dcx), side)
     vessel_colour = np.array([0.50, 0.10, 0.06], np.float32)
     rgb = rgb * (1 - 0.85 * vessels[..., None]) + vessel_colour * 0.85 * vessels[..., None]
 

@@ -224,7 +224,15 @@ def open_dataset(
         meta = _find_camelyon_metadata(path)
         ds = _open_camelyon(meta, check) if meta is not None else _open_folders(path, check)
     ds.positive_class = _resolve_positive(ds, positive_class, path)
-    logger.info("opened %s", ds.summary())
+    logger.info(
+        "opened %s (%s): %d images, %d domains, %d skipped",
+        ds.root,
+        ds.layout,
+        len(ds.items),
+        len(ds.domains),
+        len(ds.skipped),
+    )
+    logger.debug("%s", ds.summary())
     return ds
 
 
