@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ITEM_ERRORS = 3  # the run completed, but some images could not be processed
+# Engine warnings the app reports itself, once per image and with the file name (_note_events).
+PER_IMAGE_WARNINGS = ("collapse guard after image", "non-finite loss or gradient, update skipped")
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,8 @@ class Controller(QObject):
         self._row_of_cell: dict[tuple[int, int], int] = {}
         self._selected: int | None = None  # stream position shown in the image view
         self._run_failures = 0
+        self._run_guard_events = 0
+        self._run_skipped_updates = 0
         self._exit_code = EXIT_OK
         self._script_stage = "session" if self.script.path else "idle"
         self._closing = False
@@ -149,6 +153,7 @@ class Controller(QObject):
         self.log_bridge = LogBridge("engine")
         self.log_bridge.recordLogged.connect(self._on_engine_logged)
         self._throttle = MessageThrottle()
+        self._skip_throttle = MessageThrottle()  # a NaN storm must not flood the log
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(flush_interval_ms)
         self.flush_timer.timeout.connect(self.flush)
@@ -238,6 +243,8 @@ class Controller(QObject):
 
     @Slot(str, str)
     def _on_engine_logged(self, level: str, message: str) -> None:
+        if any(marker in message for marker in PER_IMAGE_WARNINGS):
+            return  # shown by _note_events with the image's name when its result arrives
         shown = self._throttle.admit(message)
         if shown is not None:
             self.window.log.add(level, f"engine: {shown}")
@@ -413,6 +420,7 @@ class Controller(QObject):
         if self.info is None or self.source is None or not self.pending:
             return
         self._run_failures = 0
+        self._run_guard_events = self._run_skipped_updates = 0
         self.progress.start(self.progress.done, self.progress.total)
         self._set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.pending} images")
@@ -457,6 +465,7 @@ class Controller(QObject):
                 self.heat_levels = widen_levels(self.heat_levels, result.overlay)
                 if result.preview is not None:
                     self.previews.put(result.row.position, result.preview)
+                self._note_events(result.row)
             self._unshown_rows.extend(r.row for r in batch)
             self.pending = max(self.pending - len(batch), 0)
             self.images_seen += len(batch)
@@ -469,6 +478,23 @@ class Controller(QObject):
         else:
             groups[self._tick % len(groups)]()
             self._tick += 1
+
+    def _note_events(self, row: PredictionRow) -> None:
+        """Log the collapse guard's actions and skipped updates as their images arrive."""
+        if row.guard_message:
+            self._run_guard_events += 1
+            text = f"{row.name}: {row.guard_message}"
+            self.log("warning", text)
+            self.window.statusBar().showMessage(text, 8000)
+        if row.update_skipped:
+            self._run_skipped_updates += 1
+            shown = self._skip_throttle.admit(
+                f"{row.name}: non-finite loss or gradient on image {row.index}, update skipped "
+                "(the adaptation keeps its last good state)",
+                key="update skipped",
+            )
+            if shown is not None:
+                self.log("warning", shown)
 
     def _flush_table(self) -> None:
         if self._unshown_rows:
@@ -539,6 +565,10 @@ class Controller(QObject):
         text = f"Run {ended.reason}: {ended.processed} images processed"
         if ended.failed:
             text += f", {ended.failed} could not be processed"
+        if self._run_guard_events:
+            text += f", collapse guard acted {_times(self._run_guard_events)}"
+        if self._run_skipped_updates:
+            text += f", update skipped {_times(self._run_skipped_updates)} (non-finite loss)"
         if ended.message:
             text += f" ({ended.message})"
         text += "; state saved" if ended.saved else "; state NOT saved"
@@ -821,6 +851,10 @@ class Controller(QObject):
                 save_settings(self.settings, None if self.home is None else self.home / "settings.json")
             except OSError:
                 logger.warning("settings could not be saved at exit")
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def plot_png(window: MainWindow) -> bytes:

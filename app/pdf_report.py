@@ -18,9 +18,10 @@ from PySide6.QtCore import QMarginsF, QUrl
 from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPdfWriter, QTextDocument
 
 from app import APP_NAME, RESEARCH_NOTICE
-from app.reports import ReportData
+from app.reports import ReportData, guard_events
 
 PAGE_WIDTH_PX = 700  # layout width of the document; the writer scales it to the page
+MAX_GUARD_EVENTS = 50  # guard events listed in the PDF (the JSON and the CSV have them all)
 
 
 def array_to_qimage(rgb: np.ndarray) -> QImage:
@@ -79,7 +80,11 @@ def report_html(data: ReportData, with_images: bool = True) -> str:
         ]
     else:
         summary.append(("Ground truth", "not available"))
-    summary.append(("Errors during the run", len(data.errors)))
+    summary += [
+        ("Collapse-guard events", s.guard_events),
+        ("Skipped updates (non-finite loss)", s.skipped_updates),
+        ("Errors during the run", len(data.errors)),
+    ]
     parts.append(_table(summary))
     if data.slide:
         parts += ["<h2>Slide</h2>", _table([(k, v) for k, v in data.slide.items() if v is not None])]
@@ -128,6 +133,7 @@ def report_html(data: ReportData, with_images: bool = True) -> str:
             + [(f"Profile {k}", v) for k, v in data.profile.items() if v is not None]
         ),
     ]
+    parts += _guard_section(data)
     if data.notes:
         parts += ["<h2>Notes</h2><ul>"] + [f"<li>{_esc(n)}</li>" for n in data.notes] + ["</ul>"]
     if data.errors:
@@ -139,6 +145,23 @@ def report_html(data: ReportData, with_images: bool = True) -> str:
     return (
         "<html><body style='font-family: sans-serif; font-size: 9pt'>" + "\n".join(parts) + "</body></html>"
     )
+
+
+def _guard_section(data: ReportData) -> list[str]:
+    """The collapse guard's actions: image index, item and what was reset."""
+    events = guard_events(data.rows)
+    parts = ["<h2>Guard events</h2>"]
+    if not events:
+        return [*parts, "<p>The collapse guard did not act on these images.</p>"]
+    shown = events[:MAX_GUARD_EVENTS]
+    head = "".join(f"<th align='left'>{h}</th>" for h in ("Image", "Item", "What the guard did"))
+    body = "".join(
+        f"<tr><td>{r.index}</td><td>{_esc(r.name)}</td><td>{_esc(r.guard_message)}</td></tr>" for r in shown
+    )
+    parts.append(f"<table cellspacing='0' cellpadding='2'><tr>{head}</tr>{body}</table>")
+    if len(events) > len(shown):
+        parts.append(f"<p>… and {len(events) - len(shown)} more (see run_config.json).</p>")
+    return parts
 
 
 def write_pdf(path: Path, data: ReportData) -> Path:

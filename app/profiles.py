@@ -216,7 +216,12 @@ class Profile:
             os.fsync(fh.fileno())
 
     def read_rows(self, source_id: str, keys: set[str]) -> list[PredictionRow]:
-        """Saved rows of a source whose keys are in ``keys`` (the last copy of each), in arrival order."""
+        """Saved rows of a source whose keys are in ``keys`` (the last copy of each), in arrival order.
+
+        Lines that are not kept (rows of images the state does not list, older copies of a row, a
+        line cut short by a crash) are dropped from the file, so it holds at most one line per
+        processed image however many runs were interrupted.
+        """
         path = self.rows_file(source_id)
         rows: dict[str, PredictionRow] = {}
         try:
@@ -230,7 +235,22 @@ class Profile:
                 continue  # a line cut short by a crash
             if row.key in keys:
                 rows[row.key] = row
-        return sorted(rows.values(), key=lambda r: r.index)
+        kept = sorted(rows.values(), key=lambda r: r.index)
+        if len(kept) < len(lines):
+            self._rewrite_rows(path, kept)
+        return kept
+
+    def _rewrite_rows(self, path: Path, rows: list[PredictionRow]) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("".join(json.dumps(row.to_json()) + "\n" for row in rows))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:  # housekeeping only: the rows read are still right
+            logger.warning("profile %s: %s could not be compacted (%s)", self.name, path.name, exc)
+            tmp.unlink(missing_ok=True)
 
     def clear(self) -> ProfileInfo:
         """Forget the adaptation state and every processed image (reset to the source model)."""

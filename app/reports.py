@@ -45,6 +45,8 @@ CSV_COLUMNS = (
     "width",
     "height",
     "seconds",
+    "update_skipped",
+    "guard_event",
 )
 # QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
 CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
@@ -110,6 +112,8 @@ def csv_record(row: PredictionRow) -> list[str]:
         source_correct,
         *(str(v) for v in tile),
         _num(row.seconds, 4),
+        str(int(row.update_skipped)),
+        row.guard_message,
     ]
 
 
@@ -123,6 +127,11 @@ def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow])
             writer.writerow(csv_record(row))
     os.replace(tmp, path)
     return path
+
+
+def guard_events(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> list[PredictionRow]:
+    """The rows after which the collapse guard acted, in arrival order."""
+    return sorted((r for r in rows if r.guard_message), key=lambda r: r.index)
 
 
 def config_document(data: ReportData) -> dict[str, Any]:
@@ -154,7 +163,12 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "positive": s.positive,
             "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
             "low_confidence": s.low_confidence,
+            "guard_events": s.guard_events,
+            "skipped_updates": s.skipped_updates,
         },
+        "guard_events": [
+            {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
+        ],
         "errors": list(data.errors),
     }
 
@@ -192,6 +206,8 @@ def geojson_document(
                     "source_prediction": row.source_label,
                     "changed_by_adaptation": row.changed,
                     "uncertainty": None if not math.isfinite(row.uncertainty) else row.uncertainty,
+                    "update_skipped": row.update_skipped,
+                    "guard_event": row.guard_message or None,
                 },
             }
         )

@@ -16,6 +16,7 @@ FILTER_MODES: dict[str, str] = {
     "wrong": "Wrong (vs. ground truth)",
     "fixed": "Fixed by adaptation",
     "uncertain": "High uncertainty",
+    "events": "Guard events / skipped updates",
 }
 
 
@@ -39,6 +40,8 @@ class PredictionRow:
     truth_label: str | None
     seconds: float  # engine time for this image
     tile: tuple[int, int, int, int, int, int] | None = None  # (col, row, x, y, width, height) for slide tiles
+    guard_message: str = ""  # what the collapse guard did after this image (empty: it did not act)
+    update_skipped: bool = False  # the method skipped its update on this image (non-finite loss)
     restored: bool = False  # True for rows reloaded from the profile (no overlay available)
 
     @property
@@ -68,6 +71,11 @@ class PredictionRow:
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data.pop("restored")
+        # Events are rare: leave the defaults out so the profile's rows files stay small.
+        if not self.guard_message:
+            data.pop("guard_message")
+        if not self.update_skipped:
+            data.pop("update_skipped")
         if self.tile is not None:
             data["tile"] = list(self.tile)
         for key in ("confidence", "positive_prob", "source_confidence", "uncertainty", "seconds"):
@@ -83,6 +91,8 @@ class PredictionRow:
             kwargs[key] = math.nan if kwargs.get(key) is None else float(kwargs[key])
         if kwargs.get("tile") is not None:
             kwargs["tile"] = tuple(int(v) for v in kwargs["tile"])
+        kwargs["guard_message"] = str(kwargs.get("guard_message") or "")
+        kwargs["update_skipped"] = bool(kwargs.get("update_skipped", False))
         kwargs["restored"] = True
         return cls(**kwargs)
 
@@ -99,8 +109,14 @@ def make_row(
     seconds: float,
     classes: tuple[str, ...],
     positive_class: int,
+    diagnostics: dict[str, Any] | None = None,
 ) -> PredictionRow:
-    """Build a row from a stream item and the engine's outputs for it."""
+    """Build a row from a stream item and the engine's outputs for it.
+
+    ``diagnostics`` is the step's diagnostics dict: its ``"guard"`` message (the collapse guard
+    acted) and ``"update_skipped"`` flag (I-DiPT's non-finite-loss guard) are kept in the row.
+    """
+    diagnostics = diagnostics or {}
     tile = None
     if item.tile is not None:
         t = item.tile
@@ -123,6 +139,8 @@ def make_row(
         truth_label=None if truth is None else classes[truth],
         seconds=float(seconds),
         tile=tile,
+        guard_message=str(diagnostics.get("guard") or ""),
+        update_skipped=bool(diagnostics.get("update_skipped", 0.0)),
     )
 
 
@@ -149,6 +167,8 @@ class RowFilter:
             return row.correct is False
         if self.mode == "fixed":
             return row.correct is True and row.source_correct is False
+        if self.mode == "events":
+            return bool(row.guard_message) or row.update_skipped
         if self.mode == "uncertain":
             return math.isfinite(row.uncertainty) and (
                 not math.isfinite(self.high_uncertainty) or row.uncertainty >= self.high_uncertainty

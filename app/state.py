@@ -177,9 +177,14 @@ class MessageThrottle:
     def _key(message: str) -> str:
         return "".join("#" if ch.isdigit() else ch for ch in message)
 
-    def admit(self, message: str) -> str | None:
-        """The message to show (with a count of suppressed copies), or None to drop it."""
-        key, now = self._key(message), self._clock()
+    def admit(self, message: str, key: str | None = None) -> str | None:
+        """The message to show (with a count of suppressed copies), or None to drop it.
+
+        Args:
+            message: the message.
+            key: what counts as a repeat (default: the message with its digits ignored).
+        """
+        key, now = self._key(message) if key is None else key, self._clock()
         last = self._last.get(key)
         if last is not None and now - last < self.interval:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1

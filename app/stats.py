@@ -56,6 +56,8 @@ class Summary:
     mean_confidence: float
     mean_uncertainty: float
     low_confidence: int
+    guard_events: int = 0  # images after which the collapse guard reset image-specific state
+    skipped_updates: int = 0  # images whose update the method skipped (non-finite loss)
 
     @property
     def adapted_accuracy(self) -> float:
@@ -78,6 +80,8 @@ class RunStatistics:
     _truth: list[int] = field(default_factory=list)  # -1 when unknown
     _conf: list[float] = field(default_factory=list)
     _unc: list[float] = field(default_factory=list)
+    _guard_events: int = 0
+    _skipped_updates: int = 0
 
     def __len__(self) -> int:
         return len(self._pred)
@@ -85,6 +89,7 @@ class RunStatistics:
     def clear(self) -> None:
         for values in (self._pred, self._src, self._truth, self._conf, self._unc):
             values.clear()
+        self._guard_events = self._skipped_updates = 0
 
     def extend(self, rows: Iterable[PredictionRow]) -> None:
         for row in rows:
@@ -93,6 +98,8 @@ class RunStatistics:
             self._truth.append(-1 if row.ground_truth is None else row.ground_truth)
             self._conf.append(row.confidence)
             self._unc.append(row.uncertainty)
+            self._guard_events += bool(row.guard_message)
+            self._skipped_updates += row.update_skipped
 
     def summary(self) -> Summary:
         pred, src, truth = np.asarray(self._pred), np.asarray(self._src), np.asarray(self._truth)
@@ -109,6 +116,8 @@ class RunStatistics:
             mean_confidence=float(conf.mean()) if conf.size else math.nan,
             mean_uncertainty=float(finite_unc.mean()) if finite_unc.size else math.nan,
             low_confidence=int((conf < self.low_confidence).sum()),
+            guard_events=self._guard_events,
+            skipped_updates=self._skipped_updates,
         )
 
     def plot_data(self) -> PlotData:

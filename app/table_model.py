@@ -85,6 +85,10 @@ class PredictionTableModel(QAbstractTableModel):
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
+        if row.update_skipped:
+            tip += "\nupdate skipped: non-finite loss or gradient"
+        if row.guard_message:
+            tip += f"\n{row.guard_message}"
         if row.restored:
             tip += "\n(from an earlier session: no overlay kept)"
         return tip

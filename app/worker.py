@@ -359,6 +359,7 @@ class EngineWorker(QObject):
             seconds=step.seconds,
             classes=tuple(card.classes),
             positive_class=card.positive_class,
+            diagnostics=step.diagnostics,
         )
         overlay = Overlay.from_step(step.grid, step.uncertainty, step.uncertain_tokens, step.reliable_tokens)
         probs = _frozen(step.probs, np.float32)

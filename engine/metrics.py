@@ -63,6 +63,15 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return (first + (counts + 1) / 2.0)[inverse.reshape(-1)]
 
 
+def _scored(positive: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(positive as bool, scores as float64)``, checked to be of one shape."""
+    positive = np.asarray(positive, dtype=bool)
+    scores = np.asarray(scores, dtype=np.float64)
+    if positive.shape != scores.shape:
+        raise ValueError(f"positive {positive.shape} and scores {scores.shape} differ in shape")
+    return positive, scores
+
+
 def roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve in percent (ties count one half); NaN for a single class.
 
@@ -70,16 +79,38 @@ def roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:
         positive: ``(n,)`` bool, the image belongs to the positive class.
         scores: ``(n,)`` the model's score (probability) of the positive class.
     """
-    positive = np.asarray(positive, dtype=bool)
-    scores = np.asarray(scores, dtype=np.float64)
-    if positive.shape != scores.shape:
-        raise ValueError(f"positive {positive.shape} and scores {scores.shape} differ in shape")
+    positive, scores = _scored(positive, scores)
     n_pos = int(np.count_nonzero(positive))
     n_neg = positive.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return math.nan
     rank_sum = float(average_ranks(scores)[positive].sum())
     return 100.0 * (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+def oracle_threshold_accuracy(positive: np.ndarray, scores: np.ndarray) -> float:
+    """Best accuracy in percent of ``scores > t`` over all thresholds t, chosen *with* the labels.
+
+    An analysis bound, never a method: what moving the decision threshold alone could reach on
+    these images. Tied scores always fall on the same side. NaN for no images.
+
+    Args:
+        positive: ``(n,)`` bool, the image belongs to the positive class.
+        scores: ``(n,)`` the model's score (probability) of the positive class.
+    """
+    positive, scores = _scored(positive, scores)
+    n = positive.size
+    if n == 0:
+        return math.nan
+    order = np.argsort(-scores, kind="stable")
+    ranked, ranked_pos = scores[order], positive[order]
+    # Calling the top k positive: true positives among them + negatives below them.
+    tp = np.concatenate([[0], np.cumsum(ranked_pos)])
+    k = np.arange(n + 1)
+    correct = tp + (n - int(ranked_pos.sum())) - (k - tp)
+    cut_ok = np.ones(n + 1, dtype=bool)
+    cut_ok[1:n] = ranked[:-1] != ranked[1:]
+    return 100.0 * float(correct[cut_ok].max()) / n
 
 
 def segment_accuracy(correct: np.ndarray, segments: int = SEGMENTS) -> list[float]:

@@ -420,3 +420,95 @@ def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Pa
     assert not c.engine_thread.isRunning() and not c.window.isVisible()
     assert c.last_run is not None and c.last_run.reason == "stopped" and c.last_run.saved
     assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
+
+
+def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+    import functools
+
+    import app.worker
+    from engine import GuardConfig, Session
+
+    # A two-image window in which any majority counts as collapse: the real guard acts after
+    # images 1, 3 and 5 (first recovering, then resetting because the collapse "came back").
+    guard = GuardConfig(window=2, adapted_share=0.5, source_share=1.0)
+    monkeypatch.setattr(app.worker, "Session", functools.partial(Session, guard=guard))
+    real_step = Session.step
+
+    def step(self: Session, image: object) -> object:
+        result = real_step(self, image)  # type: ignore[arg-type]
+        if result.index == 2:  # what I-DiPT reports when the loss is not finite
+            return dataclasses.replace(result, diagnostics={**result.diagnostics, "update_skipped": 1.0})
+        return result
+
+    monkeypatch.setattr(Session, "step", step)
+    folder = make_folder(tmp_path, 6, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+
+    warnings = [m for level, m in c.window.log.entries if level == "warning"]
+    guard_lines = [m for m in warnings if "collapse guard after image" in m]
+    assert [m.split(": 50%")[0] for m in guard_lines] == [
+        f"img00{i}.png: collapse guard after image {i}" for i in (1, 3, 5)
+    ], "one line per guard action, with the file name, and no duplicate from the engine's logger"
+    assert guard_lines[-1].endswith("adaptation reset to the source model")
+    assert [m for m in warnings if "update skipped" in m] == [
+        "img002.png: non-finite loss or gradient on image 2, update skipped "
+        "(the adaptation keeps its last good state)"
+    ]
+    assert guard_lines[-1] in c.window.log.text.toPlainText()
+    shown = len(c.window.log.entries)
+    c._on_engine_logged("warning", "I-DiPT step 4: non-finite loss or gradient, update skipped")
+    assert len(c.window.log.entries) == shown, "the engine's copy of a per-image warning is not shown"
+    messages = [m for _, m in c.window.log.entries]
+    summary = next(m for m in messages if m.startswith("Run finished"))
+    assert "collapse guard acted 3 times" in summary and "update skipped once" in summary
+    rows = c.window.table.model.rows
+    assert [r.index for r in rows if r.guard_message] == [1, 3, 5]
+    assert [r.index for r in rows if r.update_skipped] == [2]
+    c.window.table.mode_combo.setCurrentIndex(c.window.table.mode_combo.findData("events"))
+    assert c.window.table.proxy.rowCount() == 4
+
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.export(str(out))
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["summary"]["guard_events"] == 3 and config["summary"]["skipped_updates"] == 1
+    assert [(e["index"], e["item"]) for e in config["guard_events"]] == [
+        (1, "img001.png"),
+        (3, "img003.png"),
+        (5, "img005.png"),
+    ]
+    assert config["guard_events"][0]["message"].startswith("collapse guard after image 1:")
+    assert config["run"]["guard"]["window"] == 2
+    with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
+        records = list(csv.DictReader(fh))
+    assert [r["index"] for r in records if r["guard_event"]] == ["1", "3", "5"]
+    assert [r["index"] for r in records if r["update_skipped"] == "1"] == ["2"]
+    _, text = read_pdf_text(out / "report.pdf")
+    for needle in (
+        "Collapse-guard events 3",
+        "Skipped updates (non-finite loss) 1",
+        "Guard events",
+        "img005.png",
+        "collapse guard after image 3:",
+    ):
+        assert needle in text, needle
+
+
+def test_log_view_stays_bounded_and_counts_everything(qtbot: object) -> None:
+    from app.views.log_view import LogView
+
+    log = LogView(max_lines=3)
+    qtbot.addWidget(log)  # type: ignore[attr-defined]
+    for i in range(5):
+        log.add("error" if i % 2 else "warning", f"message {i}")
+    assert [m for _, m in log.entries] == ["message 2", "message 3", "message 4"]
+    assert log.text.document().blockCount() == 3
+    assert (log.count("error"), log.count("warning")) == (2, 3)
+    assert log.counts.text() == "2 errors · 3 warnings"
+    log.clear()
+    assert not log.entries and log.count("warning") == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -152,6 +153,51 @@ def test_make_row_from_engine_outputs() -> None:
     assert r.confidence == pytest.approx(0.7) and r.positive_prob == pytest.approx(0.7)
 
 
+def test_rows_keep_guard_events_and_skipped_updates() -> None:
+    item = StreamItem(1, "b.png", "b.png")
+    outputs = dict(
+        index=7,
+        probs=np.array([0.3, 0.7]),
+        prediction=1,
+        source_probs=np.array([0.6, 0.4]),
+        source_prediction=0,
+        mean_uncertainty=0.2,
+        seconds=0.1,
+        classes=CLASSES,
+        positive_class=1,
+    )
+    plain = make_row(item, **outputs, diagnostics={"loss": 0.5, "update_skipped": 0.0})  # type: ignore[arg-type]
+    assert plain.guard_message == "" and not plain.update_skipped
+    assert "guard_message" not in plain.to_json() and "update_skipped" not in plain.to_json()
+    event = make_row(
+        item,
+        **outputs,  # type: ignore[arg-type]
+        diagnostics={"update_skipped": 1.0, "guard": "collapse guard after image 7: bank cleared"},
+    )
+    assert event.guard_message == "collapse guard after image 7: bank cleared" and event.update_skipped
+    back = PredictionRow.from_json(json.loads(json.dumps(event.to_json())))
+    assert back.guard_message == event.guard_message and back.update_skipped and back.restored
+    assert PredictionRow.from_json(plain.to_json()).guard_message == ""
+    assert [r.index for r in (plain, event) if RowFilter("events").accepts(r)] == [7]
+    stats = RunStatistics()
+    stats.extend([plain, event, row(8, update_skipped=True)])
+    s = stats.summary()
+    assert (s.guard_events, s.skipped_updates) == (1, 2)
+    stats.clear()
+    assert (stats.summary().guard_events, stats.summary().skipped_updates) == (0, 0)
+
+
+def test_message_throttle_with_an_explicit_key() -> None:
+    now = [0.0]
+    throttle = MessageThrottle(interval=5, clock=lambda: now[0])
+    assert throttle.admit("a.png: update skipped", key="skip") == "a.png: update skipped"
+    assert throttle.admit("b.png: update skipped", key="skip") is None
+    now[0] = 6
+    assert throttle.admit("c.png: update skipped", key="skip") == (
+        "c.png: update skipped (1 similar messages not shown)"
+    )
+
+
 # -- statistics -------------------------------------------------------------------------------
 def test_running_accuracy_with_ground_truth() -> None:
     stats = RunStatistics(segment_size=2)
@@ -277,6 +323,17 @@ def test_profile_save_load_and_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     loaded = store.open("Site A").load(reopened)
     assert loaded.keys("src") == {"k0", "k1", "k2"} and reopened.images_seen == 3
     assert [r.index for r in profile.read_rows("src", loaded.keys("src"))] == [0, 1, 2]
+    lines = profile.rows_file("src").read_text().splitlines()
+    assert len(lines) == 3, "the row of the image never saved is dropped from the file"
+    # Interrupted runs leave older copies and cut lines: reading keeps the newest copy, once.
+    profile._append_rows("src", [row(1, conf=0.7), row(2, guard_message="collapse guard: reset")])
+    with open(profile.rows_file("src"), "a", encoding="utf-8") as fh:
+        fh.write('{"index": 5, "key": "k5", "na')
+    again = profile.read_rows("src", {"k0", "k1", "k2"})
+    assert [(r.index, r.confidence) for r in again] == [(0, 0.9), (1, 0.7), (2, 0.9)]
+    assert again[2].guard_message == "collapse guard: reset"
+    assert len(profile.rows_file("src").read_text().splitlines()) == 3
+    assert profile.read_rows("src", {"k0", "k1", "k2"}) == again
     assert store.names() == ["Site A"]
     cleared = profile.clear()
     assert cleared.images_seen == 0 and not profile.has_state()
@@ -341,3 +398,46 @@ def test_config_document_contains_notice_and_fingerprint() -> None:
     assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
     assert doc["notice"].startswith("For research use only")
     assert doc["summary"]["adapted_accuracy"] is None
+    assert doc["summary"]["guard_events"] == 0 and doc["guard_events"] == []
+
+
+def test_reports_list_guard_events(tmp_path: Path) -> None:
+    rows = (
+        row(0),
+        row(4, name="late.png", guard_message="collapse guard after image 4: reset"),
+        row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
+        row(3, update_skipped=True),
+    )
+    stats = RunStatistics()
+    stats.extend(rows)
+    data = ReportData(
+        rows=rows,
+        summary=stats.summary(),
+        classes=CLASSES,
+        source_kind="folder",
+        source_path="/x",
+        card={"arch": "a"},
+        model_path="m",
+        model_fingerprint="mf",
+        method="idipt",
+        run_config={"seed": 0},
+        state_fingerprint="sf",
+        profile={"name": "p"},
+        device="cpu",
+    )
+    doc = config_document(data)
+    assert doc["summary"]["guard_events"] == 2 and doc["summary"]["skipped_updates"] == 1
+    assert doc["guard_events"] == [
+        {"index": 2, "item": "early.png", "message": "collapse guard after image 2: bank cleared"},
+        {"index": 4, "item": "late.png", "message": "collapse guard after image 4: reset"},
+    ]
+    with open(write_csv(tmp_path / "p.csv", rows), newline="", encoding="utf-8") as fh:
+        records = {r["index"]: r for r in csv.DictReader(fh)}
+    assert records["4"]["guard_event"] == "collapse guard after image 4: reset"
+    assert records["0"]["guard_event"] == "" and records["3"]["update_skipped"] == "1"
+    from app.pdf_report import report_html
+
+    page = report_html(data, with_images=False)
+    assert "<h2>Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
+    quiet = report_html(dataclasses.replace(data, rows=(row(0),)), with_images=False)
+    assert "The collapse guard did not act" in quiet

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from engine import Session, StepResult, list_images
 from engine.cli import main as cli_main
 from engine.runner import run_stream
 from engine.state import read_state
+from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,27 +30,8 @@ def _folder(root: Path, n: int) -> Path:
     return root
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _run(model: Path, inp: Path, out: Path, state: Path, *extra: str) -> int:
-    return cli_main(
-        [
-            "run",
-            "--model",
-            str(model),
-            "--input",
-            str(inp),
-            "--state",
-            str(state),
-            "--out",
-            str(out),
-            "--no-progress",
-            *extra,
-        ]
-    )
+    return cli_main(run_argv(model, inp, out, state, *extra))
 
 
 def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_path: Path) -> None:
@@ -59,7 +40,7 @@ def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_
     (inp / "empty.jpg").write_bytes(b"")
     out, state = tmp_path / "preds.csv", tmp_path / "state"
     assert _run(tiny_model_path, inp, out, state, "--save-every", "5") == 0
-    rows = _rows(out)
+    rows = read_rows(out)
     assert [r["path"] for r in rows] == [f"img{i}.png" for i in range(12)]  # natural name order
     assert [r["index"] for r in rows] == [str(i) for i in range(12)]
     assert set(rows[0]) == {
@@ -70,7 +51,7 @@ def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_
         "source_prediction",
         "mean_uncertainty",
     }
-    skipped = _rows(tmp_path / "preds.skipped.csv")
+    skipped = read_rows(tmp_path / "preds.skipped.csv")
     assert sorted(r["path"] for r in skipped) == ["broken.png", "empty.jpg"]
     assert all(r["reason"] for r in skipped)
     _, meta = read_state(state)
@@ -79,10 +60,10 @@ def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_
     # New images arrive; the second run adapts only to them, continuing the same state.
     Image.fromarray(random_images(1, seed=99)[0]).save(inp / "zz_new.png")
     assert _run(tiny_model_path, inp, out, state) == 0
-    rows = _rows(out)
+    rows = read_rows(out)
     assert [r["path"] for r in rows][-1] == "zz_new.png" and len(rows) == 13
     assert rows[-1]["index"] == "12"
-    assert len(_rows(tmp_path / "preds.skipped.csv")) == 2
+    assert len(read_rows(tmp_path / "preds.skipped.csv")) == 2
     assert (tmp_path / "preds.config.json").exists()
 
 
@@ -111,13 +92,13 @@ def test_rows_after_last_save_are_recomputed_not_duplicated(tiny_model_path: Pat
         )
     with out.open("a") as fh:
         fh.write("6,img6.p")  # a torn last line
-    assert len(_rows(out)) == 7
+    assert len(read_rows(out)) == 7
     assert read_state(state)[1]["images_seen"] == 4
 
     assert _run(tiny_model_path, inp, out, state) == 0
-    final = _rows(out)
+    final = read_rows(out)
     assert [r["path"] for r in final] == [f"img{i}.png" for i in range(10)]
-    assert final == _rows(ref_out)  # identical to an uninterrupted run
+    assert final == read_rows(ref_out)  # identical to an uninterrupted run
 
 
 def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
@@ -129,18 +110,7 @@ def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
         sys.executable,
         "-m",
         "engine.cli",
-        "run",
-        "--model",
-        str(tiny_model_path),
-        "--input",
-        str(inp),
-        "--state",
-        str(state),
-        "--out",
-        str(out),
-        "--save-every",
-        "1000",
-        "--no-progress",
+        *run_argv(tiny_model_path, inp, out, state, "--save-every", "1000"),
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
@@ -152,13 +122,13 @@ def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    rows = _rows(out)
+    rows = read_rows(out)
     _, meta = read_state(state)
     assert 5 <= meta["images_seen"] == len(rows) < 150
     assert [r["path"] for r in rows] == meta["extra"]["processed"]
 
     assert _run(tiny_model_path, inp, out, state) == 0
-    final = _rows(out)
+    final = read_rows(out)
     paths = [r["path"] for r in final]
     assert len(paths) == len(set(paths)) == 150
     assert [r["index"] for r in final] == [str(i) for i in range(150)]
@@ -178,4 +148,4 @@ def test_state_of_another_method_is_refused(
     assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s") == 0
     assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s", "--method", "source") == 2
     assert "method 'idipt'" in capsys.readouterr().err
-    assert np.isfinite([float(r["confidence"]) for r in _rows(tmp_path / "o.csv")]).all()
+    assert np.isfinite([float(r["confidence"]) for r in read_rows(tmp_path / "o.csv")]).all()

@@ -3,7 +3,6 @@ resuming processes every remaining image exactly once."""
 
 from __future__ import annotations
 
-import csv
 import os
 import random
 import signal
@@ -18,16 +17,10 @@ from PIL import Image
 
 from engine import Session, list_images
 from engine.state import has_state, read_state
+from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int) -> int:
@@ -45,33 +38,17 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
         fingerprints.append(reference.state_fingerprint())
 
     out, state = tmp_path / "preds.csv", tmp_path / "state"
-    cmd = [
-        sys.executable,
-        "-m",
-        "engine.cli",
-        "run",
-        "--model",
-        str(model),
-        "--input",
-        str(inp),
-        "--state",
-        str(state),
-        "--out",
-        str(out),
-        "--save-every",
-        "1",
-        "--no-progress",
-    ]
+    cmd = [sys.executable, "-m", "engine.cli", *run_argv(model, inp, out, state, "--save-every", "1")]
     # Same thread count as the in-process reference: float reductions differ between thread counts.
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     rng = random.Random(seed)
     done_kills = 0
     while done_kills < kills:
-        before = len(_rows(out))
+        before = len(read_rows(out))
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         target = before + rng.randint(0, 3)
         deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline and len(_rows(out)) <= target:
+        while proc.poll() is None and time.monotonic() < deadline and len(read_rows(out)) <= target:
             time.sleep(0.002)
         time.sleep(rng.uniform(0, 0.03))  # land anywhere: mid-step, mid-CSV-row, mid-save
         if proc.poll() is not None:
@@ -89,7 +66,7 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
     # Resume to the end.
     final = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
-    rows = _rows(out)
+    rows = read_rows(out)
     assert [r["path"] for r in rows] == order
     assert [int(r["index"]) for r in rows] == list(range(n_images))
     probe = Session(model)

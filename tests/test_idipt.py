@@ -222,6 +222,64 @@ def test_nonfinite_loss_skips_the_update(tiny_model_path: Path) -> None:
     assert session.state_fingerprint() != before  # the counters moved on, the prompts did not
 
 
+def test_hard_consistency_target_uses_the_source_argmax(tiny_model_path: Path) -> None:
+    # Same seed, first image: same token sets, same (not yet updated) view logits q, so with two
+    # classes the hard loss -log q_c gives q_c, from which the soft loss follows.
+    img = random_images(1, seed=5)[0]
+    soft = _session(tiny_model_path, evidence_check=False).step(img)
+    hard = _session(tiny_model_path, consistency_target="hard", evidence_check=False).step(img)
+    c = int(np.argmax(soft.source_probs))
+    p_c = float(soft.source_probs[c])
+    for view in ("loss_specific", "loss_invariant"):
+        q_c = float(np.exp(-hard.diagnostics[view]))
+        expected = -(p_c * np.log(q_c) + (1 - p_c) * np.log(1 - q_c))
+        assert soft.diagnostics[view] == pytest.approx(expected, rel=1e-4)
+        assert hard.diagnostics[view] != pytest.approx(soft.diagnostics[view], rel=1e-6)
+    with pytest.raises(ValueError):
+        IDiPTConfig(consistency_target="argmax")  # type: ignore[arg-type]
+
+
+def _flip_views(session: Session, rows: tuple[int, ...]) -> None:
+    """Make the masked views ``rows`` (of the batch of two) predict the other class."""
+    model = session.method.model
+    forward = model.forward_tokens
+
+    def flipped(tokens: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        logits = forward(tokens, *args, **kwargs)  # type: ignore[arg-type]
+        if logits.shape[0] == 2:
+            sign = torch.ones(2, 1)
+            sign[list(rows)] = -1.0
+            logits = logits * sign
+        return logits
+
+    model.forward_tokens = flipped  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("rows", [(), (0,), (1,), (0, 1)])
+def test_evidence_check_drops_views_that_lost_the_source_class(
+    tiny_model_path: Path, rows: tuple[int, ...]
+) -> None:
+    warm, img = random_images(2, seed=21)
+    plain = _session(tiny_model_path, evidence_check=False)
+    checked = _session(tiny_model_path)
+    # One ordinary step first, so Adam has momentum that a skipped step must not apply.
+    assert plain.step(warm).diagnostics["loss"] == checked.step(warm).diagnostics["loss"]
+    _flip_views(plain, rows)
+    _flip_views(checked, rows)
+    method = checked.method
+    assert isinstance(method, IDiPT)
+    gate = method.gate.detach().clone()
+    a, b = plain.step(img).diagnostics, checked.step(img).diagnostics
+    for index, view in enumerate(("loss_specific", "loss_invariant")):
+        if index in rows:  # the view lost the source class: its loss is dropped
+            assert a[view] > 0.1 and b[view] == 0.0
+        else:
+            assert b[view] == pytest.approx(a[view], rel=1e-5)
+    assert b["views_kept"] == 2 - len(rows)
+    # With no view kept there is nothing to learn: no Adam step, so the gate has not moved.
+    assert torch.equal(method.gate.detach(), gate) == (len(rows) == 2)
+
+
 def test_config_validation() -> None:
     with pytest.raises(ValueError):
         IDiPTConfig(mask_percent=100)

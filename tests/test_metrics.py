@@ -13,6 +13,7 @@ from engine.metrics import (
     average_ranks,
     format_mean_std,
     mean_std,
+    oracle_threshold_accuracy,
     precision,
     recall,
     roc_auc,
@@ -126,3 +127,21 @@ def test_aggregate_over_seeds() -> None:
     assert agg["seconds_per_image"]["mean"] == pytest.approx(0.1)
     with pytest.raises(ValueError):
         aggregate([])
+
+
+def test_oracle_threshold_accuracy_by_hand_and_brute_force() -> None:
+    # Perfect ranking with a shifted operating point: argmax gets 50 %, the best threshold 100 %.
+    pos = np.array([True, True, False, False])
+    scores = np.array([0.4, 0.3, 0.2, 0.1])
+    assert accuracy(pos.astype(int), (scores > 0.5).astype(int)) == 50.0
+    assert oracle_threshold_accuracy(pos, scores) == 100.0
+    # Ties stay together: no threshold separates the two 0.5 scores.
+    assert oracle_threshold_accuracy(np.array([True, False]), np.array([0.5, 0.5])) == 50.0
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        n = int(rng.integers(1, 12))
+        p = rng.random(n) < 0.5
+        s = rng.integers(0, 4, n) / 4.0  # many ties
+        brute = max(100.0 * np.mean((s > t) == p) for t in np.concatenate([[-1.0], s]))
+        assert oracle_threshold_accuracy(p, s) == pytest.approx(brute)
+    assert math.isnan(oracle_threshold_accuracy(np.array([], dtype=bool), np.array([])))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections import deque
 from datetime import datetime
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
@@ -21,7 +22,10 @@ class LogView(QWidget):
         self.counts = QLabel("")
         self.clear_button = QPushButton("Clear")
         self.clear_button.clicked.connect(self.clear)
-        self.entries: list[tuple[str, str]] = []  # (level, message), kept for tests and the report
+        # (level, message) of the lines shown, for tests; bounded like the text, so a night of
+        # per-image errors cannot grow it, and counted incrementally so adding a line stays O(1).
+        self.entries: deque[tuple[str, str]] = deque(maxlen=max_lines)
+        self._counts: dict[str, int] = {}
         bar = QHBoxLayout()
         bar.addWidget(self.counts, 1)
         bar.addWidget(self.clear_button)
@@ -33,6 +37,7 @@ class LogView(QWidget):
 
     def add(self, level: str, message: str) -> None:
         self.entries.append((level, message))
+        self._counts[level] = self._counts.get(level, 0) + 1
         stamp = datetime.now().strftime("%H:%M:%S")
         colour = LEVEL_COLORS.get(level, LEVEL_COLORS["info"])
         weight = "bold" if level == "error" else "normal"
@@ -44,11 +49,13 @@ class LogView(QWidget):
 
     def clear(self) -> None:
         self.entries.clear()
+        self._counts.clear()
         self.text.clear()
         self._update_counts()
 
     def count(self, level: str) -> int:
-        return sum(1 for lvl, _ in self.entries if lvl == level)
+        """Messages of ``level`` since the last clear (including lines no longer shown)."""
+        return self._counts.get(level, 0)
 
     def _update_counts(self) -> None:
         self.counts.setText(f"{self.count('error')} errors · {self.count('warning')} warnings")

@@ -34,6 +34,13 @@ Departures from the paper (each also in ``docs/method.md``):
   collapsed (source accuracy 98.8 % -> 53 % over a 300-image stream).
 * With UoM off (ablation) both prompts see the whole image and the loss is cross-entropy with the
   source model's hard pseudo-label.
+* Evidence check (``evidence_check=True``, METHOD.md pitfall "masking can remove the evidence"):
+  a masked view that no longer predicts the source class (its remaining tokens do not support
+  ŷ_w, e.g. a small lesion was masked away) is left out of the loss; with neither view kept no
+  step is taken. On the generated lesion set the unchecked loss taught a class bias (source
+  site and one target site worse); measured in ``docs/method.md``.
+* ``consistency_target="hard"`` reads the paper's CE(y, ŷ_w) with ŷ_w's argmax instead of its
+  probabilities (default ``"soft"``); measured in ``docs/method.md``, it changes little.
 * φ_S gets a fresh Adam state for every image (it is a new parameter each time); the persistent
   parts (φ_I, gates, graphs) keep theirs.
 """
@@ -85,6 +92,8 @@ class IDiPTConfig:
     use_uom: bool = True  # ablation switch: uncertainty-oriented masking (off: pseudo-label loss)
     use_pgd: bool = True  # ablation switch: prompt bank + parallel graph distillation
     use_graphs: bool = True  # ablation switch: graphs (off: bank pre-initialisation only)
+    consistency_target: Literal["soft", "hard"] = "soft"  # ŷ_w as probabilities, or its argmax
+    evidence_check: bool = True  # drop a masked view's loss when the view no longer predicts ŷ_w's class
 
     def __post_init__(self) -> None:
         if self.prompt_len_specific % 2 or self.prompt_len_invariant % 2:
@@ -103,6 +112,8 @@ class IDiPTConfig:
             raise ValueError("bank_size, graph_dim and lr must be positive")
         if self.prompt_mode not in ("gated", "prefix"):
             raise ValueError("prompt_mode must be 'gated' or 'prefix'")
+        if self.consistency_target not in ("soft", "hard"):
+            raise ValueError("consistency_target must be 'soft' or 'hard'")
 
 
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -199,13 +210,22 @@ class IDiPT(TTAMethod):
         phi_s = nn.Parameter(pre_s.clone())
         hat_s, hat_i, _ = self._enhance(phi_s, weights)
         prompts = PrefixPrompts.from_prompts([[hat_s], [hat_i]])
+        views_kept = 2.0
         if cfg.use_uom:
             n = model.num_patches
             views = torch.cat(
                 [model.keep_tokens(tokens, complement(t_u, n)), model.keep_tokens(tokens, complement(t_r, n))]
             )
             logits = model.forward_tokens(views, prompts, gate)
+            if cfg.consistency_target == "hard":
+                target = F.one_hot(target.argmax(dim=-1), target.shape[-1]).to(target.dtype)
             losses = soft_cross_entropy(logits, target.expand(2, -1))
+            if cfg.evidence_check:
+                # A view whose remaining tokens no longer support the source class has lost the
+                # evidence (a small lesion masked away): fitting it to ŷ_w would teach a class bias.
+                kept = (logits.detach().argmax(dim=-1) == target.argmax(dim=-1)).to(losses.dtype)
+                losses = losses * kept
+                views_kept = float(kept.sum())
         else:
             logits = model.forward_tokens(tokens.expand(2, -1, -1), prompts, gate)
             losses = F.cross_entropy(logits, target.argmax(dim=-1).expand(2), reduction="none")
@@ -217,6 +237,7 @@ class IDiPT(TTAMethod):
             "loss_invariant": float(losses[1].detach()),
             "bank_size": float(len(self.bank)),
             "update_skipped": 0.0,
+            "views_kept": views_kept,
         }
         specific_opt = torch.optim.Adam([phi_s], lr=cfg.lr)
         self.optimizer.zero_grad(set_to_none=True)
@@ -228,8 +249,9 @@ class IDiPT(TTAMethod):
         else:
             grads_ok = False
         if grads_ok:
-            self.optimizer.step()
-            specific_opt.step()
+            if views_kept > 0:  # with no view kept there is nothing to learn: Adam's momentum must not move
+                self.optimizer.step()
+                specific_opt.step()
         else:
             # A NaN/inf loss or gradient would poison the persistent prompts: keep the last good ones.
             diagnostics["update_skipped"] = 1.0
