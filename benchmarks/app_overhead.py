@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -101,9 +102,18 @@ def headless_in_thread(model: Path, stream: Path, method: str, device: str) -> f
     return result[0]
 
 
-def through_app(model: Path, stream: Path, method: str, device: str, home: Path) -> tuple[float, list[float]]:
-    """Seconds from Start to the run's end in the app, and the UI ping gaps (ms) meanwhile."""
-    from PySide6.QtCore import QEventLoop, QTimer
+def wait_for(signal: Any) -> None:
+    """Run the Qt event loop until ``signal`` is emitted once."""
+    from PySide6.QtCore import QEventLoop
+
+    loop = QEventLoop()
+    signal.connect(loop.quit)
+    loop.exec()
+    signal.disconnect(loop.quit)
+
+
+def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **settings: Any) -> Any:
+    """The main window offscreen with ``stream`` opened and the session loaded; returns the controller."""
     from PySide6.QtWidgets import QApplication
 
     from app.controller import Controller
@@ -111,22 +121,26 @@ def through_app(model: Path, stream: Path, method: str, device: str, home: Path)
     from app.state import Phase
     from app.views.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication([])
+    QApplication.instance() or QApplication([])
     window = MainWindow()
-    settings = AppSettings(model=str(model), method=method, device=device, autosave_every=0)
-    controller = Controller(window, settings, home=home, persist_settings=False)
+    app_settings = AppSettings(model=str(model), method=method, device=device, **settings)
+    controller = Controller(window, app_settings, home=home, persist_settings=False)
     window.show()
-
-    def wait_for(signal: object) -> None:
-        loop = QEventLoop()
-        signal.connect(loop.quit)  # type: ignore[attr-defined]
-        loop.exec()
-
     controller.load_session()
     wait_for(controller.sessionChanged)
     controller.open_folder(str(stream))
     wait_for(controller.sourceOpened)
     assert controller.phase is Phase.READY, controller.phase
+    return controller
+
+
+def through_app(model: Path, stream: Path, method: str, device: str, home: Path) -> tuple[float, list[float]]:
+    """Seconds from Start to the run's end in the app, and the UI ping gaps (ms) meanwhile."""
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([])
+    controller = open_app(model, stream, method, device, home, autosave_every=0)
 
     gaps: list[float] = []
     last = [time.perf_counter()]
@@ -149,7 +163,7 @@ def through_app(model: Path, stream: Path, method: str, device: str, home: Path)
     elapsed = time.perf_counter() - start
     timer.stop()
     controller.shutdown()
-    window.close()
+    controller.window.close()
     app.processEvents()
     return elapsed, gaps
 

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app_overhead import DEMO_MODEL, PING_MS, ROOT, make_stream
+from app_overhead import DEMO_MODEL, PING_MS, ROOT, make_stream, open_app, wait_for
 from soak import peak_rss_mb, print_growth, rss_mb
 
 GROWTH_TARGET_MB = 50.0
@@ -102,29 +102,11 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.controller import Controller
     from app.profiles import ProfileStore
-    from app.settings import AppSettings
-    from app.state import Phase
-    from app.views.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
-    window = MainWindow()
-    settings = AppSettings(model=str(args.model), method=args.method, device=args.device)
-    controller = Controller(window, settings, home=home, persist_settings=False)
-    window.show()
-
-    def wait_for(signal: object) -> None:
-        loop = QEventLoop()
-        signal.connect(loop.quit)  # type: ignore[attr-defined]
-        loop.exec()
-        signal.disconnect(loop.quit)  # type: ignore[attr-defined]
-
-    controller.load_session()
-    wait_for(controller.sessionChanged)
-    controller.open_folder(str(stream))
-    wait_for(controller.sourceOpened)
-    assert controller.phase is Phase.READY, controller.phase
+    controller = open_app(args.model, stream, args.method, args.device, home)
+    window = controller.window
     total = controller.pending
     print(f"RSS before the run: {rss_mb():.1f} MiB", flush=True)
 
@@ -171,7 +153,7 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
         f"{len(controller.previews)} cached previews, {len(window.log.entries)} log entries "
         f"({window.log.text.document().blockCount()} lines shown)"
     )
-    profile = ProfileStore(home).open(settings.profile)
+    profile = ProfileStore(home).open(controller.settings.profile)
     rows_dir = profile.path / "rows"
     lines = sum(len(p.read_bytes().splitlines()) for p in rows_dir.glob("*.jsonl"))
     print(

@@ -134,20 +134,24 @@ def test_row_json_round_trip_marks_restored() -> None:
     assert math.isnan(PredictionRow.from_json(nan_row.to_json()).uncertainty)
 
 
+def _engine_outputs(index: int) -> dict[str, object]:
+    """One image's engine outputs as :func:`make_row` takes them (adapted tumor, source normal)."""
+    return {
+        "index": index,
+        "probs": np.array([0.3, 0.7]),
+        "prediction": 1,
+        "source_probs": np.array([0.6, 0.4]),
+        "source_prediction": 0,
+        "mean_uncertainty": 0.2,
+        "seconds": 0.1,
+        "classes": CLASSES,
+        "positive_class": 1,
+    }
+
+
 def test_make_row_from_engine_outputs() -> None:
     item = StreamItem(5, "a.png", "a.png", ground_truth=0)
-    r = make_row(
-        item,
-        index=12,
-        probs=np.array([0.3, 0.7]),
-        prediction=1,
-        source_probs=np.array([0.6, 0.4]),
-        source_prediction=0,
-        mean_uncertainty=0.2,
-        seconds=0.1,
-        classes=CLASSES,
-        positive_class=1,
-    )
+    r = make_row(item, **_engine_outputs(12))  # type: ignore[arg-type]
     assert (r.index, r.position, r.prediction_label, r.source_label) == (12, 5, "tumor", "normal")
     assert r.changed and r.correct is False and r.source_correct is True
     assert r.confidence == pytest.approx(0.7) and r.positive_prob == pytest.approx(0.7)
@@ -155,17 +159,7 @@ def test_make_row_from_engine_outputs() -> None:
 
 def test_rows_keep_guard_events_and_skipped_updates() -> None:
     item = StreamItem(1, "b.png", "b.png")
-    outputs = dict(
-        index=7,
-        probs=np.array([0.3, 0.7]),
-        prediction=1,
-        source_probs=np.array([0.6, 0.4]),
-        source_prediction=0,
-        mean_uncertainty=0.2,
-        seconds=0.1,
-        classes=CLASSES,
-        positive_class=1,
-    )
+    outputs = _engine_outputs(7)
     plain = make_row(item, **outputs, diagnostics={"loss": 0.5, "update_skipped": 0.0})  # type: ignore[arg-type]
     assert plain.guard_message == "" and not plain.update_skipped
     assert "guard_message" not in plain.to_json() and "update_skipped" not in plain.to_json()
@@ -376,41 +370,11 @@ def test_geojson_uses_level0_polygons() -> None:
     assert doc["features"][0]["properties"]["classification"]["name"] == "tumor"
 
 
-def test_config_document_contains_notice_and_fingerprint() -> None:
-    stats = RunStatistics()
-    stats.extend([row(0)])
-    data = ReportData(
-        rows=(row(0),),
-        summary=stats.summary(),
-        classes=CLASSES,
-        source_kind="folder",
-        source_path="/x",
-        card={"arch": "a"},
-        model_path="m",
-        model_fingerprint="mf",
-        method="idipt",
-        run_config={"seed": 0},
-        state_fingerprint="sf",
-        profile={"name": "p"},
-        device="cpu",
-    )
-    doc = config_document(data)
-    assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
-    assert doc["notice"].startswith("For research use only")
-    assert doc["summary"]["adapted_accuracy"] is None
-    assert doc["summary"]["guard_events"] == 0 and doc["guard_events"] == []
-
-
-def test_reports_list_guard_events(tmp_path: Path) -> None:
-    rows = (
-        row(0),
-        row(4, name="late.png", guard_message="collapse guard after image 4: reset"),
-        row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
-        row(3, update_skipped=True),
-    )
+def _report_data(rows: tuple[PredictionRow, ...]) -> ReportData:
+    """Report data for ``rows`` with fixed, recognisable metadata."""
     stats = RunStatistics()
     stats.extend(rows)
-    data = ReportData(
+    return ReportData(
         rows=rows,
         summary=stats.summary(),
         classes=CLASSES,
@@ -425,6 +389,25 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
         profile={"name": "p"},
         device="cpu",
     )
+
+
+def test_config_document_contains_notice_and_fingerprint() -> None:
+    data = _report_data((row(0),))
+    doc = config_document(data)
+    assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
+    assert doc["notice"].startswith("For research use only")
+    assert doc["summary"]["adapted_accuracy"] is None
+    assert doc["summary"]["guard_events"] == 0 and doc["guard_events"] == []
+
+
+def test_reports_list_guard_events(tmp_path: Path) -> None:
+    rows = (
+        row(0),
+        row(4, name="late.png", guard_message="collapse guard after image 4: reset"),
+        row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
+        row(3, update_skipped=True),
+    )
+    data = _report_data(rows)
     doc = config_document(data)
     assert doc["summary"]["guard_events"] == 2 and doc["summary"]["skipped_updates"] == 1
     assert doc["guard_events"] == [
