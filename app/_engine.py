@@ -6,6 +6,7 @@ Everything here comes from ``engine``'s public ``__all__``.
 from __future__ import annotations
 
 from engine import (
+    STEP_EVENT_ATTR,
     F2TTAError,
     ImageReadError,
     ModelCard,
@@ -18,6 +19,7 @@ from engine import (
     Tile,
     TilePlan,
     __version__,
+    atomic_write_bytes,
     list_images,
     list_methods,
     load_model,
@@ -28,6 +30,7 @@ from engine import (
 )
 
 __all__ = [
+    "STEP_EVENT_ATTR",
     "F2TTAError",
     "ImageReadError",
     "ModelCard",
@@ -40,6 +43,7 @@ __all__ = [
     "Tile",
     "TilePlan",
     "__version__",
+    "atomic_write_bytes",
     "list_images",
     "list_methods",
     "load_model",

@@ -55,8 +55,6 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ITEM_ERRORS = 3  # the run completed, but some images could not be processed
-# Engine warnings the app reports itself, once per image and with the file name (_note_events).
-PER_IMAGE_WARNINGS = ("collapse guard after image", "non-finite loss or gradient, update skipped")
 
 
 @dataclass(frozen=True)
@@ -243,8 +241,6 @@ class Controller(QObject):
 
     @Slot(str, str)
     def _on_engine_logged(self, level: str, message: str) -> None:
-        if any(marker in message for marker in PER_IMAGE_WARNINGS):
-            return  # shown by _note_events with the image's name when its result arrives
         shown = self._throttle.admit(message)
         if shown is not None:
             self.window.log.add(level, f"engine: {shown}")

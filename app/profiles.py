@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from app._engine import atomic_write_bytes
 from app.rows import PredictionRow
 from app.sources import source_hash
 
@@ -241,16 +242,10 @@ class Profile:
         return kept
 
     def _rewrite_rows(self, path: Path, rows: list[PredictionRow]) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write("".join(json.dumps(row.to_json()) + "\n" for row in rows))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            _atomic_write_text(path, "".join(json.dumps(row.to_json()) + "\n" for row in rows))
         except OSError as exc:  # housekeeping only: the rows read are still right
             logger.warning("profile %s: %s could not be compacted (%s)", self.name, path.name, exc)
-            tmp.unlink(missing_ok=True)
 
     def clear(self) -> ProfileInfo:
         """Forget the adaptation state and every processed image (reset to the source model)."""
@@ -286,6 +281,4 @@ class ProfileStore:
 
 def _atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_bytes(path, text.encode("utf-8"))

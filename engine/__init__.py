@@ -5,10 +5,18 @@ The desktop app and the CLI use only the names exported here.
 
 from __future__ import annotations
 
+from engine._atomic import atomic_write_bytes
 from engine._device import select_device
 from engine._guard import GuardConfig, GuardEvent
 from engine._version import __version__
-from engine.errors import F2TTAError, F2TTAWarning, ImageReadError, ModelLoadError, StateError
+from engine.errors import (
+    STEP_EVENT_ATTR,
+    F2TTAError,
+    F2TTAWarning,
+    ImageReadError,
+    ModelLoadError,
+    StateError,
+)
 from engine.images import IMAGE_EXTENSIONS, list_images, read_image
 from engine.methods import (
     IDiPT,
@@ -28,6 +36,7 @@ from engine.slides import Slide, SlideError, Tile, TilePlan
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "STEP_EVENT_ATTR",
     "F2TTAError",
     "F2TTAWarning",
     "GuardConfig",
@@ -51,6 +60,7 @@ __all__ = [
     "Tile",
     "TilePlan",
     "__version__",
+    "atomic_write_bytes",
     "get_method_class",
     "list_images",
     "list_methods",

@@ -19,7 +19,7 @@ from PIL import Image
 from engine._device import select_device
 from engine._guard import CollapseGuard, GuardConfig, GuardEvent
 from engine._version import __version__
-from engine.errors import StateError
+from engine.errors import STEP_EVENT, StateError
 from engine.images import read_image, to_rgb
 from engine.methods import TTAMethod, get_method_class
 from engine.methods.base import config_from_dict
@@ -172,7 +172,7 @@ class Session:
             what = self.method.recover() if action == "recover" else self._full_reset()
             event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
             self.events.append(event)
-            logger.warning("%s", event.message)
+            logger.warning("%s", event.message, extra=STEP_EVENT)
             diagnostics["guard"] = event.message
         diagnostics["hist_adapted"] = list(self.hist_adapted)
         diagnostics["hist_source"] = list(self.hist_source)

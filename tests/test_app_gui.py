@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,14 @@ import numpy as np
 import pytest
 from app_fixtures import make_folder, make_model, make_slide
 from PySide6.QtCore import QThread
+from PySide6.QtWidgets import QApplication
 
 from app.controller import Controller
 from app.profiles import ProfileStore
 from app.settings import AppSettings
 from app.state import Phase
 from app.views.main_window import MainWindow
+from engine.errors import STEP_EVENT
 
 RUN_TIMEOUT_MS = 90_000
 FAST_IDIPT = {"mc_passes": 2}  # fewer Monte-Carlo passes: same code paths, quicker on a CPU
@@ -461,7 +464,10 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     ]
     assert guard_lines[-1] in c.window.log.text.toPlainText()
     shown = len(c.window.log.entries)
-    c._on_engine_logged("warning", "I-DiPT step 4: non-finite loss or gradient, update skipped")
+    logging.getLogger("engine.methods.idipt").warning(
+        "I-DiPT step 4: non-finite loss or gradient, update skipped", extra=STEP_EVENT
+    )
+    QApplication.processEvents()
     assert len(c.window.log.entries) == shown, "the engine's copy of a per-image warning is not shown"
     messages = [m for _, m in c.window.log.entries]
     summary = next(m for m in messages if m.startswith("Run finished"))

@@ -59,6 +59,7 @@ from torch import nn
 from engine._bank import PromptBank
 from engine._fft import low_freq_amplitude
 from engine._graph import PromptGraph
+from engine.errors import STEP_EVENT
 from engine.methods._uom import complement, mc_dropout_uncertainty, select_tokens
 from engine.methods.base import (
     MethodOutput,
@@ -255,7 +256,9 @@ class IDiPT(TTAMethod):
         else:
             # A NaN/inf loss or gradient would poison the persistent prompts: keep the last good ones.
             diagnostics["update_skipped"] = 1.0
-            logger.warning("I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps)
+            logger.warning(
+                "I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps, extra=STEP_EVENT
+            )
         self.optimizer.zero_grad(set_to_none=True)
 
         with torch.no_grad():
