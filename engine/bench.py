@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine._bench_cache import JobCache, dataset_digest, job_key, model_digest
 from engine._version import __version__
 from engine.data.readers import Dataset, Item, open_dataset, read_array
 from engine.errors import F2TTAError, ImageReadError
@@ -80,6 +81,7 @@ class BenchSettings:
     workers: int = 0  # local worker processes (0 or 1: serial, in this process)
     ray: str | None = None  # None: no Ray; "": start a local Ray; else the cluster address
     threads: int | None = None  # torch threads per job; None: cores // workers (Ray: 1; serial: as is)
+    cache: Path | None = None  # finished jobs' records are kept here and reused (see engine._bench_cache)
 
 
 @dataclass(frozen=True)
@@ -398,6 +400,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "workers": settings.workers,
         "ray": settings.ray,
         "threads_per_job": threads,
+        "cache": None if settings.cache is None else str(settings.cache),
         "std": "population standard deviation over seeds (ddof=0); seeds where a figure is undefined are left out",
         "units": "percent, except seconds_per_image",
     }
@@ -529,30 +532,65 @@ def _ray_job(job: BenchJob) -> JobRecords:
 def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> BenchResult:
     """Run every job of ``plan`` (serially, in processes or on Ray) and summarise.
 
+    With ``settings.cache`` set, jobs whose records are cached are not run again, and each job
+    that finishes is cached at once, so an interrupted benchmark resumes where it stopped.
+
     Args:
         plan: from :func:`plan_bench`.
         progress: called with the number of images just finished (per image when serial,
-            per job otherwise).
+            per job otherwise; cached jobs count at once).
     """
     s = plan.settings
     start = time.perf_counter()
+    records: list[JobRecords] = []
+    todo = list(plan.jobs)
+    keys: dict[int, str] = {}
+    cache = JobCache(s.cache) if s.cache is not None else None
+    if cache is not None:
+        first = plan.jobs[0] if plan.jobs else None
+        data_id = dataset_digest(_open_cached(first.data, first.positive_class)) if first else ""
+        model_id = model_digest(s.model, card_path_for(s.model))
+        todo = []
+        for job in plan.jobs:
+            keys[job.index] = job_key(job, model_id, data_id)
+            rec = cache.load(keys[job.index], job)
+            if rec is None:
+                todo.append(job)
+            else:
+                records.append(rec)
+                if progress is not None:
+                    progress(rec.labels.size + len(rec.skipped))
+        plan.config["jobs_from_cache"] = len(records)
+        if records:
+            logger.info("%d of %d jobs read from the cache %s", len(records), len(plan.jobs), s.cache)
+
+    def finished(rec: JobRecords) -> None:
+        records.append(rec)
+        if cache is not None:
+            cache.store(keys[rec.index], rec)
+
     if s.ray is not None:
-        records = _run_ray(plan.jobs, s.ray, s.workers, progress)
+        _run_ray(todo, s.ray, s.workers, progress, finished)
     elif s.workers > 1:
-        records = _run_processes(plan.jobs, s.workers, progress)
+        _run_processes(todo, s.workers, progress, finished)
     else:
         tick = (lambda: progress(1)) if progress is not None else None
-        records = [run_job(job, tick) for job in plan.jobs]
+        for job in todo:
+            finished(run_job(job, tick))
     plan.config["seconds"] = round(time.perf_counter() - start, 3)
     return summarize(plan, records)
 
 
 def _run_processes(
-    jobs: Sequence[BenchJob], workers: int, progress: Callable[[int], None] | None
-) -> list[JobRecords]:
-    threads = jobs[0].threads if jobs else None
+    jobs: Sequence[BenchJob],
+    workers: int,
+    progress: Callable[[int], None] | None,
+    finished: Callable[[JobRecords], None],
+) -> None:
+    if not jobs:
+        return
+    threads = jobs[0].threads
     ctx = multiprocessing.get_context("spawn")
-    out: list[JobRecords] = []
     pool = cf.ProcessPoolExecutor(
         max_workers=max(1, min(workers, len(jobs))),
         mp_context=ctx,
@@ -563,7 +601,7 @@ def _run_processes(
         futures = [pool.submit(run_job, job) for job in jobs]
         for fut in cf.as_completed(futures):
             rec = fut.result()
-            out.append(rec)
+            finished(rec)
             if progress is not None:
                 progress(rec.labels.size + len(rec.skipped))
     except BaseException:
@@ -571,12 +609,17 @@ def _run_processes(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    return out
 
 
 def _run_ray(
-    jobs: Sequence[BenchJob], address: str, workers: int, progress: Callable[[int], None] | None
-) -> list[JobRecords]:
+    jobs: Sequence[BenchJob],
+    address: str,
+    workers: int,
+    progress: Callable[[int], None] | None,
+    finished: Callable[[JobRecords], None],
+) -> None:
+    if not jobs:
+        return
     try:
         import ray
     except ImportError as exc:
@@ -600,14 +643,12 @@ def _run_ray(
         threads = jobs[0].threads if jobs else None
         remote = ray.remote(num_cpus=threads or 1)(_ray_job)
         pending = [remote.remote(job) for job in jobs]
-        out: list[JobRecords] = []
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             rec: JobRecords = ray.get(done[0])
-            out.append(rec)
+            finished(rec)
             if progress is not None:
                 progress(rec.labels.size + len(rec.skipped))
-        return out
     finally:
         if started:
             ray.shutdown()

@@ -224,9 +224,12 @@ def _same_records(a: BenchResult, b: BenchResult) -> None:
     assert json.dumps(strip(a)) == json.dumps(strip(b))
 
 
-def test_workers_match_serial(serial_result: BenchResult, bench_data: Path, site_model: Path) -> None:
-    parallel = run_plan(plan_bench(_settings(bench_data, site_model, workers=2)))
+def test_workers_match_serial(
+    serial_result: BenchResult, bench_data: Path, site_model: Path, tmp_path: Path
+) -> None:
+    parallel = run_plan(plan_bench(_settings(bench_data, site_model, workers=2, cache=tmp_path)))
     _same_records(serial_result, parallel)
+    assert len(list(tmp_path.glob("*.safetensors"))) == 4  # the parent caches what the workers return
 
 
 @pytest.mark.slow
@@ -244,3 +247,123 @@ def test_unreadable_image_is_skipped(bench_data: Path, site_model: Path, tmp_pat
     result = run_plan(plan_bench(_settings(data, site_model, methods=("source",), seeds=(0,))))
     assert result.records["source"][0].labels.size == 11
     assert [s["path"] for s in result.plan.config["skipped_images"]] == [str(victim)]
+
+
+# ------------------------------------------------------------------------------------ job cache
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Record (row, seed) of every job that is actually run (serial path)."""
+    import engine.bench as bench_mod
+
+    ran: list[tuple[str, int]] = []
+    real = bench_mod.run_job
+
+    def counting(job: bench_mod.BenchJob, on_image: object = None) -> bench_mod.JobRecords:
+        ran.append((job.row, job.seed))
+        return real(job, on_image)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench_mod, "run_job", counting)
+    return ran
+
+
+def test_cache_reuses_finished_jobs(
+    serial_result: BenchResult,
+    bench_data: Path,
+    site_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cache = tmp_path / "jobs"
+    ran = _count_runs(monkeypatch)
+    first = run_plan(plan_bench(_settings(bench_data, site_model, cache=cache)))
+    assert len(ran) == 4 and len(list(cache.glob("*.safetensors"))) == 4
+    _same_records(serial_result, first)
+
+    ran.clear()
+    again = run_plan(plan_bench(_settings(bench_data, site_model, cache=cache)))
+    assert ran == [] and again.plan.config["jobs_from_cache"] == 4
+    _same_records(serial_result, again)
+
+    # A wider grid runs only the jobs it does not have; a lost and a corrupt file are rerun.
+    files = sorted(cache.glob("*.safetensors"))
+    files[0].unlink()
+    files[1].write_bytes(b"truncated")
+    ran.clear()
+    with caplog.at_level("WARNING", logger="engine._bench_cache"):
+        wider = run_plan(
+            plan_bench(_settings(bench_data, site_model, cache=cache, methods=("source", "tent", "idipt")))
+        )
+    assert sorted(r for r in ran if r[0] == "tent") == [("tent", 0), ("tent", 1)]
+    assert len(ran) == 4 and wider.plan.config["jobs_from_cache"] == 2
+    assert any("unusable cache file" in r.getMessage() for r in caplog.records)
+    for row in ("source", "idipt"):
+        for ra, rb in zip(serial_result.records[row], wider.records[row], strict=True):
+            assert np.array_equal(ra.probs, rb.probs) and np.array_equal(ra.fragment, rb.fragment)
+
+
+def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: Path) -> None:
+    from engine._bench_cache import dataset_digest, job_key, model_digest
+    from engine.model_card import card_path_for
+
+    data = tmp_path / "data"
+    shutil.copytree(bench_data, data)
+    plan = plan_bench(_settings(data, site_model, seeds=(0,)))
+    job = plan.jobs[0]
+    model_id = model_digest(site_model, card_path_for(site_model))
+    data_id = dataset_digest(open_dataset(data))
+    key = job_key(job, model_id, data_id)
+    assert key == job_key(dataclasses.replace(job, index=7, row="renamed", threads=3), model_id, data_id)
+    assert key != job_key(dataclasses.replace(job, seed=1), model_id, data_id)
+    assert key != job_key(dataclasses.replace(job, overrides=(("lr", 0.01),)), model_id, data_id)
+    assert key != job_key(
+        dataclasses.replace(job, stream=dataclasses.replace(job.stream, delta=0.1)), model_id, data_id
+    )
+    victim = next((data / "site2" / "tumor").glob("*.png"))
+    victim.write_bytes(victim.read_bytes() + b"\0")
+    assert dataset_digest(open_dataset(data)) != data_id
+    other = tmp_path / "other.safetensors"
+    shutil.copy(site_model, other)
+    shutil.copy(card_path_for(site_model), card_path_for(other))
+    assert model_digest(other, card_path_for(other)) == model_id
+    card = json.loads(card_path_for(other).read_text())
+    card["source_domain"] = "site2"
+    card_path_for(other).write_text(json.dumps(card))
+    assert model_digest(other, card_path_for(other)) != model_id
+
+
+def test_cli_interrupted_run_resumes(
+    bench_data: Path,
+    site_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import engine.bench as bench_mod
+
+    out = tmp_path / "bench.json"
+    args = ["bench", "--data", str(bench_data), "--model", str(site_model), "--methods", "source,idipt"]
+    args += ["--seeds", "0", "--limit", "6", "--threads", "1", "--device", "cpu", "--no-progress"]
+    args += ["--json", str(out)]
+    real = bench_mod.run_job
+    calls: list[str] = []
+
+    def interrupt_second(job: bench_mod.BenchJob, on_image: object = None) -> bench_mod.JobRecords:
+        calls.append(job.row)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(job, on_image)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench_mod, "run_job", interrupt_second)
+    assert cli_main(args) == 130
+    assert not out.exists() and len(list(out.with_suffix(".jobs").glob("*.safetensors"))) == 1
+    capsys.readouterr()
+    calls.clear()
+    monkeypatch.setattr(
+        bench_mod, "run_job", lambda job, on_image=None: (calls.append(job.row), real(job, on_image))[1]
+    )
+    assert cli_main(args) == 0
+    assert calls == ["idipt"]
+    assert "1 of 2 jobs reused" in capsys.readouterr().err
+    assert json.loads(out.read_text())["config"]["jobs_from_cache"] == 1
+    calls.clear()
+    assert cli_main([*args, "--no-cache"]) == 0 and calls == ["source", "idipt"]

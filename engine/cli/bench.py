@@ -82,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split-seed", type=int, default=None, help="split seed (default: the model card's)")
     parser.add_argument("--source-domain", default=None, help="override the model card's source domain")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each finished job's records here and reuse them, so an interrupted run resumes "
+        "(default: OUT.jobs beside --json; none without --json)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write a job cache")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -105,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
             workers=args.workers,
             ray=args.ray,
             threads=args.threads,
+            cache=cache_dir(args),
         )
         plan = plan_bench(settings)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
@@ -130,6 +140,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     bar.close()
+    if settings.cache is not None:
+        print(
+            f"job cache {settings.cache}: {plan.config.get('jobs_from_cache', 0)} of {len(plan.jobs)} jobs reused",
+            file=sys.stderr,
+        )
     print(format_table(result))
     print()
     print(format_segments(result))
@@ -143,6 +158,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: cannot write the results: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def cache_dir(args: argparse.Namespace) -> Path | None:
+    """``--cache``, else ``OUT.jobs`` beside ``--json``; None with ``--no-cache`` or neither."""
+    if args.no_cache:
+        return None
+    if args.cache is not None:
+        return Path(args.cache)
+    if args.json is not None:
+        return Path(args.json).with_suffix(".jobs")
+    return None
 
 
 # ------------------------------------------------------------------------------------ output
