@@ -35,7 +35,7 @@ import torch
 
 from engine._bench_cache import JobCache, dataset_digest, job_key, model_digest
 from engine._version import __version__
-from engine.data.readers import Dataset, Item, open_dataset, read_array
+from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import F2TTAError, ImageReadError
 from engine.methods import list_methods, method_config_class
 from engine.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
@@ -82,6 +82,7 @@ class BenchSettings:
     ray: str | None = None  # None: no Ray; "": start a local Ray; else the cluster address
     threads: int | None = None  # torch threads per job; None: cores // workers (Ray: 1; serial: as is)
     cache: Path | None = None  # finished jobs' records are kept here and reused (see engine._bench_cache)
+    source_stats: int = 0  # >0: VPTTA/DPCore get this many source train images as their reference
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ class BenchJob:
     positive_class: int
     device: str = "auto"
     threads: int | None = None
+    source_stats: int = 0  # source-domain train images for the methods' statistics reference
+    source_domain: str = ""
 
 
 @dataclass
@@ -343,6 +346,8 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
     rows = plan_rows(methods, methods_given, settings.ablation, settings.sweep)
     if not settings.seeds:
         raise BenchError("no seeds given")
+    if settings.source_stats < 0:
+        raise BenchError("--source-stats must be 0 or more")
     threads = settings.threads
     if threads is None and settings.ray is not None:
         threads = 1
@@ -370,6 +375,8 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
                 positive_class=ds.positive_class,
                 device=settings.device,
                 threads=threads,
+                source_stats=settings.source_stats,
+                source_domain=source,
             )
             jobs.append(job)
     total = sum(len(v) for v in sets.values())
@@ -401,6 +408,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "ray": settings.ray,
         "threads_per_job": threads,
         "cache": None if settings.cache is None else str(settings.cache),
+        "source_stats": settings.source_stats,
         "std": "population standard deviation over seeds (ddof=0); seeds where a figure is undefined are left out",
         "units": "percent, except seconds_per_image",
     }
@@ -478,6 +486,9 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         seed=job.seed,
     )
     size = session.card.img_size
+    if job.source_stats > 0 and session.uses_source_statistics:
+        train = split_dataset(ds, job.stream.split_seed)[job.source_domain].train[: job.source_stats]
+        session.fit_source_statistics([read_array(it.path, size) for it in train])
     dom_index = {d: i for i, d in enumerate(ds.domains)}
     frag_of = stream.fragment_index()
     kept: list[int] = []

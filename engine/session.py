@@ -108,6 +108,7 @@ class Session:
         self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
         self.guard_config = guard or GuardConfig()
+        self._source_x: torch.Tensor | None = None  # source images given to fit_source_statistics
         self._reset_counters()
 
     def _reset_counters(self) -> None:
@@ -139,6 +140,33 @@ class Session:
         x = torch.from_numpy(np.asarray(img, dtype=np.float32).copy()).permute(2, 0, 1) / 255.0
         x = (x - self._mean) / self._std
         return x.unsqueeze(0).to(self.device)
+
+    @property
+    def uses_source_statistics(self) -> bool:
+        """Whether the method aligns with source feature statistics (VPTTA, DPCore)."""
+        return callable(getattr(self.method, "fit_source_statistics", None))
+
+    def fit_source_statistics(self, images: list[ImageInput]) -> None:
+        """Give the method its source-statistics reference from source-domain images.
+
+        VPTTA and DPCore align test features with the source domain's; by default they estimate
+        that reference from the first images of the stream. Source images given here replace
+        that estimate (as the original methods read it from source data) and are applied again
+        after every reset.
+
+        Raises:
+            ValueError: the method uses no source statistics, or ``images`` is empty.
+        """
+        if not self.uses_source_statistics:
+            raise ValueError(f"method {self.method_name!r} uses no source statistics")
+        if not images:
+            raise ValueError("no source images given")
+        self._source_x = torch.cat([self.preprocess(im) for im in images])
+        self._refit_source_statistics()
+
+    def _refit_source_statistics(self) -> None:
+        if self._source_x is not None:
+            self.method.fit_source_statistics(self._source_x)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ the step
     def step(self, image: ImageInput) -> StepResult:
@@ -196,11 +224,13 @@ class Session:
 
     def _full_reset(self) -> str:
         self.method.reset()
+        self._refit_source_statistics()
         return "collapse came back, adaptation reset to the source model"
 
     def reset(self) -> None:
         """Back to the source model: the method's initial state, counters at zero."""
         self.method.reset()
+        self._refit_source_statistics()
         self._reset_counters()
 
     # ------------------------------------------------------------------ persistence
@@ -213,6 +243,7 @@ class Session:
             "seed": self.seed,
             "guard": dataclasses.asdict(self.guard_config),
             "device": str(self.device),
+            "source_statistics_images": None if self._source_x is None else int(self._source_x.shape[0]),
             "model": {
                 "path": str(self.loaded.path) if self.loaded.path else None,
                 "fingerprint": self.fingerprint,

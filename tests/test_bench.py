@@ -367,3 +367,31 @@ def test_cli_interrupted_run_resumes(
     assert json.loads(out.read_text())["config"]["jobs_from_cache"] == 1
     calls.clear()
     assert cli_main([*args, "--no-cache"]) == 0 and calls == ["source", "idipt"]
+
+
+def test_source_stats_come_from_the_source_train_split(
+    bench_data: Path, site_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.data import split_dataset
+    from engine.data.readers import read_array
+    from engine.session import Session
+
+    given: list[tuple[str, list[np.ndarray]]] = []
+    real = Session.fit_source_statistics
+
+    def spy(self: Session, images: list[np.ndarray]) -> None:
+        given.append((self.method_name, list(images)))
+        real(self, images)
+
+    monkeypatch.setattr(Session, "fit_source_statistics", spy)
+    settings = _settings(bench_data, site_model, methods=("source", "vptta"), seeds=(0,), limit=4)
+    run_plan(plan_bench(settings))
+    assert given == []
+    fitted = run_plan(plan_bench(dataclasses.replace(settings, source_stats=3)))
+    assert [name for name, _ in given] == ["vptta"]  # only the method that uses source statistics
+    assert fitted.plan.config["source_stats"] == 3
+    train = split_dataset(open_dataset(bench_data), 0)["site1"].train[:3]
+    size = TINY_CARD.img_size
+    assert len(given[0][1]) == 3
+    for arr, item in zip(given[0][1], train, strict=True):
+        assert np.array_equal(arr, read_array(item.path, size))

@@ -307,6 +307,28 @@ def test_vptta_and_dpcore_warm_up_on_source_statistics(tiny_model_path: Path, im
         assert session.step(imgs[2]).diagnostics["warmup"] == 0.0
 
 
+def test_session_source_statistics_skip_warm_up_and_survive_reset(
+    tiny_model_path: Path, imgs: list[np.ndarray]
+) -> None:
+    for name in ("vptta", "dpcore"):
+        session = _session(tiny_model_path, name, source_images=50)
+        assert session.uses_source_statistics
+        session.fit_source_statistics(imgs[:3])
+        stats = session.method.source_stats  # type: ignore[attr-defined]
+        ref = [t.clone() for t in stats.reference()]
+        # Given statistics replace the stream warm-up: the first image already adapts.
+        assert session.step(imgs[3]).diagnostics["warmup"] == 0.0
+        assert session.config_dict()["source_statistics_images"] == 3
+        session.reset()
+        after = session.method.source_stats  # type: ignore[attr-defined]
+        assert after.fitted and all(torch.equal(a, b) for a, b in zip(after.reference(), ref, strict=True))
+        assert session.step(imgs[4]).diagnostics["warmup"] == 0.0
+    plain = _session(tiny_model_path, "tent")
+    assert not plain.uses_source_statistics
+    with pytest.raises(ValueError, match="uses no source statistics"):
+        plain.fit_source_statistics(imgs[:1])
+
+
 def test_dpcore_grows_a_coreset_and_reuses_it(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
     session = _session(tiny_model_path, "dpcore", ratio_threshold=1e9)  # every weighted prompt is "ID"
     method = session.method

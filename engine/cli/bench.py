@@ -91,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: OUT.jobs beside --json; none without --json)",
     )
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write a job cache")
+    parser.add_argument(
+        "--source-stats",
+        type=int,
+        default=0,
+        metavar="N",
+        help="give VPTTA and DPCore N source-domain training images as their statistics reference, "
+        "as the original methods read it from source data (default 0: the first stream images)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -115,6 +123,7 @@ def main(args: argparse.Namespace) -> int:
             ray=args.ray,
             threads=args.threads,
             cache=cache_dir(args),
+            source_stats=args.source_stats,
         )
         plan = plan_bench(settings)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:

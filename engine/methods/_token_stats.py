@@ -9,7 +9,7 @@ the standard deviation across tokens.
 running statistics; 300 source images for DPCore). A test-time method here sees only the model.
 :class:`SourceStatistics` therefore records the mean of the per-image statistics over the first
 ``target`` images of the stream, during which the method does not adapt; or it is given source
-images explicitly (``fit``), e.g. a few images of the source domain's validation split. A stream
+images explicitly (``fit``; ``Session.fit_source_statistics``, ``f2tta bench --source-stats N``). A stream
 that opens with a shifted domain gives a shifted reference: that is the price of having no source
 data, and it is documented in ``docs/baselines.md``.
 """
