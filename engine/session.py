@@ -197,7 +197,11 @@ class Session:
         diagnostics: dict[str, Any] = dict(out.diagnostics)
         action = self.guard.observe(self.images_seen, pred, src)
         if action is not None:
-            what = self.method.recover() if action == "recover" else self._full_reset()
+            if action == "recover":
+                what = self.method.recover()
+                self._refit_source_statistics()  # a recover that resets drops given statistics
+            else:
+                what = self._full_reset()
             event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
             self.events.append(event)
             logger.warning("%s", event.message, extra=STEP_EVENT)

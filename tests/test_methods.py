@@ -323,6 +323,16 @@ def test_session_source_statistics_skip_warm_up_and_survive_reset(
         after = session.method.source_stats  # type: ignore[attr-defined]
         assert after.fitted and all(torch.equal(a, b) for a, b in zip(after.reference(), ref, strict=True))
         assert session.step(imgs[4]).diagnostics["warmup"] == 0.0
+        # The collapse guard's "recover" resets these methods: the given statistics come back too.
+        actions = iter(["recover", None])
+
+        def scripted(*_: object, actions: Iterator[str | None] = actions) -> str | None:
+            return next(actions)
+
+        session.guard.observe = scripted  # type: ignore[method-assign]
+        assert "guard" in session.step(imgs[5]).diagnostics
+        assert session.method.source_stats.fitted  # type: ignore[attr-defined]
+        assert session.step(imgs[6]).diagnostics["warmup"] == 0.0
     plain = _session(tiny_model_path, "tent")
     assert not plain.uses_source_statistics
     with pytest.raises(ValueError, match="uses no source statistics"):
