@@ -7,6 +7,7 @@ memory banks, coreset, augmentation, filters) is reached within a handful of 32-
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,24 @@ def test_session_source_statistics_skip_warm_up_and_survive_reset(
     assert not plain.uses_source_statistics
     with pytest.raises(ValueError, match="uses no source statistics"):
         plain.fit_source_statistics(imgs[:1])
+
+
+def test_sar_reset_threshold_scales_with_the_classes(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:
+    from engine.methods.sar import SARConfig, reset_threshold
+
+    assert reset_threshold(SARConfig(), 1000) == pytest.approx(0.2)
+    assert reset_threshold(SARConfig(), 2) == pytest.approx(0.2 * math.log(2) / math.log(1000))
+    assert reset_threshold(SARConfig(scale_reset_entropy=False), 2) == 0.2
+    # A threshold above any entropy of C classes resets at every image that passes the filter;
+    # the scaled default only below 0.02 nats, which a random model's entropies stay above.
+    high = math.log(2) + 1.0
+    always = _session(
+        tiny_model_path, "sar", reset_entropy=high, scale_reset_entropy=False, margin_factor=1.0
+    )
+    scaled = _session(tiny_model_path, "sar", margin_factor=1.0)
+    for img in imgs[:4]:
+        assert always.step(img).diagnostics["reset"] == 1.0
+        assert scaled.step(img).diagnostics["reset"] == 0.0
 
 
 def test_dpcore_grows_a_coreset_and_reuses_it(tiny_model_path: Path, imgs: list[np.ndarray]) -> None:

@@ -8,7 +8,8 @@ Wild World", ICLR 2023. Per batch:
    parameters to ``θ + ε̂`` (``ε̂ = ρ g / ||g||``); the entropy is recomputed there, filtered again,
    and its gradient updates ``θ`` with SGD (momentum 0.9);
 3. model recovery: a moving average (0.9) of the second-pass entropy; when it falls below
-   ``e_m = 0.2`` the model is reset to the source (collapse to trivial, confident predictions).
+   ``e_m`` (0.2 nats for 1000 classes, see below) the model is reset to the source (collapse to
+   trivial, confident predictions).
 
 By default the prediction returned is a gradient-free forward pass of the model after the step
 (and after a recovery reset), the I-DiPT paper's evaluation protocol; when the filter leaves the
@@ -21,6 +22,12 @@ Departures:
 
 * The frozen top is ``floor(depth × top_fraction)`` blocks so that other depths work (the code
   names blocks 9-11 of ViT-Base); the final norm is always frozen, as in the code.
+* **The reset threshold scales with the classes.** The paper's e_m = 0.2 nats is for ImageNet's
+  1000 classes (ln C = 6.9). With two classes a confident source model's entropy is already below
+  0.2, so the unscaled threshold resets the model at nearly every image and SAR never adapts (on
+  the generated histology stream: 155 resets in 200 images, no prediction changed). By default
+  e_m is therefore ``0.2 · ln C / ln 1000`` (0.020 nats for C = 2), like E0 a fraction of ln C;
+  ``scale_reset_entropy=False`` restores the paper's constant.
 * When no sample passes a filter the step is skipped entirely; the authors' code would still apply
   SGD momentum from earlier steps.
 * Recovery restores the source parameters and a fresh SGD state (its momentum), as the code's
@@ -56,6 +63,7 @@ class SARConfig:
     rho: float = 0.05  # SAM neighbourhood radius ρ
     margin_factor: float = 0.4  # entropy filter E0 = margin_factor * ln(C)
     reset_entropy: float = 0.2  # e_m: reset when the entropy moving average drops below this (nats)
+    scale_reset_entropy: bool = True  # ours: e_m is for 1000 classes, scaled by ln C / ln 1000 like E0
     ema_decay: float = 0.9  # decay of the entropy moving average
     top_fraction: float = 0.25  # fraction of top blocks whose LayerNorms stay frozen (3 of 12)
     predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
@@ -65,6 +73,16 @@ class SARConfig:
             raise ValueError("lr must be positive and rho non-negative")
         if not 0.0 <= self.top_fraction <= 1.0 or not 0.0 <= self.ema_decay < 1.0:
             raise ValueError("top_fraction must be in [0, 1] and ema_decay in [0, 1)")
+
+
+PAPER_CLASSES = 1000  # e_m = 0.2 nats in the SAR paper and code is for ImageNet-C's 1000 classes
+
+
+def reset_threshold(cfg: SARConfig, num_classes: int) -> float:
+    """e_m for ``num_classes``: ``reset_entropy``, scaled by ln C / ln 1000 unless turned off."""
+    if not cfg.scale_reset_entropy:
+        return cfg.reset_entropy
+    return cfg.reset_entropy * math.log(num_classes) / math.log(PAPER_CLASSES)
 
 
 @register_method("sar")
@@ -126,7 +144,7 @@ class SAR(AdaptedCopyMethod):
             else:
                 self._descend(params, perturbation, step=False)
         self.optimizer.zero_grad(set_to_none=True)
-        if self.entropy_ema is not None and self.entropy_ema < cfg.reset_entropy:
+        if self.entropy_ema is not None and self.entropy_ema < reset_threshold(cfg, source_logits.shape[-1]):
             self.restore_source()
             self.entropy_ema = None
             self.resets += 1
