@@ -98,6 +98,32 @@ def job_key(job: BenchJob, model: str, data: str) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
+def read_records(path: Path, expect_key: str | None = None) -> JobRecords:
+    """One cache file's records (``index`` -1; row and seed as stored). No pickle is involved.
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError, SafetensorError: the file is unusable.
+    """
+    from engine.bench import JobRecords
+
+    with safe_open(str(path), framework="np") as fh:
+        meta: dict[str, str] = fh.metadata() or {}
+        arrays = {name: fh.get_tensor(name) for name in _ARRAYS}
+    if expect_key is not None and meta.get("key") != expect_key:
+        raise ValueError("the file's key differs from its name")
+    n = arrays["labels"].shape[0]
+    if any(arrays[name].shape[0] != n for name in _ARRAYS):
+        raise ValueError("arrays of different lengths")
+    return JobRecords(
+        index=-1,
+        row=str(meta["row"]),
+        seed=int(meta["seed"]),
+        domains=tuple(json.loads(meta["domains"])),
+        skipped=[(str(p), str(r)) for p, r in json.loads(meta["skipped"])],
+        **{name: np.array(arrays[name]) for name in _ARRAYS},
+    )
+
+
 class JobCache:
     """Finished jobs' records under ``directory``, one file per cache key."""
 
@@ -109,33 +135,26 @@ class JobCache:
 
     def load(self, key: str, job: BenchJob) -> JobRecords | None:
         """The cached records of ``job`` (its current row and index), or None when absent or unusable."""
-        from engine.bench import JobRecords
-
         path = self.path(key)
         if not path.is_file():
             return None
         try:
-            with safe_open(str(path), framework="np") as fh:
-                meta: dict[str, str] = fh.metadata() or {}
-                arrays = {name: fh.get_tensor(name) for name in _ARRAYS}
-            if meta.get("key") != key:
-                raise ValueError("the file's key differs from its name")
-            n = arrays["labels"].shape[0]
-            if any(arrays[name].shape[0] != n for name in _ARRAYS):
-                raise ValueError("arrays of different lengths")
-            domains = tuple(json.loads(meta["domains"]))
-            skipped = [(str(p), str(r)) for p, r in json.loads(meta["skipped"])]
+            rec = read_records(path, expect_key=key)
         except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
             logger.warning("ignoring the unusable cache file %s: %s", path, exc)
             return None
-        return JobRecords(
-            index=job.index,
-            row=job.row,
-            seed=job.seed,
-            domains=domains,
-            skipped=skipped,
-            **{name: np.array(arrays[name]) for name in _ARRAYS},
-        )
+        rec.index, rec.row, rec.seed = job.index, job.row, job.seed
+        return rec
+
+    def entries(self) -> list[JobRecords]:
+        """Every readable cached job, with the row name and seed it was computed for (unusable files skipped)."""
+        out: list[JobRecords] = []
+        for path in sorted(self.directory.glob("*.safetensors")):
+            try:
+                out.append(read_records(path, expect_key=path.stem))
+            except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
+                logger.warning("ignoring the unusable cache file %s: %s", path, exc)
+        return out
 
     def store(self, key: str, rec: JobRecords) -> None:
         """Write ``rec`` atomically; a failure is logged (the benchmark goes on without caching)."""

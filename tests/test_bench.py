@@ -279,6 +279,10 @@ def test_cache_reuses_finished_jobs(
     assert len(ran) == 4 and len(list(cache.glob("*.safetensors"))) == 4
     _same_records(serial_result, first)
 
+    from engine._bench_cache import JobCache
+
+    stored = sorted((r.row, r.seed, r.labels.size) for r in JobCache(cache).entries())
+    assert stored == [("idipt", 0, 12), ("idipt", 1, 12), ("source", 0, 12), ("source", 1, 12)]
     ran.clear()
     again = run_plan(plan_bench(_settings(bench_data, site_model, cache=cache)))
     assert ran == [] and again.plan.config["jobs_from_cache"] == 4
