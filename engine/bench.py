@@ -580,10 +580,15 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
         if cache is not None:
             cache.store(keys[rec.index], rec)
 
+    def job_done(rec: JobRecords) -> None:  # parallel runs report progress per job
+        finished(rec)
+        if progress is not None:
+            progress(rec.labels.size + len(rec.skipped))
+
     if s.ray is not None:
-        _run_ray(todo, s.ray, s.workers, progress, finished)
+        _run_ray(todo, s.ray, s.workers, job_done)
     elif s.workers > 1:
-        _run_processes(todo, s.workers, progress, finished)
+        _run_processes(todo, s.workers, job_done)
     else:
         tick = (lambda: progress(1)) if progress is not None else None
         for job in todo:
@@ -592,12 +597,7 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
     return summarize(plan, records)
 
 
-def _run_processes(
-    jobs: Sequence[BenchJob],
-    workers: int,
-    progress: Callable[[int], None] | None,
-    finished: Callable[[JobRecords], None],
-) -> None:
+def _run_processes(jobs: Sequence[BenchJob], workers: int, job_done: Callable[[JobRecords], None]) -> None:
     if not jobs:
         return
     threads = jobs[0].threads
@@ -611,10 +611,7 @@ def _run_processes(
     try:
         futures = [pool.submit(run_job, job) for job in jobs]
         for fut in cf.as_completed(futures):
-            rec = fut.result()
-            finished(rec)
-            if progress is not None:
-                progress(rec.labels.size + len(rec.skipped))
+            job_done(fut.result())
     except BaseException:
         # A failed job or Ctrl-C: drop the queued jobs and do not wait for the running ones.
         pool.shutdown(wait=False, cancel_futures=True)
@@ -623,11 +620,7 @@ def _run_processes(
 
 
 def _run_ray(
-    jobs: Sequence[BenchJob],
-    address: str,
-    workers: int,
-    progress: Callable[[int], None] | None,
-    finished: Callable[[JobRecords], None],
+    jobs: Sequence[BenchJob], address: str, workers: int, job_done: Callable[[JobRecords], None]
 ) -> None:
     if not jobs:
         return
@@ -656,10 +649,7 @@ def _run_ray(
         pending = [remote.remote(job) for job in jobs]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            rec: JobRecords = ray.get(done[0])
-            finished(rec)
-            if progress is not None:
-                progress(rec.labels.size + len(rec.skipped))
+            job_done(ray.get(done[0]))
     finally:
         if started:
             ray.shutdown()
