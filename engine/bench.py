@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import numpy as np
@@ -548,8 +549,9 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
 
     Args:
         plan: from :func:`plan_bench`.
-        progress: called with the number of images just finished (per image when serial,
-            per job otherwise; cached jobs count at once).
+        progress: called with the number of images just finished: per image when serial, every
+            half second per worker process with ``workers``, per job on Ray; cached jobs count
+            at once.
     """
     s = plan.settings
     start = time.perf_counter()
@@ -580,7 +582,7 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
         if cache is not None:
             cache.store(keys[rec.index], rec)
 
-    def job_done(rec: JobRecords) -> None:  # parallel runs report progress per job
+    def job_done(rec: JobRecords) -> None:  # Ray reports progress per job
         finished(rec)
         if progress is not None:
             progress(rec.labels.size + len(rec.skipped))
@@ -588,7 +590,7 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
     if s.ray is not None:
         _run_ray(todo, s.ray, s.workers, job_done)
     elif s.workers > 1:
-        _run_processes(todo, s.workers, job_done)
+        _run_processes(todo, s.workers, finished, progress)
     else:
         tick = (lambda: progress(1)) if progress is not None else None
         for job in todo:
@@ -597,11 +599,54 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
     return summarize(plan, records)
 
 
-def _run_processes(jobs: Sequence[BenchJob], workers: int, job_done: Callable[[JobRecords], None]) -> None:
+class _ImageTicker:
+    """Counts a worker's images and sends the count to the parent at most every ``every`` seconds."""
+
+    def __init__(self, queue: Any, every: float = 0.5) -> None:
+        self.queue, self.every = queue, every
+        self.count, self.last = 0, time.monotonic()
+
+    def __call__(self) -> None:
+        self.count += 1
+        if time.monotonic() - self.last >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.count:
+            self.queue.put(self.count)
+            self.count, self.last = 0, time.monotonic()
+
+
+def _run_job_reporting(job: BenchJob, queue: Any) -> JobRecords:
+    """:func:`run_job` in a worker process, reporting finished images through ``queue``."""
+    ticker = _ImageTicker(queue)
+    try:
+        return run_job(job, ticker)
+    finally:
+        ticker.flush()
+
+
+def _run_processes(
+    jobs: Sequence[BenchJob],
+    workers: int,
+    finished: Callable[[JobRecords], None],
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Run ``jobs`` in spawned processes; ``progress`` hears of images as the workers finish them."""
     if not jobs:
         return
     threads = jobs[0].threads
     ctx = multiprocessing.get_context("spawn")
+    manager = ctx.Manager() if progress is not None else None
+    queue = manager.Queue() if manager is not None else None
+
+    def drain() -> None:
+        while queue is not None and progress is not None:
+            try:
+                progress(queue.get_nowait())
+            except Empty:
+                return
+
     pool = cf.ProcessPoolExecutor(
         max_workers=max(1, min(workers, len(jobs))),
         mp_context=ctx,
@@ -609,13 +654,23 @@ def _run_processes(jobs: Sequence[BenchJob], workers: int, job_done: Callable[[J
         initargs=(threads,),
     )
     try:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for fut in cf.as_completed(futures):
-            job_done(fut.result())
+        if queue is not None:
+            pending = {pool.submit(_run_job_reporting, job, queue) for job in jobs}
+        else:
+            pending = {pool.submit(run_job, job) for job in jobs}
+        while pending:
+            done, pending = cf.wait(pending, timeout=0.25, return_when=cf.FIRST_COMPLETED)
+            drain()
+            for fut in done:
+                finished(fut.result())
+        drain()
     except BaseException:
         # A failed job or Ctrl-C: drop the queued jobs and do not wait for the running ones.
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    finally:
+        if manager is not None:
+            manager.shutdown()
     pool.shutdown(wait=True)
 
 

@@ -227,8 +227,11 @@ def _same_records(a: BenchResult, b: BenchResult) -> None:
 def test_workers_match_serial(
     serial_result: BenchResult, bench_data: Path, site_model: Path, tmp_path: Path
 ) -> None:
-    parallel = run_plan(plan_bench(_settings(bench_data, site_model, workers=2, cache=tmp_path)))
+    seen: list[int] = []
+    plan = plan_bench(_settings(bench_data, site_model, workers=2, cache=tmp_path))
+    parallel = run_plan(plan, progress=seen.append)
     _same_records(serial_result, parallel)
+    assert sum(seen) == plan.total_images == 48  # every image reported once, from the workers
     assert len(list(tmp_path.glob("*.safetensors"))) == 4  # the parent caches what the workers return
 
 
@@ -399,3 +402,22 @@ def test_source_stats_come_from_the_source_train_split(
     assert len(given[0][1]) == 3
     for arr, item in zip(given[0][1], train, strict=True):
         assert np.array_equal(arr, read_array(item.path, size))
+
+
+def test_worker_image_ticker_batches_counts() -> None:
+    import queue
+
+    from engine.bench import _ImageTicker
+
+    q: queue.Queue[int] = queue.Queue()
+    every_image = _ImageTicker(q, every=0.0)
+    for _ in range(3):
+        every_image()
+    assert [q.get_nowait() for _ in range(3)] == [1, 1, 1]
+    batched = _ImageTicker(q, every=3600.0)
+    for _ in range(5):
+        batched()
+    assert q.empty()
+    batched.flush()
+    batched.flush()  # nothing new: nothing sent
+    assert q.get_nowait() == 5 and q.empty()
