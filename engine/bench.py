@@ -488,8 +488,7 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
     )
     size = session.card.img_size
     if job.source_stats > 0 and session.uses_source_statistics:
-        train = split_dataset(ds, job.stream.split_seed)[job.source_domain].train[: job.source_stats]
-        session.fit_source_statistics([read_array(it.path, size) for it in train])
+        _fit_source_statistics(session, ds, job, size)
     dom_index = {d: i for i, d in enumerate(ds.domains)}
     frag_of = stream.fragment_index()
     kept: list[int] = []
@@ -528,6 +527,23 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         seconds=np.asarray(seconds, dtype=np.float64),
         skipped=skipped,
     )
+
+
+def _fit_source_statistics(session: Session, ds: Dataset, job: BenchJob, size: int) -> None:
+    """The first ``job.source_stats`` readable images of the source train split as the reference."""
+    train = split_dataset(ds, job.stream.split_seed)[job.source_domain].train
+    images: list[np.ndarray] = []
+    for item in train:
+        if len(images) == job.source_stats:
+            break
+        image = _read(item, size)
+        if isinstance(image, str):
+            logger.warning("source statistics: skipping %s", image)
+        else:
+            images.append(image)
+    if not images:
+        raise BenchError(f"no readable training image of {job.source_domain!r} for the source statistics")
+    session.fit_source_statistics(images)
 
 
 # ------------------------------------------------------------------------------------ execution

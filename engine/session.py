@@ -7,6 +7,7 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -146,7 +147,7 @@ class Session:
         """Whether the method aligns with source feature statistics (VPTTA, DPCore)."""
         return callable(getattr(self.method, "fit_source_statistics", None))
 
-    def fit_source_statistics(self, images: list[ImageInput]) -> None:
+    def fit_source_statistics(self, images: Sequence[ImageInput]) -> None:
         """Give the method its source-statistics reference from source-domain images.
 
         VPTTA and DPCore align test features with the source domain's; by default they estimate

@@ -421,3 +421,23 @@ def test_worker_image_ticker_batches_counts() -> None:
     batched.flush()
     batched.flush()  # nothing new: nothing sent
     assert q.get_nowait() == 5 and q.empty()
+
+
+def test_source_stats_skip_unreadable_images(
+    bench_data: Path, site_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.data import split_dataset
+    from engine.data.readers import read_array
+    from engine.session import Session
+
+    data = tmp_path / "data"
+    shutil.copytree(bench_data, data)
+    train = split_dataset(open_dataset(data), 0)["site1"].train
+    train[0].path.write_bytes(b"not an image")
+    given: list[list[np.ndarray]] = []
+    monkeypatch.setattr(Session, "fit_source_statistics", lambda self, images: given.append(list(images)))
+    settings = _settings(data, site_model, methods=("vptta",), seeds=(0,), limit=2, source_stats=2)
+    run_plan(plan_bench(settings))
+    assert len(given) == 1 and len(given[0]) == 2
+    for arr, item in zip(given[0], train[1:3], strict=True):
+        assert np.array_equal(arr, read_array(item.path, TINY_CARD.img_size))
