@@ -191,7 +191,19 @@ def main() -> int:
     parser.add_argument("--method", default="idipt")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tracemalloc", action="store_true", help="trace Python allocation growth")
+    parser.add_argument(
+        "--malloc-arenas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="glibc malloc arena cap as the app sets it (default: the app's; 0: glibc's default)",
+    )
     args = parser.parse_args()
+
+    from app._malloc import limit_malloc_arenas
+
+    arenas = limit_malloc_arenas(args.malloc_arenas)  # as app.main does, before anything allocates
+    print(f"malloc arena cap: {arenas or 'glibc default'}")
 
     import torch
 
