@@ -32,6 +32,7 @@ from safetensors.numpy import save
 
 from engine._atomic import atomic_write_bytes
 from engine._version import __version__
+from engine.model_card import _sha256_file
 
 if TYPE_CHECKING:
     from engine.bench import BenchJob, JobRecords
@@ -41,14 +42,7 @@ logger = logging.getLogger(__name__)
 
 _FORMAT = 1
 _ARRAYS = ("labels", "preds", "source_preds", "probs", "domain", "fragment", "seconds")
-
-
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+_UNUSABLE = (OSError, ValueError, KeyError, TypeError, SafetensorError)  # what read_records raises
 
 
 @functools.cache
@@ -64,7 +58,7 @@ def engine_digest() -> str:
 
 def model_digest(model: Path, card: Path) -> str:
     """SHA-256 of the checkpoint's and its card's bytes."""
-    return hashlib.sha256((_file_digest(model) + _file_digest(card)).encode()).hexdigest()
+    return hashlib.sha256((_sha256_file(model) + _sha256_file(card)).encode()).hexdigest()
 
 
 def dataset_digest(ds: Dataset) -> str:
@@ -140,7 +134,7 @@ class JobCache:
             return None
         try:
             rec = read_records(path, expect_key=key)
-        except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
+        except _UNUSABLE as exc:
             logger.warning("ignoring the unusable cache file %s: %s", path, exc)
             return None
         rec.index, rec.row, rec.seed = job.index, job.row, job.seed
@@ -152,7 +146,7 @@ class JobCache:
         for path in sorted(self.directory.glob("*.safetensors")):
             try:
                 out.append(read_records(path, expect_key=path.stem))
-            except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
+            except _UNUSABLE as exc:
                 logger.warning("ignoring the unusable cache file %s: %s", path, exc)
         return out
 

@@ -576,8 +576,7 @@ def run_plan(plan: BenchPlan, progress: Callable[[int], None] | None = None) -> 
     keys: dict[int, str] = {}
     cache = JobCache(s.cache) if s.cache is not None else None
     if cache is not None:
-        first = plan.jobs[0] if plan.jobs else None
-        data_id = dataset_digest(_open_cached(first.data, first.positive_class)) if first else ""
+        data_id = dataset_digest(_open_cached(str(s.data), plan.positive_class))
         model_id = model_digest(s.model, card_path_for(s.model))
         todo = []
         for job in plan.jobs:
