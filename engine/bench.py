@@ -38,22 +38,23 @@ from engine._bench_cache import JobCache, dataset_digest, job_key, model_digest
 from engine._version import __version__
 from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import F2TTAError, ImageReadError
-from engine.methods import list_methods, method_config_class
+from engine.methods import get_method_class, list_methods, method_config_class
 from engine.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
 from engine.model_card import card_path_for, load_model, read_card
-from engine.protocol import StreamParams, Subset, dataset_stream, default_fragments, domain_test_sets
+from engine.protocol import (
+    StreamParams,
+    Subset,
+    apply_prior,
+    dataset_stream,
+    default_fragments,
+    domain_test_sets,
+)
 from engine.session import Session
 
 logger = logging.getLogger(__name__)
 
 PAPER_METHODS = ("source", "tent", "dltta", "sar", "cotta", "vptta", "cmae", "dpcore", "idipt")
 SWEEP_ALIASES = {"k": "mask_percent", "bank": "bank_size"}  # --sweep key -> IDiPTConfig field
-ABLATIONS: tuple[tuple[tuple[str, Any], ...], ...] = (
-    (("use_uom", False),),
-    (("use_pgd", False),),
-    (("use_uom", False), ("use_pgd", False)),
-    (("use_graphs", False),),
-)
 _READ_AHEAD = 8  # images decoded ahead of the adapting thread
 
 
@@ -84,6 +85,7 @@ class BenchSettings:
     threads: int | None = None  # torch threads per job; None: cores // workers (Ray: 1; serial: as is)
     cache: Path | None = None  # finished jobs' records are kept here and reused (see engine._bench_cache)
     source_stats: int = 0  # >0: VPTTA/DPCore get this many source train images as their reference
+    prior: tuple[tuple[str, float], ...] = ()  # label shift: (domain, positive share), see engine.protocol
 
 
 @dataclass(frozen=True)
@@ -226,8 +228,10 @@ def parse_sweep(text: str) -> tuple[str, list[tuple[str, Any]]]:
     """``"k=10,20"`` -> ``("mask_percent", [("10", 10.0), ("20", 20.0)])``; key ``delta`` is the stream δ.
 
     The key is ``delta``, ``k`` (``mask_percent``), ``bank`` (``bank_size``) or any other field of
-    :class:`~engine.methods.idipt.IDiPTConfig`. Each value keeps its text for the row name.
+    the swept method's config (I-DiPT's unless the text starts with ``METHOD:``, e.g.
+    ``idipt+:neighbours=50,100``; see :func:`split_sweep`). Each value keeps its text for the row name.
     """
+    method, text = split_sweep(text)
     key, sep, values = text.partition("=")
     key = key.strip()
     tokens = [v.strip() for v in values.split(",") if v.strip()]
@@ -238,13 +242,24 @@ def parse_sweep(text: str) -> tuple[str, list[tuple[str, Any]]]:
         if any(not (v > 0 and math.isfinite(v)) for _, v in parsed):
             raise BenchError(f"--sweep {text!r}: δ must be positive")
         return key, parsed
-    cls = method_config_class("idipt")
+    if method not in list_methods():
+        raise BenchError(f"--sweep: unknown method {method!r}; registered: {', '.join(list_methods())}")
+    cls = method_config_class(method)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)} if cls is not None else {}
-    name = SWEEP_ALIASES.get(key, key)
+    name = SWEEP_ALIASES.get(key, key) if method == "idipt" else key
     if name not in defaults:
-        known = ", ".join(["delta", *SWEEP_ALIASES, *defaults])
-        raise BenchError(f"--sweep {key!r} is not a sweepable setting; use one of {known}")
+        aliases = list(SWEEP_ALIASES) if method == "idipt" else []
+        known = ", ".join(["delta", *aliases, *defaults])
+        raise BenchError(f"--sweep {key!r} is not a sweepable setting of {method}; use one of {known}")
     return name, [(t, _coerce(defaults[name], t, key)) for t in tokens]
+
+
+def split_sweep(text: str) -> tuple[str, str]:
+    """``"idipt+:lr=1,2"`` -> ``("idipt+", "lr=1,2")``; without a ``METHOD:`` prefix the method is I-DiPT."""
+    head, sep, rest = text.partition(":")
+    if sep and "=" not in head:
+        return head.strip(), rest
+    return "idipt", text
 
 
 def make_config(method: str, overrides: Iterable[tuple[str, Any]]) -> Any:
@@ -270,37 +285,44 @@ def plan_rows(
 ) -> list[RowSpec]:
     """The table's rows.
 
-    Without ``sweep``: one row per method, then (``ablation``) the I-DiPT variants. A ``k``/``bank``
-    (or other I-DiPT field) sweep gives one I-DiPT row per value, after reference rows for the
-    methods when they were named explicitly. A ``delta`` sweep gives one row per value for every
-    named method (I-DiPT alone when none were named).
+    Without ``sweep``: one row per method, then (``ablation``) each listed method's ablation rows
+    (:attr:`TTAMethod.ablations`; I-DiPT's when no listed method has any). A sweep of a method's
+    setting (``k``/``bank`` or another I-DiPT field, or ``METHOD:FIELD=...``) gives one row of
+    that method per value, after reference rows for the methods when they were named explicitly.
+    A ``delta`` sweep gives one row per value for every named method (I-DiPT alone when none
+    were named).
     """
     rows: list[RowSpec] = []
     if sweep is not None:
+        swept, _ = split_sweep(sweep)
         key, values = parse_sweep(sweep)
         if key == "delta":
-            for m in methods if methods_given else ["idipt"]:
+            for m in methods if methods_given else [swept]:
                 rows += [RowSpec(_row_name(m, [("delta", t)]), m, (), v) for t, v in values]
         else:
-            label = next((a for a, f in SWEEP_ALIASES.items() if f == key), key)
+            label = next((a for a, f in SWEEP_ALIASES.items() if f == key), key) if swept == "idipt" else key
             if methods_given:
                 rows += [RowSpec(m, m) for m in methods]
-            rows += [RowSpec(_row_name("idipt", [(label, t)]), "idipt", ((key, v),)) for t, v in values]
+            rows += [RowSpec(_row_name(swept, [(label, t)]), swept, ((key, v),)) for t, v in values]
     else:
         rows += [RowSpec(m, m) for m in methods]
+    registered = set(list_methods())
+    for r in rows:
+        if r.method not in registered:
+            raise BenchError(f"unknown method {r.method!r}; registered: {', '.join(sorted(registered))}")
     if ablation:
-        if "idipt" not in {r.name for r in rows}:
+        ablated = [m for m in dict.fromkeys(r.method for r in rows) if get_method_class(m).ablations]
+        if not ablated:
             rows.append(RowSpec("idipt", "idipt"))
-        for over in ABLATIONS:
-            rows.append(RowSpec(_row_name("idipt", [(k, str(v)) for k, v in over]), "idipt", over))
+            ablated = ["idipt"]
+        for m in ablated:
+            for over in get_method_class(m).ablations:
+                rows.append(RowSpec(_row_name(m, [(k, str(v)) for k, v in over]), m, over))
     unique: list[RowSpec] = []
     for r in rows:
         if r.name not in {u.name for u in unique}:
             unique.append(r)
-    registered = set(list_methods())
     for r in unique:
-        if r.method not in registered:
-            raise BenchError(f"unknown method {r.method!r}; registered: {', '.join(sorted(registered))}")
         make_config(r.method, r.overrides)  # fail now, not in a worker
     return unique
 
@@ -331,6 +353,11 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
     if split_seed is None:
         split_seed = int(card.training.get("split_seed", 0)) if isinstance(card.training, dict) else 0
     sets = domain_test_sets(ds, split_seed, settings.subset)
+    if settings.prior:
+        try:
+            sets = apply_prior(sets, settings.prior, ds.positive_class, split_seed)
+        except ValueError as exc:
+            raise BenchError(f"--prior: {exc}") from None
     if settings.fragments is None:
         fragments, rule = default_fragments(ds, sets)
     else:
@@ -362,6 +389,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
             split_seed=split_seed,
             limit=settings.limit,
             subset=settings.subset,
+            prior=settings.prior,
         )
         for seed in settings.seeds:
             job = BenchJob(
@@ -398,6 +426,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "split_seed": split_seed,
         "limit": settings.limit,
         "subset": settings.subset,
+        "prior": dict(settings.prior),
         "images_per_stream": per_job,
         "images_per_domain": {d: len(v) for d, v in sets.items()},
         "positive_class": ds.classes[ds.positive_class],

@@ -19,6 +19,11 @@ is a pure function of (the set of test items, seed, δ, F): items are ordered by
 are shuffled, each domain draws from its own generator (seeded by the stream seed and the domain
 name) and the fragment order from another, so the listing order and the other domains never matter.
 
+**Label shift** (``StreamParams.prior``, ``f2tta bench --prior site2=0.2``): a named domain keeps a
+seeded subset of its images whose share of the positive class is the given one
+(:func:`apply_prior`), so methods can be tried on sites whose class priors differ. A method that
+only pushes every site towards balanced classes fails such streams.
+
 The number of fragments is the paper's 100 for histology and 10 for fundus images;
 :func:`default_fragments` picks one of the two when no ``--fragments`` is given (see its docstring).
 """
@@ -26,6 +31,7 @@ The number of fragments is the paper's 100 for histology and 10 for fundus image
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +59,7 @@ class StreamParams:
     split_seed: int = 0  # seed of the per-domain 60/15/25 split (the source model's)
     limit: int | None = None  # keep only the first N images of each stream (quick runs); None = all
     subset: Subset = "test"  # which split is streamed: "test" (tables) or "val" (the paper's K and δ sweeps)
+    prior: tuple[tuple[str, float], ...] = ()  # label shift: (domain, positive share) kept per domain
 
     def __post_init__(self) -> None:
         if self.subset not in ("test", "val"):
@@ -63,6 +70,11 @@ class StreamParams:
             raise ValueError(f"fragments must be at least 1, got {self.fragments}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be at least 1, got {self.limit}")
+        for domain, share in self.prior:
+            if not 0.0 < share < 1.0:
+                raise ValueError(
+                    f"the positive share of {domain} must be strictly between 0 and 1, got {share}"
+                )
 
 
 @dataclass(frozen=True)
@@ -177,9 +189,74 @@ def domain_test_sets(
     return {d: (split.val if subset == "val" else split.test) for d, split in splits.items()}
 
 
+def parse_prior(text: str) -> tuple[tuple[str, float], ...]:
+    """``"site2=0.2,site3=0.8"`` -> ``(("site2", 0.2), ("site3", 0.8))``, sorted by domain.
+
+    Raises:
+        ValueError: malformed text, a share outside (0, 1) or a domain named twice.
+    """
+    pairs: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        try:
+            share = float(value)
+        except ValueError:
+            share = math.nan
+        if not sep or not name or not 0.0 < share < 1.0:
+            raise ValueError(f"bad prior {part!r}: expected DOMAIN=P with 0 < P < 1, e.g. site2=0.2")
+        if name in pairs:
+            raise ValueError(f"bad prior {text!r}: {name} is named twice")
+        pairs[name] = share
+    if not pairs:
+        raise ValueError(f"bad prior {text!r}: no DOMAIN=P given")
+    return tuple(sorted(pairs.items()))
+
+
+def apply_prior(
+    sets: Mapping[str, Sequence[Item]],
+    prior: Sequence[tuple[str, float]],
+    positive: int,
+    seed: int,
+) -> dict[str, tuple[Item, ...]]:
+    """Label shift: keep a seeded subset of each named domain whose positive share is ``P``.
+
+    The largest subset with that share is kept: all images of the scarcer side (the positive
+    class, or the others together) and as many of the other side as the share asks for, drawn
+    without replacement; the other classes keep their relative proportions. The subset depends on
+    ``seed`` (the split seed) and the domain only, not on the stream seed, so every stream of a
+    benchmark sees the same images of a domain, in other orders.
+
+    Raises:
+        ValueError: a named domain is not in ``sets``, or it lacks positives or negatives.
+    """
+    out = {d: tuple(v) for d, v in sets.items()}
+    for domain, share in prior:
+        if domain not in out:
+            raise ValueError(f"prior for {domain!r}, which is not a domain: {', '.join(sorted(out))}")
+        items = sorted(out[domain], key=lambda it: str(it.path))
+        pos = [it for it in items if it.label == positive]
+        neg = [it for it in items if it.label != positive]
+        if not pos or not neg:
+            raise ValueError(
+                f"{domain}: a prior needs positive and negative images, found {len(pos)} and {len(neg)}"
+            )
+        n_pos = max(1, min(len(pos), int(share / (1.0 - share) * len(neg))))
+        n_neg = max(1, min(len(neg), round(n_pos * (1.0 - share) / share)))
+        rng = _generator(seed, f"prior:{domain}")
+        keep_pos = [pos[i] for i in sorted(rng.choice(len(pos), n_pos, replace=False))]
+        keep_neg = [neg[i] for i in sorted(rng.choice(len(neg), n_neg, replace=False))]
+        out[domain] = tuple(sorted(keep_pos + keep_neg, key=lambda it: str(it.path)))
+    return out
+
+
 def dataset_stream(ds: Dataset, seed: int, params: StreamParams) -> Stream:
-    """The stream ``seed`` of a dataset under ``params`` (limit applied)."""
+    """The stream ``seed`` of a dataset under ``params`` (label shift and limit applied)."""
     sets = domain_test_sets(ds, params.split_seed, params.subset)
+    if params.prior:
+        sets = apply_prior(sets, params.prior, ds.positive_class, params.split_seed)
     return build_stream(sets, seed, params.delta, params.fragments).head(params.limit)
 
 

@@ -96,7 +96,8 @@ def test_parse_sweep() -> None:
     assert parse_sweep("k=10,20") == ("mask_percent", [("10", 10.0), ("20", 20.0)])
     assert parse_sweep("bank=5, 40") == ("bank_size", [("5", 5), ("40", 40)])
     assert parse_sweep("delta=0.01,10") == ("delta", [("0.01", 0.01), ("10", 10.0)])
-    for bad in ("k", "k=", "nope=1", "bank=1.5", "delta=0"):
+    assert parse_sweep("tent:lr=0.001,0.01") == ("lr", [("0.001", 0.001), ("0.01", 0.01)])
+    for bad in ("k", "k=", "nope=1", "bank=1.5", "delta=0", "tent:k=10", "nomethod:lr=1"):
         with pytest.raises(BenchError):
             parse_sweep(bad)
 
@@ -124,6 +125,11 @@ def test_plan_rows_ablation_and_sweeps() -> None:
         ("idipt[delta=0.1]", 0.1),
         ("idipt[delta=1]", 1.0),
     ]
+    tent = plan_rows(["source"], True, ablation=False, sweep="tent:lr=0.01")
+    assert [(r.name, r.method, r.overrides) for r in tent] == [
+        ("source", "source", ()),
+        ("tent[lr=0.01]", "tent", (("lr", 0.01),)),
+    ]
     with pytest.raises(BenchError, match="unknown method"):
         plan_rows(["nope"], True, ablation=False, sweep=None)
     with pytest.raises(BenchError, match="mask_percent"):
@@ -139,6 +145,17 @@ def test_plan_jobs_carry_sweep_delta(bench_data: Path, site_model: Path) -> None
         ("idipt[delta=10]", 1, 10.0, 3),
     ]
     assert plan.source_domain == "site1" and plan.images_per_job == 12
+
+
+def test_plan_prior_shrinks_the_named_domain(bench_data: Path, site_model: Path) -> None:
+    plan = plan_bench(_settings(bench_data, site_model, prior=(("site2", 0.25),), fragments=2))
+    assert plan.config["prior"] == {"site2": 0.25}
+    assert all(j.stream.prior == (("site2", 0.25),) for j in plan.jobs)
+    # site2's test split (2 normal + 2 tumor of 8 + 8) keeps 1 tumor and 3 normal at most
+    plain = plan_bench(_settings(bench_data, site_model, fragments=2))
+    assert plan.images_per_job < plain.images_per_job
+    with pytest.raises(BenchError, match="not a domain"):
+        plan_bench(_settings(bench_data, site_model, prior=(("site9", 0.25),)))
 
 
 def test_source_domain_must_exist(
@@ -324,6 +341,11 @@ def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: 
     assert key != job_key(dataclasses.replace(job, overrides=(("lr", 0.01),)), model_id, data_id)
     assert key != job_key(
         dataclasses.replace(job, stream=dataclasses.replace(job.stream, delta=0.1)), model_id, data_id
+    )
+    assert key != job_key(
+        dataclasses.replace(job, stream=dataclasses.replace(job.stream, prior=(("site2", 0.25),))),
+        model_id,
+        data_id,
     )
     victim = next((data / "site2" / "tumor").glob("*.png"))
     victim.write_bytes(victim.read_bytes() + b"\0")

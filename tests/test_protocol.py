@@ -14,11 +14,13 @@ from engine.protocol import (
     FUNDUS_FRAGMENTS,
     HISTOLOGY_FRAGMENTS,
     StreamParams,
+    apply_prior,
     build_stream,
     dataset_stream,
     default_fragments,
     domain_test_sets,
     fragment_lengths,
+    parse_prior,
 )
 
 
@@ -127,3 +129,50 @@ def test_stream_params_validation() -> None:
     for bad in ({"delta": 0.0}, {"delta": float("nan")}, {"fragments": 0}, {"limit": 0}, {"subset": "train"}):
         with pytest.raises(ValueError):
             StreamParams(**bad)
+
+
+def _labelled(n_pos: int, n_neg: int, domain: str = "site2") -> list[Item]:
+    return [Item(Path(f"/x/{domain}/p{i:04d}.png"), 1, domain) for i in range(n_pos)] + [
+        Item(Path(f"/x/{domain}/n{i:04d}.png"), 0, domain) for i in range(n_neg)
+    ]
+
+
+@pytest.mark.parametrize(("share", "n_pos", "n_neg"), [(0.2, 25, 100), (0.8, 100, 25), (0.5, 60, 60)])
+def test_prior_keeps_the_largest_subset_with_the_share(share: float, n_pos: int, n_neg: int) -> None:
+    sets = {"site2": _labelled(60, 100), "site1": _labelled(5, 5, "site1")}
+    out = apply_prior(sets, [("site2", share)], positive=1, seed=0)
+    kept = out["site2"]
+    assert sum(it.label == 1 for it in kept) == min(n_pos, 60)
+    assert abs(sum(it.label == 1 for it in kept) / len(kept) - share) < 0.01
+    assert set(kept) <= set(sets["site2"])
+    assert out["site1"] == tuple(sets["site1"])  # domains without a prior are untouched
+    # seeded by the split seed and the domain, not by the listing order
+    again = apply_prior({"site2": list(reversed(sets["site2"]))}, [("site2", share)], positive=1, seed=0)
+    assert again["site2"] == kept
+    other = apply_prior(sets, [("site2", share)], positive=1, seed=1)
+    assert share == 0.5 or other["site2"] != kept
+
+
+def test_prior_refuses_unknown_domains_and_bad_text() -> None:
+    sets = {"site2": _labelled(10, 10)}
+    with pytest.raises(ValueError, match="not a domain"):
+        apply_prior(sets, [("site9", 0.2)], positive=1, seed=0)
+    with pytest.raises(ValueError, match="negative"):
+        apply_prior({"site2": _labelled(10, 0)}, [("site2", 0.2)], positive=1, seed=0)
+    assert parse_prior("site3=0.8, site2=0.2") == (("site2", 0.2), ("site3", 0.8))
+    for bad in ("site2", "site2=1", "site2=0", "site2=x", "=0.3", "site2=0.2,site2=0.3", ""):
+        with pytest.raises(ValueError):
+            parse_prior(bad)
+    with pytest.raises(ValueError, match="strictly between"):
+        StreamParams(prior=(("site2", 1.5),))
+
+
+def test_dataset_stream_applies_the_prior(tmp_path: Path) -> None:
+    items = _labelled(40, 40, "site1") + _labelled(40, 40, "site2")
+    ds = Dataset(tmp_path, "folders", ("normal", "tumor"), ("site1", "site2"), items, positive_class=1)
+    plain = dataset_stream(ds, 0, StreamParams(fragments=4))
+    shifted = dataset_stream(ds, 0, StreamParams(fragments=4, prior=(("site2", 0.2),)))
+    site2 = [it for it in shifted.items if it.domain == "site2"]
+    assert abs(sum(it.label for it in site2) / len(site2) - 0.2) < 0.02
+    assert [it for it in shifted.items if it.domain == "site1"] != []
+    assert len(shifted) < len(plain)

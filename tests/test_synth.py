@@ -175,3 +175,43 @@ def test_histo_target_site_is_learnable(site: str) -> None:
     model = build_model(cfg, 2)
     fit(model, (t[:480], lab[:480]), (t[480:600], lab[480:600]), cfg)
     assert evaluate(model, (x[600:], y[600:])) >= 0.85
+
+
+def test_prevalence_sets_a_sites_positive_share(tmp_path: Path) -> None:
+    result = write_synth(
+        "histo", tmp_path / "d", per_domain=20, size=32, seed=0, prevalence={"site2": 0.2, "site3": 0.75}
+    )
+    assert result.counts["site2"] == {"normal": 16, "tumor": 4}
+    assert result.counts["site3"] == {"normal": 5, "tumor": 15}
+    assert result.counts["site1"] == {"normal": 10, "tumor": 10}
+    meta = json.loads((tmp_path / "d" / "synth.json").read_text())
+    assert meta["prevalence"] == {"site2": 0.2, "site3": 0.75}
+    _, labels = generate_arrays("histo", "site2", 20, size=32, seed=0, share=0.2)
+    assert int(labels.sum()) == 4
+    with pytest.raises(SynthError, match="unknown site"):
+        write_synth("histo", tmp_path / "e", per_domain=20, size=32, prevalence={"site9": 0.2})
+
+
+def test_cli_prevalence_is_parsed_and_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli_main(
+            [
+                "synth",
+                "lesion",
+                "--out",
+                str(tmp_path / "x"),
+                "--per-domain",
+                "10",
+                "--size",
+                "32",
+                "--workers",
+                "1",
+                "--prevalence",
+                "site4=0.3",
+            ]
+        )
+        == 0
+    )
+    assert "site4: " in capsys.readouterr().out
+    assert cli_main(["synth", "lesion", "--out", str(tmp_path / "y"), "--prevalence", "site4=2"]) == 1
+    assert "bad prevalence" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from engine._atomic import atomic_write_bytes
 from engine.bench import BenchResult, BenchSettings, parse_seeds, plan_bench, run_plan
 from engine.errors import F2TTAError
 from engine.metrics import SEGMENTS, format_mean_std
+from engine.protocol import parse_prior
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="test",
         help="split to stream: test (the tables, default) or val (the paper's K and δ sweeps)",
     )
+    parser.add_argument(
+        "--prior",
+        default=None,
+        metavar="SITE=P[,SITE=P...]",
+        help="label shift: keep a seeded subset of each named site's images whose positive-class share "
+        "is P (e.g. site2=0.2,site3=0.8)",
+    )
     parser.add_argument("--csv", type=Path, default=None, metavar="OUT.csv", help="write one row per method")
     parser.add_argument(
         "--workers", type=int, default=0, metavar="N", help="local worker processes (default: serial)"
@@ -70,13 +78,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=None, help="torch threads per job (default: cores/workers)"
     )
     parser.add_argument(
-        "--ablation", action="store_true", help="add I-DiPT rows without UoM, PGD, both, graphs"
+        "--ablation",
+        action="store_true",
+        help="add each listed method's ablation rows (one mechanism off each; I-DiPT: UoM, PGD, both, graphs)",
     )
     parser.add_argument(
         "--sweep",
         default=None,
         metavar="KEY=V1,V2",
-        help="I-DiPT across values: delta=0.01,0.1,1,10 | k=10,20,30,40,50 | bank=5,10,20,40",
+        help="one row per value: delta=0.01,0.1,1,10 | k=10,20,30,40,50 | bank=5,10,20,40 (I-DiPT) "
+        "| METHOD:FIELD=V1,V2 for any method's setting",
     )
     parser.add_argument("--positive-class", default=None, help="class name or index for precision/recall/AUC")
     parser.add_argument("--split-seed", type=int, default=None, help="split seed (default: the model card's)")
@@ -124,6 +135,7 @@ def main(args: argparse.Namespace) -> int:
             threads=args.threads,
             cache=cache_dir(args),
             source_stats=args.source_stats,
+            prior=parse_prior(args.prior) if args.prior else (),
         )
         plan = plan_bench(settings)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:

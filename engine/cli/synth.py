@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.data.synth import DEFAULT_PER_DOMAIN, DEFAULT_SIZE, KINDS, default_workers, write_synth
+from engine.data.synth import (
+    DEFAULT_PER_DOMAIN,
+    DEFAULT_SIZE,
+    KINDS,
+    default_workers,
+    parse_prevalence,
+    write_synth,
+)
 from engine.errors import F2TTAError
 
 
@@ -26,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rendering processes (default: the available cores, at most 8)",
     )
     parser.add_argument("--force", action="store_true", help="replace site folders written by an earlier run")
+    parser.add_argument(
+        "--prevalence",
+        default=None,
+        metavar="SITE=P[,SITE=P...]",
+        help="label shift: share P of the positive class at the named sites (others balanced)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -39,6 +52,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"\r{done}/{total} images ({pct}%)", end="\n" if done == total else "", flush=True)
 
     try:
+        prevalence = parse_prevalence(args.prevalence) if args.prevalence else None
         result = write_synth(
             args.kind,
             args.out,
@@ -48,6 +62,7 @@ def main(args: argparse.Namespace) -> int:
             workers=workers,
             overwrite=args.force,
             progress=progress,
+            prevalence=prevalence,
         )
     except F2TTAError as exc:
         print(f"error: {exc}", file=sys.stderr)

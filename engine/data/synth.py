@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,10 +141,61 @@ def image_rng(seed: int, kind: str, site_index: int, index: int) -> np.random.Ge
     return np.random.default_rng(np.random.SeedSequence([seed, key, site_index, index]))
 
 
-def site_labels(seed: int, kind: str, site_index: int, n: int, num_classes: int) -> np.ndarray:
-    """Balanced labels for ``n`` images of a site (counts differ by at most one), shuffled."""
+def site_labels(
+    seed: int,
+    kind: str,
+    site_index: int,
+    n: int,
+    num_classes: int,
+    positive: int = 0,
+    share: float | None = None,
+) -> np.ndarray:
+    """Labels for ``n`` images of a site, shuffled.
+
+    Balanced (counts differ by at most one) when ``share`` is None; otherwise ``round(share * n)``
+    images are of class ``positive`` and the rest are shared out evenly among the other classes
+    (label shift between sites, ``f2tta synth --prevalence``).
+    """
     rng = image_rng(seed, kind, site_index, _LABEL_STREAM)
-    return rng.permutation(np.arange(n) % num_classes)
+    if share is None:
+        return rng.permutation(np.arange(n) % num_classes)
+    n_pos = round(share * n)
+    others = [c for c in range(num_classes) if c != positive]
+    rest = np.array([others[i % len(others)] for i in range(n - n_pos)], dtype=np.int64)
+    return rng.permutation(np.concatenate([np.full(n_pos, positive, dtype=np.int64), rest]))
+
+
+def parse_prevalence(text: str) -> dict[str, float]:
+    """``"site2=0.2,site3=0.8"`` -> ``{"site2": 0.2, "site3": 0.8}`` (shares within [0, 1]).
+
+    Raises:
+        SynthError: malformed text or a share outside [0, 1].
+    """
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or not 0.0 <= share <= 1.0:
+            raise SynthError(f"bad prevalence {part!r}: expected SITE=P with 0 <= P <= 1, e.g. site2=0.2")
+        out[name.strip()] = share
+    if not out:
+        raise SynthError(f"bad prevalence {text!r}: no SITE=P given")
+    return out
+
+
+def _site_share(spec: SynthSpec, site_index: int, prevalence: Mapping[str, float] | None) -> float | None:
+    if not prevalence:
+        return None
+    return prevalence.get(spec.sites[site_index].name)
+
+
+def _positive_index(spec: SynthSpec) -> int:
+    return spec.classes.index(spec.positive_class)
 
 
 def _extension(site: Any) -> str:
@@ -159,7 +210,12 @@ def render_one(spec: SynthSpec, site_index: int, index: int, label: int, size: i
 
 
 def generate_arrays(
-    kind: str, site: str | int, n: int, size: int = DEFAULT_SIZE, seed: int = 0
+    kind: str,
+    site: str | int,
+    n: int,
+    size: int = DEFAULT_SIZE,
+    seed: int = 0,
+    share: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Images of one site in memory, exactly as they would be read back from disk.
 
@@ -169,13 +225,14 @@ def generate_arrays(
         n: number of images.
         size: square side in pixels.
         seed: the same seed as :func:`write_synth` gives the same images.
+        share: the positive class's share of the labels (None: balanced), as ``--prevalence``.
 
     Returns:
         ``(images, labels)``: uint8 (n, size, size, 3) and int64 (n,).
     """
     spec = get_spec(kind)
     site_index = _site_index(spec, site)
-    labels = site_labels(seed, kind, site_index, n, len(spec.classes))
+    labels = site_labels(seed, kind, site_index, n, len(spec.classes), _positive_index(spec), share)
     images = np.empty((n, size, size, 3), dtype=np.uint8)
     for i in range(n):
         data = render_one(spec, site_index, i, int(labels[i]), size, seed)
@@ -226,6 +283,7 @@ def write_synth(
     workers: int = 1,
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    prevalence: Mapping[str, float] | None = None,
 ) -> SynthResult:
     """Write a generated multi-site dataset in the domain-folder layout ``OUT/<site>/<class>/``.
 
@@ -238,6 +296,7 @@ def write_synth(
         workers: processes rendering in parallel (the output does not depend on it).
         overwrite: replace the site folders of an earlier run; without it an existing one is an error.
         progress: called with ``(done, total)`` after each chunk of images.
+        prevalence: site -> share of the positive class (label shift); other sites are balanced.
 
     Returns:
         The folder and the per-site, per-class counts.
@@ -247,6 +306,10 @@ def write_synth(
         raise SynthError(f"image size must be between 16 and 1024 pixels, got {size}")
     if per_domain < len(spec.classes):
         raise SynthError(f"need at least {len(spec.classes)} images per site, got {per_domain}")
+    unknown = sorted(set(prevalence or {}) - {site.name for site in spec.sites})
+    if unknown:
+        names = ", ".join(site.name for site in spec.sites)
+        raise SynthError(f"--prevalence names unknown site(s) {', '.join(unknown)}; {kind} has {names}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for site in spec.sites:
@@ -262,7 +325,8 @@ def write_synth(
     counts: dict[str, dict[str, int]] = {}
     chunk = 64
     for si, site in enumerate(spec.sites):
-        labels = site_labels(seed, kind, si, per_domain, len(spec.classes))
+        share = _site_share(spec, si, prevalence)
+        labels = site_labels(seed, kind, si, per_domain, len(spec.classes), _positive_index(spec), share)
         counts[site.name] = {c: int((labels == k).sum()) for k, c in enumerate(spec.classes)}
         jobs = [(i, int(labels[i])) for i in range(per_domain)]
         tasks += [(kind, out, si, jobs[j : j + chunk], size, seed) for j in range(0, per_domain, chunk)]
@@ -281,6 +345,7 @@ def write_synth(
                 progress(done, total)
     seconds = time.perf_counter() - start
     meta = describe(spec, per_domain=per_domain, size=size, seed=seed)
+    meta["prevalence"] = dict(sorted((prevalence or {}).items()))
     meta["counts"] = counts
     atomic_write_bytes(out / SYNTH_JSON, (json.dumps(meta, indent=2) + "\n").encode())
     logger.info("wrote %d %s images to %s in %.1f s", total, kind, out, seconds)

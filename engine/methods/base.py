@@ -55,6 +55,8 @@ class TTAMethod(ABC):
     config_class: ClassVar[type[Any] | None] = None
     #: Largest batch the method accepts per step (I-DiPT adapts per image).
     max_batch: ClassVar[int | None] = None
+    #: Config overrides that switch one mechanism off each, the rows of ``f2tta bench --ablation``.
+    ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:

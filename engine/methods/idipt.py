@@ -128,6 +128,12 @@ class IDiPT(TTAMethod):
 
     config_class = IDiPTConfig
     max_batch = 1
+    ablations = (
+        (("use_uom", False),),
+        (("use_pgd", False),),
+        (("use_uom", False), ("use_pgd", False)),
+        (("use_graphs", False),),
+    )
     config: IDiPTConfig
 
     def configure_model(self) -> None:
