@@ -29,13 +29,13 @@ from PySide6.QtCore import (
 )
 
 from app import APP_NAME
+from app._engine import SlideSource
 from app.log_bridge import LogBridge
 from app.overlay import Overlay, widen_levels
 from app.profiles import ProfileError, ProfileInfo, ProfileStore, check_name
 from app.reports import ReportData
 from app.rows import PredictionRow, RowFilter
 from app.settings import AppSettings, available_devices, method_fields, save_settings
-from app.sources import SlideSource
 from app.state import LruCache, MessageThrottle, Phase, ProgressMeter, actions_for
 from app.stats import RunStatistics, segment_size_for
 from app.views.main_window import MainWindow

@@ -15,6 +15,7 @@ images were never part of a saved state and are processed again). Nothing is los
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -26,9 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from app._engine import atomic_write_bytes
-from app.rows import PredictionRow
-from app.sources import source_hash
+from app._engine import PredictionRow, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ class Profile:
         return self.path / "state"
 
     def rows_file(self, source_id: str) -> Path:
-        return self.path / "rows" / f"{source_hash(source_id)}.jsonl"
+        return self.path / "rows" / f"{hashlib.sha1(source_id.encode()).hexdigest()[:16]}.jsonl"
 
     def has_state(self) -> bool:
         return self.state_dir.is_dir() and any(self.state_dir.iterdir())

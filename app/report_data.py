@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app._engine import SlideSource
 from app._engine import __version__ as engine_version
 from app.overlay import composite, slide_heatmap
 from app.reports import ExampleImage, ReportData
 from app.rows import PredictionRow
-from app.sources import SlideSource
 
 if TYPE_CHECKING:
     from app.controller import Controller

@@ -5,7 +5,6 @@ The PDF report is written by :mod:`app.pdf_report` from the same :class:`ReportD
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -17,37 +16,13 @@ from typing import Any
 import numpy as np
 
 from app import RESEARCH_NOTICE, __version__
-from app.rows import PredictionRow
+from app._engine import PredictionRow, predictions_csv
 from app.stats import Summary
 
 CSV_NAME = "predictions.csv"
 CONFIG_NAME = "run_config.json"
 GEOJSON_NAME = "tiles.geojson"
 PDF_NAME = "report.pdf"
-CSV_COLUMNS = (
-    "index",
-    "position",
-    "item",
-    "prediction",
-    "confidence",
-    "p_positive",
-    "source_prediction",
-    "source_confidence",
-    "changed_by_adaptation",
-    "uncertainty",
-    "ground_truth",
-    "correct",
-    "source_correct",
-    "tile_col",
-    "tile_row",
-    "x",
-    "y",
-    "width",
-    "height",
-    "seconds",
-    "update_skipped",
-    "guard_event",
-)
 # QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
 CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
 
@@ -88,44 +63,9 @@ class ReportData:
     engine_version: str = ""
 
 
-def _num(value: float, digits: int = 6) -> str:
-    return "" if not math.isfinite(value) else f"{value:.{digits}f}"
-
-
-def csv_record(row: PredictionRow) -> list[str]:
-    tile = row.tile or ("", "", "", "", "", "")
-    correct = "" if row.correct is None else str(int(row.correct))
-    source_correct = "" if row.source_correct is None else str(int(row.source_correct))
-    return [
-        str(row.index),
-        str(row.position),
-        row.name,
-        row.prediction_label,
-        _num(row.confidence),
-        _num(row.positive_prob),
-        row.source_label,
-        _num(row.source_confidence),
-        str(int(row.changed)),
-        _num(row.uncertainty),
-        row.truth_label or "",
-        correct,
-        source_correct,
-        *(str(v) for v in tile),
-        _num(row.seconds, 4),
-        str(int(row.update_skipped)),
-        row.guard_message,
-    ]
-
-
 def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
-    """Every row, in arrival order, quoted by the csv module (names may hold commas and quotes)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, quoting=csv.QUOTE_MINIMAL)
-        writer.writerow(CSV_COLUMNS)
-        for row in sorted(rows, key=lambda r: r.index):
-            writer.writerow(csv_record(row))
-    os.replace(tmp, path)
+    """Every row in arrival order, in the columns of ``f2tta run``'s CSV (:data:`engine.rows.CSV_COLUMNS`)."""
+    _write_text(path, predictions_csv(rows))
     return path
 
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
-import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app._engine import FieldInfo, coerce, fields_of
 from app.profiles import DEFAULT_PROFILE, studio_home
 
 logger = logging.getLogger(__name__)
@@ -81,80 +79,40 @@ def save_settings(settings: AppSettings, path: Path | None = None) -> None:
     os.replace(tmp, path)
 
 
-@dataclass(frozen=True)
-class FieldSpec:
-    """One editable hyper-parameter of a method's config dataclass."""
-
-    name: str
-    kind: type  # int, float, bool or str (str only with choices)
-    default: Any
-    help: str = ""
-    choices: tuple[Any, ...] = ()  # allowed values of a Literal field
+FieldSpec = FieldInfo  # one editable hyper-parameter: name, kind, default, help, choices, bounds
 
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """The ``# comment`` after each field in the class source (the house style documents fields there)."""
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        return {}
-    return {m.group(1): m.group(2).strip() for m in _FIELD_COMMENT.finditer(source)}
+def config_fields(config_class: type | None) -> list[FieldInfo]:
+    """The settable fields of a method's config dataclass, for the "Advanced" form.
+
+    Help texts and bounds come from the fields' metadata (:func:`engine.config.setting`), so they
+    are there in a frozen bundle that carries no source code.
+    """
+    return fields_of(config_class)
 
 
-_FIELD_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#\n]*=[^#\n]*#\s*(.+)$", re.MULTILINE)
-
-
-def config_fields(config_class: type | None) -> list[FieldSpec]:
-    """The int/float/bool fields of a method's frozen config dataclass, for the "Advanced" form."""
-    if config_class is None or not dataclasses.is_dataclass(config_class):
-        return []
-    try:
-        hints = typing.get_type_hints(config_class)
-    except Exception:  # unresolvable annotations: fall back to the default's type
-        hints = {}
-    comments = _field_comments(config_class)
-    specs = []
-    for f in dataclasses.fields(config_class):
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            continue
-        hint = hints.get(f.name, type(default))
-        choices: tuple[Any, ...] = ()
-        if typing.get_origin(hint) is typing.Literal:
-            choices = typing.get_args(hint)
-            kind = type(default)
-        else:
-            kind = hint if hint in (int, float, bool) else type(default)
-        if kind not in (int, float, bool) and not choices:
-            continue
-        specs.append(
-            FieldSpec(f.name, kind, default, str(f.metadata.get("help", comments.get(f.name, ""))), choices)
-        )
-    return specs
-
-
-def clean_overrides(fields: list[FieldSpec], values: dict[str, Any]) -> dict[str, Any]:
-    """Keep only overrides that name a field, have its type and differ from the default."""
+def clean_overrides(fields: list[FieldInfo], values: dict[str, Any]) -> dict[str, Any]:
+    """Keep only overrides that name a field, are valid for it and differ from the default."""
     out: dict[str, Any] = {}
     for spec in fields:
         if spec.name not in values:
             continue
         value = values[spec.name]
+        if isinstance(value, str) and spec.kind is not str:
+            try:
+                value = coerce(spec, value)
+            except ValueError:
+                continue
         try:
-            value = spec.kind(value)
-        except (TypeError, ValueError):
-            continue
-        if spec.choices and value not in spec.choices:
+            value = spec.check(value)
+        except ValueError:
             continue
         if value != spec.default:
             out[spec.name] = value
     return out
 
 
-def method_fields() -> dict[str, list[FieldSpec]]:
+def method_fields() -> dict[str, list[FieldInfo]]:
     """Every registered method with the editable fields of its config dataclass."""
     from app._engine import list_methods, method_config_class
 

@@ -19,18 +19,24 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app._engine import F2TTAError, Session, Slide, StateError, method_config_class, read_image
-from app.overlay import Overlay, preview_array
-from app.profiles import Profile, ProfileError, ProfileInfo, ProfileRecord, ProfileStore
-from app.rows import PredictionRow, make_row
-from app.sources import (
+from app._engine import (
+    F2TTAError,
+    PredictionRow,
+    Session,
+    Slide,
     SlideSource,
     Source,
     SourceError,
+    StateError,
     StreamItem,
+    make_row,
+    method_config_class,
     open_folder,
     open_slide_source,
+    read_image,
 )
+from app.overlay import Overlay, preview_array
+from app.profiles import Profile, ProfileError, ProfileInfo, ProfileRecord, ProfileStore
 
 logger = logging.getLogger(__name__)
 
@@ -348,19 +354,7 @@ class EngineWorker(QObject):
                 self._fail(item, "engine", f"{item.name}: the engine failed ({type(exc).__name__}: {exc})")
             return
         card = self._session.card
-        row = make_row(
-            item,
-            index=step.index,
-            probs=step.probs,
-            prediction=step.prediction,
-            source_probs=step.source_probs,
-            source_prediction=step.source_prediction,
-            mean_uncertainty=step.mean_uncertainty,
-            seconds=step.seconds,
-            classes=tuple(card.classes),
-            positive_class=card.positive_class,
-            diagnostics=step.diagnostics,
-        )
+        row = make_row(item, step, card.classes, card.positive_class)
         overlay = Overlay.from_step(step.grid, step.uncertainty, step.uncertain_tokens, step.reliable_tokens)
         probs = _frozen(step.probs, np.float32)
         assert probs is not None

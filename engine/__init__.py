@@ -8,7 +8,9 @@ from __future__ import annotations
 from engine._atomic import atomic_write_bytes
 from engine._device import select_device
 from engine._guard import GuardConfig, GuardEvent
+from engine._lock import LockedError
 from engine._version import __version__
+from engine.config import FieldInfo, coerce, fields_of
 from engine.errors import (
     STEP_EVENT_ATTR,
     F2TTAError,
@@ -18,6 +20,7 @@ from engine.errors import (
     StateError,
 )
 from engine.images import IMAGE_EXTENSIONS, list_images, read_image
+from engine.journal import Journal
 from engine.methods import (
     IDiPT,
     IDiPTConfig,
@@ -31,42 +34,82 @@ from engine.methods import (
 )
 from engine.model_card import LoadedModel, ModelCard, load_model, save_model
 from engine.prompted_vit import PrefixPrompts, PromptedViT
-from engine.session import Session, StepResult
+from engine.rows import CSV_COLUMNS, PredictionRow, escape_cell, make_row, predictions_csv
+from engine.session import Session, SettingsMismatchError, StepResult
 from engine.slides import Slide, SlideError, Tile, TilePlan
+from engine.sources import (
+    FolderSource,
+    SlideSource,
+    Source,
+    SourceError,
+    StreamItem,
+    open_folder,
+    open_slide_source,
+    parse_label,
+)
+from engine.stream import Failed, Outcome, Paused, Predicted, RunSummary, Saved, Skipped, StreamRun, read_item
 
 __all__ = [
+    "CSV_COLUMNS",
     "IMAGE_EXTENSIONS",
     "STEP_EVENT_ATTR",
     "F2TTAError",
     "F2TTAWarning",
+    "Failed",
+    "FieldInfo",
+    "FolderSource",
     "GuardConfig",
     "GuardEvent",
     "IDiPT",
     "IDiPTConfig",
     "ImageReadError",
+    "Journal",
     "LoadedModel",
+    "LockedError",
     "MethodOutput",
     "ModelCard",
     "ModelLoadError",
+    "Outcome",
+    "Paused",
+    "Predicted",
+    "PredictionRow",
     "PrefixPrompts",
     "PromptedViT",
+    "RunSummary",
+    "Saved",
     "Session",
+    "SettingsMismatchError",
+    "Skipped",
     "Slide",
     "SlideError",
+    "SlideSource",
+    "Source",
+    "SourceError",
     "SourceOnly",
     "StateError",
     "StepResult",
+    "StreamItem",
+    "StreamRun",
     "TTAMethod",
     "Tile",
     "TilePlan",
     "__version__",
     "atomic_write_bytes",
+    "coerce",
+    "escape_cell",
+    "fields_of",
     "get_method_class",
     "list_images",
     "list_methods",
     "load_model",
+    "make_row",
     "method_config_class",
+    "open_folder",
+    "open_slide_source",
+    "parse_label",
+    "predictions_csv",
     "read_image",
+    "read_item",
     "register_method",
     "save_model",
     "select_device",

@@ -1,6 +1,6 @@
 """The collapse guard: notice when adaptation drives every prediction into one class.
 
-A literal I-DiPT run can drift until it predicts one class for every image (METHOD.md). The guard
+A literal I-DiPT run can drift until it predicts one class for every image (``docs/method.md``). The guard
 watches a sliding window of (adapted, source) predictions. When one class takes at least
 ``adapted_share`` of the adapted predictions while the source model gave that class to at most
 ``source_share`` of the same images, it first asks the method to forget its image-specific state
@@ -14,15 +14,21 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from engine.config import setting
+
 
 @dataclass(frozen=True)
 class GuardConfig:
     """When the collapse guard steps in."""
 
-    enabled: bool = True  # watch for collapse at all
-    window: int = 100  # images in the sliding window
-    adapted_share: float = 0.95  # fraction of adapted predictions in one class that counts as collapse
-    source_share: float = 0.75  # ...provided the source model gave that class to at most this fraction
+    enabled: bool = setting(True, "watch for collapse at all")
+    window: int = setting(100, "images in the sliding window")
+    adapted_share: float = setting(
+        0.95, "fraction of adapted predictions in one class that counts as collapse"
+    )
+    source_share: float = setting(
+        0.75, "...provided the source model gave that class to at most this fraction"
+    )
 
 
 @dataclass(frozen=True)

@@ -20,17 +20,33 @@ from PIL import Image
 from engine._device import select_device
 from engine._guard import CollapseGuard, GuardConfig, GuardEvent
 from engine._version import __version__
-from engine.errors import STEP_EVENT, StateError
+from engine.config import build, differences
+from engine.errors import StateError
 from engine.images import read_image, to_rgb
 from engine.methods import TTAMethod, get_method_class
-from engine.methods.base import config_from_dict
 from engine.model_card import LoadedModel, ModelCard, load_model
 from engine.prompted_vit import PromptedViT
+from engine.source_reference import SourceReference, find_reference
 from engine.state import read_state, write_state
 
 logger = logging.getLogger(__name__)
 
 ImageInput = Image.Image | np.ndarray | str | Path
+
+
+class SettingsMismatchError(StateError):
+    """A saved state was made with other method settings than the session's.
+
+    Attributes:
+        differences: one ``name: saved, now`` line per differing setting.
+    """
+
+    def __init__(self, origin: str, method: str, differences: list[str]) -> None:
+        self.origin = origin
+        self.differences = differences
+        super().__init__(
+            f"{origin}: the state was saved with other {method} settings ({'; '.join(differences)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -49,7 +65,12 @@ class StepResult:
         reliable_tokens: flat row-major patch indices of T_R (empty if none).
         grid: the patch grid ``(rows, cols)``.
         seconds: wall time of the step, preprocessing included.
-        diagnostics: the method's scalars plus the running class histograms.
+        diagnostics: the method's scalars (loss, norms, ...), for traces and plots.
+        guard_event: what the collapse guard did after this image, None when it did not act.
+        update_skipped: the method kept its last good state (non-finite loss or gradient).
+        views_kept: masked views that entered the loss (I-DiPT), None for methods without views.
+        hist_adapted / hist_source: predictions per class of the adapted / source model so far
+            (this image included).
     """
 
     index: int
@@ -63,7 +84,12 @@ class StepResult:
     reliable_tokens: np.ndarray
     grid: tuple[int, int]
     seconds: float
-    diagnostics: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    guard_event: GuardEvent | None = None
+    update_skipped: bool = False
+    views_kept: int | None = None
+    hist_adapted: tuple[int, ...] = ()
+    hist_source: tuple[int, ...] = ()
 
     @property
     def mean_uncertainty(self) -> float:
@@ -106,6 +132,10 @@ class Session:
         self.seed = seed
         cls = get_method_class(method)
         self.method: TTAMethod = cls(self.model, method_config, seed=seed)
+        self.reference: SourceReference | None = None  # the model's source statistics, when a method reads them
+        if cls.uses_reference:
+            self.reference = find_reference(loaded.path, self.fingerprint, self.card.num_classes, self.model)
+            self.method.use_reference(self.reference)
         self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
         self.guard_config = guard or GuardConfig()
@@ -195,7 +225,7 @@ class Session:
             if out.reliable_tokens is not None
             else empty
         )
-        diagnostics: dict[str, Any] = dict(out.diagnostics)
+        event: GuardEvent | None = None
         action = self.guard.observe(self.images_seen, pred, src)
         if action is not None:
             if action == "recover":
@@ -204,11 +234,7 @@ class Session:
             else:
                 what = self._full_reset()
             event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
-            self.events.append(event)
-            logger.warning("%s", event.message, extra=STEP_EVENT)
-            diagnostics["guard"] = event.message
-        diagnostics["hist_adapted"] = list(self.hist_adapted)
-        diagnostics["hist_source"] = list(self.hist_source)
+            self.events.append(event)  # the saved history; callers hear of it in StepResult.guard_event
         result = StepResult(
             index=self.images_seen,
             probs=probs,
@@ -221,11 +247,33 @@ class Session:
             reliable_tokens=t_r,
             grid=grid,
             seconds=time.perf_counter() - start,
-            diagnostics=diagnostics,
+            diagnostics=dict(out.diagnostics),
+            guard_event=event,
+            update_skipped=out.update_skipped,
+            views_kept=out.views_kept,
+            hist_adapted=tuple(self.hist_adapted),
+            hist_source=tuple(self.hist_source),
         )
         self.images_seen += 1
         self.updated_at = datetime.now(UTC).isoformat(timespec="seconds")
         return result
+
+    def _saved_config(self, origin: str, saved: Any, keep_saved: bool) -> Any:
+        """The method config to continue with: the session's, or the saved one when so asked."""
+        current = self.method.config_dict()
+        if saved == current:
+            return self.method.config
+        cls = type(self.method).config_class
+        if not isinstance(saved, dict):
+            raise StateError(f"{origin}: the saved method settings are not a JSON object")
+        if not keep_saved:
+            raise SettingsMismatchError(origin, self.method_name, differences(cls, saved, current))
+        try:
+            cfg = build(cls, saved) if cls is not None else None
+        except ValueError as exc:
+            raise StateError(f"{origin}: the saved method settings are invalid: {exc}") from exc
+        logger.info("state %s: continuing with its saved %s settings", origin, self.method_name)
+        return cfg
 
     def _full_reset(self) -> str:
         self.method.reset()
@@ -298,8 +346,17 @@ class Session:
         h.update(str(self.images_seen).encode())
         return h.hexdigest()[:16]
 
-    def load(self, directory: str | Path, use_backup: bool = False) -> dict[str, Any]:
+    def load(
+        self, directory: str | Path, use_backup: bool = False, keep_saved_settings: bool = False
+    ) -> dict[str, Any]:
         """Restore a saved state; on any problem raise :class:`StateError` and change nothing.
+
+        Args:
+            directory: the state directory.
+            use_backup: read the previous good copy (``state.safetensors.backup``).
+            keep_saved_settings: when the state was saved with other method settings, continue
+                with the saved ones (the caller asked for none); when False such a state is
+                refused with :class:`SettingsMismatchError`, never silently overridden.
 
         Returns:
             The ``extra`` dict saved with the state.
@@ -317,19 +374,12 @@ class Session:
                 f"{origin}: the state was made by method {meta.get('method')!r}, this session runs "
                 f"{self.method_name!r}"
             )
-        saved_cfg = meta.get("method_config", {})
-        if saved_cfg != self.method.config_dict():
-            cls = type(self.method).config_class
-            try:
-                cfg = config_from_dict(cls, saved_cfg) if cls is not None else None
-            except (TypeError, ValueError) as exc:
-                raise StateError(f"{origin}: the saved method settings are invalid: {exc}") from exc
-            logger.info("state %s uses different %s settings; adopting them", origin, self.method_name)
-        else:
-            cfg = self.method.config
+        cfg = self._saved_config(origin, meta.get("method_config", {}), keep_saved_settings)
         mode = self.model.mode
         try:
             candidate = type(self.method)(self.model, cfg, seed=int(meta.get("seed", self.seed)))
+            if candidate.uses_reference:
+                candidate.use_reference(self.reference)
             candidate.load_state(tensors, meta["method_state"])
             hist_a = [int(v) for v in meta["hist_adapted"]]
             hist_s = [int(v) for v in meta["hist_source"]]

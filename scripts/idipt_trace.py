@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import IDiPTConfig, Session
-from engine.cli._common import _coerce
+from engine.config import build, parse_assignments
 from engine.data import generate_arrays, open_dataset
 from engine.data.readers import read_array
 from engine.protocol import StreamParams, dataset_stream, default_fragments
@@ -44,14 +44,8 @@ def main() -> None:
     parser.add_argument("--stream-seed", type=int, default=0)
     args = parser.parse_args()
 
-    import dataclasses
-
-    fields = {f.name: f for f in dataclasses.fields(IDiPTConfig)}
-    overrides = {}
-    for item in args.set:
-        key, _, text = item.partition("=")
-        overrides[key] = _coerce(fields[key], text)
-    session = Session(args.model, method_config=IDiPTConfig(**overrides), seed=args.seed)
+    config = build(IDiPTConfig, parse_assignments(IDiPTConfig, args.set))
+    session = Session(args.model, method_config=config, seed=args.seed)
     domains: list[str] = []
     if args.data is None:
         imgs, labels = generate_arrays(
@@ -71,11 +65,12 @@ def main() -> None:
         preds.append(r.prediction)
         source_preds.append(r.source_prediction)
         d = r.diagnostics
-        if i % args.every == 0 or not np.isfinite(d["loss"]) or "guard" in d:
+        event = r.guard_event
+        if i % args.every == 0 or not np.isfinite(d["loss"]) or event is not None:
             print(
                 f"{i:5d} loss {d['loss']:.4f} phi_S {d['phi_specific_norm']:.3f} phi_I {d['phi_invariant_norm']:.3f} "
                 f"gate {d['gate_mean_abs']:.4f}/{d['gate_max_abs']:.4f} p {np.round(r.probs, 3)} "
-                f"src {np.round(r.source_probs, 3)}" + (f"  GUARD: {d['guard']}" if "guard" in d else "")
+                f"src {np.round(r.source_probs, 3)}" + (f"  GUARD: {event.message}" if event else "")
             )
     n = len(labels)
     print(

@@ -17,12 +17,12 @@ from app_fixtures import CLASSES, make_folder
 
 from app.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
 from app.profiles import ProfileError, ProfileRecord, ProfileStore, check_name, studio_home
-from app.reports import CSV_COLUMNS, ReportData, config_document, geojson_document, write_csv
+from app.reports import ReportData, config_document, geojson_document, write_csv
 from app.rows import PredictionRow, RowFilter, make_row
 from app.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
-from app.sources import SourceError, StreamItem, open_folder, parse_label
 from app.state import LruCache, MessageThrottle, Phase, ProgressMeter, actions_for, format_duration
 from app.stats import RunStatistics, segment_size_for
+from engine import CSV_COLUMNS, GuardEvent, SourceError, StepResult, StreamItem, open_folder, parse_label
 
 
 def row(
@@ -134,24 +134,28 @@ def test_row_json_round_trip_marks_restored() -> None:
     assert math.isnan(PredictionRow.from_json(nan_row.to_json()).uncertainty)
 
 
-def _engine_outputs(index: int) -> dict[str, object]:
-    """One image's engine outputs as :func:`make_row` takes them (adapted tumor, source normal)."""
-    return {
-        "index": index,
-        "probs": np.array([0.3, 0.7]),
-        "prediction": 1,
-        "source_probs": np.array([0.6, 0.4]),
-        "source_prediction": 0,
-        "mean_uncertainty": 0.2,
-        "seconds": 0.1,
-        "classes": CLASSES,
-        "positive_class": 1,
-    }
+def _step(index: int, guard: str = "", update_skipped: bool = False) -> StepResult:
+    """One image's engine result (adapted tumor, source normal)."""
+    return StepResult(
+        index=index,
+        probs=np.array([0.3, 0.7]),
+        prediction=1,
+        confidence=0.7,
+        source_probs=np.array([0.6, 0.4]),
+        source_prediction=0,
+        uncertainty=np.full((2, 2), 0.2),
+        uncertain_tokens=np.zeros(0, dtype=np.int64),
+        reliable_tokens=np.zeros(0, dtype=np.int64),
+        grid=(2, 2),
+        seconds=0.1,
+        guard_event=GuardEvent(index, "recover", guard) if guard else None,
+        update_skipped=update_skipped,
+    )
 
 
 def test_make_row_from_engine_outputs() -> None:
     item = StreamItem(5, "a.png", "a.png", ground_truth=0)
-    r = make_row(item, **_engine_outputs(12))  # type: ignore[arg-type]
+    r = make_row(item, _step(12), CLASSES, 1)
     assert (r.index, r.position, r.prediction_label, r.source_label) == (12, 5, "tumor", "normal")
     assert r.changed and r.correct is False and r.source_correct is True
     assert r.confidence == pytest.approx(0.7) and r.positive_prob == pytest.approx(0.7)
@@ -159,15 +163,10 @@ def test_make_row_from_engine_outputs() -> None:
 
 def test_rows_keep_guard_events_and_skipped_updates() -> None:
     item = StreamItem(1, "b.png", "b.png")
-    outputs = _engine_outputs(7)
-    plain = make_row(item, **outputs, diagnostics={"loss": 0.5, "update_skipped": 0.0})  # type: ignore[arg-type]
+    plain = make_row(item, _step(7), CLASSES, 1)
     assert plain.guard_message == "" and not plain.update_skipped
     assert "guard_message" not in plain.to_json() and "update_skipped" not in plain.to_json()
-    event = make_row(
-        item,
-        **outputs,  # type: ignore[arg-type]
-        diagnostics={"update_skipped": 1.0, "guard": "collapse guard after image 7: bank cleared"},
-    )
+    event = make_row(item, _step(7, "collapse guard after image 7: bank cleared", True), CLASSES, 1)
     assert event.guard_message == "collapse guard after image 7: bank cleared" and event.update_skipped
     back = PredictionRow.from_json(json.loads(json.dumps(event.to_json())))
     assert back.guard_message == event.guard_message and back.update_skipped and back.restored

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine import Session, StepResult, list_images
+from engine import CSV_COLUMNS, Predicted, Session, StepResult
 from engine.cli import main as cli_main
-from engine.runner import run_stream
+from engine.runner import open_folder_job
 from engine.state import read_state
 from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
@@ -41,18 +41,11 @@ def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_
     out, state = tmp_path / "preds.csv", tmp_path / "state"
     assert _run(tiny_model_path, inp, out, state, "--save-every", "5") == 0
     rows = read_rows(out)
-    assert [r["path"] for r in rows] == [f"img{i}.png" for i in range(12)]  # natural name order
+    assert [r["item"] for r in rows] == [f"img{i}.png" for i in range(12)]  # natural name order
     assert [r["index"] for r in rows] == [str(i) for i in range(12)]
-    assert set(rows[0]) == {
-        "index",
-        "path",
-        "prediction",
-        "confidence",
-        "source_prediction",
-        "mean_uncertainty",
-    }
+    assert tuple(rows[0]) == CSV_COLUMNS  # the app's export columns
     skipped = read_rows(tmp_path / "preds.skipped.csv")
-    assert sorted(r["path"] for r in skipped) == ["broken.png", "empty.jpg"]
+    assert sorted(r["item"] for r in skipped) == ["broken.png", "empty.jpg"]
     assert all(r["reason"] for r in skipped)
     _, meta = read_state(state)
     assert meta["images_seen"] == 12
@@ -61,7 +54,7 @@ def test_run_writes_rows_skips_bad_files_and_resumes(tiny_model_path: Path, tmp_
     Image.fromarray(random_images(1, seed=99)[0]).save(inp / "zz_new.png")
     assert _run(tiny_model_path, inp, out, state) == 0
     rows = read_rows(out)
-    assert [r["path"] for r in rows][-1] == "zz_new.png" and len(rows) == 13
+    assert [r["item"] for r in rows][-1] == "zz_new.png" and len(rows) == 13
     assert rows[-1]["index"] == "12"
     assert len(read_rows(tmp_path / "preds.skipped.csv")) == 2
     assert (tmp_path / "preds.config.json").exists()
@@ -80,16 +73,12 @@ def test_rows_after_last_save_are_recomputed_not_duplicated(tiny_model_path: Pat
             raise Crash
 
     out, state = tmp_path / "preds.csv", tmp_path / "state"
+    job = open_folder_job(Session(tiny_model_path), inp, state, out, save_every=4)
     with pytest.raises(Crash):
-        run_stream(
-            Session(tiny_model_path),
-            inp,
-            list_images(inp),
-            out,
-            state,
-            save_every=4,
-            on_result=crash_after_six,
-        )
+        for outcome in job.run.outcomes():
+            if isinstance(outcome, Predicted):
+                crash_after_six(outcome.step, outcome.item.name)
+    job.close()
     with out.open("a") as fh:
         fh.write("6,img6.p")  # a torn last line
     assert len(read_rows(out)) == 7
@@ -97,8 +86,11 @@ def test_rows_after_last_save_are_recomputed_not_duplicated(tiny_model_path: Pat
 
     assert _run(tiny_model_path, inp, out, state) == 0
     final = read_rows(out)
-    assert [r["path"] for r in final] == [f"img{i}.png" for i in range(10)]
-    assert final == read_rows(ref_out)  # identical to an uninterrupted run
+    assert [r["item"] for r in final] == [f"img{i}.png" for i in range(10)]
+    ref = read_rows(ref_out)
+    assert [{**r, "seconds": ""} for r in final] == [
+        {**r, "seconds": ""} for r in ref
+    ]  # same as uninterrupted
 
 
 def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
@@ -125,11 +117,12 @@ def test_ctrl_c_saves_last_finished_image_and_resume_loses_nothing(
     rows = read_rows(out)
     _, meta = read_state(state)
     assert 5 <= meta["images_seen"] == len(rows) < 150
-    assert [r["path"] for r in rows] == meta["extra"]["processed"]
+    source_record = next(iter(meta["extra"]["sources"].values()))
+    assert [r["item"] for r in rows] == source_record["processed"]
 
     assert _run(tiny_model_path, inp, out, state) == 0
     final = read_rows(out)
-    paths = [r["path"] for r in final]
+    paths = [r["item"] for r in final]
     assert len(paths) == len(set(paths)) == 150
     assert [r["index"] for r in final] == [str(i) for i in range(150)]
 

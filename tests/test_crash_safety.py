@@ -59,7 +59,9 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
         if has_state(state):
             _, meta = read_state(state)  # always readable and verified by its checksum
             seen = int(meta["images_seen"])
-            assert meta["extra"]["processed"] == order[:seen]
+            sources = meta["extra"]["sources"]
+            processed = next(iter(sources.values()))["processed"] if sources else []
+            assert processed == order[:seen]
             probe = Session(model)
             probe.load(state)
             assert probe.state_fingerprint() == fingerprints[seen]
@@ -67,7 +69,7 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
     final = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     rows = read_rows(out)
-    assert [r["path"] for r in rows] == order
+    assert [r["item"] for r in rows] == order
     assert [int(r["index"]) for r in rows] == list(range(n_images))
     probe = Session(model)
     probe.load(state)

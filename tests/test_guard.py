@@ -50,15 +50,15 @@ def collapsing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("collapsing")
-def test_session_recovers_logs_and_persists_events(
-    tiny_model_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_session_recovers_reports_and_persists_events(tiny_model_path: Path, tmp_path: Path) -> None:
     session = Session(tiny_model_path, method="test_collapsing", guard=GuardConfig(window=8))
     before = _Collapsing.recovered
     results = [session.step(img) for img in random_images(8)]
     assert _Collapsing.recovered == before + 1
-    assert "guard" in results[-1].diagnostics and "test recovery" in results[-1].diagnostics["guard"]
-    assert "collapse guard after image 7" in caplog.text
+    event = results[-1].guard_event
+    assert event is not None and event.action == "recover" and "test recovery" in event.message
+    assert "collapse guard after image 7" in event.message
+    assert all(r.guard_event is None for r in results[:-1])
     assert [e.action for e in session.events] == ["recover"]
     session.save(tmp_path / "st")
     again = Session(tiny_model_path, method="test_collapsing", guard=GuardConfig(window=8))

@@ -139,9 +139,9 @@ def test_run_over_hostile_folder_reports_and_continues(tiny_model_path: Path, tm
     )
     assert code == 0
     with out.open(newline="", encoding="utf-8", errors="surrogateescape") as fh:
-        processed = {r["path"] for r in csv.DictReader(fh)}
+        processed = {r["item"] for r in csv.DictReader(fh)}
     with (tmp_path / "preds.skipped.csv").open(newline="", encoding="utf-8", errors="surrogateescape") as fh:
-        skipped = {r["path"]: r["reason"] for r in csv.DictReader(fh)}
+        skipped = {r["item"]: r["reason"] for r in csv.DictReader(fh)}
     assert processed == {n for n, ok in expect.items() if ok}
     assert set(skipped) == {n for n, ok in expect.items() if not ok}
     assert len(processed) == good

@@ -331,7 +331,7 @@ def test_session_source_statistics_skip_warm_up_and_survive_reset(
             return next(actions)
 
         session.guard.observe = scripted  # type: ignore[method-assign]
-        assert "guard" in session.step(imgs[5]).diagnostics
+        assert session.step(imgs[5]).guard_event is not None
         assert session.method.source_stats.fitted  # type: ignore[attr-defined]
         assert session.step(imgs[6]).diagnostics["warmup"] == 0.0
     plain = _session(tiny_model_path, "tent")

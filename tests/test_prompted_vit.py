@@ -50,7 +50,7 @@ def test_fresh_gated_prompts_reproduce_timm_exactly(vit: torch.nn.Module, fused:
 
 
 def test_ungated_prefix_changes_outputs(vit: torch.nn.Module) -> None:
-    """The paper's prefix form is not a no-op even for zero prompts (METHOD.md pitfall 1)."""
+    """The paper's prefix form is not a no-op even for zero prompts (docs/method.md, "Prompts")."""
     pv = PromptedViT(vit, mode="prefix")
     x = _x()
     zeros = PrefixPrompts.from_prompts([[torch.zeros(pv.depth, 6, pv.attn_dim)]] * 3)

@@ -177,14 +177,16 @@ class SettingsDialog(QDialog):
             box = QCheckBox()
             box.setChecked(bool(value))
             return box
+        low = -1e6 if spec.low is None else spec.low  # bounds from the field's metadata
+        high = 1e6 if spec.high is None else spec.high
         if spec.kind is int:
             spin = QSpinBox()
-            spin.setRange(-1_000_000, 1_000_000)
+            spin.setRange(int(low), int(high))
             spin.setValue(int(value))
             return spin
         dspin = QDoubleSpinBox()
         dspin.setDecimals(_decimals(float(spec.default)))
-        dspin.setRange(-1e6, 1e6)
+        dspin.setRange(low, high)
         dspin.setSingleStep(10 ** -(dspin.decimals() - 1))
         dspin.setValue(float(value))
         return dspin

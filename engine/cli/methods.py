@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
+from engine.config import fields_of
 from engine.methods import get_method_class, list_methods
 
 
@@ -15,10 +15,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     names = [args.name] if args.name else list_methods()
     for name in names:
-        cls = get_method_class(name)
+        try:
+            cls = get_method_class(name)
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}")
+            return 2
         summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         print(f"{name}: {summary}")
-        if cls.config_class is not None and args.name:
-            for f in dataclasses.fields(cls.config_class):
-                print(f"  {f.name} = {f.default!r}")
+        if args.name:
+            for info in fields_of(cls.config_class):
+                print(f"  {info.describe()}")
     return 0

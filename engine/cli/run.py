@@ -1,9 +1,8 @@
-"""``f2tta run``: the headless version of the app's job."""
+"""``f2tta run``: the headless version of the app's job (see :mod:`engine.runner` for the exit codes)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
@@ -12,12 +11,19 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine._atomic import atomic_write_bytes
 from engine.cli._common import add_method_arguments, method_config_from_args
 from engine.errors import F2TTAError
-from engine.images import list_images
-from engine.runner import run_config, run_stream, skipped_path
-from engine.session import Session, StepResult
+from engine.outputs import skipped_path
+from engine.runner import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    FolderJob,
+    exit_code,
+    open_folder_job,
+    write_run_config,
+)
+from engine.session import Session
+from engine.stream import Predicted, Skipped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,16 +32,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--input", required=True, type=Path, help="folder of images (searched recursively)")
     parser.add_argument(
-        "--state", required=True, type=Path, help="adaptation state directory (resumed if present)"
+        "--state",
+        required=True,
+        type=Path,
+        help="journal directory: adaptation state and rows (resumed if present; an app profile's "
+        "state folder works too)",
     )
     parser.add_argument(
         "--out", required=True, type=Path, help="predictions CSV (appended as images are processed)"
     )
     parser.add_argument(
-        "--order", choices=("name", "mtime"), default="name", help="arrival order (default: name)"
+        "--order",
+        choices=("name", "mtime", "manifest"),
+        default="name",
+        help="arrival order (default: name; manifest: manifest.csv/.txt in the folder or --manifest)",
     )
+    parser.add_argument("--manifest", type=Path, help="file listing the images in arrival order")
     parser.add_argument(
         "--save-every", type=int, default=50, metavar="N", help="save the state every N images"
+    )
+    parser.add_argument(
+        "--max-skipped",
+        type=float,
+        default=0.5,
+        metavar="SHARE",
+        help="exit with code 3 when more than this share of the images could not be processed "
+        "(default 0.5; none processed always gives 3)",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     parser.add_argument("--seed", type=int, default=0)
@@ -43,76 +65,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_method_arguments(parser)
 
 
+def _open(args: argparse.Namespace) -> FolderJob:
+    config = method_config_from_args(args)
+    session = Session(
+        args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
+    )
+    return open_folder_job(
+        session,
+        args.input,
+        args.state,
+        args.out,
+        order=args.order,
+        manifest=args.manifest,
+        save_every=max(1, args.save_every),
+        keep_saved_settings=not args.set,
+        command="f2tta run --input " + str(args.input),
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     if not args.input.is_dir():
         print(f"error: input folder not found: {args.input}", file=sys.stderr)
-        return 2
-    stop = {"requested": False}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop["requested"]:  # second Ctrl-C: give up at once (the last saved state is intact)
-            raise KeyboardInterrupt
-        stop["requested"] = True
-        print("\nstopping after the current image (Ctrl-C again to abort)...", file=sys.stderr)
-
+        return EXIT_USAGE
+    if not 0.0 <= args.max_skipped <= 1.0:
+        print("error: --max-skipped must be between 0 and 1", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        config = method_config_from_args(args)
-        session = Session(
-            args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
-        )
-        images = list_images(args.input, order=args.order)
+        job = _open(args)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not images:
-        print(f"error: no images found in {args.input}", file=sys.stderr)
-        return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+        return EXIT_USAGE
+    try:
+        return _run(job, args)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once; the last saved state is intact
+        print(
+            "\naborted: the state saved last is intact; rows made after it are dropped and their images "
+            "processed again by the next run",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        job.close()
+
+
+def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    atomic_write_bytes(
-        args.out.with_suffix(".config.json"),
-        (json.dumps(run_config(session, record), indent=2) + "\n").encode(),
+    write_run_config(args.out.with_suffix(".config.json"), job.session, record)
+    run = job.run
+    bar = tqdm(
+        total=run.summary.total, disable=args.no_progress, unit="img", file=sys.stderr, dynamic_ncols=True
     )
+    bar.update(run.summary.done_before)
 
-    bar = tqdm(total=len(images), disable=args.no_progress, unit="img", file=sys.stderr, dynamic_ncols=True)
-
-    def on_result(result: StepResult, rel: str) -> None:
-        bar.update(1)
-
-    def on_start(done: int) -> None:
-        bar.update(done)
-
-    def on_skip(rel: str, reason: str) -> None:
-        bar.update(1)
-        tqdm.write(f"skipped {rel}: {reason}", file=sys.stderr)
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if run.stop_requested:
+            raise KeyboardInterrupt
+        run.request_stop()
+        tqdm.write("stopping after the current image (Ctrl-C again to abort)...", file=sys.stderr)
 
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
-        summary = run_stream(
-            session,
-            args.input,
-            images,
-            args.out,
-            args.state,
-            save_every=max(1, args.save_every),
-            should_stop=lambda: stop["requested"],
-            on_result=on_result,
-            on_skip=on_skip,
-            on_start=on_start,
-        )
-    except F2TTAError as exc:
-        bar.close()
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        for outcome in run.outcomes():
+            if isinstance(outcome, Predicted):
+                bar.update(1)
+                if outcome.step.guard_event is not None:
+                    tqdm.write(f"{outcome.item.name}: {outcome.step.guard_event.message}", file=sys.stderr)
+            elif isinstance(outcome, Skipped):
+                bar.update(0 if outcome.transient else 1)
+                when = " (tried again next run)" if outcome.transient else ""
+                tqdm.write(f"skipped {outcome.item.name}: {outcome.reason}{when}", file=sys.stderr)
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
-    bar.close()
+        bar.close()
+    summary = run.summary
+    skipped = sum(not s.transient for s in summary.skipped)
+    deferred = len(summary.skipped) - skipped
+    done = job.resumed_rows + summary.processed
     print(
-        f"{summary.resumed_from + summary.processed} of {summary.total} images processed "
-        f"({summary.processed} now, {summary.resumed_from} before), {len(summary.skipped)} skipped; "
-        f"predictions: {args.out}; skipped: {skipped_path(args.out)}; state: {args.state}",
+        f"{done} of {summary.total} images processed ({summary.processed} now, {job.resumed_rows} before), "
+        f"{skipped} skipped, {deferred} to retry; predictions: {args.out}; skipped: {skipped_path(args.out)}; "
+        f"state: {args.state}",
         file=sys.stderr,
     )
-    return 130 if summary.interrupted else 0
+    code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
+    if code not in (0, EXIT_INTERRUPTED):
+        print(f"error: {why}", file=sys.stderr)
+    return code

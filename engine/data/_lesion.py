@@ -7,7 +7,7 @@ the normal patches hold a *mimic*: a cluster of small, round, regular lymphocyte
 
 The sites are the histo sites (same stains, blur, noise, JPEG quality and magnification), so the
 appearance shift is the same while the evidence is confined to a few tokens: the case where
-uncertainty-based token masking can remove the evidence (see METHOD.md).
+uncertainty-based token masking can remove the evidence (see ``docs/method.md``).
 """
 
 from __future__ import annotations

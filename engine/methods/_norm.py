@@ -30,11 +30,6 @@ from engine.prompted_vit import PromptedViT
 ParamScope = Literal["norm", "all"]
 
 
-def softmax_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy of ``softmax(logits)`` per sample: ``(B, C) -> (B,)``."""
-    return -(logits.softmax(dim=-1) * logits.log_softmax(dim=-1)).sum(dim=-1)
-
-
 def symmetric_kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """``(KL(p||q) + KL(q||p)) / 2`` per sample for probability rows ``(B, C)``."""
     log_p, log_q = p.clamp_min(1e-12).log(), q.clamp_min(1e-12).log()

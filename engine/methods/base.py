@@ -13,12 +13,15 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
 
 from engine.prompted_vit import PromptedViT
+
+if TYPE_CHECKING:
+    from engine.source_reference import SourceReference
 
 
 @dataclass
@@ -31,7 +34,11 @@ class MethodOutput:
         uncertainty: ``(B, N)`` per-patch-token uncertainty, if the method computes one.
         uncertain_tokens: ``(B, k)`` patch indices of T_U, if any.
         reliable_tokens: ``(B, k)`` patch indices of T_R, if any.
-        diagnostics: scalars (loss, norms, ...) for logs and plots.
+        diagnostics: scalars (loss, norms, ...) for logs, traces and plots.
+        update_skipped: the method left its state unchanged because its loss or gradient was not
+            finite (I-DiPT's guard); reported to the user with the image.
+        views_kept: how many masked views entered the loss (I-DiPT's evidence check), None for
+            methods without views.
     """
 
     logits: torch.Tensor
@@ -40,6 +47,8 @@ class MethodOutput:
     uncertain_tokens: torch.Tensor | None = None
     reliable_tokens: torch.Tensor | None = None
     diagnostics: dict[str, float] = field(default_factory=dict)
+    update_skipped: bool = False
+    views_kept: int | None = None
 
 
 class TTAMethod(ABC):
@@ -57,6 +66,8 @@ class TTAMethod(ABC):
     max_batch: ClassVar[int | None] = None
     #: Config overrides that switch one mechanism off each, the rows of ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
+    #: Whether the method reads the model's source reference (``engine.source_reference``).
+    uses_reference: ClassVar[bool] = False
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:
@@ -72,11 +83,19 @@ class TTAMethod(ABC):
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
         self.steps = 0
+        self.reference: SourceReference | None = None
         self.configure_model()
 
     # -- the Tent vocabulary -------------------------------------------------------------------
     def configure_model(self) -> None:  # noqa: B027 - optional hook
         """Create or prepare whatever adapts; called at construction and by :meth:`reset`."""
+
+    def use_reference(self, reference: SourceReference | None) -> None:
+        """Receive the model's source reference (None: the model has none); kept across resets.
+
+        Called by the session right after construction for methods with :attr:`uses_reference`.
+        """
+        self.reference = reference
 
     def collect_params(self) -> list[nn.Parameter]:
         """Parameters updated by adaptation (empty for SourceOnly)."""
@@ -151,15 +170,6 @@ def list_methods() -> list[str]:
 
 def method_config_class(name: str) -> type[Any] | None:
     return get_method_class(name).config_class
-
-
-def config_from_dict(cls: type[Any], data: dict[str, Any]) -> Any:
-    """Rebuild a frozen config dataclass from JSON, refusing unknown fields."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-    return cls(**data)
 
 
 def optimizer_state(

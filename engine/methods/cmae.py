@@ -48,7 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.config import setting
 from engine.methods._hog import hog_dim, patch_hog
+from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
     ParamScope,
@@ -58,25 +60,28 @@ from engine.methods._norm import (
 )
 from engine.methods._uom import mc_dropout_uncertainty, select_tokens
 from engine.methods.base import MethodOutput, register_method
-from engine.methods.idipt import soft_cross_entropy
 
 
 @dataclass(frozen=True)
 class CMAEConfig:
     """Hyper-parameters of C-MAE; defaults are the paper's (ViT-Base settings of its code)."""
 
-    lr: float = 1e-5  # Adam learning rate (backbone parameters, head and mask token)
-    beta1: float = 0.9  # Adam's first-moment decay
-    beta2: float = 0.999  # Adam's second-moment decay
-    mask_percent: float = 50.0  # K: percent of patches masked (the most uncertain ones)
-    mc_passes: int = 10  # D: Monte-Carlo dropout passes of the uncertainty
-    mc_dropout: float = 0.1  # dropout probability of those passes (block 1's MLP)
-    hog_weight: float = 0.5  # weight of the HOG reconstruction loss (the authors' run script)
-    hog_bins: int = 9  # orientation bins of the HOG targets
-    hog_cell: int = 8  # HOG cell side in pixels (one cell per patch if it does not divide the patch)
-    restore_prob: float = 0.01  # stochastic restore probability per adapted element
-    params: ParamScope = "norm"  # "norm": LayerNorm affine parameters; "all": every weight (the paper)
-    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
+    lr: float = setting(1e-5, "Adam learning rate (backbone parameters, head and mask token)")
+    beta1: float = setting(0.9, "Adam's first-moment decay")
+    beta2: float = setting(0.999, "Adam's second-moment decay")
+    mask_percent: float = setting(50.0, "K: percent of patches masked (the most uncertain ones)")
+    mc_passes: int = setting(10, "D: Monte-Carlo dropout passes of the uncertainty")
+    mc_dropout: float = setting(0.1, "dropout probability of those passes (block 1's MLP)")
+    hog_weight: float = setting(0.5, "weight of the HOG reconstruction loss (the authors' run script)")
+    hog_bins: int = setting(9, "orientation bins of the HOG targets")
+    hog_cell: int = setting(8, "HOG cell side in pixels (one cell per patch if it does not divide the patch)")
+    restore_prob: float = setting(0.01, "stochastic restore probability per adapted element")
+    params: ParamScope = setting(
+        "norm", '"norm": LayerNorm affine parameters; "all": every weight (the paper)'
+    )
+    predict_after_update: bool = setting(
+        True, "paper's protocol: update, then predict again (False: original pass)"
+    )
 
     def __post_init__(self) -> None:
         if not 0.0 < self.mask_percent <= 50.0:

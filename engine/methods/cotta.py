@@ -42,7 +42,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.config import setting
 from engine.methods._augment import augment
+from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
     ParamScope,
@@ -54,22 +56,27 @@ from engine.methods._norm import (
     stochastic_restore,
 )
 from engine.methods.base import MethodOutput, register_method
-from engine.methods.idipt import soft_cross_entropy
 
 
 @dataclass(frozen=True)
 class CoTTAConfig:
     """Hyper-parameters of CoTTA; defaults are the paper's (CIFAR / few-class settings)."""
 
-    lr: float = 1e-3  # Adam learning rate of the student
-    beta1: float = 0.9  # Adam's first-moment decay
-    beta2: float = 0.999  # Adam's second-moment decay
-    ema_momentum: float = 0.999  # teacher <- m * teacher + (1 - m) * student
-    restore_prob: float = 0.01  # probability that an adapted element is reset to its source value
-    confidence_threshold: float = 0.92  # ap: below this anchor confidence the teacher averages augmentations
-    aug_views: int = 32  # N: augmented views averaged into the teacher's pseudo-label
-    params: ParamScope = "norm"  # "norm": LayerNorm affine parameters; "all": every weight (the paper)
-    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
+    lr: float = setting(1e-3, "Adam learning rate of the student")
+    beta1: float = setting(0.9, "Adam's first-moment decay")
+    beta2: float = setting(0.999, "Adam's second-moment decay")
+    ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student")
+    restore_prob: float = setting(0.01, "probability that an adapted element is reset to its source value")
+    confidence_threshold: float = setting(
+        0.92, "ap: below this anchor confidence the teacher averages augmentations"
+    )
+    aug_views: int = setting(32, "N: augmented views averaged into the teacher's pseudo-label")
+    params: ParamScope = setting(
+        "norm", '"norm": LayerNorm affine parameters; "all": every weight (the paper)'
+    )
+    predict_after_update: bool = setting(
+        True, "paper's protocol: update, then predict again (False: original pass)"
+    )
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.aug_views < 1:

@@ -32,12 +32,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.config import setting
+from engine.methods._losses import softmax_entropy
 from engine.methods._memory import KeyValueMemory
 from engine.methods._norm import (
     AdaptedCopyMethod,
     forward_features_and_logits,
     layernorm_param_names,
-    softmax_entropy,
     symmetric_kl,
 )
 from engine.methods.base import MethodOutput, register_method
@@ -47,12 +48,14 @@ from engine.methods.base import MethodOutput, register_method
 class DLTTAConfig:
     """Hyper-parameters of DLTTA; defaults are the authors' Camelyon17 settings."""
 
-    lr: float = 1e-3  # base Adam learning rate (Tent's); scaled by the discrepancy once the memory is full
-    beta1: float = 0.9  # Adam's first-moment decay
-    beta2: float = 0.999  # Adam's second-moment decay
-    memory_size: int = 800  # number of (feature, logits) pairs kept, FIFO
-    neighbours: int = 4  # k nearest stored features averaged into the past prediction
-    temperature: float = 2.0  # softmax temperature of the current prediction in the discrepancy
+    lr: float = setting(
+        1e-3, "base Adam learning rate (Tent's); scaled by the discrepancy once the memory is full"
+    )
+    beta1: float = setting(0.9, "Adam's first-moment decay")
+    beta2: float = setting(0.999, "Adam's second-moment decay")
+    memory_size: int = setting(800, "number of (feature, logits) pairs kept, FIFO")
+    neighbours: int = setting(4, "k nearest stored features averaged into the past prediction")
+    temperature: float = setting(2.0, "softmax temperature of the current prediction in the discrepancy")
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.temperature <= 0:

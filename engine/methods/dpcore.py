@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.config import setting
 from engine.methods._norm import check_shapes, prediction_after_update
 from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
 from engine.methods.base import MethodOutput, TTAMethod, register_method
@@ -54,18 +55,20 @@ from engine.methods.base import MethodOutput, TTAMethod, register_method
 class DPCoreConfig:
     """Hyper-parameters of DPCore; defaults are the paper's (ViT-Base, ImageNet-C)."""
 
-    num_prompts: int = 8  # visual prompt tokens inserted after the CLS token
-    lr: float = 0.1  # AdamW learning rate of the prompt (fresh optimiser per batch)
-    weight_decay: float = 0.01  # AdamW weight decay (torch's default, as in the code)
-    temperature: float = 3.0  # τ: softmax temperature of the coreset weights
-    ema_alpha: float = 0.999  # α: step of the coreset update towards an in-distribution batch
-    ratio_threshold: float = 0.8  # ρ: in-distribution if loss(p_w) < ρ * loss(no prompt)
-    id_steps: int = 1  # AdamW steps on the weighted prompt for an in-distribution batch
-    ood_steps: int = 50  # AdamW steps learning a new prompt for an out-of-distribution batch
-    std_weight: float = 1.0  # λ: weight of the std term in the loss and the distances
-    max_coreset: int = 0  # ours: cap on the coreset size; 0 = unbounded (the paper)
-    source_images: int = 20  # ours: first test images that estimate the source statistics
-    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
+    num_prompts: int = setting(8, "visual prompt tokens inserted after the CLS token")
+    lr: float = setting(0.1, "AdamW learning rate of the prompt (fresh optimiser per batch)")
+    weight_decay: float = setting(0.01, "AdamW weight decay (torch's default, as in the code)")
+    temperature: float = setting(3.0, "τ: softmax temperature of the coreset weights")
+    ema_alpha: float = setting(0.999, "α: step of the coreset update towards an in-distribution batch")
+    ratio_threshold: float = setting(0.8, "ρ: in-distribution if loss(p_w) < ρ * loss(no prompt)")
+    id_steps: int = setting(1, "AdamW steps on the weighted prompt for an in-distribution batch")
+    ood_steps: int = setting(50, "AdamW steps learning a new prompt for an out-of-distribution batch")
+    std_weight: float = setting(1.0, "λ: weight of the std term in the loss and the distances")
+    max_coreset: int = setting(0, "ours: cap on the coreset size; 0 = unbounded (the paper)")
+    source_images: int = setting(20, "ours: first test images that estimate the source statistics")
+    predict_after_update: bool = setting(
+        True, "paper's protocol: update, then predict again (False: original pass)"
+    )
 
     def __post_init__(self) -> None:
         if self.num_prompts < 1 or self.id_steps < 1 or self.ood_steps < 1:

@@ -45,11 +45,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.config import setting
+from engine.methods._losses import softmax_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
     layernorm_param_names,
     prediction_after_update,
-    softmax_entropy,
 )
 from engine.methods.base import MethodOutput, register_method
 
@@ -58,15 +59,19 @@ from engine.methods.base import MethodOutput, register_method
 class SARConfig:
     """Hyper-parameters of SAR; defaults are the paper's (ViT-Base, batch size 1)."""
 
-    lr: float = 2 * 0.001 / 64  # SGD learning rate (ViT rate per image, doubled for batch size 1)
-    momentum: float = 0.9  # SGD momentum
-    rho: float = 0.05  # SAM neighbourhood radius ρ
-    margin_factor: float = 0.4  # entropy filter E0 = margin_factor * ln(C)
-    reset_entropy: float = 0.2  # e_m: reset when the entropy moving average drops below this (nats)
-    scale_reset_entropy: bool = True  # ours: e_m is for 1000 classes, scaled by ln C / ln 1000 like E0
-    ema_decay: float = 0.9  # decay of the entropy moving average
-    top_fraction: float = 0.25  # fraction of top blocks whose LayerNorms stay frozen (3 of 12)
-    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
+    lr: float = setting(2 * 0.001 / 64, "SGD learning rate (ViT rate per image, doubled for batch size 1)")
+    momentum: float = setting(0.9, "SGD momentum")
+    rho: float = setting(0.05, "SAM neighbourhood radius ρ")
+    margin_factor: float = setting(0.4, "entropy filter E0 = margin_factor * ln(C)")
+    reset_entropy: float = setting(0.2, "e_m: reset when the entropy moving average drops below this (nats)")
+    scale_reset_entropy: bool = setting(
+        True, "ours: e_m is for 1000 classes, scaled by ln C / ln 1000 like E0"
+    )
+    ema_decay: float = setting(0.9, "decay of the entropy moving average")
+    top_fraction: float = setting(0.25, "fraction of top blocks whose LayerNorms stay frozen (3 of 12)")
+    predict_after_update: bool = setting(
+        True, "paper's protocol: update, then predict again (False: original pass)"
+    )
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.rho < 0:

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from engine.config import setting
+from engine.methods._losses import softmax_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
     layernorm_param_names,
     prediction_after_update,
-    softmax_entropy,
 )
 from engine.methods.base import MethodOutput, register_method
 
@@ -41,11 +42,13 @@ from engine.methods.base import MethodOutput, register_method
 class TentConfig:
     """Hyper-parameters of Tent; defaults are the paper's (Adam setting of its code)."""
 
-    lr: float = 1e-3  # Adam learning rate of the single step per batch
-    beta1: float = 0.9  # Adam's first-moment decay
-    beta2: float = 0.999  # Adam's second-moment decay
-    weight_decay: float = 0.0  # L2 weight decay on the LayerNorm parameters
-    predict_after_update: bool = True  # paper's protocol: update, then predict again (False: original pass)
+    lr: float = setting(1e-3, "Adam learning rate of the single step per batch")
+    beta1: float = setting(0.9, "Adam's first-moment decay")
+    beta2: float = setting(0.999, "Adam's second-moment decay")
+    weight_decay: float = setting(0.0, "L2 weight decay on the LayerNorm parameters")
+    predict_after_update: bool = setting(
+        True, "paper's protocol: update, then predict again (False: original pass)"
+    )
 
     def __post_init__(self) -> None:
         if self.lr <= 0:

@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine._fft import low_freq_amplitude, low_freq_window
+from engine.config import setting
+from engine.methods._fft import low_freq_amplitude, low_freq_window
 from engine.methods._memory import KeyValueMemory
 from engine.methods._norm import check_shapes
 from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
@@ -56,16 +57,16 @@ from engine.methods.base import (
 class VPTTAConfig:
     """Hyper-parameters of VPTTA; defaults are the paper's (fundus setting) unless noted."""
 
-    lr: float = 0.05  # Adam learning rate of the prompt
-    beta1: float = 0.9  # Adam's first-moment decay
-    beta2: float = 0.99  # Adam's second-moment decay
-    iters: int = 1  # optimisation steps per image
-    prompt_alpha: float = 0.01  # prompt window side as a fraction of the image side
-    memory_size: int = 40  # bank capacity (FIFO)
-    neighbours: int = 16  # nearest keys whose prompts initialise a new one
-    temperature: float = 0.2  # softmax temperature of the neighbours' cosine similarities
-    std_weight: float = 1.0  # weight of the std term of the alignment loss
-    source_images: int = 20  # ours: first test images that estimate the source statistics
+    lr: float = setting(0.05, "Adam learning rate of the prompt")
+    beta1: float = setting(0.9, "Adam's first-moment decay")
+    beta2: float = setting(0.99, "Adam's second-moment decay")
+    iters: int = setting(1, "optimisation steps per image")
+    prompt_alpha: float = setting(0.01, "prompt window side as a fraction of the image side")
+    memory_size: int = setting(40, "bank capacity (FIFO)")
+    neighbours: int = setting(16, "nearest keys whose prompts initialise a new one")
+    temperature: float = setting(0.2, "softmax temperature of the neighbours' cosine similarities")
+    std_weight: float = setting(1.0, "weight of the std term of the alignment loss")
+    source_images: int = setting(20, "ours: first test images that estimate the source statistics")
 
     def __post_init__(self) -> None:
         if not 0.0 < self.prompt_alpha <= 1.0:

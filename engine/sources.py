@@ -1,7 +1,9 @@
-"""What the app feeds the model: a folder of images or the tissue tiles of a slide (Qt-free).
+"""What a run feeds the model: a folder of images or the tissue tiles of a slide.
 
 A source is an immutable list of :class:`StreamItem` in arrival order, with ground truth when the
-folder provides it (class sub-folders named after the model's classes, or a labels CSV).
+folder provides it (class sub-folders named after the model's classes, or a labels CSV). The
+stream loop (:mod:`engine.stream`) reads its items; ``f2tta run`` and the app open the same
+sources, so a folder has the same identity (:attr:`FolderSource.source_id`) and item keys in both.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from app._engine import Slide, Tile, TilePlan, list_images
+from engine.errors import F2TTAError
+from engine.images import list_images
+from engine.slides import Slide, Tile, TilePlan
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +32,7 @@ PATH_COLUMNS = ("file", "filename", "path", "image", "name", "relpath")
 LABEL_COLUMNS = ("label", "class", "ground_truth", "gt", "target", "y", "diagnosis")
 
 
-class SourceError(ValueError):
+class SourceError(F2TTAError, ValueError):
     """A folder or manifest cannot be used; the message is meant for the user."""
 
 

@@ -11,7 +11,7 @@ class PromptBank:
 
     Args:
         capacity: N_B, the number of entries kept (paper: 20).
-        temperature: softmax temperature of the similarity weights ω (METHOD.md: the paper's raw
+        temperature: softmax temperature of the similarity weights ω (``docs/method.md``: the paper's raw
             cosine sum is normalised; a softmax over cosine/τ is our choice).
     """
 

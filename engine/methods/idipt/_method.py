@@ -1,8 +1,8 @@
 """I-DiPT: Image-level Disentangled Prompt Tuning for free-form test-time adaptation.
 
 Implements the method of "Free-Form Test-Time Adaptation ... with Image-level Disentangled
-Prompt Tuning" (``shared/paper/f2tta-idipt.tex``, Methodology and Algorithm 1) with the
-decisions of ``shared/METHOD.md``. Per image x_k (batch size 1):
+Prompt Tuning" (Methodology and Algorithm 1); ``docs/method.md`` records every decision the
+implementation had to make. Per image x_k (batch size 1):
 
 1. source pass (frozen ViT, no prompts) -> soft target ŷ_w;
 2. UoM: MC dropout (D passes) in block 1's MLP -> token uncertainty, T_U / T_R (K % each);
@@ -17,12 +17,12 @@ decisions of ``shared/METHOD.md``. Per image x_k (batch size 1):
 
 Departures from the paper (each also in ``docs/method.md``):
 
-* Gated prompts by default (METHOD.md pitfall 1): the prompt attention path has its own softmax
+* Gated prompts by default (``docs/method.md``, "Prompts"): the prompt attention path has its own softmax
   and a zero-initialised per-layer, per-head gate tanh(g), learned with the prompts. Fresh prompts
   leave the model exactly as it was. ``prompt_mode="prefix"`` is the paper's ungated form.
 * Similarity weights ω are a softmax of cosine similarity / ``bank_temperature`` (the paper's raw
   cosine sum would scale the prompt by about N_B).
-* The graphs are token-wise (W^e: C -> D_g per prompt token, METHOD.md). G_I's decoded aggregate is
+* The graphs are token-wise (W^e: C -> D_g per prompt token, ``docs/method.md``). G_I's decoded aggregate is
   added to the attention-weighted stored invariant prompts, Σ a_b φ_I^(b) + W^d(Σ a_b n_b), before
   the EMA: with the recommended zero-initialised W^d the paper's literal form would shrink φ_I by
   γ = 0.9 at every image, while this form makes the zero-initialised graph an EMA over the bank.
@@ -34,7 +34,7 @@ Departures from the paper (each also in ``docs/method.md``):
   collapsed (source accuracy 98.8 % -> 53 % over a 300-image stream).
 * With UoM off (ablation) both prompts see the whole image and the loss is cross-entropy with the
   source model's hard pseudo-label.
-* Evidence check (``evidence_check=True``, METHOD.md pitfall "masking can remove the evidence"):
+* Evidence check (``evidence_check=True``, ``docs/method.md``: masking can remove the evidence):
   a masked view that no longer predicts the source class (its remaining tokens do not support
   ŷ_w, e.g. a small lesion was masked away) is left out of the loss; with neither view kept no
   step is taken. On the generated lesion set the unchecked loss taught a class bias (source
@@ -56,10 +56,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine._bank import PromptBank
-from engine._fft import low_freq_amplitude
-from engine._graph import PromptGraph
-from engine.errors import STEP_EVENT
+from engine.config import setting
+from engine.methods._fft import low_freq_amplitude
+from engine.methods._losses import soft_cross_entropy
 from engine.methods._uom import complement, mc_dropout_uncertainty, select_tokens
 from engine.methods.base import (
     MethodOutput,
@@ -68,7 +67,9 @@ from engine.methods.base import (
     optimizer_state,
     register_method,
 )
-from engine.prompted_vit import PrefixPrompts
+from engine.methods.idipt._bank import PromptBank
+from engine.methods.idipt._graph import PromptGraph
+from engine.prompted_vit import PrefixPrompts, SourcePass
 
 logger = logging.getLogger(__name__)
 
@@ -77,24 +78,30 @@ logger = logging.getLogger(__name__)
 class IDiPTConfig:
     """Hyper-parameters of I-DiPT; defaults are the paper's (Implementation Detail)."""
 
-    prompt_len_specific: int = 8  # L_S: image-specific prompt tokens per layer (half keys, half values)
-    prompt_len_invariant: int = 4  # L_I: image-invariant prompt tokens per layer
-    mc_passes: int = 10  # D: Monte-Carlo dropout passes for the token uncertainty
-    mc_dropout: float = 0.1  # dropout probability in block 1's MLP during the MC passes
-    mask_percent: float = 30.0  # K: percent of patch tokens in T_U and in T_R (disjoint up to 50)
-    bank_size: int = 20  # N_B: prompt bank capacity (FIFO)
-    beta: float = 0.1  # low-frequency window half-size as a fraction of the image side
-    gamma: float = 0.9  # EMA decay for the image-invariant prompt in G_I
-    graph_dim: int = 512  # D_g: node width of both graphs
-    lr: float = 1e-3  # Adam learning rate of the single step per image
-    bank_temperature: float = 0.05  # softmax temperature of the bank's cosine-similarity weights
-    prompt_mode: Literal["gated", "prefix"] = "gated"  # gated zero-init prompt path, or the paper's prefix
-    prompt_init_std: float = 0.02  # std of the normal initialisation of both prompts
-    use_uom: bool = True  # ablation switch: uncertainty-oriented masking (off: pseudo-label loss)
-    use_pgd: bool = True  # ablation switch: prompt bank + parallel graph distillation
-    use_graphs: bool = True  # ablation switch: graphs (off: bank pre-initialisation only)
-    consistency_target: Literal["soft", "hard"] = "soft"  # ŷ_w as probabilities, or its argmax
-    evidence_check: bool = True  # drop a masked view's loss when the view no longer predicts ŷ_w's class
+    prompt_len_specific: int = setting(
+        8, "L_S: image-specific prompt tokens per layer (half keys, half values)"
+    )
+    prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer")
+    mc_passes: int = setting(10, "D: Monte-Carlo dropout passes for the token uncertainty")
+    mc_dropout: float = setting(0.1, "dropout probability in block 1's MLP during the MC passes")
+    mask_percent: float = setting(30.0, "K: percent of patch tokens in T_U and in T_R (disjoint up to 50)")
+    bank_size: int = setting(20, "N_B: prompt bank capacity (FIFO)")
+    beta: float = setting(0.1, "low-frequency window half-size as a fraction of the image side")
+    gamma: float = setting(0.9, "EMA decay for the image-invariant prompt in G_I")
+    graph_dim: int = setting(512, "D_g: node width of both graphs")
+    lr: float = setting(1e-3, "Adam learning rate of the single step per image")
+    bank_temperature: float = setting(0.05, "softmax temperature of the bank's cosine-similarity weights")
+    prompt_mode: Literal["gated", "prefix"] = setting(
+        "gated", "gated zero-init prompt path, or the paper's prefix"
+    )
+    prompt_init_std: float = setting(0.02, "std of the normal initialisation of both prompts")
+    use_uom: bool = setting(True, "ablation switch: uncertainty-oriented masking (off: pseudo-label loss)")
+    use_pgd: bool = setting(True, "ablation switch: prompt bank + parallel graph distillation")
+    use_graphs: bool = setting(True, "ablation switch: graphs (off: bank pre-initialisation only)")
+    consistency_target: Literal["soft", "hard"] = setting("soft", "ŷ_w as probabilities, or its argmax")
+    evidence_check: bool = setting(
+        True, "drop a masked view's loss when the view no longer predicts ŷ_w's class"
+    )
 
     def __post_init__(self) -> None:
         if self.prompt_len_specific % 2 or self.prompt_len_invariant % 2:
@@ -115,11 +122,6 @@ class IDiPTConfig:
             raise ValueError("prompt_mode must be 'gated' or 'prefix'")
         if self.consistency_target not in ("soft", "hard"):
             raise ValueError("consistency_target must be 'soft' or 'hard'")
-
-
-def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of ``logits`` ``(B, C)`` against probability targets ``(B, C)``, per sample."""
-    return -(target * F.log_softmax(logits, dim=-1)).sum(dim=-1)
 
 
 @register_method("idipt")
@@ -202,7 +204,7 @@ class IDiPT(TTAMethod):
 
         with torch.no_grad():
             source = model.source_pass(x)
-            target = source.logits.softmax(dim=-1)
+            target = self._consistency_target(source)
             uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
@@ -217,7 +219,7 @@ class IDiPT(TTAMethod):
         phi_s = nn.Parameter(pre_s.clone())
         hat_s, hat_i, _ = self._enhance(phi_s, weights)
         prompts = PrefixPrompts.from_prompts([[hat_s], [hat_i]])
-        views_kept = 2.0
+        views_kept = 2
         if cfg.use_uom:
             n = model.num_patches
             views = torch.cat(
@@ -230,9 +232,10 @@ class IDiPT(TTAMethod):
             if cfg.evidence_check:
                 # A view whose remaining tokens no longer support the source class has lost the
                 # evidence (a small lesion masked away): fitting it to ŷ_w would teach a class bias.
-                kept = (logits.detach().argmax(dim=-1) == target.argmax(dim=-1)).to(losses.dtype)
+                source_class = source.logits.argmax(dim=-1)
+                kept = (logits.detach().argmax(dim=-1) == source_class).to(losses.dtype)
                 losses = losses * kept
-                views_kept = float(kept.sum())
+                views_kept = int(kept.sum())
         else:
             logits = model.forward_tokens(tokens.expand(2, -1, -1), prompts, gate)
             losses = F.cross_entropy(logits, target.argmax(dim=-1).expand(2), reduction="none")
@@ -243,9 +246,8 @@ class IDiPT(TTAMethod):
             "loss_specific": float(losses[0].detach()),
             "loss_invariant": float(losses[1].detach()),
             "bank_size": float(len(self.bank)),
-            "update_skipped": 0.0,
-            "views_kept": views_kept,
         }
+        update_skipped = False
         specific_opt = torch.optim.Adam([phi_s], lr=cfg.lr)
         self.optimizer.zero_grad(set_to_none=True)
         if math.isfinite(diagnostics["loss"]):
@@ -261,10 +263,9 @@ class IDiPT(TTAMethod):
                 specific_opt.step()
         else:
             # A NaN/inf loss or gradient would poison the persistent prompts: keep the last good ones.
-            diagnostics["update_skipped"] = 1.0
-            logger.warning(
-                "I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps, extra=STEP_EVENT
-            )
+            # The caller hears of it through MethodOutput.update_skipped (StepResult.update_skipped).
+            update_skipped = True
+            logger.debug("I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps)
         self.optimizer.zero_grad(set_to_none=True)
 
         with torch.no_grad():
@@ -273,11 +274,12 @@ class IDiPT(TTAMethod):
             adapted = model.forward_tokens(tokens, both, gate)
             if not bool(torch.isfinite(adapted).all()):
                 adapted = source.logits
-                diagnostics["update_skipped"] = 1.0
+                update_skipped = True
             elif grads_ok:
                 if cfg.use_pgd:
                     self.bank.enqueue(key, phi_s.detach(), carry_i)
                 self.phi_i.copy_(carry_i)
+            adapted = self._final_logits(adapted, source)
 
         self.steps += 1
         diagnostics.update(
@@ -299,7 +301,18 @@ class IDiPT(TTAMethod):
             uncertain_tokens=t_u,
             reliable_tokens=t_r,
             diagnostics=diagnostics,
+            update_skipped=update_skipped,
+            views_kept=views_kept,
         )
+
+    # ------------------------------------------------------------------ hooks (I-DiPT+)
+    def _consistency_target(self, source: SourcePass) -> torch.Tensor:
+        """ŷ_w, the probabilities both masked views are fitted to: the source prediction."""
+        return source.logits.softmax(dim=-1)
+
+    def _final_logits(self, adapted: torch.Tensor, source: SourcePass) -> torch.Tensor:
+        """The reported prediction: the prompted model's logits (I-DiPT+ may decide otherwise)."""
+        return adapted
 
     def recover(self) -> str:
         """Forget the image-specific history: the bank (whose prompts pre-initialise φ_S) is cleared."""
