@@ -69,7 +69,7 @@ from engine.methods.base import (
 )
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
-from engine.prompted_vit import PrefixPrompts, SourcePass
+from engine.prompted_vit import PrefixPrompts
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class IDiPT(TTAMethod):
 
         with torch.no_grad():
             source = model.source_pass(x)
-            target = self._consistency_target(source)
+            target = source.logits.softmax(dim=-1)
             uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
@@ -232,8 +232,7 @@ class IDiPT(TTAMethod):
             if cfg.evidence_check:
                 # A view whose remaining tokens no longer support the source class has lost the
                 # evidence (a small lesion masked away): fitting it to ŷ_w would teach a class bias.
-                source_class = source.logits.argmax(dim=-1)
-                kept = (logits.detach().argmax(dim=-1) == source_class).to(losses.dtype)
+                kept = (logits.detach().argmax(dim=-1) == target.argmax(dim=-1)).to(losses.dtype)
                 losses = losses * kept
                 views_kept = int(kept.sum())
         else:
@@ -279,7 +278,6 @@ class IDiPT(TTAMethod):
                 if cfg.use_pgd:
                     self.bank.enqueue(key, phi_s.detach(), carry_i)
                 self.phi_i.copy_(carry_i)
-            adapted = self._final_logits(adapted, source)
 
         self.steps += 1
         diagnostics.update(
@@ -304,15 +302,6 @@ class IDiPT(TTAMethod):
             update_skipped=update_skipped,
             views_kept=views_kept,
         )
-
-    # ------------------------------------------------------------------ hooks (I-DiPT+)
-    def _consistency_target(self, source: SourcePass) -> torch.Tensor:
-        """ŷ_w, the probabilities both masked views are fitted to: the source prediction."""
-        return source.logits.softmax(dim=-1)
-
-    def _final_logits(self, adapted: torch.Tensor, source: SourcePass) -> torch.Tensor:
-        """The reported prediction: the prompted model's logits (I-DiPT+ may decide otherwise)."""
-        return adapted
 
     def recover(self) -> str:
         """Forget the image-specific history: the bank (whose prompts pre-initialise φ_S) is cleared."""
