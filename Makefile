@@ -39,7 +39,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy engine
+	$(VENV)/bin/mypy --strict engine app
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)

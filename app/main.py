@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from app import APP_NAME, __version__
@@ -26,6 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("path", nargs="?", type=Path, help="a folder of images or a slide to open")
     parser.add_argument("--model", help="checkpoint (.safetensors) with its model card .json beside it")
     parser.add_argument("--profile", help="site profile that keeps the adaptation state")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        metavar="DIR",
+        help="use this state directory (e.g. one written by `f2tta run --state DIR`) instead of a profile",
+    )
     parser.add_argument("--method", help="adaptation method (default: idipt)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument(
@@ -65,8 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
-    from app.controller import Controller, ScriptOptions
+    from app.controller import Controller
     from app.profiles import ProfileError, check_name
+    from app.script import ScriptedRun, ScriptOptions
     from app.settings import load_settings
     from app.views.main_window import ICON, MainWindow
 
@@ -108,12 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         quit_when_done=args.quit_when_done,
     )
     # Command-line overrides are for this session only; settings changed in the dialog are saved.
-    controller = Controller(window, settings, home=home, script=script, persist_settings=not overrides)
-    controller.scriptFinished.connect(lambda code: app.exit(code))
+    state_dir = args.state.expanduser().resolve() if args.state else None
+    controller = Controller(
+        window, settings, home=home, persist_settings=not overrides and state_dir is None, state_dir=state_dir
+    )
+    scripted = ScriptedRun(controller, script)
+    scripted.finished.connect(lambda code: app.exit(code))
     previous_hook = sys.excepthook
     if args.quit_when_done:
         # An unexpected error in a slot would otherwise be printed and the smoke check would wait forever.
-        def fail(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        def fail(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
             logging.getLogger("app").critical("unexpected error", exc_info=(exc_type, exc, tb))
             app.exit(1)
 

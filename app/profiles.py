@@ -3,50 +3,39 @@
 A profile is a folder under ``<studio home>/profiles/<name>/``::
 
     profile.json        name, created/updated times, images seen, model and method (for listing)
-    state/              the engine session's saved state; its ``extra`` records, per source, the
-                        keys of the images already processed (saved atomically with the state)
-    rows/<hash>.jsonl   one table row per processed image of a source, appended as they are saved
+    state/              the profile's journal (:mod:`engine.journal`): the engine's state, one rows
+                        file per source, the lock -- the same format as ``f2tta run --state``
 
-Rows are appended *before* the state is saved, so the rows file is always a superset of what the
-state says was processed; rows whose key the state does not list are ignored on reload (their
-images were never part of a saved state and are processed again). Nothing is lost or counted twice.
+So ``f2tta run --state <profile>/state`` continues a profile, and a ``f2tta run`` state directory
+opens in the app as a profile (``f2tta-studio --state DIR``). Rows are written before the state
+and cut back to what the state lists when the journal opens: nothing is lost or counted twice.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import os
 import re
-import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from app._engine import PredictionRow, atomic_write_bytes
+from app._engine import Journal, Session, atomic_write_bytes
+
+STATE_JSON = "state.json"  # the human-readable copy of a state's metadata (engine.state)
 
 logger = logging.getLogger(__name__)
 
 ENV_HOME = "F2TTA_STUDIO_HOME"
 DEFAULT_PROFILE = "default"
-EXTRA_FORMAT = "f2tta-studio/profile-1"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
 
 
 class ProfileError(ValueError):
     """A profile name or folder cannot be used; the message is meant for the user."""
-
-
-class SavableSession(Protocol):
-    images_seen: int
-
-    def save(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Any: ...
-    def load(self, directory: str | Path) -> dict[str, Any]: ...
-    def state_fingerprint(self) -> str: ...
 
 
 def studio_home() -> Path:
@@ -100,156 +89,65 @@ class ProfileInfo:
         return text
 
 
-@dataclass
-class ProfileRecord:
-    """Per-source keys of processed images; owned and mutated by the worker thread only."""
-
-    processed: dict[str, list[str]] = field(default_factory=dict)
-    unsaved_rows: dict[str, list[PredictionRow]] = field(default_factory=dict)
-
-    def keys(self, source_id: str) -> set[str]:
-        return set(self.processed.get(source_id, ()))
-
-    def add(self, source_id: str, row: PredictionRow) -> None:
-        self.processed.setdefault(source_id, []).append(row.key)
-        self.unsaved_rows.setdefault(source_id, []).append(row)
-
-    def to_extra(self) -> dict[str, Any]:
-        return {"format": EXTRA_FORMAT, "saved": now_iso(), "processed": self.processed}
-
-    @classmethod
-    def from_extra(cls, extra: dict[str, Any] | None) -> ProfileRecord:
-        if not extra or extra.get("format") != EXTRA_FORMAT:
-            return cls()
-        processed = extra.get("processed", {})
-        if not isinstance(processed, dict):
-            return cls()
-        return cls(
-            {str(k): [str(v) for v in keys] for k, keys in processed.items() if isinstance(keys, list)}
-        )
-
-
 class Profile:
-    """One site profile folder."""
+    """One site profile folder, or a journal directory used as one (``external``).
 
-    def __init__(self, path: Path) -> None:
+    Args:
+        path: the profile folder (or the journal directory itself when ``external``).
+        external: ``path`` is a journal directory written by ``f2tta run`` (no profile.json).
+    """
+
+    def __init__(self, path: Path, external: bool = False) -> None:
         self.path = path
         self.name = path.name
-
-    @property
-    def state_dir(self) -> Path:
-        return self.path / "state"
-
-    def rows_file(self, source_id: str) -> Path:
-        return self.path / "rows" / f"{hashlib.sha1(source_id.encode()).hexdigest()[:16]}.jsonl"
-
-    def has_state(self) -> bool:
-        return self.state_dir.is_dir() and any(self.state_dir.iterdir())
+        self.external = external
+        self.state_dir = path if external else path / "state"
 
     def info(self) -> ProfileInfo:
-        try:
-            data = json.loads((self.path / "profile.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
+        data = _read_json(self.state_dir / STATE_JSON if self.external else self.path / "profile.json")
         return ProfileInfo(
             name=self.name,
             path=self.path,
             images_seen=int(data.get("images_seen", 0) or 0),
             created=data.get("created"),
-            updated=data.get("updated"),
+            updated=data.get("updated") or data.get("updated_at"),
             model_fingerprint=data.get("model_fingerprint"),
             method=data.get("method"),
             state_fingerprint=data.get("state_fingerprint"),
         )
 
     def _write_info(self, **changes: Any) -> ProfileInfo:
-        data: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            data = json.loads((self.path / "profile.json").read_text(encoding="utf-8"))
-        data.update(changes)
-        data.setdefault("created", now_iso())
-        data["name"] = self.name
-        _atomic_write_text(self.path / "profile.json", json.dumps(data, indent=2) + "\n")
+        if not self.external:
+            data = _read_json(self.path / "profile.json")
+            data.update(changes)
+            data.setdefault("created", now_iso())
+            data["name"] = self.name
+            _atomic_write_text(self.path / "profile.json", json.dumps(data, indent=2) + "\n")
         return self.info()
 
-    def load(self, session: SavableSession) -> ProfileRecord:
-        """Restore the saved state into ``session`` (untouched when there is none).
+    def open_journal(self) -> Journal:
+        """The profile's journal, locked for this process.
 
         Raises:
-            engine.StateError: the saved state is corrupt or belongs to another model/method.
+            engine.StateError: the directory cannot be used, or another process holds it.
         """
-        if not self.has_state():
-            return ProfileRecord()
-        return ProfileRecord.from_extra(session.load(self.state_dir))
+        legacy = self.path / "rows"  # profiles written before the journal kept rows beside state/
+        if not self.external and legacy.is_dir() and not (self.state_dir / "rows").exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            os.replace(legacy, self.state_dir / "rows")
+        return Journal(self.state_dir, command=f"f2tta-studio, profile {self.name!r}")
 
-    def save(
-        self, session: SavableSession, record: ProfileRecord, model_fingerprint: str, method: str
-    ) -> ProfileInfo:
-        """Append unsaved rows, then save the state with the processed keys, then the listing info.
-
-        Raises:
-            OSError, engine.F2TTAError: the state cannot be written; the previous state is kept.
-        """
-        for source_id, rows in record.unsaved_rows.items():
-            if rows:
-                self._append_rows(source_id, rows)
-        record.unsaved_rows.clear()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        session.save(self.state_dir, extra=record.to_extra())
+    def note_saved(self, session: Session) -> ProfileInfo:
+        """Record in profile.json what the state just saved holds (for the profile list)."""
         return self._write_info(
             images_seen=int(session.images_seen),
             updated=now_iso(),
-            model_fingerprint=model_fingerprint,
-            method=method,
+            model_fingerprint=session.fingerprint,
+            method=session.method_name,
             state_fingerprint=session.state_fingerprint(),
         )
 
-    def _append_rows(self, source_id: str, rows: list[PredictionRow]) -> None:
-        path = self.rows_file(source_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = "".join(json.dumps(row.to_json()) + "\n" for row in rows)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def read_rows(self, source_id: str, keys: set[str]) -> list[PredictionRow]:
-        """Saved rows of a source whose keys are in ``keys`` (the last copy of each), in arrival order.
-
-        Lines that are not kept (rows of images the state does not list, older copies of a row, a
-        line cut short by a crash) are dropped from the file, so it holds at most one line per
-        processed image however many runs were interrupted.
-        """
-        path = self.rows_file(source_id)
-        rows: dict[str, PredictionRow] = {}
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return []
-        for line in lines:
-            try:
-                row = PredictionRow.from_json(json.loads(line))
-            except (ValueError, TypeError, KeyError):
-                continue  # a line cut short by a crash
-            if row.key in keys:
-                rows[row.key] = row
-        kept = sorted(rows.values(), key=lambda r: r.index)
-        if len(kept) < len(lines):
-            self._rewrite_rows(path, kept)
-        return kept
-
-    def _rewrite_rows(self, path: Path, rows: list[PredictionRow]) -> None:
-        try:
-            _atomic_write_text(path, "".join(json.dumps(row.to_json()) + "\n" for row in rows))
-        except OSError as exc:  # housekeeping only: the rows read are still right
-            logger.warning("profile %s: %s could not be compacted (%s)", self.name, path.name, exc)
-
-    def clear(self) -> ProfileInfo:
-        """Forget the adaptation state and every processed image (reset to the source model)."""
-        for sub in (self.state_dir, self.path / "rows"):
-            shutil.rmtree(sub, ignore_errors=True)
+    def note_cleared(self) -> ProfileInfo:
         return self._write_info(images_seen=0, updated=now_iso(), state_fingerprint=None)
 
 
@@ -276,6 +174,14 @@ class ProfileStore:
             path.mkdir(parents=True, exist_ok=True)
             Profile(path)._write_info(images_seen=0)
         return Profile(path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -1,9 +1,9 @@
-"""Gathering a :class:`ReportData` snapshot on the UI thread (plots, examples, the run's metadata)."""
+"""Gathering a :class:`ReportData` snapshot on the UI thread from the run model and the session."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
@@ -12,9 +12,8 @@ from app._engine import __version__ as engine_version
 from app.overlay import composite, slide_heatmap
 from app.reports import ExampleImage, ReportData
 from app.rows import PredictionRow
-
-if TYPE_CHECKING:
-    from app.controller import Controller
+from app.run_model import RunModel
+from app.state import SessionState
 
 MAX_EXAMPLES = 6
 
@@ -44,22 +43,28 @@ def pick_examples(
     return sorted(chosen, key=lambda r: r.index)
 
 
-def collect_report_data(controller: Controller) -> ReportData | None:
-    """Snapshot everything the reports need; None when nothing has been processed."""
-    from app.controller import plot_png
+def collect_report_data(
+    model: RunModel, state: SessionState, plot_png: Callable[[], bytes]
+) -> ReportData | None:
+    """Snapshot everything the reports need; None when nothing has been processed.
 
-    info, source = controller.info, controller.source
-    rows = list(controller.window.table.model.rows)
+    Args:
+        model: the run model (rows, previews, overlays, tile values, statistics).
+        state: the session's state (model card, settings, profile, last run, errors).
+        plot_png: renders the plots panel (called on the UI thread).
+    """
+    info, source = state.info, model.source
+    rows = list(model.rows)
     if info is None or source is None or not rows:
         return None
-    available = {r.position for r in rows if r.position in controller.previews}
+    available = {r.position for r in rows if r.position in model.previews}
     examples = []
     for row in pick_examples(rows, available):
-        preview = controller.previews.get(row.position)
+        preview = model.previews.get(row.position)
         if preview is None:
             continue
         title = f"#{row.index} {row.name}: {row.prediction_label} ({row.confidence:.2f}), source {row.source_label}"
-        examples.append(ExampleImage(title, composite(preview, controller.overlays.get(row.position))))
+        examples.append(ExampleImage(title, composite(preview, model.overlays.get(row.position))))
     slide_info = None
     overview = None
     if isinstance(source, SlideSource):
@@ -79,55 +84,37 @@ def collect_report_data(controller: Controller) -> ReportData | None:
         }
         thumb_w = source.thumbnail.shape[1]
         overview = slide_heatmap(
-            source.thumbnail,
-            controller.window.slide_view.values,
-            plan.footprint * thumb_w / source.dimensions[0],
-            opacity=0.6,
+            source.thumbnail, model.tile_values, plan.footprint * thumb_w / source.dimensions[0], opacity=0.6
         )
-    profile = info.profile
-    card = info.card
+    ended, latest = state.last_run, state.latest_profile
+    state_fingerprint = (
+        ended.state_fingerprint if ended is not None and ended.state_fingerprint else info.state_fingerprint
+    )
     return ReportData(
         rows=tuple(rows),
-        summary=controller.stats.summary(),
-        classes=tuple(card.classes),
+        summary=model.stats.summary(),
+        classes=tuple(info.card.classes),
         source_kind=source.kind,
         source_path=str(source.path if isinstance(source, SlideSource) else source.root),
-        card=card.to_json(),
+        card=info.card.to_json(),
         model_path=info.model_path,
         model_fingerprint=info.fingerprint,
         method=info.method,
         run_config=info.config,
-        state_fingerprint=_current_state_fingerprint(controller),
+        state_fingerprint=state_fingerprint,
         profile={
-            "name": profile.name,
-            "images seen": _latest_images_seen(controller),
-            "updated": _latest_updated(controller),
+            "name": info.profile.name,
+            "images seen": latest.images_seen if latest is not None else 0,
+            "updated": latest.updated if latest is not None else None,
         },
         device=info.device,
-        order=controller.settings.order,
+        order=state.settings.order,
         label_origin=source.label_origin,
         slide=slide_info,
-        notes=tuple(controller.notes),
-        errors=tuple(controller.errors),
-        plot_png=plot_png(controller.window),
+        notes=tuple(model.notes),
+        errors=tuple(state.errors),
+        plot_png=plot_png(),
         slide_overview=None if overview is None else np.ascontiguousarray(overview),
         examples=tuple(examples),
         engine_version=engine_version,
     )
-
-
-def _current_state_fingerprint(controller: Controller) -> str:
-    ended = controller.last_run
-    if ended is not None and ended.state_fingerprint:
-        return ended.state_fingerprint
-    return controller.info.state_fingerprint if controller.info else ""
-
-
-def _latest_images_seen(controller: Controller) -> int:
-    info = controller.latest_profile
-    return info.images_seen if info is not None else 0
-
-
-def _latest_updated(controller: Controller) -> str | None:
-    info = controller.latest_profile
-    return info.updated if info is not None else None

@@ -10,7 +10,7 @@ from engine._device import select_device
 from engine._guard import GuardConfig, GuardEvent
 from engine._lock import LockedError
 from engine._version import __version__
-from engine.config import FieldInfo, coerce, fields_of
+from engine.config import FieldInfo, build_config, coerce, fields_of
 from engine.errors import (
     STEP_EVENT_ATTR,
     F2TTAError,
@@ -47,7 +47,19 @@ from engine.sources import (
     open_slide_source,
     parse_label,
 )
-from engine.stream import Failed, Outcome, Paused, Predicted, RunSummary, Saved, Skipped, StreamRun, read_item
+from engine.stream import (
+    Failed,
+    Outcome,
+    Paused,
+    Picture,
+    Predicted,
+    Reader,
+    RunSummary,
+    Saved,
+    Skipped,
+    StreamRun,
+    read_item,
+)
 
 __all__ = [
     "CSV_COLUMNS",
@@ -71,10 +83,12 @@ __all__ = [
     "ModelLoadError",
     "Outcome",
     "Paused",
+    "Picture",
     "Predicted",
     "PredictionRow",
     "PrefixPrompts",
     "PromptedViT",
+    "Reader",
     "RunSummary",
     "Saved",
     "Session",
@@ -95,6 +109,7 @@ __all__ = [
     "TilePlan",
     "__version__",
     "atomic_write_bytes",
+    "build_config",
     "coerce",
     "escape_cell",
     "fields_of",

@@ -175,7 +175,7 @@ def parse_assignments(cls: type | None, items: Iterable[str], what: str = "--set
     return out
 
 
-def build(cls: type[T], values: Mapping[str, Any]) -> T:
+def build_config(cls: type[T], values: Mapping[str, Any]) -> T:
     """An instance of ``cls`` from JSON-like values: unknown names refused, every value checked.
 
     Raises:

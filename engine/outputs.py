@@ -114,10 +114,12 @@ class CsvOutputs:
                 f"{self.path} holds the predictions of another input ({owner}); nothing was changed. "
                 "Choose another --out for this input"
             )
+        # The file may lag behind the journal (the app continued it) or run ahead of the saved state
+        # (rows made after the last save): what it holds must agree with the journal's rows.
         records = read_csv_records(self.path, CSV_COLUMNS)
         written = [(_whole(r["index"]), unescape_cell(r["item"])) for r in records[: len(rows)]]
-        expected = [(r.index, r.name) for r in rows]
-        if len(records) < len(rows) or written != expected:
+        expected = [(r.index, r.name) for r in rows[: len(written)]]
+        if written != expected:
             raise OutputError(
                 f"{self.path}: its rows are not the ones the state {journal.directory} saved (the file was "
                 "edited or replaced); nothing was changed. Move it away and run again to write it afresh"

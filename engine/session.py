@@ -20,7 +20,7 @@ from PIL import Image
 from engine._device import select_device
 from engine._guard import CollapseGuard, GuardConfig, GuardEvent
 from engine._version import __version__
-from engine.config import build, differences
+from engine.config import build_config, differences
 from engine.errors import StateError
 from engine.images import read_image, to_rgb
 from engine.methods import TTAMethod, get_method_class
@@ -264,7 +264,7 @@ class Session:
         if not keep_saved:
             raise SettingsMismatchError(origin, self.method_name, differences(cls, saved, current))
         try:
-            cfg = build(cls, saved) if cls is not None else None
+            cfg = build_config(cls, saved) if cls is not None else None
         except ValueError as exc:
             raise StateError(f"{origin}: the saved method settings are invalid: {exc}") from exc
         logger.info("state %s: continuing with its saved %s settings", origin, self.method_name)

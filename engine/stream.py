@@ -212,10 +212,19 @@ class StreamRun:
                     yield self.summary.failure
                     break
                 row = make_row(item, step, self.session.card.classes, self.positive_class)
-                if self.journal is not None:
-                    self.journal.add_row(self.source_id, row)
-                if self.on_row is not None:
-                    self.on_row(row)
+                try:
+                    if self.journal is not None:
+                        self.journal.add_row(self.source_id, row)
+                    if self.on_row is not None:
+                        self.on_row(row)
+                except OSError as exc:
+                    # The state already counts this image but its row is not on disk: saving now
+                    # would make the journal disagree with itself, so the last saved state stays.
+                    self.summary.save_error = (
+                        f"{item.name}: its row cannot be written ({exc.strerror or exc})"
+                    )
+                    yield Saved(self.session.images_seen, self.summary.save_error)
+                    return
                 self.summary.processed += 1
                 since_save += 1
                 yield Predicted(item, row, step, image)

@@ -133,7 +133,7 @@ def main() -> int:
     controller.resume()
     wait_until(app, lambda: controller.phase is Phase.DONE)
     window.table.select_source_row(3)
-    controller.show_position(window.table.model.row_at(3).position)
+    controller.model.select(window.table.model.row_at(3).position)
     window.image_view.reliable_box.setChecked(True)
     shot("03_folder_done_selected_row")
     window.table.mode_combo.setCurrentIndex(window.table.mode_combo.findData("low_confidence"))
@@ -150,7 +150,7 @@ def main() -> int:
     wait_until(app, lambda: controller.phase is Phase.DONE)
     shot("06_slide_done")
 
-    dialog = SettingsDialog(controller.settings, method_fields(), available_devices(), window)
+    dialog = SettingsDialog(controller.state.settings, method_fields(), available_devices(), window)
     dialog.advanced_toggle.setChecked(True)
     dialog.show()
     shot("07_settings_advanced", dialog)

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import IDiPTConfig, Session
-from engine.config import build, parse_assignments
+from engine.config import build_config, parse_assignments
 from engine.data import generate_arrays, open_dataset
 from engine.data.readers import read_array
 from engine.protocol import StreamParams, dataset_stream, default_fragments
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--stream-seed", type=int, default=0)
     args = parser.parse_args()
 
-    config = build(IDiPTConfig, parse_assignments(IDiPTConfig, args.set))
+    config = build_config(IDiPTConfig, parse_assignments(IDiPTConfig, args.set))
     session = Session(args.model, method_config=config, seed=args.seed)
     domains: list[str] = []
     if args.data is None:

@@ -92,7 +92,7 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     folder = make_folder(tmp_path, 24, labelled="folders")
     c = studio.open()
     studio.open_folder(c, folder)
-    assert c.phase is Phase.READY and c.pending == 24
+    assert c.phase is Phase.READY and c.model.pending == 24
     ended = studio.run_to_end(c)
     assert ended.reason == "finished" and ended.processed == 24 and ended.saved  # type: ignore[attr-defined]
     window = c.window
@@ -114,7 +114,7 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     # Selecting a row shows that image with its overlay; the hotkey action toggles the overlay.
     window.table.table.selectRow(5)
     shown = window.table.model.row_at(window.table.proxy.mapToSource(window.table.proxy.index(5, 0)).row())
-    assert c._selected == shown.position and f"#{shown.index}" in window.image_view.title.text()
+    assert c.model.selected == shown.position and f"#{shown.index}" in window.image_view.title.text()
     assert window.image_view.heat_item.isVisible() or window.image_view.heat_item.image is not None
     window.toggle_overlay_action.trigger()
     assert not window.image_view.overlay_visible and not window.image_view.uncertain_item.isVisible()
@@ -165,11 +165,11 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     studio.close(first)
 
     second = studio.open(profile="Site A")
-    assert second.info is not None and second.info.images_seen == len(done_first)
+    assert second.state.info is not None and second.state.info.images_seen == len(done_first)
     studio.open_folder(second, folder)
     assert table_keys(second) == done_first, "earlier rows come back from the profile"
     assert all(r.restored for r in second.window.table.model.rows)
-    assert second.pending == 30 - len(done_first)
+    assert second.model.pending == 30 - len(done_first)
     studio.run_to_end(second)
     keys = table_keys(second)
     assert len(keys) == 30 and len(set(keys)) == 30, "no image lost or processed twice"
@@ -178,7 +178,7 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     assert ProfileStore(studio.home).open("Site A").info().images_seen == 30
     # Opening the folder again: nothing left to do.
     studio.open_folder(second, folder)
-    assert second.pending == 0 and second.phase is Phase.DONE and len(table_keys(second)) == 30
+    assert second.model.pending == 0 and second.phase is Phase.DONE and len(table_keys(second)) == 30
 
 
 def test_reset_to_source_model(
@@ -194,7 +194,7 @@ def test_reset_to_source_model(
     monkeypatch.setattr(c.window, "confirm", lambda *a: True)
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.reset_action.trigger()
-    assert c.pending == 6 and c.window.table.model.rowCount() == 0
+    assert c.model.pending == 6 and c.window.table.model.rowCount() == 0
     assert ProfileStore(studio.home).open("default").info().images_seen == 0
     assert "0 images seen" in c.window.profile_label.text()
 
@@ -274,8 +274,8 @@ def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, 
     assert positions == sorted(positions), "tiles are fed in reading order"
     # Clicking a tile selects its row.
     first = c.window.table.model.rows[3]
-    c._on_slide_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
-    assert c._selected == first.position
+    c.sessions._on_window_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
+    assert c.model.selected == first.position
     out = tmp_path / "slide_reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.export(str(out))
@@ -332,7 +332,7 @@ def test_switching_method_with_a_foreign_profile_state_reports_it(studio: Studio
     studio.open_folder(c, folder)
     studio.run_to_end(c)
     other = studio.open(profile="mixed", method="source", method_config={})
-    assert other.info is not None and other.info.profile_error
+    assert other.state.info is not None and other.state.info.profile_error
     assert any("cannot be used" in m for lvl, m in other.window.log.entries if lvl == "error")
     assert not other.window.start_action.isEnabled() and other.window.reset_action.isEnabled()
 
@@ -381,11 +381,10 @@ def test_command_line_run_export_and_quit(
     assert len(made) == 2 and not any(c.engine_thread.isRunning() for c in made)
 
 
-def test_state_write_failure_and_out_of_memory_are_reported(
+def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
     studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.profiles
-    from engine import Session
+    from engine import Journal, Session
 
     real_step = Session.step
     calls = [0]
@@ -396,20 +395,26 @@ def test_state_write_failure_and_out_of_memory_are_reported(
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_step(self, image)  # type: ignore[arg-type]
 
-    def broken_save(*args: object, **kwargs: object) -> object:
-        raise OSError(28, "No space left on device")
-
     folder = make_folder(tmp_path, 6, labelled="none")
     c = studio.open()
     studio.open_folder(c, folder)
     monkeypatch.setattr(Session, "step", flaky_step)
-    monkeypatch.setattr(app.profiles.Profile, "save", broken_save)
     ended = studio.run_to_end(c)
-    assert ended.processed == 5 and ended.failed == 1 and not ended.saved  # type: ignore[attr-defined]
+    # A model failure is not the image's fault: the run ends, the image is retried next time.
+    assert ended.reason == "failed" and ended.processed == 2 and ended.saved  # type: ignore[attr-defined]
     errors = [m for level, m in c.window.log.entries if level == "error"]
-    assert any("out of memory" in m and "img00" in m for m in errors)
+    assert any("out of memory" in m and "img002" in m and "tried again" in m for m in errors)
+    assert c.model.pending == 4 and c.phase is Phase.READY
+
+    def broken_save(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Journal, "save", broken_save)
+    ended = studio.run_to_end(c)
+    assert ended.reason == "failed" and ended.processed == 4 and not ended.saved  # type: ignore[attr-defined]
+    errors = [m for level, m in c.window.log.entries if level == "error"]
     assert any("cannot be written" in m and "No space left" in m for m in errors)
-    assert any("state NOT saved" in m for m in errors + [m for _, m in c.window.log.entries])
+    assert any("state NOT saved" in m for m in errors)
 
 
 def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Path, qtbot: object) -> None:
@@ -421,7 +426,7 @@ def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Pa
     with qtbot.waitSignal(c.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.close()  # refused while running: the run stops, saves, then the window closes
     assert not c.engine_thread.isRunning() and not c.window.isVisible()
-    assert c.last_run is not None and c.last_run.reason == "stopped" and c.last_run.saved
+    assert c.state.last_run is not None and c.state.last_run.reason == "stopped" and c.state.last_run.saved
     assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
 
 

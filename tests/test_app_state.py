@@ -16,13 +16,22 @@ import pytest
 from app_fixtures import CLASSES, make_folder
 
 from app.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
-from app.profiles import ProfileError, ProfileRecord, ProfileStore, check_name, studio_home
+from app.profiles import ProfileError, ProfileStore, check_name, studio_home
 from app.reports import ReportData, config_document, geojson_document, write_csv
 from app.rows import PredictionRow, RowFilter, make_row
 from app.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
 from app.state import LruCache, MessageThrottle, Phase, ProgressMeter, actions_for, format_duration
 from app.stats import RunStatistics, segment_size_for
-from engine import CSV_COLUMNS, GuardEvent, SourceError, StepResult, StreamItem, open_folder, parse_label
+from engine import (
+    CSV_COLUMNS,
+    GuardEvent,
+    SourceError,
+    StateError,
+    StepResult,
+    StreamItem,
+    open_folder,
+    parse_label,
+)
 
 
 def row(
@@ -281,57 +290,61 @@ def test_overlay_composite_draws_heat_and_tokens() -> None:
 
 
 # -- profiles ---------------------------------------------------------------------------------
-class FakeSession:
-    def __init__(self) -> None:
-        self.images_seen = 0
-        self.saved: dict[str, object] | None = None
+def test_profile_keeps_its_journal_and_lists_what_was_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_model_path: Path
+) -> None:
+    from engine import Session
 
-    def save(self, directory: Path, extra: dict[str, object] | None = None) -> Path:
-        Path(directory, "state.json").write_text(json.dumps({"seen": self.images_seen, "extra": extra}))
-        return Path(directory)
-
-    def load(self, directory: Path) -> dict[str, object]:
-        data = json.loads(Path(directory, "state.json").read_text())
-        self.images_seen = data["seen"]
-        return data["extra"]
-
-    def state_fingerprint(self) -> str:
-        return f"fp{self.images_seen}"
-
-
-def test_profile_save_load_and_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
     assert studio_home() == tmp_path / "home"
     store = ProfileStore()
     profile = store.open("Site A")
-    session, record = FakeSession(), ProfileRecord()
+    session = Session(tiny_model_path)
+    journal = profile.open_journal()
+    assert journal.directory == profile.state_dir == tmp_path / "home" / "profiles" / "Site A" / "state"
     for i in range(3):
-        record.add("src", row(i))
+        journal.add_row("src", row(i))
         session.images_seen += 1
-    info = profile.save(session, record, "model-fp", "idipt")
-    assert info.images_seen == 3 and info.state_fingerprint == "fp3" and "3 images seen" in info.summary()
-    record.add("src", row(3))  # processed but never saved: must be processed again after a restart
-    profile._append_rows("src", [row(3)])
-    reopened = FakeSession()
-    loaded = store.open("Site A").load(reopened)
-    assert loaded.keys("src") == {"k0", "k1", "k2"} and reopened.images_seen == 3
-    assert [r.index for r in profile.read_rows("src", loaded.keys("src"))] == [0, 1, 2]
-    lines = profile.rows_file("src").read_text().splitlines()
-    assert len(lines) == 3, "the row of the image never saved is dropped from the file"
-    # Interrupted runs leave older copies and cut lines: reading keeps the newest copy, once.
-    profile._append_rows("src", [row(1, conf=0.7), row(2, guard_message="collapse guard: reset")])
-    with open(profile.rows_file("src"), "a", encoding="utf-8") as fh:
-        fh.write('{"index": 5, "key": "k5", "na')
-    again = profile.read_rows("src", {"k0", "k1", "k2"})
-    assert [(r.index, r.confidence) for r in again] == [(0, 0.9), (1, 0.7), (2, 0.9)]
-    assert again[2].guard_message == "collapse guard: reset"
-    assert len(profile.rows_file("src").read_text().splitlines()) == 3
-    assert profile.read_rows("src", {"k0", "k1", "k2"}) == again
-    assert store.names() == ["Site A"]
-    cleared = profile.clear()
-    assert cleared.images_seen == 0 and not profile.has_state()
+    journal.save(session)
+    info = profile.note_saved(session)
+    assert info.images_seen == 3 and info.state_fingerprint == session.state_fingerprint()
+    assert "3 images seen" in info.summary() and store.names() == ["Site A"]
+    with pytest.raises(StateError, match="in use by process"):
+        store.open("Site A").open_journal()  # one process (or window) at a time
+    journal.close()
+    cleared = store.open("Site A")
+    journal = cleared.open_journal()
+    journal.restore(Session(tiny_model_path))
+    assert [r.key for r in journal.rows("src")] == ["k0", "k1", "k2"]
+    journal.clear()
+    assert cleared.note_cleared().images_seen == 0 and not journal.has_state
+    journal.close()
     with pytest.raises(ProfileError):
         check_name("../evil")
+
+
+def test_profile_rows_of_the_older_layout_move_into_the_journal(
+    tmp_path: Path, tiny_model_path: Path
+) -> None:
+    from engine import Session
+    from engine.sources import source_hash
+
+    profile = ProfileStore(tmp_path).open("old")
+    session = Session(tiny_model_path)
+    session.images_seen = 2
+    legacy_rows = [row(0), row(1)]
+    rows_dir = profile.path / "rows"
+    rows_dir.mkdir()
+    source_id = "/data/site"
+    name = f"{source_hash(source_id)}.jsonl"  # the old layout used the same file names
+    (rows_dir / name).write_text("".join(json.dumps(r.to_json()) + "\n" for r in legacy_rows))
+    session.save(
+        profile.state_dir, extra={"format": "f2tta-studio/profile-1", "processed": {source_id: ["k0", "k1"]}}
+    )
+    journal = profile.open_journal()
+    journal.restore(Session(tiny_model_path))
+    assert [r.key for r in journal.rows(source_id)] == ["k0", "k1"] and not rows_dir.exists()
+    journal.close()
 
 
 # -- settings ---------------------------------------------------------------------------------

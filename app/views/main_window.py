@@ -1,10 +1,15 @@
-"""The main window: assembles the views and turns user actions into signals (no engine logic here)."""
+"""The main window: assembles the views and turns user actions into signals (no engine logic here).
+
+Its public methods and signals are the whole surface the controller uses (the controller's tests
+run it against a mock of this class), so sub-widgets stay private to the window.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, Signal, Slot
+import numpy as np
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -22,7 +27,12 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME
+from app._engine import FieldInfo
+from app.overlay import Overlay
+from app.rows import PredictionRow, RowFilter
+from app.settings import AppSettings
 from app.state import Actions, Phase, Progress
+from app.stats import PlotData
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
 from app.views.plots_view import PlotsView
@@ -52,6 +62,10 @@ class MainWindow(QMainWindow):
     profileSelected = Signal(str)
     newProfileRequested = Signal(str)
     closeRequested = Signal()
+    positionSelected = Signal(int)  # the user selected the table row of this stream position
+    filterChanged = Signal(object)  # RowFilter
+    tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
+    opacityChanged = Signal(float)  # overlay opacity (0-1)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -103,6 +117,10 @@ class MainWindow(QMainWindow):
         status.addPermanentWidget(self.profile_label)
         status.addPermanentWidget(self.model_label)
         self.resize(1320, 860)
+        self.table.rowSelected.connect(self._on_table_row_selected)
+        self.table.filterChanged.connect(self.filterChanged)
+        self.slide_view.tileClicked.connect(self.tileClicked)
+        self.image_view.opacityChanged.connect(self.opacityChanged)
 
     # -- construction -------------------------------------------------------------------------
     def _action(
@@ -220,6 +238,89 @@ class MainWindow(QMainWindow):
     def show_slide_panel(self, visible: bool) -> None:
         self.slide_view.setVisible(visible)
 
+    def set_model_text(self, text: str) -> None:
+        self.model_label.setText(text)
+
+    def set_source_title(self, text: str) -> None:
+        self.setWindowTitle(f"{text} — {APP_NAME}" if text else APP_NAME)
+
+    def log_message(self, level: str, text: str) -> None:
+        self.log.add(level, text)
+
+    def show_status(self, text: str, milliseconds: int = 8000) -> None:
+        self.statusBar().showMessage(text, milliseconds)
+
+    def set_preferences(self, low_confidence: float, opacity: float) -> None:
+        self.table.threshold_spin.setValue(low_confidence)
+        self.image_view.set_opacity(opacity)
+
+    # -- results --------------------------------------------------------------------------------
+    def clear_results(self, total: int, segment_size: int) -> None:
+        """Empty the table, plots and slide map for a new source of ``total`` images."""
+        self.table.model.clear()
+        self.table.follow_box.setChecked(True)
+        self.plots.set_data(None)
+        self.plots.set_extent(total, segment_size)
+        self.show_slide_panel(False)
+
+    def show_slide(
+        self, thumbnail: np.ndarray, grid: tuple[int, int], footprint_px: float, title: str
+    ) -> None:
+        self.slide_view.set_slide(thumbnail, grid, footprint_px, title)
+        self.show_slide_panel(True)
+
+    def append_rows(self, rows: list[PredictionRow]) -> None:
+        self.table.model.append_rows(rows)
+
+    def set_plot_data(self, data: PlotData) -> None:
+        self.plots.set_data(data)
+
+    def set_tile_values(self, cells: list[tuple[int, int, float]]) -> None:
+        self.slide_view.set_values(cells)
+
+    def show_image(
+        self,
+        image: np.ndarray | None,
+        overlay: Overlay | None,
+        title: str,
+        keep_view: bool = False,
+        levels: tuple[float, float] | None = None,
+    ) -> None:
+        """Show an image with its overlay, or ``title`` alone when ``image`` is None."""
+        if image is None:
+            self.image_view.clear(title)
+        else:
+            self.image_view.show_image(image, overlay, title, keep_view, levels)
+
+    def highlight_tile(self, row: int, col: int) -> None:
+        self.slide_view.highlight(row, col)
+
+    @property
+    def following(self) -> bool:
+        """Whether "follow newest" is on (the newest image is shown as it arrives)."""
+        return self.table.follow
+
+    def select_row(self, index: int, follow: bool = False) -> None:
+        """Select the table row ``index`` (in arrival order) without announcing it."""
+        self.table.follow_box.setChecked(follow)
+        self.table.select_source_row(index)
+
+    def scroll_to_newest(self) -> None:
+        self.table.scroll_to_newest()
+
+    def apply_filter(self, row_filter: RowFilter) -> None:
+        self.table.set_filter(row_filter)
+
+    def plot_png(self) -> bytes:
+        """The plots panel as PNG bytes (immutable, so it may cross to the worker thread)."""
+        image = self.plots.grab().toImage()
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        image.save(buffer, "PNG")  # type: ignore[call-overload]
+        buffer.close()
+        return bytes(data.data())
+
     # -- questions the controller may ask -----------------------------------------------------
     def confirm(self, title: str, text: str) -> bool:
         answer = QMessageBox.question(
@@ -229,6 +330,25 @@ class MainWindow(QMainWindow):
 
     def show_error(self, title: str, text: str) -> None:
         QMessageBox.warning(self, title, text)
+
+    def edit_settings(
+        self, settings: AppSettings, fields: dict[str, list[FieldInfo]], devices: list[str]
+    ) -> AppSettings | None:
+        """The settings dialog; the edited settings, or None when cancelled."""
+        from app.views.settings_dialog import SettingsDialog
+
+        dialog = SettingsDialog(settings, fields, devices, self)
+        return dialog.result_settings() if dialog.exec() else None
+
+    def show_about(self, summary: str) -> None:
+        from app.views.about_dialog import AboutDialog
+
+        AboutDialog(summary, self).exec()
+
+    def close_now(self) -> None:
+        """Close even while the controller would refuse (after a run has stopped and saved)."""
+        self.close_allowed = True
+        self.close()
 
     # -- slots --------------------------------------------------------------------------------
     @Slot()
@@ -264,6 +384,10 @@ class MainWindow(QMainWindow):
         name, ok = QInputDialog.getText(self, "New site profile", "Profile name (e.g. the site):")
         if ok and name.strip():
             self.newProfileRequested.emit(name.strip())
+
+    @Slot(int)
+    def _on_table_row_selected(self, source_row: int) -> None:
+        self.positionSelected.emit(self.table.model.row_at(source_row).position)
 
     @Slot(int)
     def _on_profile_combo_activated(self, _index: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.config import build, parse_assignments
+from engine.config import build_config, parse_assignments
 from engine.methods import list_methods, method_config_class
 
 
@@ -29,4 +29,4 @@ def method_config_from_args(args: argparse.Namespace) -> Any:
     """
     cls = method_config_class(args.method)
     overrides = parse_assignments(cls, args.set)
-    return None if cls is None else build(cls, overrides)
+    return None if cls is None else build_config(cls, overrides)

@@ -1,0 +1,69 @@
+"""The sentences the app shows in its log, status bar and dialogs, built from Qt-free data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app._engine import Source
+from app.messages import RunEnded, SessionInfo, SourceOpened
+from app.rows import PredictionRow
+from app.run_model import RunModel
+
+
+def times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def model_line(info: SessionInfo) -> str:
+    """The status bar's model label."""
+    return f"{Path(info.model_path).name} · {info.card.arch} · {info.method} · {info.device}"
+
+
+def model_loaded(info: SessionInfo) -> str:
+    return (
+        f"Model {info.model_path} loaded ({info.method} on {info.device}, {len(info.card.classes)} classes)"
+    )
+
+
+def about(info: SessionInfo | None) -> str:
+    if info is None:
+        return ""
+    card = info.card
+    return f"{card.arch}, classes {', '.join(card.classes)}, trained on {card.source_domain or 'n/a'}"
+
+
+def source_opened(source: Source, opened: SourceOpened, pending: int, profile: str) -> list[tuple[str, str]]:
+    """(level, message) lines for the log when a source opens."""
+    total = len(source.items)
+    labels = f", ground truth from {source.label_origin}" if source.label_origin else ", no ground truth"
+    lines = [("info", f"Opened {source.display_name}: {total} images{labels}; {pending} to process")]
+    if opened.restored_rows:
+        lines.append(
+            (
+                "info",
+                f"{len(opened.restored_rows)} images were processed in an earlier session (profile '{profile}')",
+            )
+        )
+    lines += [("warning", note) for note in source.notes]
+    return lines
+
+
+def update_skipped(row: PredictionRow) -> str:
+    return (
+        f"{row.name}: non-finite loss or gradient on image {row.index}, update skipped "
+        "(the adaptation keeps its last good state)"
+    )
+
+
+def run_ended(ended: RunEnded, model: RunModel) -> str:
+    """``Run finished: 24 images processed, …; state saved``."""
+    text = f"Run {ended.reason}: {ended.processed} images processed"
+    if ended.failed:
+        text += f", {ended.failed} could not be processed"
+    if model.run_guard_events:
+        text += f", collapse guard acted {times(model.run_guard_events)}"
+    if model.run_skipped_updates:
+        text += f", update skipped {times(model.run_skipped_updates)} (non-finite loss)"
+    if ended.message:
+        text += f" ({ended.message})"
+    return text + ("; state saved" if ended.saved else "; state NOT saved")

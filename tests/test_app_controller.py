@@ -1,0 +1,194 @@
+"""The controller against a mock of the main window (as ndv tests its controller), and the Qt-free
+run model the views observe: the controller calls only the window's public methods, and every
+result reaches the views through the model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+import pytest
+from app_fixtures import CLASSES, make_folder, make_model
+
+from app.controller import Controller
+from app.messages import ItemResult
+from app.overlay import Overlay
+from app.run_model import Cell, RunModel, Selection
+from app.settings import AppSettings
+from app.state import Phase
+from app.views.main_window import MainWindow
+from engine import FolderSource, PredictionRow, StreamItem
+
+TIMEOUT_MS = 90_000
+
+
+def _row(position: int, tile: tuple[int, int, int, int, int, int] | None = None, **kw: Any) -> PredictionRow:
+    return PredictionRow(
+        index=position,
+        position=position,
+        key=f"k{position}",
+        name=f"img{position}.png",
+        prediction=1,
+        prediction_label=CLASSES[1],
+        confidence=0.8,
+        positive_prob=0.8,
+        source_prediction=0,
+        source_label=CLASSES[0],
+        source_confidence=0.6,
+        uncertainty=kw.pop("unc", 0.1 * position),
+        ground_truth=None,
+        truth_label=None,
+        seconds=0.01,
+        tile=tile,
+        **kw,
+    )
+
+
+def _result(row: PredictionRow) -> ItemResult:
+    overlay = Overlay.from_step((2, 2), np.full((2, 2), 0.5), np.array([0]), np.array([3]))
+    return ItemResult(row, overlay, np.zeros((4, 4, 3), np.uint8), np.array([0.2, 0.8], np.float32))
+
+
+def _source(n: int) -> FolderSource:
+    items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=Path(f"img{i}.png")) for i in range(n))
+    return FolderSource(Path("site"), "name", items)
+
+
+# -- the run model, without Qt ----------------------------------------------------------------
+def test_run_model_paces_the_views_and_keeps_everything_they_show() -> None:
+    model = RunModel()
+    shown: list[list[PredictionRow]] = []
+    plots: list[object] = []
+    selections: list[Selection] = []
+    wanted: list[int] = []
+    events: list[PredictionRow] = []
+    model.rows_shown.connect(shown.append)
+    model.plots_changed.connect(plots.append)
+    model.selection_changed.connect(selections.append)
+    model.preview_needed.connect(wanted.append)
+    model.event_noted.connect(events.append)
+
+    model.open(_source(6), done=2, restored=[_row(0), _row(1)], positive_class=1)
+    assert [r.key for r in shown[0]] == ["k0", "k1"] and model.pending == 4 and len(plots) == 1
+    model.add_results([_result(_row(2)), _result(_row(3, guard_message="guard acted"))])
+    assert [r.key for r in events] == ["k3"] and model.run_guard_events == 1
+    assert len(shown) == 1, "nothing reaches the views before a flush"
+    model.flush(follow=True)  # tick 1: the table
+    assert [r.key for r in shown[1]] == ["k2", "k3"] and len(plots) == 1
+    model.flush(follow=True)  # tick 2: the plots
+    assert len(plots) == 2 and not selections
+    model.flush(follow=True)  # tick 3: the images, following the newest
+    assert selections[-1].position == 3 and selections[-1].preview is not None and selections[-1].keep_view
+    model.select(0)  # a restored row: its preview must be read again
+    assert selections[-1].preview is None and wanted == [0]
+    model.preview_loaded(0, np.ones((4, 4, 3), np.uint8))
+    assert selections[-1].position == 0 and selections[-1].preview is not None
+    assert model.row_index(3) == 3 and model.pending == 2 and model.progress.done == 4
+    assert model.uncertainty_threshold() == pytest.approx(np.quantile([0.0, 0.1, 0.2, 0.3], 0.9))
+
+
+def test_run_model_fills_the_slide_map_from_rows() -> None:
+    model = RunModel()
+    cells: list[list[Cell]] = []
+    model.cells_changed.connect(cells.append)
+    source = _source(2)
+    model.open(source, 0, [], 1)
+    model.tile_values = np.full((2, 3), np.nan)
+    model.add_results([_result(_row(0, tile=(2, 1, 0, 0, 8, 8)))])
+    model.flush(force=True)
+    assert cells == [[Cell(1, 2, pytest.approx(0.8))]] and model.position_of_cell(1, 2) == 0
+    assert np.isfinite(model.tile_values).sum() == 1 and model.tile_values[1, 2] == pytest.approx(0.8)
+
+
+# -- the controller against a mock window -----------------------------------------------------
+@pytest.fixture
+def mock_window() -> MagicMock:
+    window = MagicMock(spec=MainWindow)  # only the class's methods and signals: no sub-widgets
+    window.following = True
+    window.plot_png.return_value = b"png"
+    window.edit_settings.return_value = None
+    return window
+
+
+@pytest.fixture
+def controller(
+    qtbot: Any, mock_window: MagicMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Controller]:
+    monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
+    model = make_model(tmp_path)
+    settings = AppSettings(model=str(model), method_config={"mc_passes": 2})
+    c = Controller(
+        mock_window, settings, home=tmp_path / "home", flush_interval_ms=10, persist_settings=False
+    )
+    with qtbot.waitSignal(c.sessionChanged, timeout=TIMEOUT_MS):
+        c.load_session()
+    yield c
+    c.shutdown()
+    assert not c.engine_thread.isRunning()
+
+
+def _calls(mock: MagicMock) -> list[Any]:
+    return [call.args for call in mock.call_args_list]
+
+
+def test_controller_drives_the_window_through_its_methods_only(
+    controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
+) -> None:
+    folder = make_folder(tmp_path, 12, labelled="folders")
+    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
+        controller.open_folder(str(folder))
+    assert _calls(mock_window.clear_results)[-1] == (12, 2)
+    assert mock_window.set_actions.call_args.args[0] is Phase.READY
+    assert mock_window.set_actions.call_args.args[1].start
+    with qtbot.waitSignal(controller.runFinished, timeout=TIMEOUT_MS) as blocker:
+        controller.start()
+    assert blocker.args[0].reason == "finished" and blocker.args[0].processed == 12
+    shown = [row for (rows,) in _calls(mock_window.append_rows) for row in rows]
+    assert [r.position for r in shown] == list(range(12)), "every row reached the table once, in order"
+    assert shown == controller.model.rows
+    data = mock_window.set_plot_data.call_args.args[0]
+    assert data.labelled and data.x.size == 12
+    image, overlay, title = mock_window.show_image.call_args.args[:3]
+    assert image is not None and overlay is not None and "#11" in title, "following shows the newest image"
+    assert mock_window.set_actions.call_args.args[0] is Phase.DONE
+    levels = {args[0] for args in _calls(mock_window.log_message)}
+    assert "error" not in levels and any(
+        "Run finished: 12 images" in a[1] for a in _calls(mock_window.log_message)
+    )
+
+    # Export reads the run model (not the widgets) and the window's plot image.
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(controller.exportFinished, timeout=TIMEOUT_MS) as exported:
+        controller.export(str(out))
+    assert {p.name for p in exported.args[0]} == {"predictions.csv", "run_config.json", "report.pdf"}
+    mock_window.plot_png.assert_called()
+
+    # The user selects a row in the window: the controller shows it (from the model's preview cache).
+    controller.model.select(4)
+    assert "#4" in mock_window.show_image.call_args.args[2]
+
+
+def test_controller_pause_resume_and_stop(
+    controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
+) -> None:
+    folder = make_folder(tmp_path, 40, labelled="none")
+    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
+        controller.open_folder(str(folder))
+    controller.start()
+    qtbot.waitUntil(lambda: len(controller.model.rows) >= 2, timeout=TIMEOUT_MS)
+    controller.pause()
+    qtbot.waitUntil(lambda: controller.phase is Phase.PAUSED, timeout=TIMEOUT_MS)
+    count = len(controller.model.rows)
+    qtbot.wait(200)
+    assert len(controller.model.rows) == count < 40, "nothing is processed while paused"
+    with qtbot.waitSignal(controller.runFinished, timeout=TIMEOUT_MS) as blocker:
+        controller.stop()
+    ended = blocker.args[0]
+    assert ended.reason == "stopped" and ended.saved and ended.processed == count
+    assert controller.model.pending == 40 - count and controller.phase is Phase.READY
