@@ -49,6 +49,11 @@ class FolderJob:
         self.journal.close()
 
 
+def journal_dir(path: Path) -> Path:
+    """``path``, or its ``state/`` when ``path`` is an app profile folder (it holds ``profile.json``)."""
+    return path / "state" if (path / "profile.json").is_file() and (path / "state").is_dir() else path
+
+
 def settings_advice(exc: SettingsMismatchError, state_dir: Path) -> str:
     """What to do when ``--set`` differs from the saved state's settings."""
     return (
@@ -75,7 +80,7 @@ def open_folder_job(
     Args:
         session: a fresh session (its state is replaced by the saved one when resuming).
         input_dir: the folder of images.
-        state_dir: the journal directory (created when missing).
+        state_dir: the journal directory (created when missing), or an app profile folder.
         out_csv: the predictions CSV; ``.skipped.csv`` beside it.
         order / manifest: arrival order (see :func:`engine.sources.open_folder`).
         save_every: save the state every this many images.
@@ -86,6 +91,7 @@ def open_folder_job(
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
     """
+    state_dir = journal_dir(state_dir)
     check_out_before_journal(out_csv, state_dir)
     source = open_folder(input_dir, session.card.classes, order, manifest)
     journal = Journal(state_dir, command)

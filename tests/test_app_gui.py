@@ -49,11 +49,17 @@ class Studio:
         self.model = model
         self.controllers: list[Controller] = []
 
-    def open(self, profile: str = "default", **settings: object) -> Controller:
+    def open(self, profile: str = "default", state_dir: Path | None = None, **settings: object) -> Controller:
         window = MainWindow()
         self.qtbot.addWidget(window)  # type: ignore[attr-defined]
         options = {"model": str(self.model), "method_config": FAST_IDIPT, "profile": profile, **settings}
-        controller = Controller(window, AppSettings(**options), home=self.home, flush_interval_ms=20)  # type: ignore[arg-type]
+        controller = Controller(
+            window,
+            AppSettings(**options),  # type: ignore[arg-type]
+            home=self.home,
+            flush_interval_ms=20,
+            state_dir=state_dir,
+        )
         self.controllers.append(controller)
         with self.qtbot.waitSignal(controller.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             controller.load_session()
@@ -523,3 +529,59 @@ def test_log_view_stays_bounded_and_counts_everything(qtbot: object) -> None:
     assert log.counts.text() == "2 errors · 3 warnings"
     log.clear()
     assert not log.entries and log.count("warning") == 0
+
+
+# -- one journal for f2tta run and the app -----------------------------------------------------
+def _cli(model: Path, folder: Path, out: Path, state: Path, *extra: str) -> int:
+    from engine.cli import main as cli_main
+
+    argv = ["run", "--model", str(model), "--input", str(folder), "--state", str(state), "--out", str(out)]
+    return cli_main([*argv, "--no-progress", "--set", "mc_passes=2", *extra])
+
+
+def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studio, tmp_path: Path) -> None:
+    folder = make_folder(tmp_path, 10, labelled="folders")
+    state, out = tmp_path / "cli_state", tmp_path / "preds.csv"
+    assert _cli(studio.model, folder, out, state) == 0
+    cli_rows = [r for r in csv.DictReader(out.open(newline=""))]
+    c = studio.open(state_dir=state)
+    assert c.state.info is not None and c.state.info.images_seen == 10 and not c.state.info.profile_error
+    studio.open_folder(c, folder)
+    rows = c.model.rows
+    assert [r.name for r in rows] == [r["item"] for r in cli_rows] and all(r.restored for r in rows)
+    assert [f"{r.confidence:.6f}" for r in rows] == [r["confidence"] for r in cli_rows]
+    assert c.model.pending == 0 and c.phase is Phase.DONE
+    # New images arrive: the app continues the same journal, and f2tta run continues after it.
+    extra = make_folder(tmp_path / "more", 3, labelled="folders", seed=9)
+    for src in sorted(extra.rglob("*.png")):
+        target = folder / src.relative_to(extra)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src.rename(target.with_name("new_" + target.name))
+    studio.open_folder(c, folder)
+    assert c.model.pending == 3
+    studio.run_to_end(c)
+    studio.close(c)
+    assert _cli(studio.model, folder, out, state) == 0
+    final = [r for r in csv.DictReader(out.open(newline=""))]
+    assert [int(r["index"]) for r in final] == list(range(13)) and len({r["item"] for r in final}) == 13
+
+
+def test_profile_written_by_the_app_resumes_under_f2tta_run(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = make_folder(tmp_path, 30, labelled="none")
+    c = studio.open(profile="Site B")
+    studio.open_folder(c, folder)
+    c.start()
+    qtbot.waitUntil(lambda: len(c.model.rows) >= 4, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.stop()
+    app_rows = list(c.model.rows)
+    studio.close(c)
+    profile = studio.home / "profiles" / "Site B"
+    out = tmp_path / "preds.csv"
+    assert _cli(studio.model, folder, out, profile) == 0, "the profile folder is accepted as --state"
+    rows = [r for r in csv.DictReader(out.open(newline=""))]
+    assert [r["item"] for r in rows][: len(app_rows)] == [r.name for r in app_rows]
+    assert [f"{r.confidence:.6f}" for r in app_rows] == [r["confidence"] for r in rows][: len(app_rows)]
+    assert [int(r["index"]) for r in rows] == list(range(30)) and len({r["item"] for r in rows}) == 30

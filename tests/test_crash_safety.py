@@ -1,8 +1,10 @@
-"""SIGKILL at random moments: the state always equals the state after some finished image, and
-resuming processes every remaining image exactly once."""
+"""SIGKILL at random moments, of ``f2tta run`` and of the app's worker path, on one journal: the
+state always equals the state after some finished image, and resuming -- with either program --
+processes every remaining image exactly once."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -15,7 +17,9 @@ import pytest
 import torch
 from PIL import Image
 
-from engine import Session, list_images
+from engine import Session, list_images, open_folder
+from engine.journal import ROWS_DIR
+from engine.sources import source_hash
 from engine.state import has_state, read_state
 from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
@@ -23,12 +27,48 @@ from tests.conftest import random_images
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int) -> int:
+def _journal_rows(state: Path, source_id: str) -> list[dict[str, object]]:
+    """The rows file of the journal, whole lines only (a line cut by a kill is left out)."""
+    path = state / ROWS_DIR / f"{source_hash(source_id)}.jsonl"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+    return rows
+
+
+def _commands(model: Path, inp: Path, out: Path, state: Path, home: Path) -> dict[str, list[str]]:
+    """``f2tta run`` and the app's scripted mode (its worker thread runs the same stream loop)."""
+    return {
+        "cli": [sys.executable, "-m", "engine.cli", *run_argv(model, inp, out, state, "--save-every", "1")],
+        "app": [
+            sys.executable,
+            "-m",
+            "app",
+            str(inp),
+            "--model",
+            str(model),
+            "--state",
+            str(state),
+            "--home",
+            str(home),
+            "--run",
+            "--quit-when-done",
+        ],
+    }
+
+
+def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int, programs: list[str]) -> int:
     inp = tmp_path / "in"
     inp.mkdir()
     for i, img in enumerate(random_images(n_images, seed=5)):
         Image.fromarray(img).save(inp / f"im{i:03d}.png")
     order = [p.name for p in list_images(inp)]
+    source_id = open_folder(inp, ("normal", "tumor")).source_id
 
     reference = Session(model)
     fingerprints = [reference.state_fingerprint()]
@@ -37,20 +77,34 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
         confidences.append(f"{reference.step(p).confidence:.6f}")
         fingerprints.append(reference.state_fingerprint())
 
-    out, state = tmp_path / "preds.csv", tmp_path / "state"
-    cmd = [sys.executable, "-m", "engine.cli", *run_argv(model, inp, out, state, "--save-every", "1")]
+    out, state, home = tmp_path / "preds.csv", tmp_path / "state", tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"autosave_every": 1}))  # the app saves after every image
+    commands = _commands(model, inp, out, state, home)
     # Same thread count as the in-process reference: float reductions differ between thread counts.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": str(torch.get_num_threads()),
+        "QT_QPA_PLATFORM": "offscreen",
+    }
     rng = random.Random(seed)
     done_kills = 0
     while done_kills < kills:
-        before = len(read_rows(out))
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        program = programs[done_kills % len(programs)]
+        before = len(_journal_rows(state, source_id))
+        proc = subprocess.Popen(
+            commands[program], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         target = before + rng.randint(0, 3)
         deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline and len(read_rows(out)) <= target:
+        while (
+            proc.poll() is None
+            and time.monotonic() < deadline
+            and len(_journal_rows(state, source_id)) <= target
+        ):
             time.sleep(0.002)
-        time.sleep(rng.uniform(0, 0.03))  # land anywhere: mid-step, mid-CSV-row, mid-save
+        time.sleep(rng.uniform(0, 0.03))  # land anywhere: mid-step, mid-row, mid-save
         if proc.poll() is not None:
             break  # finished before we could kill it
         proc.send_signal(signal.SIGKILL)
@@ -59,18 +113,18 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
         if has_state(state):
             _, meta = read_state(state)  # always readable and verified by its checksum
             seen = int(meta["images_seen"])
-            sources = meta["extra"]["sources"]
-            processed = next(iter(sources.values()))["processed"] if sources else []
-            assert processed == order[:seen]
+            sources = meta["extra"].get("sources", {})
+            assert sources.get(source_id, {}).get("processed", []) == order[:seen]
             probe = Session(model)
             probe.load(state)
             assert probe.state_fingerprint() == fingerprints[seen]
-    # Resume to the end.
-    final = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    # Resume to the end with f2tta run, which also writes the CSV from the journal.
+    final = subprocess.run(commands["cli"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     rows = read_rows(out)
-    assert [r["item"] for r in rows] == order
+    assert [r["item"] for r in rows] == order, "every image once, in arrival order"
     assert [int(r["index"]) for r in rows] == list(range(n_images))
+    assert [r["key"] for r in _journal_rows(state, source_id)] == order
     probe = Session(model)
     probe.load(state)
     assert probe.state_fingerprint() == fingerprints[-1]
@@ -79,11 +133,25 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
 
 
 def test_sigkill_few_points(tiny_model_path: Path, tmp_path: Path) -> None:
-    assert _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=3, seed=1) >= 1
+    assert _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=3, seed=1, programs=["cli"]) >= 1
+
+
+def test_sigkill_app_worker_and_cli_on_one_journal(tiny_model_path: Path, tmp_path: Path) -> None:
+    kills = _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=4, seed=3, programs=["app", "cli"])
+    assert kills >= 2, "the app was killed at least once"
 
 
 @pytest.mark.slow
 def test_sigkill_many_points(tiny_model_path: Path, tmp_path: Path) -> None:
-    kills = _kill_loop(tiny_model_path, tmp_path, n_images=120, kills=30, seed=7)
+    kills = _kill_loop(tiny_model_path, tmp_path, n_images=120, kills=30, seed=7, programs=["cli"])
     print(f"kill points survived: {kills}")
     assert kills >= 20
+
+
+@pytest.mark.slow
+def test_sigkill_many_points_app_worker(tiny_model_path: Path, tmp_path: Path) -> None:
+    kills = _kill_loop(
+        tiny_model_path, tmp_path, n_images=120, kills=16, seed=11, programs=["app", "app", "cli"]
+    )
+    print(f"kill points survived: {kills}")
+    assert kills >= 10

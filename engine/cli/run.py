@@ -150,6 +150,6 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
-    if code not in (0, EXIT_INTERRUPTED):
-        print(f"error: {why}", file=sys.stderr)
+    if code:
+        print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {why}", file=sys.stderr)
     return code
