@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine._bench_cache import JobCache
+from engine.bench.cache import JobCache
 from engine.bench import PAPER_METHODS, JobRecords
 
 

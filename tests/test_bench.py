@@ -272,7 +272,7 @@ def test_unreadable_image_is_skipped(bench_data: Path, site_model: Path, tmp_pat
 # ------------------------------------------------------------------------------------ job cache
 def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Record (row, seed) of every job that is actually run (serial path)."""
-    import engine.bench as bench_mod
+    import engine.bench.run as bench_mod
 
     ran: list[tuple[str, int]] = []
     real = bench_mod.run_job
@@ -299,7 +299,7 @@ def test_cache_reuses_finished_jobs(
     assert len(ran) == 4 and len(list(cache.glob("*.safetensors"))) == 4
     _same_records(serial_result, first)
 
-    from engine._bench_cache import JobCache
+    from engine.bench.cache import JobCache
 
     stored = sorted((r.row, r.seed, r.labels.size) for r in JobCache(cache).entries())
     assert stored == [("idipt", 0, 12), ("idipt", 1, 12), ("source", 0, 12), ("source", 1, 12)]
@@ -313,7 +313,7 @@ def test_cache_reuses_finished_jobs(
     files[0].unlink()
     files[1].write_bytes(b"truncated")
     ran.clear()
-    with caplog.at_level("WARNING", logger="engine._bench_cache"):
+    with caplog.at_level("WARNING", logger="engine.bench.cache"):
         wider = run_plan(
             plan_bench(_settings(bench_data, site_model, cache=cache, methods=("source", "tent", "idipt")))
         )
@@ -326,7 +326,7 @@ def test_cache_reuses_finished_jobs(
 
 
 def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: Path) -> None:
-    from engine._bench_cache import dataset_digest, job_key, model_digest
+    from engine.bench.cache import dataset_digest, job_key, model_digest
     from engine.model_card import card_path_for
 
     data = tmp_path / "data"
@@ -367,7 +367,7 @@ def test_cli_interrupted_run_resumes(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import engine.bench as bench_mod
+    import engine.bench.run as bench_mod
 
     out = tmp_path / "bench.json"
     args = ["bench", "--data", str(bench_data), "--model", str(site_model), "--methods", "source,idipt"]
@@ -427,7 +427,7 @@ def test_source_stats_come_from_the_source_train_split(
 def test_worker_image_ticker_batches_counts() -> None:
     import queue
 
-    from engine.bench import _ImageTicker
+    from engine.bench.run import _ImageTicker
 
     q: queue.Queue[int] = queue.Queue()
     every_image = _ImageTicker(q, every=0.0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from engine.data.synth import SynthSpec, finish, smooth_noise
+from engine.data._drawing import SynthSpec, finish, smooth_noise
 
 CLASSES = ("glaucoma", "normal")  # sorted, as the readers order them: label 0 is glaucoma
 NORMAL_CDR = (0.15, 0.45)  # range of the vertical cup-to-disc ratio of normal eyes

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.data.synth import SynthSpec, finish, gaussian_blur, pixel_grid, smooth_noise
+from engine.data._drawing import SynthSpec, finish, gaussian_blur, pixel_grid, smooth_noise
 
 NORMAL_MAX_ATYPIA = 0.42  # normal patches draw their atypia score from [0, this]
 TUMOR_MIN_ATYPIA = 0.58  # tumour patches draw theirs from [this, 1]

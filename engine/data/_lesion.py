@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.data._drawing import SynthSpec, finish, gaussian_blur
 from engine.data._histo import (
     _CANONICAL,
     SITES,
@@ -25,7 +26,6 @@ from engine.data._histo import (
     stain,
     stroma,
 )
-from engine.data.synth import SynthSpec, finish, gaussian_blur
 
 NORMAL_ATYPIA = 0.25  # background tissue atypia (normal morphology)
 MIMIC_PROBABILITY = 1.0 / 3.0  # share of normal patches holding a benign cluster

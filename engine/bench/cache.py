@@ -1,4 +1,4 @@
-"""A per-job result cache for :mod:`engine.bench`, so an interrupted benchmark resumes.
+"""A per-job result cache for the benchmark, so an interrupted benchmark resumes.
 
 Each finished job's records are written to ``DIR/<key>.safetensors`` as soon as the job ends
 (atomic write; arrays as tensors, names and skipped files as JSON in the header metadata; no
@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
@@ -32,11 +32,10 @@ from safetensors.numpy import save
 
 from engine._atomic import atomic_write_bytes
 from engine._version import __version__
+from engine.bench.job import JobRecords
+from engine.bench.plan import BenchJob
+from engine.data.readers import Dataset
 from engine.model_card import _sha256_file
-
-if TYPE_CHECKING:
-    from engine.bench import BenchJob, JobRecords
-    from engine.data.readers import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +97,6 @@ def read_records(path: Path, expect_key: str | None = None) -> JobRecords:
     Raises:
         OSError, ValueError, KeyError, TypeError, SafetensorError: the file is unusable.
     """
-    from engine.bench import JobRecords
 
     with safe_open(str(path), framework="np") as fh:
         meta: dict[str, str] = fh.metadata() or {}

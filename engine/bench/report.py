@@ -1,0 +1,85 @@
+"""The benchmark's figures: per-seed metrics of every job and their mean ± std per row."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.bench.job import JobRecords
+from engine.bench.plan import BenchPlan
+from engine.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BenchResult:
+    plan: BenchPlan
+    records: dict[str, list[JobRecords]]  # row -> one per seed, in seed order
+    runs: dict[str, list[dict[str, Any]]]  # row -> run_metrics per seed
+    methods: dict[str, dict[str, Any]]  # row -> aggregate
+
+    def to_json(self) -> dict[str, Any]:
+        """The benchmark JSON: config, classes, source_domain, domains, methods."""
+        return {
+            "config": self.plan.config,
+            "classes": list(self.plan.classes),
+            "source_domain": self.plan.source_domain,
+            "domains": list(self.plan.domains),
+            "methods": self.methods,
+        }
+
+    def running_curves(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Row -> running accuracy (%) averaged over seeds, and its std (streams cut to the shortest)."""
+        means: dict[str, np.ndarray] = {}
+        stds: dict[str, np.ndarray] = {}
+        for row, recs in self.records.items():
+            curves = [running_accuracy(r.labels == r.preds) for r in recs if r.labels.size]
+            if not curves:
+                continue
+            n = min(c.size for c in curves)
+            stacked = np.stack([c[:n] for c in curves])
+            means[row], stds[row] = stacked.mean(axis=0), stacked.std(axis=0)
+        return means, stds
+
+
+def summarize(plan: BenchPlan, records: Sequence[JobRecords]) -> BenchResult:
+    """Per-seed metrics and their mean ± std per row, in the plan's row and seed order."""
+    ordered = sorted(records, key=lambda r: r.index)
+    by_row: dict[str, list[JobRecords]] = {r.name: [] for r in plan.rows}
+    for rec in ordered:
+        by_row[rec.row].append(rec)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    methods: dict[str, dict[str, Any]] = {}
+    notes: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    pos = plan.positive_class
+    for row, recs in by_row.items():
+        runs[row] = []
+        for rec in recs:
+            domain_names = np.asarray(rec.domains, dtype=object)[rec.domain]
+            metrics = run_metrics(
+                labels=rec.labels,
+                preds=rec.preds,
+                pos_scores=rec.probs[:, pos],
+                domain_of=domain_names,
+                domains=plan.domains,
+                source_domain=plan.source_domain,
+                positive=pos,
+                seconds=rec.seconds,
+            )
+            runs[row].append(metrics)
+            for note in undefined_notes(rec.labels, rec.preds, pos):
+                notes.setdefault(row, []).append(f"seed {rec.seed}: {note}")
+            skipped.update(rec.skipped)
+        methods[row] = aggregate(runs[row])
+    for row, lines in notes.items():
+        for line in lines:
+            logger.warning("%s, %s", row, line)
+    plan.config["notes"] = notes
+    plan.config["skipped_images"] = [{"path": p, "reason": r} for p, r in sorted(skipped.items())]
+    return BenchResult(plan, by_row, runs, methods)
