@@ -59,6 +59,7 @@ from engine import (
     read_item,
     save_model,
     select_device,
+    tile_reader,
 )
 
 __all__ = [
@@ -115,4 +116,5 @@ __all__ = [
     "read_item",
     "save_model",
     "select_device",
+    "tile_reader",
 ]

@@ -67,3 +67,22 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
     if ended.message:
         text += f" ({ended.message})"
     return text + ("; state saved" if ended.saved else "; state NOT saved")
+
+
+def profile_unusable(name: str, exc: Exception) -> str:
+    return f"Profile '{name}' cannot be used: {str(exc).rstrip('.')}."
+
+
+def settings_differ(name: str, differences: list[str]) -> str:
+    return (
+        f"The saved state of profile '{name}' was made with other method settings "
+        f"({'; '.join(differences)}). Set them back in Settings to continue it, or reset "
+        "the profile to the source model to use the new ones."
+    )
+
+
+def state_unusable(name: str, exc: Exception) -> str:
+    return (
+        f"The saved state of profile '{name}' cannot be used: {str(exc).rstrip('.')}. "
+        "Reset the profile to the source model, or choose another profile."
+    )

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app import notices
 from app._engine import (
     F2TTAError,
     Failed,
@@ -26,7 +27,6 @@ from app._engine import (
     Paused,
     Picture,
     Predicted,
-    Reader,
     Saved,
     Session,
     SettingsMismatchError,
@@ -36,7 +36,6 @@ from app._engine import (
     Source,
     SourceError,
     StateError,
-    StreamItem,
     StreamRun,
     build_config,
     method_config_class,
@@ -44,6 +43,7 @@ from app._engine import (
     open_slide_source,
     read_image,
     read_item,
+    tile_reader,
 )
 from app.messages import (
     ItemFailure,
@@ -150,23 +150,16 @@ class EngineWorker(QObject):
         try:
             journal = profile.open_journal()
         except (StateError, OSError) as exc:
-            return f"Profile '{profile.name}' cannot be used: {str(exc).rstrip('.')}."
+            return notices.profile_unusable(profile.name, exc)
         try:
             journal.restore(session)
             journal.check_space(session)
         except SettingsMismatchError as exc:
             journal.close()
-            return (
-                f"The saved state of profile '{profile.name}' was made with other method settings "
-                f"({'; '.join(exc.differences)}). Set them back in Settings to continue it, or reset "
-                "the profile to the source model to use the new ones."
-            )
+            return notices.settings_differ(profile.name, exc.differences)
         except StateError as exc:
             self._journal = journal  # kept open (locked): a reset replaces the state
-            return (
-                f"The saved state of profile '{profile.name}' cannot be used: {str(exc).rstrip('.')}. "
-                "Reset the profile to the source model, or choose another profile."
-            )
+            return notices.state_unusable(profile.name, exc)
         self._journal = journal
         return None
 
@@ -237,17 +230,6 @@ class EngineWorker(QObject):
             self._slide.close()
             self._slide = None
 
-    def _reader(self) -> Reader:
-        slide, source = self._slide, self._source
-        if isinstance(source, SlideSource) and slide is not None:
-
-            def read_tile(item: StreamItem) -> Picture:
-                assert item.tile is not None
-                return slide.read_tile(source.plan, item.tile)
-
-            return read_tile
-        return read_item
-
     # -- the run: pull one outcome per event-loop turn ----------------------------------------
     @Slot()
     def start(self) -> None:
@@ -257,10 +239,12 @@ class EngineWorker(QObject):
         self._pause.clear()
         self._stop.clear()
         every = self._request.autosave_every if self._request is not None else 0
+        source, slide = self._source, self._slide
+        reader = tile_reader(slide, source.plan) if isinstance(source, SlideSource) and slide else read_item
         self._run = StreamRun(
             self._session,
-            self._source.items,
-            self._reader(),
+            source.items,
+            reader,
             source_id=self._source.source_id,
             journal=self._journal,
             save_every=max(every, 0),

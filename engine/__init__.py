@@ -35,7 +35,7 @@ from engine.methods import (
 from engine.model_card import LoadedModel, ModelCard, load_model, save_model
 from engine.prompted_vit import PrefixPrompts, PromptedViT
 from engine.rows import CSV_COLUMNS, PredictionRow, escape_cell, make_row, predictions_csv
-from engine.session import Session, SettingsMismatchError, StepResult
+from engine.session import Session
 from engine.slides import Slide, SlideError, Tile, TilePlan
 from engine.sources import (
     FolderSource,
@@ -47,6 +47,7 @@ from engine.sources import (
     open_slide_source,
     parse_label,
 )
+from engine.step import SettingsMismatchError, StepResult
 from engine.stream import (
     Failed,
     Outcome,
@@ -59,6 +60,7 @@ from engine.stream import (
     Skipped,
     StreamRun,
     read_item,
+    tile_reader,
 )
 
 __all__ = [
@@ -128,4 +130,5 @@ __all__ = [
     "register_method",
     "save_model",
     "select_device",
+    "tile_reader",
 ]

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import F2TTAError
-from engine.session import StepResult
 from engine.sources import StreamItem
+from engine.step import StepResult
 
 CSV_COLUMNS = (
     "index",

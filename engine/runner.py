@@ -19,8 +19,9 @@ from engine._atomic import atomic_write_bytes
 from engine.errors import StateError
 from engine.journal import Journal
 from engine.outputs import CsvOutputs, check_out_before_journal
-from engine.session import Session, SettingsMismatchError
+from engine.session import Session
 from engine.sources import FolderSource, open_folder
+from engine.step import SettingsMismatchError
 from engine.stream import RunSummary, Skipped, StreamRun, read_item
 
 logger = logging.getLogger(__name__)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,77 +25,11 @@ from engine.methods import TTAMethod, get_method_class
 from engine.model_card import LoadedModel, ModelCard, load_model
 from engine.prompted_vit import PromptedViT
 from engine.state import read_state, write_state
+from engine.step import SettingsMismatchError, StepResult
 
 logger = logging.getLogger(__name__)
 
 ImageInput = Image.Image | np.ndarray | str | Path
-
-
-class SettingsMismatchError(StateError):
-    """A saved state was made with other method settings than the session's.
-
-    Attributes:
-        differences: one ``name: saved, now`` line per differing setting.
-    """
-
-    def __init__(self, origin: str, method: str, differences: list[str]) -> None:
-        self.origin = origin
-        self.differences = differences
-        super().__init__(
-            f"{origin}: the state was saved with other {method} settings ({'; '.join(differences)})"
-        )
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """The outcome of one image; only numpy arrays and Python scalars (safe across threads).
-
-    Attributes:
-        index: arrival index of the image in this session's stream (0-based, survives save/load).
-        probs: ``(C,)`` class probabilities of the adapted model.
-        prediction: the adapted model's class index.
-        confidence: ``probs[prediction]``.
-        source_probs: ``(C,)`` probabilities of the frozen source model.
-        source_prediction: the source model's class index.
-        uncertainty: ``grid``-shaped per-token uncertainty, or None for methods without one.
-        uncertain_tokens: flat row-major patch indices of T_U (empty if none).
-        reliable_tokens: flat row-major patch indices of T_R (empty if none).
-        grid: the patch grid ``(rows, cols)``.
-        seconds: wall time of the step, preprocessing included.
-        diagnostics: the method's scalars (loss, norms, ...), for traces and plots.
-        guard_event: what the collapse guard did after this image, None when it did not act.
-        update_skipped: the method kept its last good state (non-finite loss or gradient).
-        views_kept: masked views that entered the loss (I-DiPT), None for methods without views.
-        hist_adapted / hist_source: predictions per class of the adapted / source model so far
-            (this image included).
-    """
-
-    index: int
-    probs: np.ndarray
-    prediction: int
-    confidence: float
-    source_probs: np.ndarray
-    source_prediction: int
-    uncertainty: np.ndarray | None
-    uncertain_tokens: np.ndarray
-    reliable_tokens: np.ndarray
-    grid: tuple[int, int]
-    seconds: float
-    diagnostics: dict[str, float] = field(default_factory=dict)
-    guard_event: GuardEvent | None = None
-    update_skipped: bool = False
-    views_kept: int | None = None
-    hist_adapted: tuple[int, ...] = ()
-    hist_source: tuple[int, ...] = ()
-
-    @property
-    def mean_uncertainty(self) -> float:
-        return float(self.uncertainty.mean()) if self.uncertainty is not None else math.nan
-
-    @property
-    def changed(self) -> bool:
-        """True when adaptation changed the source model's decision."""
-        return self.prediction != self.source_prediction
 
 
 class Session:

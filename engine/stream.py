@@ -35,8 +35,10 @@ from PIL import Image
 from engine.errors import F2TTAError, ImageReadError
 from engine.journal import Journal
 from engine.rows import PredictionRow, make_row
-from engine.session import Session, StepResult
+from engine.session import Session
+from engine.slides import Slide, TilePlan
 from engine.sources import StreamItem
+from engine.step import StepResult
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,17 @@ def read_item(item: StreamItem) -> Picture:
     if item.path is None:
         raise ValueError(f"{item.name}: no file to read")
     return read_image(item.path)
+
+
+def tile_reader(slide: Slide, plan: TilePlan) -> Reader:
+    """A reader of a slide source's tiles (the slide stays open while the run lasts)."""
+
+    def read_tile(item: StreamItem) -> Picture:
+        if item.tile is None:
+            raise ValueError(f"{item.name}: not a tile")
+        return slide.read_tile(plan, item.tile)
+
+    return read_tile
 
 
 def skip_for(item: StreamItem, exc: Exception) -> Skipped:

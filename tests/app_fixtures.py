@@ -7,7 +7,33 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from engine import PredictionRow
+
 CLASSES = ("normal", "tumor")
+
+
+def sample_row(
+    i: int, pred: int = 1, src: int = 1, truth: int | None = None, conf: float = 0.9, **kw: object
+) -> PredictionRow:
+    """A prediction row for stream position ``i`` (adapted ``pred``, source ``src``)."""
+    return PredictionRow(
+        index=i,
+        position=i,
+        key=f"k{i}",
+        name=kw.pop("name", f"img{i}.png"),  # type: ignore[arg-type]
+        prediction=pred,
+        prediction_label=CLASSES[pred],
+        confidence=conf,
+        positive_prob=conf if pred == 1 else 1 - conf,
+        source_prediction=src,
+        source_label=CLASSES[src],
+        source_confidence=0.8,
+        uncertainty=kw.pop("unc", 0.1),  # type: ignore[arg-type]
+        ground_truth=truth,
+        truth_label=None if truth is None else CLASSES[truth],
+        seconds=0.01,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def make_model(directory: Path, mpp: float | None = None, img_size: int = 32) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -53,3 +54,29 @@ def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:
 @pytest.fixture
 def images() -> list[np.ndarray]:
     return random_images(30)
+
+
+# -- the desktop app (tests/app_studio.py) ------------------------------------------------------
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app tests' model: a 2-block ViT that also records a training resolution (1 µm/px)."""
+    from app_fixtures import make_model
+
+    return make_model(tmp_path_factory.mktemp("model"), mpp=1.0)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def studio(qtbot: object, home: Path, model: Path) -> Iterator[object]:
+    from app_studio import Studio
+
+    s = Studio(qtbot, home, model)
+    yield s
+    for controller in s.controllers:
+        s.close(controller)
+        assert not controller.engine_thread.isRunning()

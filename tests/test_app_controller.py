@@ -14,7 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from app_fixtures import CLASSES, make_folder, make_model
+from app_fixtures import make_folder, make_model, sample_row
 
 from app.controller import Controller
 from app.messages import ItemResult
@@ -26,28 +26,6 @@ from app.views.main_window import MainWindow
 from engine import FolderSource, PredictionRow, StreamItem
 
 TIMEOUT_MS = 90_000
-
-
-def _row(position: int, tile: tuple[int, int, int, int, int, int] | None = None, **kw: Any) -> PredictionRow:
-    return PredictionRow(
-        index=position,
-        position=position,
-        key=f"k{position}",
-        name=f"img{position}.png",
-        prediction=1,
-        prediction_label=CLASSES[1],
-        confidence=0.8,
-        positive_prob=0.8,
-        source_prediction=0,
-        source_label=CLASSES[0],
-        source_confidence=0.6,
-        uncertainty=kw.pop("unc", 0.1 * position),
-        ground_truth=None,
-        truth_label=None,
-        seconds=0.01,
-        tile=tile,
-        **kw,
-    )
 
 
 def _result(row: PredictionRow) -> ItemResult:
@@ -74,9 +52,13 @@ def test_run_model_paces_the_views_and_keeps_everything_they_show() -> None:
     model.preview_needed.connect(wanted.append)
     model.event_noted.connect(events.append)
 
-    model.open(_source(6), done=2, restored=[_row(0), _row(1)], positive_class=1)
+    model.open(
+        _source(6), done=2, restored=[sample_row(0, unc=0.0), sample_row(1, unc=0.1)], positive_class=1
+    )
     assert [r.key for r in shown[0]] == ["k0", "k1"] and model.pending == 4 and len(plots) == 1
-    model.add_results([_result(_row(2)), _result(_row(3, guard_message="guard acted"))])
+    model.add_results(
+        [_result(sample_row(2, unc=0.2)), _result(sample_row(3, unc=0.3, guard_message="guard acted"))]
+    )
     assert [r.key for r in events] == ["k3"] and model.run_guard_events == 1
     assert len(shown) == 1, "nothing reaches the views before a flush"
     model.flush(follow=True)  # tick 1: the table
@@ -100,10 +82,10 @@ def test_run_model_fills_the_slide_map_from_rows() -> None:
     source = _source(2)
     model.open(source, 0, [], 1)
     model.tile_values = np.full((2, 3), np.nan)
-    model.add_results([_result(_row(0, tile=(2, 1, 0, 0, 8, 8)))])
+    model.add_results([_result(sample_row(0, tile=(2, 1, 0, 0, 8, 8)))])
     model.flush(force=True)
-    assert cells == [[Cell(1, 2, pytest.approx(0.8))]] and model.position_of_cell(1, 2) == 0
-    assert np.isfinite(model.tile_values).sum() == 1 and model.tile_values[1, 2] == pytest.approx(0.8)
+    assert cells == [[Cell(1, 2, pytest.approx(0.9))]] and model.position_of_cell(1, 2) == 0
+    assert np.isfinite(model.tile_values).sum() == 1 and model.tile_values[1, 2] == pytest.approx(0.9)
 
 
 # -- the controller against a mock window -----------------------------------------------------

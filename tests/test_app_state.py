@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import json
 import math
 import os
@@ -13,17 +11,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from app_fixtures import CLASSES, make_folder
+from app_fixtures import CLASSES, make_folder, sample_row
 
 from app.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
 from app.profiles import ProfileError, ProfileStore, check_name, studio_home
-from app.reports import ReportData, config_document, geojson_document, write_csv
 from app.rows import PredictionRow, RowFilter, make_row
 from app.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
 from app.state import LruCache, MessageThrottle, Phase, ProgressMeter, actions_for, format_duration
 from app.stats import RunStatistics, segment_size_for
 from engine import (
-    CSV_COLUMNS,
     GuardEvent,
     SourceError,
     StateError,
@@ -32,29 +28,6 @@ from engine import (
     open_folder,
     parse_label,
 )
-
-
-def row(
-    i: int, pred: int = 1, src: int = 1, truth: int | None = None, conf: float = 0.9, **kw: object
-) -> PredictionRow:
-    return PredictionRow(
-        index=i,
-        position=i,
-        key=f"k{i}",
-        name=kw.pop("name", f"img{i}.png"),
-        prediction=pred,  # type: ignore[arg-type]
-        prediction_label=CLASSES[pred],
-        confidence=conf,
-        positive_prob=conf if pred == 1 else 1 - conf,
-        source_prediction=src,
-        source_label=CLASSES[src],
-        source_confidence=0.8,
-        uncertainty=kw.pop("unc", 0.1),
-        ground_truth=truth,  # type: ignore[arg-type]
-        truth_label=None if truth is None else CLASSES[truth],
-        seconds=0.01,
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 # -- phases and progress ----------------------------------------------------------------------
@@ -115,9 +88,9 @@ def test_lru_cache_evicts_oldest() -> None:
 # -- rows and filters -------------------------------------------------------------------------
 def test_row_filters() -> None:
     rows = [
-        row(0, pred=1, src=0, truth=1, conf=0.55),  # changed, fixed, low confidence
-        row(1, pred=0, src=0, truth=1),  # wrong
-        row(2, pred=1, src=1, truth=1, unc=0.9, name="special.png"),
+        sample_row(0, pred=1, src=0, truth=1, conf=0.55),  # changed, fixed, low confidence
+        sample_row(1, pred=0, src=0, truth=1),  # wrong
+        sample_row(2, pred=1, src=1, truth=1, unc=0.9, name="special.png"),
     ]
 
     def shown(f: RowFilter) -> list[int]:
@@ -134,12 +107,12 @@ def test_row_filters() -> None:
 
 
 def test_row_json_round_trip_marks_restored() -> None:
-    original = row(3, truth=0, tile=(1, 2, 64, 128, 64, 64))
+    original = sample_row(3, truth=0, tile=(1, 2, 64, 128, 64, 64))
     back = PredictionRow.from_json(json.loads(json.dumps(original.to_json())))
     assert (
         back.restored and back.tile == original.tile and back.confidence == pytest.approx(original.confidence)
     )
-    nan_row = row(4, unc=math.nan)
+    nan_row = sample_row(4, unc=math.nan)
     assert math.isnan(PredictionRow.from_json(nan_row.to_json()).uncertainty)
 
 
@@ -182,7 +155,7 @@ def test_rows_keep_guard_events_and_skipped_updates() -> None:
     assert PredictionRow.from_json(plain.to_json()).guard_message == ""
     assert [r.index for r in (plain, event) if RowFilter("events").accepts(r)] == [7]
     stats = RunStatistics()
-    stats.extend([plain, event, row(8, update_skipped=True)])
+    stats.extend([plain, event, sample_row(8, update_skipped=True)])
     s = stats.summary()
     assert (s.guard_events, s.skipped_updates) == (1, 2)
     stats.clear()
@@ -204,7 +177,12 @@ def test_message_throttle_with_an_explicit_key() -> None:
 def test_running_accuracy_with_ground_truth() -> None:
     stats = RunStatistics(segment_size=2)
     stats.extend(
-        [row(0, 1, 0, truth=1), row(1, 0, 0, truth=1), row(2, 1, 1, truth=1), row(3, 1, 1, truth=None)]
+        [
+            sample_row(0, 1, 0, truth=1),
+            sample_row(1, 0, 0, truth=1),
+            sample_row(2, 1, 1, truth=1),
+            sample_row(3, 1, 1, truth=None),
+        ]
     )
     data = stats.plot_data()
     assert data.labelled
@@ -219,7 +197,12 @@ def test_running_accuracy_with_ground_truth() -> None:
 def test_positive_rate_without_ground_truth() -> None:
     stats = RunStatistics(positive_class=1, segment_size=segment_size_for(4, segments=2))
     stats.extend(
-        [row(0, 1, 0, conf=0.8), row(1, 0, 0, conf=0.6), row(2, 1, 1, conf=0.7), row(3, 1, 1, conf=0.9)]
+        [
+            sample_row(0, 1, 0, conf=0.8),
+            sample_row(1, 0, 0, conf=0.6),
+            sample_row(2, 1, 1, conf=0.7),
+            sample_row(3, 1, 1, conf=0.9),
+        ]
     )
     data = stats.plot_data()
     assert not data.labelled
@@ -303,7 +286,7 @@ def test_profile_keeps_its_journal_and_lists_what_was_saved(
     journal = profile.open_journal()
     assert journal.directory == profile.state_dir == tmp_path / "home" / "profiles" / "Site A" / "state"
     for i in range(3):
-        journal.add_row("src", row(i))
+        journal.add_row("src", sample_row(i))
         session.images_seen += 1
     journal.save(session)
     info = profile.note_saved(session)
@@ -332,7 +315,7 @@ def test_profile_rows_of_the_older_layout_move_into_the_journal(
     profile = ProfileStore(tmp_path).open("old")
     session = Session(tiny_model_path)
     session.images_seen = 2
-    legacy_rows = [row(0), row(1)]
+    legacy_rows = [sample_row(0), sample_row(1)]
     rows_dir = profile.path / "rows"
     rows_dir.mkdir()
     source_id = "/data/site"
@@ -360,79 +343,3 @@ def test_settings_round_trip_and_method_fields(tmp_path: Path) -> None:
     assert fields["mc_passes"].kind is int and fields["lr"].kind is float and fields["use_uom"].kind is bool
     assert fields["prompt_mode"].choices == ("gated", "prefix") and "Monte-Carlo" in fields["mc_passes"].help
     assert clean_overrides(list(fields.values()), {"mc_passes": 10, "lr": "0.01", "bogus": 1}) == {"lr": 0.01}
-
-
-# -- reports ----------------------------------------------------------------------------------
-def test_csv_is_quoted_and_complete(tmp_path: Path) -> None:
-    rows = [row(1, name='odd, "name".png', truth=1), row(0, tile=(1, 2, 64, 128, 64, 64))]
-    path = write_csv(tmp_path / "p.csv", rows)
-    with open(path, newline="", encoding="utf-8") as fh:
-        records = list(csv.DictReader(fh))
-    assert list(records[0]) == list(CSV_COLUMNS)
-    assert [r["index"] for r in records] == ["0", "1"]
-    assert records[1]["item"] == 'odd, "name".png' and records[1]["correct"] == "1"
-    assert records[0]["x"] == "64" and records[0]["ground_truth"] == ""
-
-
-def test_geojson_uses_level0_polygons() -> None:
-    doc = geojson_document([row(0, tile=(1, 2, 64, 128, 64, 64)), row(1)], CLASSES, "s.tif")
-    assert doc["type"] == "FeatureCollection" and len(doc["features"]) == 1
-    ring = doc["features"][0]["geometry"]["coordinates"][0]
-    assert ring[0] == [64, 128] and ring[2] == [128, 192] and ring[-1] == ring[0]
-    assert doc["features"][0]["properties"]["classification"]["name"] == "tumor"
-
-
-def _report_data(rows: tuple[PredictionRow, ...]) -> ReportData:
-    """Report data for ``rows`` with fixed, recognisable metadata."""
-    stats = RunStatistics()
-    stats.extend(rows)
-    return ReportData(
-        rows=rows,
-        summary=stats.summary(),
-        classes=CLASSES,
-        source_kind="folder",
-        source_path="/x",
-        card={"arch": "a"},
-        model_path="m",
-        model_fingerprint="mf",
-        method="idipt",
-        run_config={"seed": 0},
-        state_fingerprint="sf",
-        profile={"name": "p"},
-        device="cpu",
-    )
-
-
-def test_config_document_contains_notice_and_fingerprint() -> None:
-    data = _report_data((row(0),))
-    doc = config_document(data)
-    assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
-    assert doc["notice"].startswith("For research use only")
-    assert doc["summary"]["adapted_accuracy"] is None
-    assert doc["summary"]["guard_events"] == 0 and doc["guard_events"] == []
-
-
-def test_reports_list_guard_events(tmp_path: Path) -> None:
-    rows = (
-        row(0),
-        row(4, name="late.png", guard_message="collapse guard after image 4: reset"),
-        row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
-        row(3, update_skipped=True),
-    )
-    data = _report_data(rows)
-    doc = config_document(data)
-    assert doc["summary"]["guard_events"] == 2 and doc["summary"]["skipped_updates"] == 1
-    assert doc["guard_events"] == [
-        {"index": 2, "item": "early.png", "message": "collapse guard after image 2: bank cleared"},
-        {"index": 4, "item": "late.png", "message": "collapse guard after image 4: reset"},
-    ]
-    with open(write_csv(tmp_path / "p.csv", rows), newline="", encoding="utf-8") as fh:
-        records = {r["index"]: r for r in csv.DictReader(fh)}
-    assert records["4"]["guard_event"] == "collapse guard after image 4: reset"
-    assert records["0"]["guard_event"] == "" and records["3"]["update_skipped"] == "1"
-    from app.pdf_report import report_html
-
-    page = report_html(data, with_images=False)
-    assert "<h2>Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
-    quiet = report_html(dataclasses.replace(data, rows=(row(0),)), with_images=False)
-    assert "The collapse guard did not act" in quiet

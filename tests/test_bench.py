@@ -19,10 +19,7 @@ from engine.bench import (
     BenchError,
     BenchResult,
     BenchSettings,
-    parse_seeds,
-    parse_sweep,
     plan_bench,
-    plan_rows,
     run_plan,
 )
 from engine.cli import main as cli_main
@@ -84,58 +81,6 @@ def serial_result(bench_data: Path, site_model: Path) -> BenchResult:
 
 
 # ------------------------------------------------------------------------------------ planning
-def test_parse_seeds() -> None:
-    assert parse_seeds("0-7") == tuple(range(8))
-    assert parse_seeds("3, 0-1,3") == (0, 1, 3)
-    for bad in ("", "a", "3-1", "1-x"):
-        with pytest.raises(BenchError):
-            parse_seeds(bad)
-
-
-def test_parse_sweep() -> None:
-    assert parse_sweep("k=10,20") == ("mask_percent", [("10", 10.0), ("20", 20.0)])
-    assert parse_sweep("bank=5, 40") == ("bank_size", [("5", 5), ("40", 40)])
-    assert parse_sweep("delta=0.01,10") == ("delta", [("0.01", 0.01), ("10", 10.0)])
-    assert parse_sweep("tent:lr=0.001,0.01") == ("lr", [("0.001", 0.001), ("0.01", 0.01)])
-    for bad in ("k", "k=", "nope=1", "bank=1.5", "delta=0", "tent:k=10", "nomethod:lr=1"):
-        with pytest.raises(BenchError):
-            parse_sweep(bad)
-
-
-def test_plan_rows_ablation_and_sweeps() -> None:
-    rows = plan_rows(["source", "idipt"], True, ablation=True, sweep=None)
-    assert [r.name for r in rows] == [
-        "source",
-        "idipt",
-        "idipt[use_uom=False]",
-        "idipt[use_pgd=False]",
-        "idipt[use_uom=False,use_pgd=False]",
-        "idipt[use_graphs=False]",
-    ]
-    assert rows[4].overrides == (("use_uom", False), ("use_pgd", False))
-    k = plan_rows(["source"], False, ablation=False, sweep="k=10,20")
-    assert [(r.name, r.overrides) for r in k] == [
-        ("idipt[k=10]", (("mask_percent", 10.0),)),
-        ("idipt[k=20]", (("mask_percent", 20.0),)),
-    ]
-    delta = plan_rows(["source", "idipt"], True, ablation=False, sweep="delta=0.1,1")
-    assert [(r.name, r.delta) for r in delta] == [
-        ("source[delta=0.1]", 0.1),
-        ("source[delta=1]", 1.0),
-        ("idipt[delta=0.1]", 0.1),
-        ("idipt[delta=1]", 1.0),
-    ]
-    tent = plan_rows(["source"], True, ablation=False, sweep="tent:lr=0.01")
-    assert [(r.name, r.method, r.overrides) for r in tent] == [
-        ("source", "source", ()),
-        ("tent[lr=0.01]", "tent", (("lr", 0.01),)),
-    ]
-    with pytest.raises(BenchError, match="unknown method"):
-        plan_rows(["nope"], True, ablation=False, sweep=None)
-    with pytest.raises(BenchError, match="mask_percent"):
-        plan_rows(["idipt"], False, ablation=False, sweep="k=100")
-
-
 def test_plan_jobs_carry_sweep_delta(bench_data: Path, site_model: Path) -> None:
     plan = plan_bench(_settings(bench_data, site_model, methods=None, sweep="delta=0.1,10", fragments=3))
     assert [(j.row, j.seed, j.stream.delta, j.stream.fragments) for j in plan.jobs] == [
@@ -422,25 +367,6 @@ def test_source_stats_come_from_the_source_train_split(
     assert len(given[0][1]) == 3
     for arr, item in zip(given[0][1], train, strict=True):
         assert np.array_equal(arr, read_array(item.path, size))
-
-
-def test_worker_image_ticker_batches_counts() -> None:
-    import queue
-
-    from engine.bench.run import _ImageTicker
-
-    q: queue.Queue[int] = queue.Queue()
-    every_image = _ImageTicker(q, every=0.0)
-    for _ in range(3):
-        every_image()
-    assert [q.get_nowait() for _ in range(3)] == [1, 1, 1]
-    batched = _ImageTicker(q, every=3600.0)
-    for _ in range(5):
-        batched()
-    assert q.empty()
-    batched.flush()
-    batched.flush()  # nothing new: nothing sent
-    assert q.get_nowait() == 5 and q.empty()
 
 
 def test_source_stats_skip_unreadable_images(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -235,9 +235,6 @@ class MainWindow(QMainWindow):
         if order in self.order_actions:
             self.order_actions[order].setChecked(True)
 
-    def show_slide_panel(self, visible: bool) -> None:
-        self.slide_view.setVisible(visible)
-
     def set_model_text(self, text: str) -> None:
         self.model_label.setText(text)
 
@@ -261,13 +258,13 @@ class MainWindow(QMainWindow):
         self.table.follow_box.setChecked(True)
         self.plots.set_data(None)
         self.plots.set_extent(total, segment_size)
-        self.show_slide_panel(False)
+        self.slide_view.setVisible(False)
 
     def show_slide(
         self, thumbnail: np.ndarray, grid: tuple[int, int], footprint_px: float, title: str
     ) -> None:
         self.slide_view.set_slide(thumbnail, grid, footprint_px, title)
-        self.show_slide_panel(True)
+        self.slide_view.setVisible(True)
 
     def append_rows(self, rows: list[PredictionRow]) -> None:
         self.table.model.append_rows(rows)
@@ -313,13 +310,7 @@ class MainWindow(QMainWindow):
 
     def plot_png(self) -> bytes:
         """The plots panel as PNG bytes (immutable, so it may cross to the worker thread)."""
-        image = self.plots.grab().toImage()
-        data = QByteArray()
-        buffer = QBuffer(data)
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        image.save(buffer, "PNG")  # type: ignore[call-overload]
-        buffer.close()
-        return bytes(data.data())
+        return self.plots.png()
 
     # -- questions the controller may ask -----------------------------------------------------
     def confirm(self, title: str, text: str) -> bool:

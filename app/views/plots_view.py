@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from app.stats import PlotData
@@ -53,6 +54,16 @@ class PlotsView(QWidget):
         self._quantity = "positive rate"
         self._titled = False
         self.set_data(None)
+
+    def png(self) -> bytes:
+        """The panel rendered to PNG bytes."""
+        image = self.grab().toImage()
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        image.save(buffer, "PNG")  # type: ignore[call-overload]
+        buffer.close()
+        return bytes(data.data())
 
     def set_extent(self, total: int, segment_size: int) -> None:
         """Fix the x axes to a stream of ``total`` images, so they are not re-laid out at every update."""

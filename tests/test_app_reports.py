@@ -1,0 +1,90 @@
+"""The app's reports without a display: the predictions CSV, the GeoJSON, the run JSON and the PDF page."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+from app_fixtures import CLASSES, sample_row
+
+from app.reports import ReportData, config_document, geojson_document, write_csv
+from app.rows import PredictionRow
+from app.stats import RunStatistics
+from engine import CSV_COLUMNS
+
+
+# -- reports ----------------------------------------------------------------------------------
+def test_csv_is_quoted_and_complete(tmp_path: Path) -> None:
+    rows = [sample_row(1, name='odd, "name".png', truth=1), sample_row(0, tile=(1, 2, 64, 128, 64, 64))]
+    path = write_csv(tmp_path / "p.csv", rows)
+    with open(path, newline="", encoding="utf-8") as fh:
+        records = list(csv.DictReader(fh))
+    assert list(records[0]) == list(CSV_COLUMNS)
+    assert [r["index"] for r in records] == ["0", "1"]
+    assert records[1]["item"] == 'odd, "name".png' and records[1]["correct"] == "1"
+    assert records[0]["x"] == "64" and records[0]["ground_truth"] == ""
+
+
+def test_geojson_uses_level0_polygons() -> None:
+    doc = geojson_document([sample_row(0, tile=(1, 2, 64, 128, 64, 64)), sample_row(1)], CLASSES, "s.tif")
+    assert doc["type"] == "FeatureCollection" and len(doc["features"]) == 1
+    ring = doc["features"][0]["geometry"]["coordinates"][0]
+    assert ring[0] == [64, 128] and ring[2] == [128, 192] and ring[-1] == ring[0]
+    assert doc["features"][0]["properties"]["classification"]["name"] == "tumor"
+
+
+def _report_data(rows: tuple[PredictionRow, ...]) -> ReportData:
+    """Report data for ``rows`` with fixed, recognisable metadata."""
+    stats = RunStatistics()
+    stats.extend(rows)
+    return ReportData(
+        rows=rows,
+        summary=stats.summary(),
+        classes=CLASSES,
+        source_kind="folder",
+        source_path="/x",
+        card={"arch": "a"},
+        model_path="m",
+        model_fingerprint="mf",
+        method="idipt",
+        run_config={"seed": 0},
+        state_fingerprint="sf",
+        profile={"name": "p"},
+        device="cpu",
+    )
+
+
+def test_config_document_contains_notice_and_fingerprint() -> None:
+    data = _report_data((sample_row(0),))
+    doc = config_document(data)
+    assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
+    assert doc["notice"].startswith("For research use only")
+    assert doc["summary"]["adapted_accuracy"] is None
+    assert doc["summary"]["guard_events"] == 0 and doc["guard_events"] == []
+
+
+def test_reports_list_guard_events(tmp_path: Path) -> None:
+    rows = (
+        sample_row(0),
+        sample_row(4, name="late.png", guard_message="collapse guard after image 4: reset"),
+        sample_row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
+        sample_row(3, update_skipped=True),
+    )
+    data = _report_data(rows)
+    doc = config_document(data)
+    assert doc["summary"]["guard_events"] == 2 and doc["summary"]["skipped_updates"] == 1
+    assert doc["guard_events"] == [
+        {"index": 2, "item": "early.png", "message": "collapse guard after image 2: bank cleared"},
+        {"index": 4, "item": "late.png", "message": "collapse guard after image 4: reset"},
+    ]
+    with open(write_csv(tmp_path / "p.csv", rows), newline="", encoding="utf-8") as fh:
+        records = {r["index"]: r for r in csv.DictReader(fh)}
+    assert records["4"]["guard_event"] == "collapse guard after image 4: reset"
+    assert records["0"]["guard_event"] == "" and records["3"]["update_skipped"] == "1"
+    from app.pdf_report import report_html
+
+    page = report_html(data, with_images=False)
+    assert "<h2>Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
+    quiet = report_html(dataclasses.replace(data, rows=(sample_row(0),)), with_images=False)
+    assert "The collapse guard did not act" in quiet

@@ -1,0 +1,251 @@
+"""The app's runs that end early or unusually, its events, its command line, and the journal it
+shares with ``f2tta run`` (offscreen, pytest-qt). Every test ends with the worker thread finished."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from app_fixtures import make_folder
+from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+from PySide6.QtWidgets import QApplication
+
+from app.controller import Controller
+from app.profiles import ProfileStore
+from app.state import Phase
+from engine.errors import STEP_EVENT
+
+
+def test_command_line_run_export_and_quit(
+    home: Path, model: Path, tmp_path: Path, qapp: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.controller
+    from app.main import main
+
+    made: list[Controller] = []
+
+    class Recording(Controller):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(app.controller, "Controller", Recording)
+    folder = make_folder(tmp_path, 10, labelled="folders")
+    out = tmp_path / "cli_out"
+    code = main(
+        [
+            str(folder),
+            "--model",
+            str(model),
+            "--profile",
+            "smoke",
+            "--run",
+            "--export",
+            str(out),
+            "--quit-when-done",
+        ]
+    )
+    assert code == 0
+    assert {p.name for p in out.iterdir()} == {"predictions.csv", "run_config.json", "report.pdf"}
+    with open(out / "predictions.csv", newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == 10
+    assert ProfileStore(home).open("smoke").info().images_seen == 10
+    assert made and not any(c.engine_thread.isRunning() for c in made), "main() ends the worker thread"
+    # Failures give a non-zero exit code.
+    assert (
+        main([str(folder), "--model", str(tmp_path / "missing.safetensors"), "--run", "--quit-when-done"])
+        == 1
+    )
+    assert main([str(tmp_path / "nowhere"), "--run"]) == 2
+    assert len(made) == 2 and not any(c.engine_thread.isRunning() for c in made)
+
+
+def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
+    studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import Journal, Session
+
+    real_step = Session.step
+    calls = [0]
+
+    def flaky_step(self: Session, image: object) -> object:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_step(self, image)  # type: ignore[arg-type]
+
+    folder = make_folder(tmp_path, 6, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    monkeypatch.setattr(Session, "step", flaky_step)
+    ended = studio.run_to_end(c)
+    # A model failure is not the image's fault: the run ends, the image is retried next time.
+    assert ended.reason == "failed" and ended.processed == 2 and ended.saved  # type: ignore[attr-defined]
+    errors = [m for level, m in c.window.log.entries if level == "error"]
+    assert any("out of memory" in m and "img002" in m and "tried again" in m for m in errors)
+    assert c.model.pending == 4 and c.phase is Phase.READY
+
+    def broken_save(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Journal, "save", broken_save)
+    ended = studio.run_to_end(c)
+    assert ended.reason == "failed" and ended.processed == 4 and not ended.saved  # type: ignore[attr-defined]
+    errors = [m for level, m in c.window.log.entries if level == "error"]
+    assert any("cannot be written" in m and "No space left" in m for m in errors)
+    assert any("state NOT saved" in m for m in errors)
+
+
+def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 40, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    c.start()
+    qtbot.waitUntil(lambda: c.window.table.model.rowCount() >= 2, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    with qtbot.waitSignal(c.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.close()  # refused while running: the run stops, saves, then the window closes
+    assert not c.engine_thread.isRunning() and not c.window.isVisible()
+    assert c.state.last_run is not None and c.state.last_run.reason == "stopped" and c.state.last_run.saved
+    assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
+
+
+def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+    import functools
+
+    import app.worker
+    from engine import GuardConfig, Session
+
+    # A two-image window in which any majority counts as collapse: the real guard acts after
+    # images 1, 3 and 5 (first recovering, then resetting because the collapse "came back").
+    guard = GuardConfig(window=2, adapted_share=0.5, source_share=1.0)
+    monkeypatch.setattr(app.worker, "Session", functools.partial(Session, guard=guard))
+    real_step = Session.step
+
+    def step(self: Session, image: object) -> object:
+        result = real_step(self, image)  # type: ignore[arg-type]
+        if result.index == 2:  # what I-DiPT reports when the loss is not finite
+            return dataclasses.replace(result, update_skipped=True)
+        return result
+
+    monkeypatch.setattr(Session, "step", step)
+    folder = make_folder(tmp_path, 6, labelled="none")
+    c = studio.open()
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+
+    warnings = [m for level, m in c.window.log.entries if level == "warning"]
+    guard_lines = [m for m in warnings if "collapse guard after image" in m]
+    assert [m.split(": 50%")[0] for m in guard_lines] == [
+        f"img00{i}.png: collapse guard after image {i}" for i in (1, 3, 5)
+    ], "one line per guard action, with the file name, and no duplicate from the engine's logger"
+    assert guard_lines[-1].endswith("adaptation reset to the source model")
+    assert [m for m in warnings if "update skipped" in m] == [
+        "img002.png: non-finite loss or gradient on image 2, update skipped "
+        "(the adaptation keeps its last good state)"
+    ]
+    assert guard_lines[-1] in c.window.log.text.toPlainText()
+    shown = len(c.window.log.entries)
+    logging.getLogger("engine.methods.idipt").warning(
+        "I-DiPT step 4: non-finite loss or gradient, update skipped", extra=STEP_EVENT
+    )
+    QApplication.processEvents()
+    assert len(c.window.log.entries) == shown, "the engine's copy of a per-image warning is not shown"
+    messages = [m for _, m in c.window.log.entries]
+    summary = next(m for m in messages if m.startswith("Run finished"))
+    assert "collapse guard acted 3 times" in summary and "update skipped once" in summary
+    rows = c.window.table.model.rows
+    assert [r.index for r in rows if r.guard_message] == [1, 3, 5]
+    assert [r.index for r in rows if r.update_skipped] == [2]
+    c.window.table.mode_combo.setCurrentIndex(c.window.table.mode_combo.findData("events"))
+    assert c.window.table.proxy.rowCount() == 4
+
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.export(str(out))
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["summary"]["guard_events"] == 3 and config["summary"]["skipped_updates"] == 1
+    assert [(e["index"], e["item"]) for e in config["guard_events"]] == [
+        (1, "img001.png"),
+        (3, "img003.png"),
+        (5, "img005.png"),
+    ]
+    assert config["guard_events"][0]["message"].startswith("collapse guard after image 1:")
+    assert config["run"]["guard"]["window"] == 2
+    with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
+        records = list(csv.DictReader(fh))
+    assert [r["index"] for r in records if r["guard_event"]] == ["1", "3", "5"]
+    assert [r["index"] for r in records if r["update_skipped"] == "1"] == ["2"]
+    _, text = read_pdf_text(out / "report.pdf")
+    for needle in (
+        "Collapse-guard events 3",
+        "Skipped updates (non-finite loss) 1",
+        "Guard events",
+        "img005.png",
+        "collapse guard after image 3:",
+    ):
+        assert needle in text, needle
+
+
+# -- one journal for f2tta run and the app -----------------------------------------------------
+def _cli(model: Path, folder: Path, out: Path, state: Path, *extra: str) -> int:
+    from engine.cli import main as cli_main
+
+    argv = ["run", "--model", str(model), "--input", str(folder), "--state", str(state), "--out", str(out)]
+    return cli_main([*argv, "--no-progress", "--set", "mc_passes=2", *extra])
+
+
+def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studio, tmp_path: Path) -> None:
+    folder = make_folder(tmp_path, 10, labelled="folders")
+    state, out = tmp_path / "cli_state", tmp_path / "preds.csv"
+    assert _cli(studio.model, folder, out, state) == 0
+    cli_rows = [r for r in csv.DictReader(out.open(newline=""))]
+    c = studio.open(state_dir=state)
+    assert c.state.info is not None and c.state.info.images_seen == 10 and not c.state.info.profile_error
+    studio.open_folder(c, folder)
+    rows = c.model.rows
+    assert [r.name for r in rows] == [r["item"] for r in cli_rows] and all(r.restored for r in rows)
+    assert [f"{r.confidence:.6f}" for r in rows] == [r["confidence"] for r in cli_rows]
+    assert c.model.pending == 0 and c.phase is Phase.DONE
+    # New images arrive: the app continues the same journal, and f2tta run continues after it.
+    extra = make_folder(tmp_path / "more", 3, labelled="folders", seed=9)
+    for src in sorted(extra.rglob("*.png")):
+        target = folder / src.relative_to(extra)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src.rename(target.with_name("new_" + target.name))
+    studio.open_folder(c, folder)
+    assert c.model.pending == 3
+    studio.run_to_end(c)
+    studio.close(c)
+    assert _cli(studio.model, folder, out, state) == 0
+    final = [r for r in csv.DictReader(out.open(newline=""))]
+    assert [int(r["index"]) for r in final] == list(range(13)) and len({r["item"] for r in final}) == 13
+
+
+def test_profile_written_by_the_app_resumes_under_f2tta_run(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = make_folder(tmp_path, 30, labelled="none")
+    c = studio.open(profile="Site B")
+    studio.open_folder(c, folder)
+    c.start()
+    qtbot.waitUntil(lambda: len(c.model.rows) >= 4, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.stop()
+    app_rows = list(c.model.rows)
+    studio.close(c)
+    profile = studio.home / "profiles" / "Site B"
+    out = tmp_path / "preds.csv"
+    assert _cli(studio.model, folder, out, profile) == 0, "the profile folder is accepted as --state"
+    rows = [r for r in csv.DictReader(out.open(newline=""))]
+    assert [r["item"] for r in rows][: len(app_rows)] == [r.name for r in app_rows]
+    assert [f"{r.confidence:.6f}" for r in app_rows] == [r["confidence"] for r in rows][: len(app_rows)]
+    assert [int(r["index"]) for r in rows] == list(range(30)) and len({r["item"] for r in rows}) == 30
