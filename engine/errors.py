@@ -16,7 +16,21 @@ class StateError(F2TTAError):
 
 
 class ImageReadError(F2TTAError):
-    """An image file cannot be read; the message names the path and the reason."""
+    """An image file cannot be read; the message names the path and the reason.
+
+    Attributes:
+        reason: the reason alone, without the path (what a skip list records).
+        transient: True when reading again later may succeed: the file vanished, permission
+            was denied, an I/O error occurred, or it is empty, changed while it was read, or
+            failed to decode within :data:`engine.images.RECENT_WRITE_SECONDS` of its last
+            modification (it may still be being copied). False when the content itself is
+            unusable (corrupt, unsupported format, too large): reading again gives the same result.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None, transient: bool = False) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+        self.transient = transient
 
 
 # Log records whose content also reaches the caller in ``StepResult.diagnostics`` (the collapse

@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import os
+import stat
 import struct
+import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile_files import exotic, oriented_jpeg, postscript, tiff_undefined_strip_offsets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -77,6 +80,16 @@ def hostile_folder(root: Path) -> tuple[dict[str, bool], int]:
     put("la.png", _encoded(rgb.convert("LA"), "PNG"), True)
     put("float.tif", _encoded(Image.fromarray(rng.random((20, 20), dtype=np.float32)), "TIFF"), True)
     put("bitmap.bmp", _encoded(rgb, "BMP"), True)
+    # Issue 13: poison pills that crashed every run, formats that must never be decoded, a FIFO,
+    # and the GIF and EXIF-rotated files that were ignored or read sideways.
+    put("strip_offsets_undefined.tif", tiff_undefined_strip_offsets(), False)
+    put("postscript.png", postscript(), False)
+    put("imagemagick.png", exotic("IM"), False)
+    put("dds.png", exotic("DDS"), False)
+    put("animated.gif", _encoded(rgb, "GIF", save_all=True, append_images=[rgb.rotate(90)]), True)
+    put("rotated.jpg", oriented_jpeg(6), True)
+    os.mkfifo(root / "pipe.png")
+    expect["pipe.png"] = False
     put("x" * 200 + ".png", _encoded(rgb, "PNG"), True)
     # A file name that is not valid UTF-8 (allowed on Linux file systems).
     raw = os.fsencode(root) + b"/caf\xe9_latin1.png"
@@ -88,10 +101,17 @@ def hostile_folder(root: Path) -> tuple[dict[str, bool], int]:
     (root / "sub" / "inner.png").write_bytes(_encoded(rgb, "PNG"))
     expect["sub/inner.png"] = True
     os.symlink("..", root / "sub" / "loop")
+    # Old files: a failure to decode them is permanent, not "may still be being copied".
+    for dirpath, _, filenames in os.walk(os.fsencode(root)):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if not stat.S_ISFIFO(os.lstat(full).st_mode):
+                os.utime(full, (time.time() - 3600, time.time() - 3600))
     good = sum(expect.values())
     return expect, good
 
 
+@pytest.mark.filterwarnings("ignore:IM image format is deprecated:DeprecationWarning")
 def test_read_image_processes_or_refuses_each_hostile_file(tmp_path: Path) -> None:
     expect, _ = hostile_folder(tmp_path)
     for name, ok in expect.items():
@@ -113,6 +133,7 @@ def test_bomb_is_refused_before_decoding(tmp_path: Path) -> None:
         read_image(path)
 
 
+@pytest.mark.filterwarnings("ignore:IM image format is deprecated:DeprecationWarning")
 def test_listing_survives_symlink_loops_and_odd_names(tmp_path: Path) -> None:
     expect, _ = hostile_folder(tmp_path)
     listed = [p.relative_to(tmp_path).as_posix() for p in list_images(tmp_path)]
@@ -120,6 +141,7 @@ def test_listing_survives_symlink_loops_and_odd_names(tmp_path: Path) -> None:
     assert set(listed) == set(expect)  # every image once, no file reached through the loop twice
 
 
+@pytest.mark.filterwarnings("ignore:IM image format is deprecated:DeprecationWarning")
 def test_run_over_hostile_folder_reports_and_continues(tiny_model_path: Path, tmp_path: Path) -> None:
     expect, good = hostile_folder(tmp_path / "in")
     out = tmp_path / "preds.csv"
