@@ -259,3 +259,78 @@ def test_item_is_hashable_and_frozen() -> None:
     assert {it: 1}[Item(Path("a.png"), 1, "d")] == 1
     with pytest.raises(AttributeError):
         it.label = 2  # type: ignore[misc]
+
+
+# --- issue 13: datasets never reach outside their folder; poison pills are skips ------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["../outside/x.png", "imgs/../../outside/x.png", "{outside}/x.png", "imgs/link_out.png"],
+    ids=["dotdot", "dotdot-through-folder", "absolute", "symlink"],
+)
+def test_manifest_paths_outside_its_folder_are_refused(tmp_path: Path, given: str) -> None:
+    _png(tmp_path / "outside" / "x.png")
+    base = tmp_path / "data"
+    _png(base / "imgs" / "a.png")
+    _png(base / "imgs" / "b.png")
+    (base / "imgs" / "link_out.png").symlink_to(tmp_path / "outside" / "x.png")
+    manifest = base / "list.csv"
+    manifest.write_text(
+        "path,label,domain\nimgs/a.png,tumor,h1\nimgs/b.png,normal,h1\n"
+        + given.format(outside=tmp_path / "outside")
+        + ",normal,h1\n"
+    )
+    with pytest.raises(
+        DatasetError, match=r"list\.csv, line 4: .* lies outside the folder of list\.csv"
+    ) as info:
+        open_dataset(manifest)
+    assert "allow_outside=True" in str(info.value)
+    ds = open_dataset(manifest, allow_outside=True)  # the explicit option
+    assert len(ds.items) == 3
+
+
+def test_wilds_metadata_cannot_point_outside(tmp_path: Path) -> None:
+    root = tmp_path / "wilds"
+    root.mkdir()
+    _wilds(root, index_column=False)
+    with (root / "metadata.csv").open("a", newline="") as fh:
+        csv.writer(fh).writerow(["../../../../../../etc", 1, 0, 0, 0, 1, 0, 0])
+    with pytest.raises(DatasetError, match=r"lies outside the folder of metadata\.csv"):
+        open_dataset(root)
+
+
+def test_dataset_folder_symlinks_out_are_recorded_not_followed(tmp_path: Path) -> None:
+    root = _folders(tmp_path / "ds", {"s": {"x": 2, "y": 2}})
+    _folders(tmp_path / "other", {"t": {"x": 2, "y": 2}})
+    (root / "borrowed").symlink_to(tmp_path / "other" / "t", target_is_directory=True)  # a domain
+    (root / "s" / "x" / "more").symlink_to(tmp_path / "other" / "t" / "y", target_is_directory=True)
+    ds = open_dataset(root)
+    assert ds.domains == ("s",) and len(ds.items) == 4
+    assert sorted(s.path.name for s in ds.skipped) == ["borrowed", "more"]
+    assert all("leaves the" in s.reason for s in ds.skipped)
+    wide = open_dataset(root, allow_outside=True)
+    assert wide.domains == ("borrowed", "s") and len(wide.items) == 10
+
+
+def test_poison_pill_tiff_is_a_skip_when_read(tmp_path: Path) -> None:
+    from hostile_files import tiff_undefined_strip_offsets
+
+    root = _folders(tmp_path / "ds", {"s": {"x": 2, "y": 2}})
+    pill = root / "s" / "x" / "img0.png"
+    pill.write_bytes(tiff_undefined_strip_offsets())
+    ds = open_dataset(root)
+    item = next(it for it in ds.items if it.path == pill)
+    assert ds.read(item) is None  # a TypeError inside Pillow before
+    assert ds.skipped[-1].path == pill and "TypeError" in ds.skipped[-1].reason
+
+
+def test_header_check_refuses_postscript_without_ghostscript(tmp_path: Path) -> None:
+    from hostile_files import postscript
+
+    root = _folders(tmp_path / "ds", {"s": {"x": 2, "y": 2}})
+    ps = root / "s" / "x" / "img1.png"
+    ps.write_bytes(postscript())
+    ds = open_dataset(root, check="header")
+    assert [s.path for s in ds.skipped] == [ps]
+    assert "PostScript/EPS is never opened" in ds.skipped[0].reason
