@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +159,154 @@ def test_full_disk_fails_loudly_and_keeps_state(
     monkeypatch.undo()
     assert (directory / STATE_FILE).read_bytes() == good
     assert sorted(p.name for p in directory.iterdir()) == ["state.json", STATE_FILE]  # no temp files left
+
+
+# --- issue 13: crafted, misplaced and oversized states are refused with the way back --------------
+
+
+def _craft(directory: Path, meta_json: str, tensors: dict[str, torch.Tensor]) -> None:
+    """Write a state whose metadata is ``meta_json`` verbatim, with a valid checksum."""
+    from safetensors.torch import save as st_save
+
+    from engine.state import _digest
+
+    data = st_save(tensors, metadata={"f2tta_meta": meta_json, "f2tta_sha256": _digest(meta_json, tensors)})
+    (directory / STATE_FILE).write_bytes(data)
+
+
+@pytest.fixture
+def saved(tiny_model_path: Path, tmp_path: Path) -> tuple[Path, dict[str, torch.Tensor], dict[str, object]]:
+    """A state directory saved twice (so it has a good backup), and the tensors and metadata of the last save."""
+    directory = tmp_path / "st"
+    _saved_twice(tiny_model_path, directory)
+    tensors, meta = read_state(directory)
+    return directory, tensors, meta
+
+
+def test_metadata_nested_100000_deep_is_refused(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+) -> None:
+    directory, tensors, meta = saved
+    deep = "[" * 100_000 + "]" * 100_000
+    _craft(directory, json.dumps(meta)[:-1] + f', "extra": {{"x": {deep}}}}}', tensors)
+    with pytest.raises(StateError, match="nested 100002 levels deep exceeds the limit of 64"):
+        read_state(directory)
+
+
+def test_header_nested_100000_deep_is_refused(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+) -> None:
+    directory, _, _ = saved
+    header = b"[" * 100_000 + b"]" * 100_000
+    (directory / STATE_FILE).write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(StateError, match="nested 100000 levels deep"):
+        read_state(directory)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("guard", [], "guard must be an object, not a list"),
+        ("extra", [], "extra must be an object, not a list"),
+        ("method_state", [1, 2], "method_state must be an object, not a list"),
+        ("events", [[1, "reset", "x"]], r"events\[0\] must be an object, not a list"),
+        ("guard", {"window": [[0, 1, 2]]}, r"guard.window\[0\] holds 3 entries, more than the limit of 2"),
+        ("images_seen", "5", "images_seen must be an integer, not a string"),
+    ],
+)
+def test_wrong_types_in_the_metadata_are_refused(
+    tiny_model_path: Path,
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+    key: str,
+    value: object,
+    message: str,
+) -> None:
+    directory, tensors, meta = saved
+    _craft(directory, json.dumps({**meta, key: value}), tensors)
+    target = _session(tiny_model_path)
+    before = target.state_fingerprint()
+    with pytest.raises(StateError, match=message):
+        target.load(directory)
+    assert target.state_fingerprint() == before and target.images_seen == 0
+
+
+def test_fifo_as_the_state_file_is_refused_at_once(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+) -> None:
+    from hostile_files import within
+
+    directory, _, _ = saved
+    (directory / STATE_FILE).unlink()
+    os.mkfifo(directory / STATE_FILE)
+    with pytest.raises(StateError, match=r"not a regular file: it is a named pipe \(FIFO\)"):
+        within(10, lambda: read_state(directory))  # blocked for ever before
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "outside"])
+def test_state_symlinked_out_of_its_folder_is_refused(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]], tmp_path: Path, target: str
+) -> None:
+    directory, _, _ = saved
+    state = directory / STATE_FILE
+    if target == "outside":
+        target = str(tmp_path / "elsewhere.safetensors")
+        shutil.copy(state, target)  # a valid state, but not this folder's
+    state.unlink()
+    state.symlink_to(target)
+    with pytest.raises(StateError, match=f"a symbolic link to {target}, outside the state folder"):
+        read_state(directory)
+
+
+def test_symlink_inside_the_state_folder_is_followed(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+) -> None:
+    directory, _, meta = saved
+    state = directory / STATE_FILE
+    state.rename(directory / "kept.safetensors")
+    state.symlink_to("kept.safetensors")
+    assert read_state(directory)[1]["images_seen"] == meta["images_seen"]
+
+
+def test_oversized_state_is_refused_before_reading(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.state
+
+    directory, _, _ = saved
+    monkeypatch.setattr(engine.state, "MAX_STATE_BYTES", 1000)
+    with pytest.raises(StateError, match=r"state file of \d+ bytes exceeds the limit of 1000 bytes"):
+        read_state(directory)
+
+
+def test_refusal_names_the_backup_and_its_restore_command_works(
+    tiny_model_path: Path, saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]]
+) -> None:
+    directory, _, _ = saved
+    state = directory / STATE_FILE
+    state.write_bytes(state.read_bytes()[:100])  # damaged
+    with pytest.raises(StateError) as info:
+        _session(tiny_model_path).load(directory)
+    message = str(info.value)
+    assert f"The previous good state is kept in {state}.backup; to restore it, run: " in message
+    command = message.split("to restore it, run: ", 1)[1]
+    damaged = state.read_bytes()
+    subprocess.run(command, shell=True, check=True)
+    assert (directory / "state.safetensors.damaged").read_bytes() == damaged  # kept for inspection
+    restored = _session(tiny_model_path)
+    restored.load(directory)  # the backup is the state now
+    assert restored.images_seen == 3
+
+
+def test_refusal_says_when_there_is_no_usable_backup(
+    saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]],
+) -> None:
+    directory, _, _ = saved
+    state = directory / STATE_FILE
+    state.write_bytes(b"garbage garbage")
+    backup = directory / (STATE_FILE + ".backup")
+    backup.write_bytes(b"also garbage")
+    with pytest.raises(StateError, match="The backup copy is not usable either"):
+        read_state(directory)
+    backup.unlink()
+    with pytest.raises(StateError, match=r"There is no backup copy \(.*backup does not exist\)"):
+        read_state(directory)

@@ -1,0 +1,104 @@
+"""JSON from files that may be hostile: size and nesting bounded before parsing, types checked after.
+
+``json.loads`` recurses once per level of nesting: ``[[[[...`` 100 000 deep raises
+RecursionError (or, with a raised recursion limit, overflows the C stack). The depth is measured
+first, without recursion, on the text with its string literals removed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+# A JSON string literal, exactly as the parser delimits it (no raw quote or backslash inside).
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+class SchemaError(ValueError):
+    """JSON that parses but is not what was expected; the message says where and what."""
+
+
+def nesting_depth(text: bytes) -> int:
+    """The deepest nesting of arrays and objects in ``text``, brackets inside strings ignored."""
+    bare = np.frombuffer(_STRING.sub(b'""', text), dtype=np.uint8)
+    if bare.size == 0:
+        return 0
+    step = np.isin(bare, np.frombuffer(b"[{", dtype=np.uint8)).astype(np.int64)
+    step -= np.isin(bare, np.frombuffer(b"]}", dtype=np.uint8))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def loads_bounded(data: bytes | str, *, max_bytes: int, max_depth: int) -> Any:
+    """Parse JSON of at most ``max_bytes`` bytes nested at most ``max_depth`` levels.
+
+    Raises:
+        ValueError: too large, too deep, not UTF-8 or not JSON (the message says which).
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if len(raw) > max_bytes:
+        raise ValueError(f"JSON of {len(raw)} bytes exceeds the limit of {max_bytes} bytes")
+    depth = nesting_depth(raw)
+    if depth > max_depth:
+        raise ValueError(f"JSON nested {depth} levels deep exceeds the limit of {max_depth}")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError as exc:  # cannot happen below the depth limit; kept as a second fence
+        raise ValueError("JSON nested too deeply") from exc
+
+
+def _type_name(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"the number {value!r}"
+    return names.get(type(value), type(value).__name__)
+
+
+def require_object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SchemaError(f"{where} must be an object, not {_type_name(value)}")
+    return value
+
+
+def require_list(value: object, where: str, max_len: int) -> list[Any]:
+    if not isinstance(value, list):
+        raise SchemaError(f"{where} must be a list, not {_type_name(value)}")
+    if len(value) > max_len:
+        raise SchemaError(f"{where} holds {len(value)} entries, more than the limit of {max_len}")
+    return value
+
+
+def require_str(value: object, where: str, max_len: int = 4096, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise SchemaError(f"{where} must be a string, not {_type_name(value)}")
+    if len(value) > max_len:
+        raise SchemaError(f"{where} is {len(value)} characters long, more than the limit of {max_len}")
+    if not empty and not value.strip():
+        raise SchemaError(f"{where} must not be empty")
+    return value
+
+
+def require_int(value: object, where: str, lo: int, hi: int) -> int:
+    """An integer in ``[lo, hi]``; a float with an integral value (``96.0``) is accepted."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchemaError(f"{where} must be an integer, not {_type_name(value)}")
+    if not lo <= value <= hi:
+        raise SchemaError(f"{where} = {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def require_float(value: object, where: str, lo: float, hi: float, lo_open: bool = False) -> float:
+    """A finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SchemaError(f"{where} must be a number, not {_type_name(value)}")
+    number = float(value)
+    below = number <= lo if lo_open else number < lo
+    if not math.isfinite(number) or below or number > hi:
+        bracket = "(" if lo_open else "["
+        raise SchemaError(f"{where} = {value!r} is out of range {bracket}{lo:g}, {hi:g}]")
+    return number
