@@ -4,6 +4,12 @@ A model is two files side by side: ``NAME.safetensors`` (or a torch file, loaded
 ``weights_only=True``) and ``NAME.json``, the card. The card names the timm architecture and the
 keyword arguments it was built with, the input size and normalisation, the class names and the
 source domain, so a checkpoint can be rebuilt without guessing.
+
+A card is untrusted input: it is read as a regular file of at most :data:`MAX_CARD_BYTES` with
+bounded JSON nesting, every field is type-checked and every number bounded
+(``engine/_card_schema.py``, ``std > 0``), and the model it describes is first built on PyTorch's ``meta`` device (no memory)
+to check its size and to compare its tensor shapes with the checkpoint's header, so a card that
+describes a 20 000-pixel or 3 000-block model is refused before anything is allocated.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import dataclasses
 import hashlib
 import json
 import logging
+import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +29,20 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from engine._atomic import atomic_write_bytes
+from engine._bounded_json import SchemaError, loads_bounded, require_int, require_list, require_object
+from engine._card_schema import card_fields, check_card
+from engine._files import UnsafeFileError, open_regular, read_regular
 from engine.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
 CARD_VERSION = 1
+
+MAX_CARD_BYTES = 1 << 20  # a card is a few hundred bytes; its "training" record a few kB
+MAX_JSON_DEPTH = 32
+# Largest model built (ViT-g/14 has 1.0e9 parameters) and longest token sequence (128 x 128 patches).
+MAX_MODEL_PARAMS = 1_500_000_000
+MAX_TOKENS = 16_384
 
 
 @dataclass(frozen=True)
@@ -56,32 +73,68 @@ class ModelCard:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], origin: str = "model card") -> ModelCard:
-        missing = [k for k in ("arch", "classes", "img_size") if k not in data]
-        if missing:
-            raise ModelLoadError(f"{origin}: missing field(s) {', '.join(missing)}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
+    def from_json(cls, data: object, origin: str = "model card") -> ModelCard:
+        """A card from its parsed JSON; every field type-checked and bounded.
+
+        Raises:
+            ModelLoadError: a missing field, a wrong type or a value out of range, named.
+        """
+        if isinstance(data, dict):
+            missing = [k for k in ("arch", "classes", "img_size") if k not in data]
+            if missing:
+                raise ModelLoadError(f"{origin}: missing field(s) {', '.join(missing)}")
         try:
-            kwargs["classes"] = tuple(str(c) for c in kwargs["classes"])
-            kwargs["img_size"] = int(kwargs["img_size"])
-            for key in ("mean", "std"):
-                if key in kwargs:
-                    vals = tuple(float(v) for v in kwargs[key])
-                    if len(vals) != 3:
-                        raise ValueError(f"{key} needs three values")
-                    kwargs[key] = vals
-            card = cls(**kwargs)
-        except (TypeError, ValueError) as exc:
+            card = cls(**card_fields(data))
+            check_card(card)
+        except SchemaError as exc:
             raise ModelLoadError(f"{origin}: invalid field: {exc}") from exc
-        if card.num_classes < 2:
-            raise ModelLoadError(f"{origin}: needs at least two classes, got {list(card.classes)}")
         return card
 
-    def build(self) -> torch.nn.Module:
-        """Create the (randomly initialised, never downloaded) timm model this card describes."""
+    def validate(self, origin: str = "model card") -> None:
+        """Check every field's type and bound (``engine/_card_schema.py``) without building anything.
+
+        Raises:
+            ModelLoadError: naming the first field out of bounds.
+        """
         try:
-            return timm.create_model(
+            check_card(self)
+        except SchemaError as exc:
+            raise ModelLoadError(f"{origin}: invalid field: {exc}") from exc
+
+    def check_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Build the model on the ``meta`` device (no memory used), check its size, return its tensor shapes.
+
+        Raises:
+            ModelLoadError: the card is out of bounds, timm cannot build it, or the model would
+                exceed :data:`MAX_MODEL_PARAMS` parameters or :data:`MAX_TOKENS` tokens.
+        """
+        self.validate()
+        with torch.device("meta"):
+            model = self._create()
+        params = sum(p.numel() for p in model.parameters())
+        if params > MAX_MODEL_PARAMS:
+            raise ModelLoadError(
+                f"model card describes a model of {params:,} parameters, more than the limit of {MAX_MODEL_PARAMS:,}"
+            )
+        tokens = getattr(getattr(model, "patch_embed", None), "num_patches", None)
+        if isinstance(tokens, int) and tokens > MAX_TOKENS:
+            raise ModelLoadError(
+                f"model card describes {tokens} image tokens per image ({self.img_size}px), more than the "
+                f"limit of {MAX_TOKENS}"
+            )
+        return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+    def build(self) -> torch.nn.Module:
+        """Create the (randomly initialised, never downloaded) timm model this card describes.
+
+        The card is checked first (:meth:`check_shapes`), so an out-of-bounds card allocates nothing.
+        """
+        self.check_shapes()
+        return self._create()
+
+    def _create(self) -> torch.nn.Module:
+        try:
+            model: torch.nn.Module = timm.create_model(
                 self.arch,
                 pretrained=False,
                 num_classes=self.num_classes,
@@ -92,6 +145,7 @@ class ModelCard:
             raise ModelLoadError(
                 f"cannot build timm model {self.arch!r} with {self.model_kwargs}: {exc}"
             ) from exc
+        return model
 
 
 def card_path_for(checkpoint: str | Path) -> Path:
@@ -109,19 +163,55 @@ def read_card(path: str | Path) -> ModelCard:
 def _read_card_json(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ModelLoadError(f"model card not found: {path}") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = loads_bounded(
+            read_regular(path, MAX_CARD_BYTES, "model card"),
+            max_bytes=MAX_CARD_BYTES,
+            max_depth=MAX_JSON_DEPTH,
+        )
+    except UnsafeFileError as exc:
+        if not path.exists() and not path.is_symlink():
+            raise ModelLoadError(f"model card not found: {path}") from exc
+        raise ModelLoadError(f"model card {path} is unreadable: {exc.reason}") from exc
+    except ValueError as exc:  # not UTF-8, not JSON, too deep
         raise ModelLoadError(f"model card {path} is unreadable: {exc}") from exc
     if not isinstance(data, dict):
         raise ModelLoadError(f"model card {path} is not a JSON object")
     return data
 
 
+def _check_checkpoint_file(path: Path) -> None:
+    try:
+        fh, _ = open_regular(path)
+    except UnsafeFileError as exc:
+        if not path.exists() and not path.is_symlink():
+            raise ModelLoadError(f"checkpoint not found: {path}") from exc
+        raise ModelLoadError(f"checkpoint {path} cannot be read: {exc.reason}") from exc
+    fh.close()
+
+
+def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor shapes from a safetensors file's header, without reading any tensor."""
+    try:
+        fh, st = open_regular(path)
+        with fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if length > min(st.st_size - 8, 100_000_000):
+                raise ValueError(f"header length {length} does not fit a file of {st.st_size} bytes")
+            header = require_object(
+                loads_bounded(fh.read(length), max_bytes=100_000_000, max_depth=MAX_JSON_DEPTH), "the header"
+            )
+        shapes: dict[str, tuple[int, ...]] = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            dims = require_list(require_object(info, name).get("shape"), f"{name}.shape", 8)
+            shapes[name] = tuple(require_int(d, f"{name}.shape", 0, 2**40) for d in dims)
+        return shapes
+    except (UnsafeFileError, struct.error, ValueError) as exc:
+        raise ModelLoadError(f"checkpoint {path} is not a readable safetensors file: {exc}") from exc
+
+
 def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    if not path.exists():
-        raise ModelLoadError(f"checkpoint not found: {path}")
     if path.suffix == ".safetensors":
         try:
             return load_file(str(path))
@@ -140,8 +230,16 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     return {str(k): v for k, v in obj.items()}
 
 
-def describe_mismatch(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor], limit: int = 6) -> str:
-    """A short, human-readable list of what differs between two state dicts ('' if nothing)."""
+def describe_mismatch(
+    expected: Mapping[str, torch.Tensor | tuple[int, ...]],
+    got: Mapping[str, torch.Tensor | tuple[int, ...]],
+    limit: int = 6,
+) -> str:
+    """A short, human-readable list of what differs between two state dicts or their shapes ('' if nothing)."""
+
+    def shape(v: torch.Tensor | tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(v.shape) if isinstance(v, torch.Tensor) else tuple(v)
+
     problems: list[str] = []
     missing = sorted(set(expected) - set(got))
     unexpected = sorted(set(got) - set(expected))
@@ -150,9 +248,9 @@ def describe_mismatch(expected: dict[str, torch.Tensor], got: dict[str, torch.Te
     if unexpected:
         problems.append(f"unexpected {len(unexpected)} tensor(s), e.g. {', '.join(unexpected[:limit])}")
     shapes = [
-        f"{k}: expected {tuple(expected[k].shape)}, checkpoint has {tuple(got[k].shape)}"
+        f"{k}: expected {shape(expected[k])}, checkpoint has {shape(got[k])}"
         for k in sorted(set(expected) & set(got))
-        if expected[k].shape != got[k].shape
+        if shape(expected[k]) != shape(got[k])
     ]
     if shapes:
         problems.append(f"{len(shapes)} shape mismatch(es): " + "; ".join(shapes[:limit]))
@@ -200,23 +298,33 @@ def load_model(checkpoint: str | Path, card: ModelCard | None = None) -> LoadedM
         card_file = card_path_for(checkpoint)
         raw = _read_card_json(card_file)
         card = ModelCard.from_json(raw, origin=str(card_file))
-        expected_sha = raw.get(CHECKSUM_KEY)
-    if expected_sha and checkpoint.exists():
+        sha = raw.get(CHECKSUM_KEY)
+        expected_sha = sha if isinstance(sha, str) and sha else None
+    else:
+        card.validate()
+    _check_checkpoint_file(checkpoint)
+    if expected_sha:
         actual = _sha256_file(checkpoint)
         if actual != expected_sha:
             raise ModelLoadError(
                 f"checkpoint {checkpoint} is damaged or was replaced: its SHA-256 {actual[:16]}... does not match "
                 f"the {expected_sha[:16]}... recorded in its model card"
             )
+    expected = card.check_shapes()  # on the meta device: nothing is allocated yet
+
+    def refuse_if_mismatched(got: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+        mismatch = describe_mismatch(dict(expected), got)
+        if mismatch:
+            raise ModelLoadError(
+                f"checkpoint {checkpoint} does not match the model card ({card.arch}, {card.num_classes} classes, "
+                f"{card.img_size}px): {mismatch}"
+            )
+
+    if checkpoint.suffix == ".safetensors":
+        refuse_if_mismatched(dict(_safetensors_shapes(checkpoint)))
     weights = _read_weights(checkpoint)
-    model = card.build()
-    expected = model.state_dict()
-    mismatch = describe_mismatch(expected, weights)
-    if mismatch:
-        raise ModelLoadError(
-            f"checkpoint {checkpoint} does not match the model card ({card.arch}, {card.num_classes} classes, "
-            f"{card.img_size}px): {mismatch}"
-        )
+    refuse_if_mismatched(dict(weights))
+    model = card._create()
     model.load_state_dict(weights, strict=True)
     model.eval()
     for p in model.parameters():
@@ -243,7 +351,11 @@ def save_model(model: torch.nn.Module, card: ModelCard, checkpoint: str | Path) 
 
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as fh:
+    try:
+        fh, _ = open_regular(path)
+    except UnsafeFileError as exc:
+        raise ModelLoadError(f"{path} cannot be read: {exc.reason}") from exc
+    with fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from hostile_files import within
 
 from engine import ModelCard, ModelLoadError, load_model, save_model
 from tests.conftest import TINY_CARD
@@ -82,3 +84,153 @@ def test_save_model_writes_card(tmp_path: Path) -> None:
     model = TINY_CARD.build()
     card_path = save_model(model, TINY_CARD, tmp_path / "x.safetensors")
     assert json.loads(card_path.read_text())["classes"] == ["normal", "tumor"]
+
+
+# --- issue 13: cards are untrusted input: types, bounds, shapes before any allocation --------------
+
+
+class _RealBuild(BaseException):
+    """Raised by the spy when a model would be built outside the meta device (not caught as Exception)."""
+
+
+@pytest.fixture
+def no_real_build(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """timm.create_model may only run on the meta device; returns the devices it ran on."""
+    import timm
+
+    real = timm.create_model
+    devices: list[str] = []
+
+    def spy(*args: object, **kwargs: object) -> torch.nn.Module:
+        device = torch.empty(0).device.type
+        devices.append(device)
+        if device != "meta":
+            raise _RealBuild(f"a model was built on {device} with {kwargs}")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timm, "create_model", spy)
+    return devices
+
+
+def _card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
+    checkpoint = tmp_path / "m.safetensors"
+    shutil.copy(tiny_model_path, checkpoint)
+    card = {**TINY_CARD.to_json(), **changes}
+    (tmp_path / "m.json").write_text(json.dumps(card))
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"img_size": 20000}, r"img_size = 20000 is out of range \[8, 2048\]"),
+        (
+            {"model_kwargs": {"depth": 3000, "patch_size": 8}},
+            r"model_kwargs.depth = 3000 is out of range \[1, 64\]",
+        ),
+        ({"model_kwargs": {"depth": 12, "patch_size": 8}}, r"missing 120 tensor\(s\), e.g. blocks.10"),
+        ({"img_size": 512}, r"pos_embed: expected \(1, 4097, 192\), checkpoint has \(1, 17, 192\)"),
+    ],
+    ids=["img_size-20000", "depth-3000", "depth-12-vs-checkpoint-2", "img_size-512-vs-checkpoint-32"],
+)
+def test_card_is_checked_before_any_model_is_built(
+    tiny_model_path: Path, tmp_path: Path, no_real_build: list[str], changes: dict[str, object], message: str
+) -> None:
+    checkpoint = _card_beside(tiny_model_path, tmp_path, **changes)
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(checkpoint)
+    assert set(no_real_build) <= {"meta"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("std", [0, 0, 0], r"std\[0\] = 0.0 is out of range \[0.001, 10\]"),
+        ("std", [0.5, -0.5, 0.5], r"std\[1\] = -0.5 is out of range"),
+        ("mean", [0.5, 0.5, 7], r"mean\[2\] = 7.0 is out of range \[0, 1\]"),
+        ("mpp", 0, r"mpp = 0.0 is out of range"),
+        ("mpp", [], "mpp must be a number, not a list"),
+        ("positive_class", 2, r"positive_class = 2 is out of range \[0, 1\]"),
+        ("positive_class", "1", "positive_class must be an integer, not a string"),
+        ("classes", {"normal": 0, "tumor": 1}, "classes must be a list, not an object"),
+        ("classes", ["normal", "normal"], "names must be distinct"),
+        ("classes", ["normal", ""], r"classes\[1\] must not be empty"),
+        ("training", [], "training must be an object, not a list"),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "checkpoint_path": "/etc/passwd"},
+            "checkpoint_path is not allowed",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "in_chans": 1},
+            r"in_chans = 1 is out of range \[3, 3\]",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "mlp_ratio": 1e9},
+            r"mlp_ratio = 1000000000.0 is out of range",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "drop_rate": float("nan")},
+            r"drop_rate = nan is out of range",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "num_heads": 0},
+            r"num_heads = 0 is out of range \[1, 128\]",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "embed_dim": 10**6},
+            r"embed_dim = 1000000 is out of range",
+        ),
+        (
+            "model_kwargs",
+            {"depth": 2, "patch_size": 8, "reg_tokens": 10**6},
+            r"reg_tokens = 1000000 is out of range",
+        ),
+        ("model_kwargs", {"depth": 2, "patch_size": 0}, r"patch_size = 0 is out of range"),
+        ("arch", "not_a_timm_model", "is not a timm architecture"),
+    ],
+)
+def test_card_fields_are_typed_and_bounded(
+    tiny_model_path: Path, tmp_path: Path, no_real_build: list[str], field: str, value: object, message: str
+) -> None:
+    with pytest.raises(ModelLoadError, match=message):
+        load_model(_card_beside(tiny_model_path, tmp_path, **{field: value}))
+    assert no_real_build == []  # refused from the card alone
+
+
+def test_std_zero_card_built_in_code_is_refused(tiny_model_path: Path) -> None:
+    card = ModelCard(
+        arch=TINY_CARD.arch,
+        classes=TINY_CARD.classes,
+        img_size=32,
+        std=(0.0, 0.0, 0.0),
+        model_kwargs={"depth": 2, "patch_size": 8},
+    )
+    with pytest.raises(ModelLoadError, match=r"std\[0\]"):
+        load_model(tiny_model_path, card=card)  # gave NaN confidences and exit code 0 before
+
+
+def test_card_nested_100000_deep_is_refused(tiny_model_path: Path, tmp_path: Path) -> None:
+    checkpoint = _card_beside(tiny_model_path, tmp_path)
+    card = json.loads((tmp_path / "m.json").read_text())
+    text = json.dumps(card)[:-1] + ', "training": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    (tmp_path / "m.json").write_text(text)
+    with pytest.raises(ModelLoadError, match="nested 100002 levels deep exceeds the limit of 32"):
+        load_model(checkpoint)
+
+
+@pytest.mark.parametrize("which", ["card", "checkpoint"])
+def test_fifo_card_or_checkpoint_is_refused_at_once(
+    tiny_model_path: Path, tmp_path: Path, which: str
+) -> None:
+    checkpoint = _card_beside(tiny_model_path, tmp_path)
+    victim = tmp_path / ("m.json" if which == "card" else "m.safetensors")
+    victim.unlink()
+    os.mkfifo(victim)
+    with pytest.raises(ModelLoadError, match=r"named pipe \(FIFO\)"):
+        within(10, lambda: load_model(checkpoint))  # blocked for ever before
