@@ -21,6 +21,7 @@ from types import TracebackType
 import numpy as np
 from PIL import Image
 
+from engine._files import describe_kind
 from engine.errors import F2TTAError
 
 logger = logging.getLogger(__name__)
@@ -139,8 +140,15 @@ class Slide:
         import openslide  # imported lazily: the engine must work where OpenSlide is not installed
 
         self.path = Path(path)
-        if not self.path.is_file():
-            raise SlideError(f"{self.path}: slide file not found")
+        try:
+            kind = describe_kind(self.path.stat().st_mode)
+        except OSError as exc:
+            reason = (
+                "slide file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+            )
+            raise SlideError(f"{self.path}: {reason}") from exc
+        if kind is not None:  # OpenSlide would block on a FIFO and read a device for ever
+            raise SlideError(f"{self.path}: not a regular file: it is {kind}")
         try:
             fmt = openslide.OpenSlide.detect_format(str(self.path))
         except Exception as exc:  # OpenSlide raises OSError subclasses on unreadable files

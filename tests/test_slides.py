@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from app_fixtures import make_slide
+from hostile_files import within
 from PIL import Image
 
 from engine.errors import F2TTAError
@@ -84,3 +85,17 @@ def test_tissue_detection() -> None:
     assert mask[40, 50] and not mask[5, 5] and mask.sum() == 40 * 50
     assert threshold >= 20
     assert otsu_threshold(np.array([10] * 50 + [200] * 50, dtype=np.uint8)) in range(10, 200)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_non_regular_slide_is_refused_with_the_right_reason(tmp_path: Path, kind: str) -> None:
+    import os
+
+    path = tmp_path / "slide.svs"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    expected = r"it is a named pipe \(FIFO\)" if kind == "fifo" else "it is a folder"
+    with pytest.raises(SlideError, match=rf"not a regular file: {expected}"):  # "not found" before
+        within(10, lambda: Slide(path))
