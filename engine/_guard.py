@@ -23,12 +23,8 @@ class GuardConfig:
 
     enabled: bool = setting(True, "watch for collapse at all")
     window: int = setting(100, "images in the sliding window")
-    adapted_share: float = setting(
-        0.95, "fraction of adapted predictions in one class that counts as collapse"
-    )
-    source_share: float = setting(
-        0.75, "...provided the source model gave that class to at most this fraction"
-    )
+    adapted_share: float = setting(0.95, "share of adapted predictions in one class that means collapse")
+    source_share: float = setting(0.75, "...if the source model gave that class at most this share")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,12 @@ class Studio:
         with self.qtbot.waitSignal(controller.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             controller.open_folder(str(folder))
 
+    def start_and_wait(self, controller: Controller, folder: Path, rows: int) -> None:
+        """Open ``folder``, start the run and return once ``rows`` results reached the model."""
+        self.open_folder(controller, folder)
+        controller.start()
+        self.qtbot.waitUntil(lambda: len(controller.model.rows) >= rows, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+
     def run_to_end(self, controller: Controller) -> object:
         with self.qtbot.waitSignal(controller.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
             controller.start()

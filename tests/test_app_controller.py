@@ -115,6 +115,11 @@ def controller(
     assert not c.engine_thread.isRunning()
 
 
+def _open(controller: Controller, qtbot: Any, folder: Path) -> None:
+    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
+        controller.open_folder(str(folder))
+
+
 def _calls(mock: MagicMock) -> list[Any]:
     return [call.args for call in mock.call_args_list]
 
@@ -122,9 +127,7 @@ def _calls(mock: MagicMock) -> list[Any]:
 def test_controller_drives_the_window_through_its_methods_only(
     controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
 ) -> None:
-    folder = make_folder(tmp_path, 12, labelled="folders")
-    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
-        controller.open_folder(str(folder))
+    _open(controller, qtbot, make_folder(tmp_path, 12, labelled="folders"))
     assert _calls(mock_window.clear_results)[-1] == (12, 2)
     assert mock_window.set_actions.call_args.args[0] is Phase.READY
     assert mock_window.set_actions.call_args.args[1].start
@@ -159,9 +162,7 @@ def test_controller_drives_the_window_through_its_methods_only(
 def test_controller_pause_resume_and_stop(
     controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
 ) -> None:
-    folder = make_folder(tmp_path, 40, labelled="none")
-    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
-        controller.open_folder(str(folder))
+    _open(controller, qtbot, make_folder(tmp_path, 40, labelled="none"))
     controller.start()
     qtbot.waitUntil(lambda: len(controller.model.rows) >= 2, timeout=TIMEOUT_MS)
     controller.pause()

@@ -64,9 +64,7 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
 def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     folder = make_folder(tmp_path, 40, labelled="none")
     c = studio.open()
-    studio.open_folder(c, folder)
-    c.start()
-    qtbot.waitUntil(lambda: c.window.table.model.rowCount() >= 3, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    studio.start_and_wait(c, folder, 3)
     c.pause()
     assert c.phase is Phase.PAUSING and not c.window.resume_action.isEnabled()
     qtbot.waitUntil(lambda: c.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
@@ -84,9 +82,7 @@ def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None
 def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     folder = make_folder(tmp_path, 30, labelled="csv")
     first = studio.open(profile="Site A")
-    studio.open_folder(first, folder)
-    first.start()
-    qtbot.waitUntil(lambda: first.window.table.model.rowCount() >= 4, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    studio.start_and_wait(first, folder, 4)
     with qtbot.waitSignal(first.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         first.stop()
     ended = blocker.args[0]

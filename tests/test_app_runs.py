@@ -14,6 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+from cli_helpers import before_step, out_of_memory_at
 from PySide6.QtWidgets import QApplication
 
 from app.controller import Controller
@@ -69,21 +70,12 @@ def test_command_line_run_export_and_quit(
 def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
     studio: Studio, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import Journal, Session
-
-    real_step = Session.step
-    calls = [0]
-
-    def flaky_step(self: Session, image: object) -> object:
-        calls[0] += 1
-        if calls[0] == 3:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real_step(self, image)  # type: ignore[arg-type]
+    from engine import Journal
 
     folder = make_folder(tmp_path, 6, labelled="none")
     c = studio.open()
     studio.open_folder(c, folder)
-    monkeypatch.setattr(Session, "step", flaky_step)
+    before_step(monkeypatch, out_of_memory_at(3))
     ended = studio.run_to_end(c)
     # A model failure is not the image's fault: the run ends, the image is retried next time.
     assert ended.reason == "failed" and ended.processed == 2 and ended.saved  # type: ignore[attr-defined]
@@ -105,9 +97,7 @@ def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
 def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     folder = make_folder(tmp_path, 40, labelled="none")
     c = studio.open()
-    studio.open_folder(c, folder)
-    c.start()
-    qtbot.waitUntil(lambda: c.window.table.model.rowCount() >= 2, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    studio.start_and_wait(c, folder, 2)
     with qtbot.waitSignal(c.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.close()  # refused while running: the run stops, saves, then the window closes
     assert not c.engine_thread.isRunning() and not c.window.isVisible()
@@ -235,9 +225,7 @@ def test_profile_written_by_the_app_resumes_under_f2tta_run(
 ) -> None:
     folder = make_folder(tmp_path, 30, labelled="none")
     c = studio.open(profile="Site B")
-    studio.open_folder(c, folder)
-    c.start()
-    qtbot.waitUntil(lambda: len(c.model.rows) >= 4, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    studio.start_and_wait(c, folder, 4)
     with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.stop()
     app_rows = list(c.model.rows)

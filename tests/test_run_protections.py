@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from engine import Journal, Session
+from engine import Journal
 from engine.cli import main as cli_main
 from engine.state import read_state
-from tests.cli_helpers import read_rows, run_argv
+from tests.cli_helpers import before_step, out_of_memory_at, read_rows, run_argv
 from tests.conftest import random_images
 
 
@@ -41,22 +41,13 @@ def test_model_failure_is_not_a_skip_it_fails_the_run_and_is_retried(
 ) -> None:
     inp = _folder(tmp_path / "in", 6)
     out, state = tmp_path / "p.csv", tmp_path / "st"
-    real_step = Session.step
-    calls = [0]
-
-    def flaky(self: Session, image: object) -> object:
-        calls[0] += 1
-        if calls[0] == 3:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real_step(self, image)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Session, "step", flaky)
+    restore = before_step(monkeypatch, out_of_memory_at(3))
     assert _run(tiny_model_path, inp, out, state) == 1
     err = capsys.readouterr().err
     assert "img02.png: ran out of memory" in err and "tried again by the next run" in err
     assert [r["item"] for r in read_rows(out)] == ["img00.png", "img01.png"]
     assert read_rows(tmp_path / "p.skipped.csv") == [], "a model failure is not recorded as a skip"
-    monkeypatch.setattr(Session, "step", real_step)
+    restore()
     assert _run(tiny_model_path, inp, out, state) == 0
     assert [r["item"] for r in read_rows(out)] == [f"img{i:02d}.png" for i in range(6)]
 
@@ -185,26 +176,20 @@ def test_orphan_temp_files_are_removed_at_start(tiny_model_path: Path, tmp_path:
 def test_double_ctrl_c_ends_at_once_without_a_traceback(
     tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    def ctrl_c_twice(call: int) -> None:
+        if call == 4:  # the user presses Ctrl-C twice while image 4 is adapted
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # each press is handled before the next arrives
+
     inp = _folder(tmp_path / "in", 8)
     out, state = tmp_path / "p.csv", tmp_path / "st"
-    real_step = Session.step
-    calls = [0]
-
-    def step(self: Session, image: object) -> object:
-        calls[0] += 1
-        if calls[0] == 4:  # the user presses Ctrl-C twice while image 4 is adapted
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the first press is handled before the second arrives
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)
-        return real_step(self, image)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Session, "step", step)
+    restore = before_step(monkeypatch, ctrl_c_twice)
     assert _run(tiny_model_path, inp, out, state, "--save-every", "1") == 130
     err = capsys.readouterr().err
     assert "Ctrl-C again to abort" in err and "aborted: the state saved last is intact" in err
     assert "Traceback" not in err
-    monkeypatch.setattr(Session, "step", real_step)
+    restore()
     assert _run(tiny_model_path, inp, out, state) == 0
     items = [r["item"] for r in read_rows(out)]
     assert items == [f"img{i:02d}.png" for i in range(8)], "every image once after the abort"

@@ -12,13 +12,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
     QSlider,
     QVBoxLayout,
     QWidget,
 )
 
 from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
+from app.views._canvas import add_colorbar, image_canvas, two_line_title
 
 HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")
 
@@ -48,15 +48,9 @@ class ImageView(QWidget):
         self._overlay: Overlay | None = None
         self._size = (1.0, 1.0)
 
-        self.title = QLabel("Open a folder or a slide, then press Start")
+        self.title = two_line_title("Open a folder or a slide, then press Start")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title.setWordWrap(True)
-        # A fixed two-line title: new text must not re-lay out (and repaint) the whole window.
-        self.title.setFixedHeight(self.title.fontMetrics().lineSpacing() * 2 + 4)
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground("#202124")
-        self.viewbox = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMenu=False)
+        self.canvas, self.viewbox = image_canvas()
         self.image_item = pg.ImageItem(axisOrder="row-major")
         self.heat_item = pg.ImageItem(axisOrder="row-major")
         self.heat_item.setColorMap(HEAT_COLORMAP)
@@ -69,15 +63,7 @@ class ImageView(QWidget):
         self.reliable_item.setZValue(2)
         for item in (self.image_item, self.heat_item, self.uncertain_item, self.reliable_item):
             self.viewbox.addItem(item)
-        self.colorbar = pg.ColorBarItem(
-            values=(0.0, 1.0),
-            colorMap=HEAT_COLORMAP,
-            interactive=False,
-            width=14,
-            label="token uncertainty",
-            rounding=1e-9,
-        )
-        self.canvas.addItem(self.colorbar, row=0, col=1)
+        self.colorbar = add_colorbar(self.canvas, HEAT_COLORMAP, "token uncertainty")
 
         self.overlay_box = QCheckBox("Overlay (O)")
         self.overlay_box.setChecked(True)

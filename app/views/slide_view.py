@@ -10,13 +10,13 @@ from PySide6.QtWidgets import (
     QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
-    QSizePolicy,
     QSlider,
     QVBoxLayout,
     QWidget,
 )
 
 from app.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
+from app.views._canvas import add_colorbar, image_canvas, two_line_title
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
 
@@ -34,13 +34,8 @@ class SlideView(QWidget):
         super().__init__(parent)
         self._values = np.zeros((0, 0))
         self._footprint = 1.0  # tile side in thumbnail pixels
-        self.title = QLabel("No slide open")
-        self.title.setWordWrap(True)
-        self.title.setFixedHeight(self.title.fontMetrics().lineSpacing() * 2 + 4)
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground("#202124")
-        self.viewbox = self.canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMenu=False)
+        self.title = two_line_title("No slide open")
+        self.canvas, self.viewbox = image_canvas()
         self.thumb_item = pg.ImageItem(axisOrder="row-major")
         self.heat_item = pg.ImageItem(axisOrder="row-major")
         self.heat_item.setZValue(1)
@@ -53,15 +48,7 @@ class SlideView(QWidget):
         self.tile_cursor.setVisible(False)
         for item in (self.thumb_item, self.heat_item, self.tile_cursor):
             self.viewbox.addItem(item)
-        self.colorbar = pg.ColorBarItem(
-            values=(0.0, 1.0),
-            colorMap=PROB_COLORMAP,
-            interactive=False,
-            width=14,
-            label="P(positive class)",
-            rounding=1e-9,
-        )
-        self.canvas.addItem(self.colorbar, row=0, col=1)
+        self.colorbar = add_colorbar(self.canvas, PROB_COLORMAP, "P(positive class)")
         self.opacity_slider = QSlider(Qt.Orientation.Horizontal)
         self.opacity_slider.setRange(0, 100)
         self.opacity_slider.setValue(55)

@@ -19,15 +19,14 @@ from __future__ import annotations
 import copy
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
+from engine.methods._fields import ParamScope
 from engine.methods.base import TTAMethod, load_optimizer_state, optimizer_state
 from engine.prompted_vit import PromptedViT
-
-ParamScope = Literal["norm", "all"]
 
 
 def symmetric_kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

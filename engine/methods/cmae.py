@@ -49,11 +49,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import setting
+from engine.methods._fields import (
+    ParamScope,
+    adam_beta1,
+    adam_beta2,
+    param_scope_setting,
+    predict_after_update_setting,
+)
 from engine.methods._hog import hog_dim, patch_hog
 from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
-    ParamScope,
     prediction_after_update,
     scope_param_names,
     stochastic_restore,
@@ -67,8 +73,8 @@ class CMAEConfig:
     """Hyper-parameters of C-MAE; defaults are the paper's (ViT-Base settings of its code)."""
 
     lr: float = setting(1e-5, "Adam learning rate (backbone parameters, head and mask token)")
-    beta1: float = setting(0.9, "Adam's first-moment decay")
-    beta2: float = setting(0.999, "Adam's second-moment decay")
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2()
     mask_percent: float = setting(50.0, "K: percent of patches masked (the most uncertain ones)")
     mc_passes: int = setting(10, "D: Monte-Carlo dropout passes of the uncertainty")
     mc_dropout: float = setting(0.1, "dropout probability of those passes (block 1's MLP)")
@@ -76,12 +82,8 @@ class CMAEConfig:
     hog_bins: int = setting(9, "orientation bins of the HOG targets")
     hog_cell: int = setting(8, "HOG cell side in pixels (one cell per patch if it does not divide the patch)")
     restore_prob: float = setting(0.01, "stochastic restore probability per adapted element")
-    params: ParamScope = setting(
-        "norm", '"norm": LayerNorm affine parameters; "all": every weight (the paper)'
-    )
-    predict_after_update: bool = setting(
-        True, "paper's protocol: update, then predict again (False: original pass)"
-    )
+    params: ParamScope = param_scope_setting()
+    predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.mask_percent <= 50.0:

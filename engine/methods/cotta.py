@@ -44,10 +44,16 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._augment import augment
+from engine.methods._fields import (
+    ParamScope,
+    adam_beta1,
+    adam_beta2,
+    param_scope_setting,
+    predict_after_update_setting,
+)
 from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
-    ParamScope,
     check_shapes,
     copy_backbone,
     ema_update,
@@ -63,20 +69,14 @@ class CoTTAConfig:
     """Hyper-parameters of CoTTA; defaults are the paper's (CIFAR / few-class settings)."""
 
     lr: float = setting(1e-3, "Adam learning rate of the student")
-    beta1: float = setting(0.9, "Adam's first-moment decay")
-    beta2: float = setting(0.999, "Adam's second-moment decay")
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2()
     ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student")
     restore_prob: float = setting(0.01, "probability that an adapted element is reset to its source value")
-    confidence_threshold: float = setting(
-        0.92, "ap: below this anchor confidence the teacher averages augmentations"
-    )
+    confidence_threshold: float = setting(0.92, "ap: below this anchor confidence the teacher averages views")
     aug_views: int = setting(32, "N: augmented views averaged into the teacher's pseudo-label")
-    params: ParamScope = setting(
-        "norm", '"norm": LayerNorm affine parameters; "all": every weight (the paper)'
-    )
-    predict_after_update: bool = setting(
-        True, "paper's protocol: update, then predict again (False: original pass)"
-    )
+    params: ParamScope = param_scope_setting()
+    predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.aug_views < 1:

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from engine.config import setting
+from engine.methods._fields import adam_beta1, adam_beta2
 from engine.methods._losses import softmax_entropy
 from engine.methods._memory import KeyValueMemory
 from engine.methods._norm import (
@@ -49,10 +50,10 @@ class DLTTAConfig:
     """Hyper-parameters of DLTTA; defaults are the authors' Camelyon17 settings."""
 
     lr: float = setting(
-        1e-3, "base Adam learning rate (Tent's); scaled by the discrepancy once the memory is full"
+        1e-3, "base Adam learning rate (Tent's), scaled by the discrepancy when memory is full"
     )
-    beta1: float = setting(0.9, "Adam's first-moment decay")
-    beta2: float = setting(0.999, "Adam's second-moment decay")
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2()
     memory_size: int = setting(800, "number of (feature, logits) pairs kept, FIFO")
     neighbours: int = setting(4, "k nearest stored features averaged into the past prediction")
     temperature: float = setting(2.0, "softmax temperature of the current prediction in the discrepancy")

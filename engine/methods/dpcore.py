@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from engine.config import setting
+from engine.methods._fields import predict_after_update_setting
 from engine.methods._norm import check_shapes, prediction_after_update
 from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
 from engine.methods.base import MethodOutput, TTAMethod, register_method
@@ -66,9 +67,7 @@ class DPCoreConfig:
     std_weight: float = setting(1.0, "λ: weight of the std term in the loss and the distances")
     max_coreset: int = setting(0, "ours: cap on the coreset size; 0 = unbounded (the paper)")
     source_images: int = setting(20, "ours: first test images that estimate the source statistics")
-    predict_after_update: bool = setting(
-        True, "paper's protocol: update, then predict again (False: original pass)"
-    )
+    predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
         if self.num_prompts < 1 or self.id_steps < 1 or self.ood_steps < 1:

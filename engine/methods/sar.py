@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from engine.config import setting
+from engine.methods._fields import predict_after_update_setting
 from engine.methods._losses import softmax_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
@@ -64,14 +65,10 @@ class SARConfig:
     rho: float = setting(0.05, "SAM neighbourhood radius ρ")
     margin_factor: float = setting(0.4, "entropy filter E0 = margin_factor * ln(C)")
     reset_entropy: float = setting(0.2, "e_m: reset when the entropy moving average drops below this (nats)")
-    scale_reset_entropy: bool = setting(
-        True, "ours: e_m is for 1000 classes, scaled by ln C / ln 1000 like E0"
-    )
+    scale_reset_entropy: bool = setting(True, "ours: e_m (for 1000 classes) scaled by ln C / ln 1000 like E0")
     ema_decay: float = setting(0.9, "decay of the entropy moving average")
     top_fraction: float = setting(0.25, "fraction of top blocks whose LayerNorms stay frozen (3 of 12)")
-    predict_after_update: bool = setting(
-        True, "paper's protocol: update, then predict again (False: original pass)"
-    )
+    predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.rho < 0:

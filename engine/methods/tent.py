@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from engine.config import setting
+from engine.methods._fields import adam_beta1, adam_beta2, predict_after_update_setting
 from engine.methods._losses import softmax_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
@@ -43,12 +44,10 @@ class TentConfig:
     """Hyper-parameters of Tent; defaults are the paper's (Adam setting of its code)."""
 
     lr: float = setting(1e-3, "Adam learning rate of the single step per batch")
-    beta1: float = setting(0.9, "Adam's first-moment decay")
-    beta2: float = setting(0.999, "Adam's second-moment decay")
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2()
     weight_decay: float = setting(0.0, "L2 weight decay on the LayerNorm parameters")
-    predict_after_update: bool = setting(
-        True, "paper's protocol: update, then predict again (False: original pass)"
-    )
+    predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
         if self.lr <= 0:

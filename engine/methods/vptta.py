@@ -41,6 +41,7 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._fft import low_freq_amplitude, low_freq_window
+from engine.methods._fields import adam_beta1, adam_beta2
 from engine.methods._memory import KeyValueMemory
 from engine.methods._norm import check_shapes
 from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
@@ -58,8 +59,8 @@ class VPTTAConfig:
     """Hyper-parameters of VPTTA; defaults are the paper's (fundus setting) unless noted."""
 
     lr: float = setting(0.05, "Adam learning rate of the prompt")
-    beta1: float = setting(0.9, "Adam's first-moment decay")
-    beta2: float = setting(0.99, "Adam's second-moment decay")
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2(0.99)
     iters: int = setting(1, "optimisation steps per image")
     prompt_alpha: float = setting(0.01, "prompt window side as a fraction of the image side")
     memory_size: int = setting(40, "bank capacity (FIFO)")

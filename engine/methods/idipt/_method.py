@@ -73,14 +73,14 @@ from engine.prompted_vit import PrefixPrompts
 
 logger = logging.getLogger(__name__)
 
+PromptMode = Literal["gated", "prefix"]
+
 
 @dataclass(frozen=True)
 class IDiPTConfig:
     """Hyper-parameters of I-DiPT; defaults are the paper's (Implementation Detail)."""
 
-    prompt_len_specific: int = setting(
-        8, "L_S: image-specific prompt tokens per layer (half keys, half values)"
-    )
+    prompt_len_specific: int = setting(8, "L_S: image-specific prompt tokens per layer (half K, half V)")
     prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer")
     mc_passes: int = setting(10, "D: Monte-Carlo dropout passes for the token uncertainty")
     mc_dropout: float = setting(0.1, "dropout probability in block 1's MLP during the MC passes")
@@ -91,17 +91,13 @@ class IDiPTConfig:
     graph_dim: int = setting(512, "D_g: node width of both graphs")
     lr: float = setting(1e-3, "Adam learning rate of the single step per image")
     bank_temperature: float = setting(0.05, "softmax temperature of the bank's cosine-similarity weights")
-    prompt_mode: Literal["gated", "prefix"] = setting(
-        "gated", "gated zero-init prompt path, or the paper's prefix"
-    )
+    prompt_mode: PromptMode = setting("gated", "gated zero-init prompt path, or the paper's prefix")
     prompt_init_std: float = setting(0.02, "std of the normal initialisation of both prompts")
     use_uom: bool = setting(True, "ablation switch: uncertainty-oriented masking (off: pseudo-label loss)")
     use_pgd: bool = setting(True, "ablation switch: prompt bank + parallel graph distillation")
     use_graphs: bool = setting(True, "ablation switch: graphs (off: bank pre-initialisation only)")
     consistency_target: Literal["soft", "hard"] = setting("soft", "ŷ_w as probabilities, or its argmax")
-    evidence_check: bool = setting(
-        True, "drop a masked view's loss when the view no longer predicts ŷ_w's class"
-    )
+    evidence_check: bool = setting(True, "drop the loss of a masked view that no longer predicts ŷ_w's class")
 
     def __post_init__(self) -> None:
         if self.prompt_len_specific % 2 or self.prompt_len_invariant % 2:

@@ -1,0 +1,32 @@
+"""Pieces the image view and the slide view share: a two-line title, a dark image canvas, a colour bar."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel, QSizePolicy
+
+
+def two_line_title(text: str) -> QLabel:
+    """A label of fixed two-line height: new text must not re-lay out (and repaint) the window."""
+    title = QLabel(text)
+    title.setWordWrap(True)
+    title.setFixedHeight(title.fontMetrics().lineSpacing() * 2 + 4)
+    title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    return title
+
+
+def image_canvas() -> tuple[pg.GraphicsLayoutWidget, pg.ViewBox]:
+    """A dark canvas with one aspect-locked, y-down view box for images."""
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.setBackground("#202124")
+    viewbox = canvas.addViewBox(row=0, col=0, lockAspect=True, invertY=True, enableMenu=False)
+    return canvas, viewbox
+
+
+def add_colorbar(canvas: pg.GraphicsLayoutWidget, colormap: pg.ColorMap, label: str) -> pg.ColorBarItem:
+    """A non-interactive colour bar right of the view box."""
+    bar = pg.ColorBarItem(
+        values=(0.0, 1.0), colorMap=colormap, interactive=False, width=14, label=label, rounding=1e-9
+    )
+    canvas.addItem(bar, row=0, col=1)
+    return bar
