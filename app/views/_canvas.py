@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QSizePolicy
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 
 def two_line_title(text: str) -> QLabel:
@@ -30,3 +30,12 @@ def add_colorbar(canvas: pg.GraphicsLayoutWidget, colormap: pg.ColorMap, label: 
     )
     canvas.addItem(bar, row=0, col=1)
     return bar
+
+
+def stack(owner: QWidget, title: QLabel, canvas: pg.GraphicsLayoutWidget, controls: QHBoxLayout) -> None:
+    """Lay ``owner`` out: the title, the canvas (taking the room) and the row of controls."""
+    layout = QVBoxLayout(owner)
+    layout.setContentsMargins(2, 2, 2, 2)
+    layout.addWidget(title)
+    layout.addWidget(canvas, 1)
+    layout.addLayout(controls)

@@ -13,12 +13,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSlider,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
-from app.views._canvas import add_colorbar, image_canvas, two_line_title
+from app.views._canvas import add_colorbar, image_canvas, stack, two_line_title
 
 HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")
 
@@ -92,11 +91,7 @@ class ImageView(QWidget):
         controls.addWidget(self.opacity_slider, 1)
         controls.addWidget(self.opacity_label)
         controls.addWidget(self.fit_button)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.title)
-        layout.addWidget(self.canvas, 1)
-        layout.addLayout(controls)
+        stack(self, self.title, self.canvas, controls)
 
         self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
         for box in (self.heat_box, self.uncertain_box, self.reliable_box):

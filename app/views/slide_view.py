@@ -11,12 +11,11 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSlider,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
-from app.views._canvas import add_colorbar, image_canvas, two_line_title
+from app.views._canvas import add_colorbar, image_canvas, stack, two_line_title
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
 
@@ -61,11 +60,7 @@ class SlideView(QWidget):
         controls.addWidget(QLabel("Heat-map opacity"))
         controls.addWidget(self.opacity_slider, 1)
         controls.addWidget(self.opacity_label)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.title)
-        layout.addWidget(self.canvas, 1)
-        layout.addLayout(controls)
+        stack(self, self.title, self.canvas, controls)
         self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
         self.canvas.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.heat_item.setOpacity(0.55)
