@@ -1,10 +1,13 @@
-"""Per-image cost of an I-DiPT step relative to SourceOnly inference (issue: engine core).
+"""Per-image cost of I-DiPT and I-DiPT+ steps relative to SourceOnly inference.
 
-Measures, in one process on the same inputs, the median wall time per image of SourceOnly and of
-a full I-DiPT step (prompt bank already full, so the graphs run) for a timm ViT (default
-``vit_base_patch16_224`` at 224 px, random weights: nothing is downloaded), batch 1. The two are
-timed interleaved, image by image, so machine noise hits both alike. Prints peak memory and, as
-the last line, ``ratio R`` = I-DiPT / SourceOnly.
+Measures, in one process on the same inputs, the median wall time per image of SourceOnly, of a
+full I-DiPT step (prompt bank already full, so the graphs run) and of a full I-DiPT+ step for a
+timm ViT (default ``vit_base_patch16_224`` at 224 px, random weights: nothing is downloaded),
+batch 1. I-DiPT+ runs its worst case: a source reference fitted on random images, a remembered
+stream filled to capacity, and a guard that accepts every neighbourhood, so every step computes
+the distances to the whole memory and runs EM. The three are timed interleaved, image by image,
+so machine noise hits them alike. Prints peak memory and the ratios; the last line is
+``ratio R`` = I-DiPT / SourceOnly.
 
     python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12]
 """
@@ -24,6 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import IDiPTConfig, LoadedModel, ModelCard, Session, select_device
+from engine.methods.idipt_plus import IDiPTPlus, IDiPTPlusConfig
+from engine.source_reference import fit_reference
 
 
 def _sync(device: torch.device) -> None:
@@ -49,6 +54,8 @@ def main() -> None:
     config = IDiPTConfig()
     source = Session(loaded, method="source", device=device)
     idipt = Session(loaded, method="idipt", method_config=config, device=device)
+    plus_config = IDiPTPlusConfig(min_weight=0.0, min_separation=0.0, min_share=0.0)
+    plus = Session(loaded, method="idipt+", method_config=plus_config, device=device)
 
     rng = np.random.default_rng(0)
     images = [
@@ -60,13 +67,32 @@ def main() -> None:
     ]
     with torch.no_grad():
         source.step(warmup[0])
-    for img in warmup:  # fills the prompt bank: the timed steps include PGD with the graphs
+        x_ref = torch.cat([source.preprocess(img) for img in warmup])
+        labels = torch.arange(len(warmup)) % 2
+        reference = fit_reference(source.model, [(x_ref, labels)], 2, loaded.fingerprint)
+    plus.method.use_reference(reference)
+    method = plus.method
+    assert isinstance(method, IDiPTPlus) and method.memory is not None
+    memory = method.memory
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(memory.capacity):  # a full memory: the distances run over every entry
+        p1 = float(torch.rand(1, generator=gen))
+        memory.add(
+            torch.randn(memory.appearance.shape[1], generator=gen).to(memory.appearance.device) * 0.01,
+            torch.randn(memory.features.shape[1], generator=gen).to(memory.features.device),
+            torch.tensor([1.0 - p1, p1], device=memory.probs.device),
+            None,
+        )
+    for img in warmup:  # fills the prompt banks: the timed steps include PGD with the graphs
         idipt.step(img)
+        plus.step(img)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
     t_source: list[float] = []
     t_idipt: list[float] = []
+    t_plus: list[float] = []
+    accepted = 0
     for img in images:
         x = source.preprocess(img)
         _sync(device)
@@ -83,16 +109,31 @@ def main() -> None:
         _sync(device)
         t_idipt.append(time.perf_counter() - start)
 
-    med_s, med_i = statistics.median(t_source), statistics.median(t_idipt)
+        x = plus.preprocess(img)
+        _sync(device)
+        start = time.perf_counter()
+        out = plus.method.forward_and_adapt(x)
+        _sync(device)
+        t_plus.append(time.perf_counter() - start)
+        accepted += int(out.diagnostics["op_accepted"])
+
+    med_s, med_i, med_p = statistics.median(t_source), statistics.median(t_idipt), statistics.median(t_plus)
     print(
         f"device {device}; torch threads {torch.get_num_threads()}; {args.arch} at {args.img_size} px, batch 1"
     )
     print(f"SourceOnly  median {med_s * 1000:8.1f} ms/image  (n={len(t_source)})")
     print(f"I-DiPT step median {med_i * 1000:8.1f} ms/image  (n={len(t_idipt)}, bank full, graphs on)")
+    print(
+        f"I-DiPT+ step median {med_p * 1000:7.1f} ms/image  (n={len(t_plus)}, memory {memory.size} images, "
+        f"EM on {accepted} of {len(t_plus)})"
+    )
+    print(f"images per second: SourceOnly {1 / med_s:.1f}, I-DiPT {1 / med_i:.1f}, I-DiPT+ {1 / med_p:.1f}")
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak process RSS {rss_mb:.0f} MiB")
     if device.type == "cuda":
         print(f"peak CUDA memory allocated {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
+    print(f"ratio I-DiPT+ / I-DiPT {med_p / med_i:.2f}")
+    print(f"ratio I-DiPT+ / SourceOnly {med_p / med_s:.2f}")
     print(f"ratio {med_i / med_s:.2f}")
 
 

@@ -96,11 +96,15 @@ class SourcePass:
         logits: ``(B, classes)`` source-model logits.
         block1_mid: ``(B, T, C)`` tokens after block 1's attention residual (T includes prefix tokens).
         block1_hidden: ``(B, T, H)`` block 1's MLP activation before dropout.
+        block1_out: ``(B, T, C)`` block 1's output tokens (appearance statistics of I-DiPT+).
+        features: ``(B, D)`` the pre-logit features the head classifies.
     """
 
     logits: torch.Tensor
     block1_mid: torch.Tensor
     block1_hidden: torch.Tensor
+    block1_out: torch.Tensor
+    features: torch.Tensor
 
 
 class PromptedViT(nn.Module):
@@ -192,6 +196,17 @@ class PromptedViT(nn.Module):
         start_block: int = 0,
     ) -> torch.Tensor:
         """Run blocks ``start_block..`` on embedded tokens, then the norm and the head."""
+        head: torch.Tensor = self.vit.head(self.forward_features(tokens, prompts, gate, start_block))
+        return head
+
+    def forward_features(
+        self,
+        tokens: torch.Tensor,
+        prompts: PrefixPrompts | None = None,
+        gate: torch.Tensor | None = None,
+        start_block: int = 0,
+    ) -> torch.Tensor:
+        """:meth:`forward_tokens` up to the head's input: the pre-logit features ``(B, D)``."""
         x = tokens
         for i in range(start_block, self.depth):
             blk = self.vit.blocks[i]
@@ -203,8 +218,8 @@ class PromptedViT(nn.Module):
                 x = x + blk.drop_path1(blk.ls1(attn))
                 x = x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
         x = self.vit.norm(x)
-        logits: torch.Tensor = self.vit.forward_head(x)
-        return logits
+        features: torch.Tensor = self.vit.forward_head(x, pre_logits=True)
+        return features
 
     def source_pass(self, x: torch.Tensor) -> SourcePass:
         """The plain source-model forward, keeping block 1's MLP input for MC dropout.
@@ -218,8 +233,9 @@ class PromptedViT(nn.Module):
         mlp = blk.mlp
         hidden = mlp.act(mlp.fc1(blk.norm2(mid)))
         out = mid + blk.drop_path2(blk.ls2(mlp.drop2(mlp.fc2(mlp.norm(mlp.drop1(hidden))))))
-        logits = self.forward_tokens(out, start_block=1)
-        return SourcePass(logits, mid, hidden)
+        features = self.forward_features(out, start_block=1)
+        logits = self.vit.head(features)
+        return SourcePass(logits, mid, hidden, out, features)
 
     def block1_mlp_tail(self, mid: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """Block 1's output given its MLP activation (possibly dropped out): ``(..., T, C)``."""

@@ -24,6 +24,7 @@ from engine.images import read_image, to_rgb
 from engine.methods import TTAMethod, get_method_class
 from engine.model_card import LoadedModel, ModelCard, load_model
 from engine.prompted_vit import PromptedViT
+from engine.source_reference import SourceReference, find_reference
 from engine.state import read_state, write_state
 from engine.step import SettingsMismatchError, StepResult
 
@@ -63,6 +64,12 @@ class Session:
         self.seed = seed
         cls = get_method_class(method)
         self.method: TTAMethod = cls(self.model, method_config, seed=seed)
+        self.reference: SourceReference | None = (
+            None  # the model's source statistics, when a method reads them
+        )
+        if cls.uses_reference:
+            self.reference = find_reference(loaded.path, self.fingerprint, self.card.num_classes, self.model)
+            self.method.use_reference(self.reference)
         self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
         self.guard_config = guard or GuardConfig()
@@ -305,6 +312,8 @@ class Session:
         mode = self.model.mode
         try:
             candidate = type(self.method)(self.model, cfg, seed=int(meta.get("seed", self.seed)))
+            if candidate.uses_reference:
+                candidate.use_reference(self.reference)
             candidate.load_state(tensors, meta["method_state"])
             hist_a = [int(v) for v in meta["hist_adapted"]]
             hist_s = [int(v) for v in meta["hist_source"]]

@@ -29,7 +29,15 @@ import torch.nn.functional as F
 from engine._device import select_device
 from engine.data.readers import Dataset, DatasetError, Item, SkippedFile, read_array, split_dataset
 from engine.errors import F2TTAError, ImageReadError
-from engine.model_card import LoadedModel, ModelCard, save_model
+from engine.model_card import LoadedModel, ModelCard, fingerprint_state_dict, save_model
+from engine.prompted_vit import PromptedViT
+from engine.source_reference import (
+    ReferenceError,
+    SourceReference,
+    fit_reference,
+    reference_path,
+    save_reference,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +327,48 @@ def evaluate(
 
 
 # ---------------------------------------------------------------------------------------------
+# The source reference (engine.source_reference)
+
+
+def compute_reference(
+    model: torch.nn.Module,
+    arch: str,
+    mean: Sequence[float],
+    std: Sequence[float],
+    images: tuple[torch.Tensor, torch.Tensor],
+    num_classes: int,
+    batch_size: int = 128,
+) -> SourceReference:
+    """The source reference of a trained model from its source images (uint8 ``(N, 3, S, S)``, labels).
+
+    The model is left frozen in eval mode (it is wrapped, not copied).
+    """
+    x, y = images
+    fingerprint = fingerprint_state_dict(arch, {k: v.detach().cpu() for k, v in model.state_dict().items()})
+    device = next(model.parameters()).device
+    wrapped = PromptedViT(model)
+    batches = (
+        (normalise(x[i : i + batch_size].to(device), mean, std), y[i : i + batch_size])
+        for i in range(0, x.shape[0], batch_size)
+    )
+    return fit_reference(wrapped, batches, num_classes, fingerprint)
+
+
+def describe_reference(ref: SourceReference, path: Path, source: str, split_seed: int) -> dict[str, Any]:
+    """What the model card records of its source reference."""
+    return {
+        "file": path.name,
+        "images": ref.images,
+        "source_domain": source,
+        "split": f"train split of {source}, split seed {split_seed}",
+        "appearance_dims": int(ref.appearance_basis.shape[0]),
+        "feature_dims": int(ref.feature_basis.shape[0]),
+        "bandwidth": round(ref.bandwidth, 4),
+        "radius": round(ref.radius, 4),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Training
 
 
@@ -508,6 +558,17 @@ def train_source(
     }
     if domain_acc:
         training["domain_test_acc"] = domain_acc
+    try:
+        reference: SourceReference | None = compute_reference(
+            model, cfg.arch, mean, std, train, len(ds.classes)
+        )
+    except ReferenceError as exc:  # too few train images: the model still works, idipt+ runs as idipt
+        logger.warning("no source reference written: %s", exc)
+        reference = None
+    if out is not None and reference is not None:
+        training["source_reference"] = describe_reference(
+            reference, reference_path(out), source, cfg.split_seed
+        )
     card = ModelCard(
         arch=cfg.arch,
         classes=ds.classes,
@@ -521,7 +582,9 @@ def train_source(
     )
     if out is not None:
         save_model(model, card, out)
-        logger.info("wrote %s", out)
+        if reference is not None:
+            save_reference(reference, reference_path(out), training["source_reference"])
+        logger.info("wrote %s%s", out, " and its source reference" if reference is not None else "")
     for p in model.parameters():
         p.requires_grad_(False)
     return TrainResult(model, card, history, best.val_acc, test_acc, domain_acc, skipped)

@@ -12,6 +12,8 @@ import torch
 from engine.cli import main as cli_main
 from engine.data import DatasetError, open_dataset, split_dataset, write_synth
 from engine.model_card import load_model
+from engine.prompted_vit import PromptedViT
+from engine.source_reference import load_reference
 from engine.training import (
     Augmentation,
     TrainConfig,
@@ -102,6 +104,12 @@ def test_train_source_smoke_and_card(tiny_data: Path, tmp_path: Path) -> None:
     assert 0.0 <= acc <= 1.0
     assert acc == pytest.approx(t["test_acc"])
     assert acc == pytest.approx(evaluate(res.model, test_items, img_size=32))
+    # the source reference of idipt+ is written beside the model and fits it
+    ref_file = out.with_name("m.reference.safetensors")
+    assert t["source_reference"]["file"] == ref_file.name and t["source_reference"]["images"] == 14
+    width = PromptedViT(loaded.model).embed_dim
+    ref = load_reference(ref_file, loaded.fingerprint, 2, width, width)
+    assert ref.images == 14 and ref.class_means.shape == (2, width)
 
 
 def test_training_is_deterministic(tiny_data: Path, tmp_path: Path) -> None:

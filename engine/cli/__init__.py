@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("engine.cli.run", "adapt to a folder of images in arrival order and write predictions"),
     "synth": ("engine.cli.synth", "generate multi-site synthetic histology or fundus data"),
     "train-source": ("engine.cli.train_source", "train a source ViT on one domain"),
+    "reference": ("engine.cli.reference", "compute a model's source reference (for idipt+)"),
     "bench": ("engine.cli.bench", "run the F²TTA benchmark over methods and seeds"),
     "methods": ("engine.cli.methods", "list the registered adaptation methods"),
 }

@@ -13,12 +13,15 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
 
 from engine.prompted_vit import PromptedViT
+
+if TYPE_CHECKING:
+    from engine.source_reference import SourceReference
 
 
 @dataclass
@@ -63,6 +66,8 @@ class TTAMethod(ABC):
     max_batch: ClassVar[int | None] = None
     #: Config overrides that switch one mechanism off each, the rows of ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
+    #: Whether the method reads the model's source reference (``engine.source_reference``).
+    uses_reference: ClassVar[bool] = False
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:
@@ -78,11 +83,19 @@ class TTAMethod(ABC):
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
         self.steps = 0
+        self.reference: SourceReference | None = None
         self.configure_model()
 
     # -- the Tent vocabulary -------------------------------------------------------------------
     def configure_model(self) -> None:  # noqa: B027 - optional hook
         """Create or prepare whatever adapts; called at construction and by :meth:`reset`."""
+
+    def use_reference(self, reference: SourceReference | None) -> None:
+        """Receive the model's source reference (None: the model has none); kept across resets.
+
+        Called by the session right after construction for methods with :attr:`uses_reference`.
+        """
+        self.reference = reference
 
     def collect_params(self) -> list[nn.Parameter]:
         """Parameters updated by adaptation (empty for SourceOnly)."""

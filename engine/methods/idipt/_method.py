@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -69,7 +69,7 @@ from engine.methods.base import (
 )
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
-from engine.prompted_vit import PrefixPrompts
+from engine.prompted_vit import PrefixPrompts, SourcePass
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class IDiPT(TTAMethod):
 
     config_class = IDiPTConfig
     max_batch = 1
-    ablations = (
+    ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = (
         (("use_uom", False),),
         (("use_pgd", False),),
         (("use_uom", False), ("use_pgd", False)),
@@ -200,7 +200,7 @@ class IDiPT(TTAMethod):
 
         with torch.no_grad():
             source = model.source_pass(x)
-            target = source.logits.softmax(dim=-1)
+            target = self._consistency_target(source)
             uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
@@ -228,7 +228,8 @@ class IDiPT(TTAMethod):
             if cfg.evidence_check:
                 # A view whose remaining tokens no longer support the source class has lost the
                 # evidence (a small lesion masked away): fitting it to ŷ_w would teach a class bias.
-                kept = (logits.detach().argmax(dim=-1) == target.argmax(dim=-1)).to(losses.dtype)
+                source_class = source.logits.argmax(dim=-1)
+                kept = (logits.detach().argmax(dim=-1) == source_class).to(losses.dtype)
                 losses = losses * kept
                 views_kept = int(kept.sum())
         else:
@@ -274,6 +275,7 @@ class IDiPT(TTAMethod):
                 if cfg.use_pgd:
                     self.bank.enqueue(key, phi_s.detach(), carry_i)
                 self.phi_i.copy_(carry_i)
+            adapted = self._final_logits(adapted, source)
 
         self.steps += 1
         diagnostics.update(
@@ -298,6 +300,15 @@ class IDiPT(TTAMethod):
             update_skipped=update_skipped,
             views_kept=views_kept,
         )
+
+    # ------------------------------------------------------------------ hooks (I-DiPT+)
+    def _consistency_target(self, source: SourcePass) -> torch.Tensor:
+        """ŷ_w, the probabilities both masked views are fitted to: the source prediction."""
+        return source.logits.softmax(dim=-1)
+
+    def _final_logits(self, adapted: torch.Tensor, source: SourcePass) -> torch.Tensor:
+        """The reported prediction: the prompted model's logits (I-DiPT+ may decide otherwise)."""
+        return adapted
 
     def recover(self) -> str:
         """Forget the image-specific history: the bank (whose prompts pre-initialise φ_S) is cleared."""
