@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app._engine import FieldInfo, coerce, fields_of
+from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of
 from app.profiles import DEFAULT_PROFILE, studio_home
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ class AppSettings:
 
     model: str = ""  # checkpoint path; empty = the demo model shipped in resources/demo
     device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
-    method: str = "idipt"  # registered adaptation method
+    method: str = DEFAULT_METHOD  # registered adaptation method
     method_config: dict[str, Any] = field(default_factory=dict)  # overrides of the method's defaults
     order: str = "name"  # arrival order of folder images: "name", "mtime" or "manifest"
     min_tissue: float = 0.25  # smallest tissue fraction of a slide tile to process it (0-1)

@@ -22,6 +22,7 @@ from engine.errors import (
 from engine.images import IMAGE_EXTENSIONS, list_images, read_image
 from engine.journal import Journal
 from engine.methods import (
+    DEFAULT_METHOD,
     IDiPT,
     IDiPTConfig,
     MethodOutput,
@@ -65,6 +66,7 @@ from engine.stream import (
 
 __all__ = [
     "CSV_COLUMNS",
+    "DEFAULT_METHOD",
     "IMAGE_EXTENSIONS",
     "STEP_EVENT_ATTR",
     "F2TTAError",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from engine.cli import main as cli_main
 from engine.data import open_dataset, write_synth
+from engine.methods import DEFAULT_METHOD
 from engine.model_card import read_card
 from engine.protocol import build_stream
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, default=DEMO_MODEL)
     parser.add_argument("--per-domain", type=int, default=100, help="images per site")
     parser.add_argument("--seed", type=int, default=1, help="data and stream seed (the demo model used 0)")
-    parser.add_argument("--method", default="idipt")
+    parser.add_argument("--method", default=DEFAULT_METHOD)
     args = parser.parse_args(argv)
 
     card = read_card(args.model.with_suffix(".json"))

@@ -21,7 +21,7 @@ from engine._version import __version__
 from engine.config import build_config, differences
 from engine.errors import StateError
 from engine.images import read_image, to_rgb
-from engine.methods import TTAMethod, get_method_class
+from engine.methods import DEFAULT_METHOD, TTAMethod, get_method_class
 from engine.model_card import LoadedModel, ModelCard, load_model
 from engine.prompted_vit import PromptedViT
 from engine.source_reference import SourceReference, find_reference
@@ -48,7 +48,7 @@ class Session:
     def __init__(
         self,
         model: str | Path | LoadedModel,
-        method: str = "idipt",
+        method: str = DEFAULT_METHOD,
         method_config: Any = None,
         device: str | torch.device | None = None,
         seed: int = 0,

@@ -28,6 +28,8 @@ from engine.protocol import StreamParams, Subset, apply_prior, default_fragments
 logger = logging.getLogger(__name__)
 
 PAPER_METHODS = ("source", "tent", "dltta", "sar", "cotta", "vptta", "cmae", "dpcore", "idipt")
+#: The default table: the paper's methods, then the project's own method and its comparators.
+DEFAULT_METHODS = (*PAPER_METHODS, "idipt+", "foa-shift", "t3a")
 SWEEP_ALIASES = {"k": "mask_percent", "bank": "bank_size"}  # --sweep key -> IDiPTConfig field
 _DELTA = FieldInfo("delta", float, 1.0, "stream δ", low=0.0)
 # The listing plan_bench made, reused by serial jobs in this process (see engine.bench.job).
@@ -282,8 +284,8 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         methods = list(settings.methods)
     else:
         registered = set(list_methods())
-        methods = [m for m in PAPER_METHODS if m in registered]
-        missing = [m for m in PAPER_METHODS if m not in registered]
+        methods = [m for m in DEFAULT_METHODS if m in registered]
+        missing = [m for m in DEFAULT_METHODS if m not in registered]
         if missing:
             logger.warning("methods not registered, left out: %s", ", ".join(missing))
     rows = plan_rows(methods, methods_given, settings.ablation, settings.sweep)

@@ -6,11 +6,16 @@ import argparse
 from typing import Any
 
 from engine.config import build_config, parse_assignments
-from engine.methods import list_methods, method_config_class
+from engine.methods import DEFAULT_METHOD, list_methods, method_config_class
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", default="idipt", choices=list_methods(), help="adaptation method")
+    parser.add_argument(
+        "--method",
+        default=DEFAULT_METHOD,
+        choices=list_methods(),
+        help="adaptation method (default %(default)s)",
+    )
     parser.add_argument(
         "--set",
         action="append",

@@ -10,6 +10,7 @@ import importlib
 import pkgutil
 
 from engine.methods.base import (
+    DEFAULT_METHOD,
     MethodOutput,
     TTAMethod,
     get_method_class,
@@ -25,6 +26,7 @@ for _module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
+    "DEFAULT_METHOD",
     "IDiPT",
     "IDiPTConfig",
     "MethodOutput",

@@ -140,6 +140,9 @@ class TTAMethod(ABC):
         return {}
 
 
+#: The method ``f2tta run``, the demo and the app use unless told otherwise.
+DEFAULT_METHOD = "idipt"
+
 _REGISTRY: dict[str, type[TTAMethod]] = {}
 M = TypeVar("M", bound=type[TTAMethod])
 
