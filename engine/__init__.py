@@ -37,7 +37,7 @@ from engine.model_card import LoadedModel, ModelCard, load_model, save_model
 from engine.prompted_vit import PrefixPrompts, PromptedViT
 from engine.rows import CSV_COLUMNS, PredictionRow, escape_cell, make_row, predictions_csv
 from engine.session import Session
-from engine.slides import Slide, SlideError, Tile, TilePlan
+from engine.slides import Slide, SlideError, Tile, TilePlan, tissue_mask
 from engine.sources import (
     FolderSource,
     SlideSource,
@@ -133,4 +133,5 @@ __all__ = [
     "save_model",
     "select_device",
     "tile_reader",
+    "tissue_mask",
 ]
