@@ -17,15 +17,14 @@ step returns come from a gradient-free pass of the updated model, unless the met
 from __future__ import annotations
 
 import copy
-from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from engine.methods._fields import ParamScope
-from engine.methods.base import TTAMethod, load_optimizer_state, optimizer_state
+from engine.methods._fields import ParamScope, adam_optimizer
+from engine.methods.base import TTAMethod, check_shapes, copy_saved
 from engine.prompted_vit import PromptedViT
 
 
@@ -115,8 +114,9 @@ def stochastic_restore(
 class AdaptedCopyMethod(TTAMethod):
     """Base of the methods that update parameters of a private copy of the source ViT.
 
-    Subclasses name the adapted parameters (:meth:`adapted_param_names`), build the optimiser
-    (:meth:`make_optimizer`) and may add parameters outside the backbone
+    Subclasses may name other adapted parameters than the LayerNorm affine ones
+    (:meth:`adapted_param_names`), another optimiser than Adam with the config's ``lr``,
+    ``beta1`` and ``beta2`` (:meth:`make_optimizer`), and add parameters outside the backbone
     (:meth:`extra_parameters`, e.g. C-MAE's head). Saved state: the adapted parameters (not the
     whole copy), the extra parameters and the optimiser; subclasses extend it.
 
@@ -139,13 +139,13 @@ class AdaptedCopyMethod(TTAMethod):
         self.optimizer = self.make_optimizer(self.collect_params())
 
     # -- hooks ---------------------------------------------------------------------------------
-    @abstractmethod
     def adapted_param_names(self, vit: nn.Module) -> list[str]:
-        """Names of the backbone parameters this method updates."""
+        """Names of the backbone parameters this method updates (default: LayerNorm affine ones)."""
+        return layernorm_param_names(vit)
 
-    @abstractmethod
     def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        """The optimiser over ``params`` with the paper's settings."""
+        """The optimiser over ``params`` with the paper's settings (default: the config's Adam)."""
+        return adam_optimizer(params, self.config)
 
     def configure_extra(self) -> None:
         """Create parameters and state beyond the backbone copy (called before the optimiser)."""
@@ -167,6 +167,13 @@ class AdaptedCopyMethod(TTAMethod):
     def collect_params(self) -> list[nn.Parameter]:
         return self.backbone_params() + list(self.extra_parameters().values())
 
+    def descend(self, loss: torch.Tensor) -> None:
+        """One optimiser step on ``loss``, with the gradients cleared before and after."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
     def restore_source(self) -> None:
         """Adapted backbone parameters back to the source values and a fresh optimiser (SAR's reset).
 
@@ -178,7 +185,8 @@ class AdaptedCopyMethod(TTAMethod):
         self.optimizer = self.make_optimizer(self.collect_params())
 
     # -- state -------------------------------------------------------------------------------------
-    def _param_state(self) -> dict[str, torch.Tensor]:
+    def adapted_state(self) -> dict[str, torch.Tensor]:
+        """The adapted tensors by saved name; loading copies saved values into them in place."""
         out = {
             f"adapted.{n}": p.detach()
             for n, p in zip(self.adapted_names, self.backbone_params(), strict=True)
@@ -186,38 +194,19 @@ class AdaptedCopyMethod(TTAMethod):
         out.update({f"extra.{n}": p.detach() for n, p in self.extra_parameters().items()})
         return out
 
+    def saved_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer
+
     def state_tensors(self) -> dict[str, torch.Tensor]:
         tensors = super().state_tensors()
-        tensors.update(self._param_state())
-        opt_tensors, _ = optimizer_state("optim", self.optimizer)
-        tensors.update(opt_tensors)
+        tensors.update(self.adapted_state())
         return tensors
 
-    def state_meta(self) -> dict[str, Any]:
-        meta = super().state_meta()
-        _, opt_meta = optimizer_state("optim", self.optimizer)
-        meta["optimizer"] = opt_meta
-        return meta
-
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-        expected = self._param_state()
+        expected = self.adapted_state()
         check_shapes(tensors, expected)
         super().load_state(tensors, meta)
-        with torch.no_grad():
-            for name, current in expected.items():
-                current.copy_(tensors[name].to(current.device, current.dtype))
-        load_optimizer_state("optim", self.optimizer, tensors, meta["optimizer"])
-
-
-def check_shapes(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
-    """Raise KeyError/ValueError unless ``tensors`` holds every expected name with its shape."""
-    for name, current in expected.items():
-        if name not in tensors:
-            raise KeyError(f"missing tensor {name!r}")
-        if tuple(tensors[name].shape) != tuple(current.shape):
-            raise ValueError(
-                f"tensor {name!r} has shape {tuple(tensors[name].shape)}, expected {tuple(current.shape)}"
-            )
+        copy_saved(tensors, expected)
 
 
 def scope_param_names(vit: nn.Module, scope: ParamScope) -> list[str]:

@@ -16,7 +16,12 @@ data, and it is documented in ``docs/baselines.md``.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+from typing import Any
+
 import torch
+
+from engine.methods.base import MethodOutput, TTAMethod
 
 
 def token_statistics(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,3 +102,51 @@ class SourceStatistics:
             self.std = tensors[f"{self.prefix}.std"].to(device).clone()
         else:
             self.mean = self.std = None
+
+
+class StatisticsAlignedMethod(TTAMethod):
+    """Base of the methods that align token statistics with a source reference (VPTTA, DPCore).
+
+    They adapt image by image. Until the reference is ready (the first images of the stream, or
+    :meth:`fit_source_statistics`) a step only records the image's statistics and predicts with the
+    source model (:meth:`warm_up`). The config's ``source_images`` sets how many; subclasses that
+    override ``configure_model`` call this one. The reference is saved and loaded with the state.
+    """
+
+    max_batch = 1
+
+    def configure_model(self) -> None:
+        self.source_stats = SourceStatistics(self.config.source_images)
+
+    @abstractmethod
+    def reference_statistics(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The unadapted statistics of model input ``x`` ``(B, 3, H, W)`` that the reference holds: ``(B, C)`` x 2."""
+
+    @torch.no_grad()
+    def fit_source_statistics(self, x: torch.Tensor) -> None:
+        """Use source-domain images ``(B, 3, H, W)`` (model input) as the statistics reference."""
+        self.source_stats.fit(*self.reference_statistics(x))
+
+    def warm_up(
+        self, mean: torch.Tensor, std: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float
+    ) -> MethodOutput:
+        """A step while the reference is not ready: record the image's statistics, predict with the source."""
+        self.source_stats.observe(mean, std)
+        self.steps += 1
+        return MethodOutput(
+            logits=source_logits, source_logits=source_logits, diagnostics={"warmup": 1.0, **diagnostics}
+        )
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        tensors = super().state_tensors()
+        tensors.update(self.source_stats.state_tensors())
+        return tensors
+
+    def state_meta(self) -> dict[str, Any]:
+        meta = super().state_meta()
+        meta["source_stats"] = self.source_stats.state_meta()
+        return meta
+
+    def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+        super().load_state(tensors, meta)
+        self.source_stats.load(tensors, meta["source_stats"], self.device)

@@ -121,24 +121,43 @@ class TTAMethod(ABC):
         return "adaptation reset to the source model"
 
     # -- state ------------------------------------------------------------------------------------
+    def saved_optimizer(self) -> torch.optim.Optimizer | None:
+        """The optimiser kept from image to image, saved with the state (None: the method keeps none)."""
+        return None
+
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """All tensors of the adaptation state (CPU copies are made by the caller)."""
-        return {"rng.cpu": self.generator.get_state()}
+        tensors = {"rng.cpu": self.generator.get_state()}
+        optimizer = self.saved_optimizer()
+        if optimizer is not None:
+            tensors.update(optimizer_state(_OPTIM, optimizer)[0])
+        return tensors
 
     def state_meta(self) -> dict[str, Any]:
         """JSON-able part of the state (counters, optimiser hyper-parameters, ...)."""
-        return {"steps": self.steps}
+        meta: dict[str, Any] = {"steps": self.steps}
+        optimizer = self.saved_optimizer()
+        if optimizer is not None:
+            meta["optimizer"] = optimizer_state(_OPTIM, optimizer)[1]
+        return meta
 
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
         """Inverse of :meth:`state_tensors` / :meth:`state_meta`; raises ValueError/KeyError."""
         self.generator.set_state(tensors["rng.cpu"].to(torch.uint8).cpu())
         self.steps = int(meta["steps"])
+        optimizer = self.saved_optimizer()
+        if optimizer is not None:
+            # Adam moves its moments to the parameters' device itself and keeps 'step' on the CPU.
+            load_optimizer_state(_OPTIM, optimizer, tensors, meta["optimizer"])
 
     def config_dict(self) -> dict[str, Any]:
         if dataclasses.is_dataclass(self.config) and not isinstance(self.config, type):
             return dataclasses.asdict(self.config)
         return {}
 
+
+#: Name prefix of a saved optimiser's tensors (``optim.<param index>.<key>``).
+_OPTIM = "optim"
 
 #: The method ``f2tta run``, the demo and the app use unless told otherwise.
 DEFAULT_METHOD = "idipt"
@@ -204,3 +223,21 @@ def load_optimizer_state(
     for idx, values in meta.get("scalars", {}).items():
         state.setdefault(int(idx), {}).update(values)
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def check_shapes(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Raise KeyError/ValueError unless ``tensors`` holds every expected name with its shape."""
+    for name, current in expected.items():
+        if name not in tensors:
+            raise KeyError(f"missing tensor {name!r}")
+        if tuple(tensors[name].shape) != tuple(current.shape):
+            raise ValueError(
+                f"tensor {name!r} has shape {tuple(tensors[name].shape)}, expected {tuple(current.shape)}"
+            )
+
+
+@torch.no_grad()
+def copy_saved(tensors: dict[str, torch.Tensor], current: dict[str, torch.Tensor]) -> None:
+    """Copy each saved tensor into the current tensor of its name, in place (its device and dtype)."""
+    for name, value in current.items():
+        value.copy_(tensors[name].to(value.device, value.dtype))

@@ -53,8 +53,12 @@ from engine.methods._fields import (
     ParamScope,
     adam_beta1,
     adam_beta2,
+    check_param_scope,
+    mc_dropout_setting,
+    mc_passes_setting,
     param_scope_setting,
     predict_after_update_setting,
+    restore_prob_setting,
 )
 from engine.methods._hog import hog_dim, patch_hog
 from engine.methods._losses import soft_cross_entropy
@@ -76,12 +80,12 @@ class CMAEConfig:
     beta1: float = adam_beta1()
     beta2: float = adam_beta2()
     mask_percent: float = setting(50.0, "K: percent of patches masked (the most uncertain ones)")
-    mc_passes: int = setting(10, "D: Monte-Carlo dropout passes of the uncertainty")
-    mc_dropout: float = setting(0.1, "dropout probability of those passes (block 1's MLP)")
+    mc_passes: int = mc_passes_setting()
+    mc_dropout: float = mc_dropout_setting()
     hog_weight: float = setting(0.5, "weight of the HOG reconstruction loss (the authors' run script)")
     hog_bins: int = setting(9, "orientation bins of the HOG targets")
     hog_cell: int = setting(8, "HOG cell side in pixels (one cell per patch if it does not divide the patch)")
-    restore_prob: float = setting(0.01, "stochastic restore probability per adapted element")
+    restore_prob: float = restore_prob_setting()
     params: ParamScope = param_scope_setting()
     predict_after_update: bool = predict_after_update_setting()
 
@@ -92,8 +96,7 @@ class CMAEConfig:
             raise ValueError("lr must be positive, mc_passes >= 2, hog_bins and hog_cell >= 1")
         if not 0.0 <= self.mc_dropout < 1.0 or not 0.0 <= self.restore_prob <= 1.0:
             raise ValueError("mc_dropout must be in [0, 1) and restore_prob in [0, 1]")
-        if self.params not in ("norm", "all"):
-            raise ValueError("params must be 'norm' or 'all'")
+        check_param_scope(self.params)
 
 
 @register_method("cmae")
@@ -105,10 +108,6 @@ class CMAE(AdaptedCopyMethod):
 
     def adapted_param_names(self, vit: nn.Module) -> list[str]:
         return scope_param_names(vit, self.config.params)
-
-    def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        cfg = self.config
-        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
     def configure_extra(self) -> None:
         cfg = self.config
@@ -158,10 +157,7 @@ class CMAE(AdaptedCopyMethod):
             predicted, torch.gather(target, 1, index.expand(-1, -1, target.shape[-1]))
         )
         loss = consistency + cfg.hog_weight * reconstruction
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.descend(loss)
         restored = stochastic_restore(
             self.backbone_params(), self.source_params(), cfg.restore_prob, self.generator
         )

@@ -37,7 +37,6 @@ Departures:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -48,13 +47,14 @@ from engine.methods._fields import (
     ParamScope,
     adam_beta1,
     adam_beta2,
+    check_param_scope,
     param_scope_setting,
     predict_after_update_setting,
+    restore_prob_setting,
 )
 from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
     AdaptedCopyMethod,
-    check_shapes,
     copy_backbone,
     ema_update,
     prediction_after_update,
@@ -72,7 +72,7 @@ class CoTTAConfig:
     beta1: float = adam_beta1()
     beta2: float = adam_beta2()
     ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student")
-    restore_prob: float = setting(0.01, "probability that an adapted element is reset to its source value")
+    restore_prob: float = restore_prob_setting()
     confidence_threshold: float = setting(0.92, "ap: below this anchor confidence the teacher averages views")
     aug_views: int = setting(32, "N: augmented views averaged into the teacher's pseudo-label")
     params: ParamScope = param_scope_setting()
@@ -83,8 +83,7 @@ class CoTTAConfig:
             raise ValueError("lr must be positive and aug_views at least 1")
         if not 0.0 <= self.ema_momentum <= 1.0 or not 0.0 <= self.restore_prob <= 1.0:
             raise ValueError("ema_momentum and restore_prob must be in [0, 1]")
-        if self.params not in ("norm", "all"):
-            raise ValueError("params must be 'norm' or 'all'")
+        check_param_scope(self.params)
 
 
 @register_method("cotta")
@@ -96,10 +95,6 @@ class CoTTA(AdaptedCopyMethod):
 
     def adapted_param_names(self, vit: nn.Module) -> list[str]:
         return scope_param_names(vit, self.config.params)
-
-    def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        cfg = self.config
-        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
     def configure_extra(self) -> None:
         self.teacher = copy_backbone(self.model)
@@ -122,10 +117,7 @@ class CoTTA(AdaptedCopyMethod):
                 teacher_logits = self.teacher(x)
         student_logits = self.adapted(x)
         loss = soft_cross_entropy(student_logits, teacher_logits.softmax(dim=-1)).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.descend(loss)
         student = self.backbone_params()
         ema_update(self.teacher_params(), list(student), cfg.ema_momentum)
         restored = stochastic_restore(student, self.source_params(), cfg.restore_prob, self.generator)
@@ -142,20 +134,8 @@ class CoTTA(AdaptedCopyMethod):
             },
         )
 
-    def _teacher_state(self) -> dict[str, torch.Tensor]:
-        return {
-            f"teacher.{n}": p.detach() for n, p in zip(self.adapted_names, self.teacher_params(), strict=True)
-        }
-
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        tensors = super().state_tensors()
-        tensors.update(self._teacher_state())
-        return tensors
-
-    def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-        expected = self._teacher_state()
-        check_shapes(tensors, expected)
-        super().load_state(tensors, meta)
-        with torch.no_grad():
-            for name, current in expected.items():
-                current.copy_(tensors[name].to(current.device, current.dtype))
+    def adapted_state(self) -> dict[str, torch.Tensor]:
+        state = super().adapted_state()
+        teacher = zip(self.adapted_names, self.teacher_params(), strict=True)
+        state.update({f"teacher.{n}": p.detach() for n, p in teacher})
+        return state

@@ -30,18 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from engine.config import setting
 from engine.methods._fields import adam_beta1, adam_beta2
 from engine.methods._losses import softmax_entropy
 from engine.methods._memory import KeyValueMemory
-from engine.methods._norm import (
-    AdaptedCopyMethod,
-    forward_features_and_logits,
-    layernorm_param_names,
-    symmetric_kl,
-)
+from engine.methods._norm import AdaptedCopyMethod, forward_features_and_logits, symmetric_kl
 from engine.methods.base import MethodOutput, register_method
 
 
@@ -71,13 +65,6 @@ class DLTTA(AdaptedCopyMethod):
 
     config_class = DLTTAConfig
     config: DLTTAConfig
-
-    def adapted_param_names(self, vit: nn.Module) -> list[str]:
-        return layernorm_param_names(vit)
-
-    def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        cfg = self.config
-        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
     def configure_extra(self) -> None:
         self.memory = KeyValueMemory(self.config.memory_size, prefix="memory")
@@ -109,10 +96,7 @@ class DLTTA(AdaptedCopyMethod):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss = softmax_entropy(logits).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.descend(loss)
         with torch.no_grad():
             new_features, adapted = forward_features_and_logits(vit, x)
             for f, z in zip(new_features, adapted, strict=True):

@@ -46,10 +46,10 @@ import torch
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import predict_after_update_setting
-from engine.methods._norm import check_shapes, prediction_after_update
-from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
-from engine.methods.base import MethodOutput, TTAMethod, register_method
+from engine.methods._fields import predict_after_update_setting, source_images_setting
+from engine.methods._norm import prediction_after_update
+from engine.methods._token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
+from engine.methods.base import MethodOutput, check_shapes, register_method
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class DPCoreConfig:
     ood_steps: int = setting(50, "AdamW steps learning a new prompt for an out-of-distribution batch")
     std_weight: float = setting(1.0, "λ: weight of the std term in the loss and the distances")
     max_coreset: int = setting(0, "ours: cap on the coreset size; 0 = unbounded (the paper)")
-    source_images: int = setting(20, "ours: first test images that estimate the source statistics")
+    source_images: int = source_images_setting()
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
@@ -79,11 +79,10 @@ class DPCoreConfig:
 
 
 @register_method("dpcore")
-class DPCore(TTAMethod):
+class DPCore(StatisticsAlignedMethod):
     """Prompt coreset with distance-weighted initialisation and the ID/OOD update (batch size 1)."""
 
     config_class = DPCoreConfig
-    max_batch = 1
     config: DPCoreConfig
 
     def configure_model(self) -> None:
@@ -97,7 +96,7 @@ class DPCore(TTAMethod):
         self.core_mean: torch.Tensor | None = None  # (n, C)
         self.core_std: torch.Tensor | None = None  # (n, C)
         self.core_prompts: torch.Tensor | None = None  # (n, P, C)
-        self.source_stats = SourceStatistics(cfg.source_images)
+        super().configure_model()
 
     def coreset_size(self) -> int:
         return 0 if self.core_mean is None else int(self.core_mean.shape[0])
@@ -127,11 +126,9 @@ class DPCore(TTAMethod):
         ref_mean, ref_std = self.source_stats.reference()
         return statistics_distance(mean, std, ref_mean, ref_std, self.config.std_weight).mean()
 
-    @torch.no_grad()
-    def fit_source_statistics(self, x: torch.Tensor) -> None:
-        """Use source-domain images ``(B, 3, H, W)`` (model input) as the statistics reference."""
+    def reference_statistics(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _, mean, std = self.run(x, None)
-        self.source_stats.fit(mean, std)
+        return mean, std
 
     def _learn(
         self, x: torch.Tensor, start: torch.Tensor, steps: int
@@ -159,11 +156,7 @@ class DPCore(TTAMethod):
         with torch.no_grad():
             source_logits, raw_mean, raw_std = self.run(x, None)
         if not self.source_stats.ready:
-            self.source_stats.observe(raw_mean, raw_std)
-            self.steps += 1
-            return MethodOutput(
-                logits=source_logits, source_logits=source_logits, diagnostics={"warmup": 1.0}
-            )
+            return self.warm_up(raw_mean, raw_std, source_logits)
         mean, std = raw_mean[0], raw_std[0]
         with torch.no_grad():
             loss_raw = float(self._loss(raw_mean, raw_std))
@@ -236,13 +229,7 @@ class DPCore(TTAMethod):
                     "coreset.prompts": self.core_prompts,
                 }
             )
-        tensors.update(self.source_stats.state_tensors())
         return tensors
-
-    def state_meta(self) -> dict[str, Any]:
-        meta = super().state_meta()
-        meta["source_stats"] = self.source_stats.state_meta()
-        return meta
 
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
         check_shapes(tensors, {"prompt_init": self.prompt_init})
@@ -265,4 +252,3 @@ class DPCore(TTAMethod):
             )
         else:
             self.core_mean = self.core_std = self.core_prompts = None
-        self.source_stats.load(tensors, meta["source_stats"], dev)

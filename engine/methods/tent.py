@@ -31,11 +31,7 @@ from torch import nn
 from engine.config import setting
 from engine.methods._fields import adam_beta1, adam_beta2, predict_after_update_setting
 from engine.methods._losses import softmax_entropy
-from engine.methods._norm import (
-    AdaptedCopyMethod,
-    layernorm_param_names,
-    prediction_after_update,
-)
+from engine.methods._norm import AdaptedCopyMethod, prediction_after_update
 from engine.methods.base import MethodOutput, register_method
 
 
@@ -61,9 +57,6 @@ class Tent(AdaptedCopyMethod):
     config_class = TentConfig
     config: TentConfig
 
-    def adapted_param_names(self, vit: nn.Module) -> list[str]:
-        return layernorm_param_names(vit)
-
     def make_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
         cfg = self.config
         return torch.optim.Adam(
@@ -76,10 +69,7 @@ class Tent(AdaptedCopyMethod):
             source_logits = self.model(x)
         logits = self.adapted(x)
         loss = softmax_entropy(logits).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.descend(loss)
         self.steps += 1
         logits = prediction_after_update(self.config.predict_after_update, logits, lambda: self.adapted(x))
         return MethodOutput(

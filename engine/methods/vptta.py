@@ -41,17 +41,10 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._fft import low_freq_amplitude, low_freq_window
-from engine.methods._fields import adam_beta1, adam_beta2
+from engine.methods._fields import adam_beta1, adam_beta2, adam_optimizer, source_images_setting
 from engine.methods._memory import KeyValueMemory
-from engine.methods._norm import check_shapes
-from engine.methods._token_stats import SourceStatistics, statistics_distance, token_statistics
-from engine.methods.base import (
-    MethodOutput,
-    TTAMethod,
-    load_optimizer_state,
-    optimizer_state,
-    register_method,
-)
+from engine.methods._token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
+from engine.methods.base import MethodOutput, check_shapes, register_method
 
 
 @dataclass(frozen=True)
@@ -67,7 +60,7 @@ class VPTTAConfig:
     neighbours: int = setting(16, "nearest keys whose prompts initialise a new one")
     temperature: float = setting(0.2, "softmax temperature of the neighbours' cosine similarities")
     std_weight: float = setting(1.0, "weight of the std term of the alignment loss")
-    source_images: int = setting(20, "ours: first test images that estimate the source statistics")
+    source_images: int = source_images_setting()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.prompt_alpha <= 1.0:
@@ -81,11 +74,10 @@ class VPTTAConfig:
 
 
 @register_method("vptta")
-class VPTTA(TTAMethod):
+class VPTTA(StatisticsAlignedMethod):
     """Frequency-domain input prompt per image on the frozen ViT (batch size 1)."""
 
     config_class = VPTTAConfig
-    max_batch = 1
     config: VPTTAConfig
 
     def configure_model(self) -> None:
@@ -98,12 +90,15 @@ class VPTTA(TTAMethod):
         self.rows, self.cols = low_freq_window(self.height, self.width, self.beta)
         shape = (3, self.rows.stop - self.rows.start, self.cols.stop - self.cols.start)
         self.prompt = nn.Parameter(torch.ones(shape, device=self.device))
-        self.optimizer = torch.optim.Adam([self.prompt], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+        self.optimizer = adam_optimizer([self.prompt], cfg)
         self.memory = KeyValueMemory(cfg.memory_size, prefix="memory")
-        self.source_stats = SourceStatistics(cfg.source_images)
+        super().configure_model()
 
     def collect_params(self) -> list[nn.Parameter]:
         return [self.prompt]
+
+    def saved_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer
 
     # ------------------------------------------------------------------ pieces
     def apply_prompt(self, x: torch.Tensor, prompt: torch.Tensor) -> torch.Tensor:
@@ -121,10 +116,8 @@ class VPTTA(TTAMethod):
         tokens = self.model.vit.blocks[0](self.model.embed(x))
         return token_statistics(tokens[:, self.model.num_prefix_tokens :])
 
-    @torch.no_grad()
-    def fit_source_statistics(self, x: torch.Tensor) -> None:
-        """Use source-domain images ``(B, 3, H, W)`` (model input) as the statistics reference."""
-        self.source_stats.fit(*self.block1_statistics(x))
+    def reference_statistics(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.block1_statistics(x)
 
     def _initial_prompt(self, key: torch.Tensor) -> torch.Tensor:
         cfg = self.config
@@ -144,11 +137,8 @@ class VPTTA(TTAMethod):
             source_logits = self.model(x)
         if not self.source_stats.ready:
             with torch.no_grad():
-                self.source_stats.observe(*self.block1_statistics(x))
-            self.steps += 1
-            return MethodOutput(
-                logits=source_logits, source_logits=source_logits, diagnostics={"warmup": 1.0, "loss": 0.0}
-            )
+                mean, std = self.block1_statistics(x)
+            return self.warm_up(mean, std, source_logits, loss=0.0)
         ref_mean, ref_std = self.source_stats.reference()
         key = low_freq_amplitude(x[0], self.beta)
         with torch.no_grad():
@@ -181,15 +171,7 @@ class VPTTA(TTAMethod):
         tensors = super().state_tensors()
         tensors["prompt"] = self.prompt.detach()
         tensors.update(self.memory.state_tensors())
-        tensors.update(self.source_stats.state_tensors())
-        tensors.update(optimizer_state("optim", self.optimizer)[0])
         return tensors
-
-    def state_meta(self) -> dict[str, Any]:
-        meta = super().state_meta()
-        meta["optimizer"] = optimizer_state("optim", self.optimizer)[1]
-        meta["source_stats"] = self.source_stats.state_meta()
-        return meta
 
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
         check_shapes(tensors, {"prompt": self.prompt})
@@ -197,5 +179,3 @@ class VPTTA(TTAMethod):
         with torch.no_grad():
             self.prompt.copy_(tensors["prompt"].to(self.device))
         self.memory.load_state_tensors(tensors, self.device)
-        self.source_stats.load(tensors, meta["source_stats"], self.device)
-        load_optimizer_state("optim", self.optimizer, tensors, meta["optimizer"])

@@ -58,15 +58,10 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._fft import low_freq_amplitude
+from engine.methods._fields import mc_dropout_setting, mc_passes_setting
 from engine.methods._losses import soft_cross_entropy
 from engine.methods._uom import complement, mc_dropout_uncertainty, select_tokens
-from engine.methods.base import (
-    MethodOutput,
-    TTAMethod,
-    load_optimizer_state,
-    optimizer_state,
-    register_method,
-)
+from engine.methods.base import MethodOutput, TTAMethod, check_shapes, register_method
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
 from engine.prompted_vit import PrefixPrompts, SourcePass
@@ -82,8 +77,8 @@ class IDiPTConfig:
 
     prompt_len_specific: int = setting(8, "L_S: image-specific prompt tokens per layer (half K, half V)")
     prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer")
-    mc_passes: int = setting(10, "D: Monte-Carlo dropout passes for the token uncertainty")
-    mc_dropout: float = setting(0.1, "dropout probability in block 1's MLP during the MC passes")
+    mc_passes: int = mc_passes_setting()
+    mc_dropout: float = mc_dropout_setting()
     mask_percent: float = setting(30.0, "K: percent of patch tokens in T_U and in T_R (disjoint up to 50)")
     bank_size: int = setting(20, "N_B: prompt bank capacity (FIFO)")
     beta: float = setting(0.1, "low-frequency window half-size as a fraction of the image side")
@@ -148,6 +143,9 @@ class IDiPT(TTAMethod):
         self.graph_i = PromptGraph(model.attn_dim, cfg.graph_dim, generator=gen).to(self.device)
         self.bank = PromptBank(cfg.bank_size, cfg.bank_temperature)
         self.optimizer = torch.optim.Adam(self.collect_params(), lr=cfg.lr)
+
+    def saved_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer
 
     def collect_params(self) -> list[nn.Parameter]:
         """The persistent parameters: φ_I, the gates, G_S and G_I (φ_S is new for every image)."""
@@ -327,25 +325,10 @@ class IDiPT(TTAMethod):
         tensors = super().state_tensors()
         tensors.update(self._named_modules_state())
         tensors.update(self.bank.state_tensors())
-        opt_tensors, _ = optimizer_state("optim", self.optimizer)
-        tensors.update(opt_tensors)
         return tensors
 
-    def state_meta(self) -> dict[str, Any]:
-        meta = super().state_meta()
-        _, opt_meta = optimizer_state("optim", self.optimizer)
-        meta["optimizer"] = opt_meta
-        return meta
-
     def load_state(self, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-        expected = self._named_modules_state()
-        for name, current in expected.items():
-            if name not in tensors:
-                raise KeyError(f"missing tensor {name!r}")
-            if tuple(tensors[name].shape) != tuple(current.shape):
-                raise ValueError(
-                    f"tensor {name!r} has shape {tuple(tensors[name].shape)}, expected {tuple(current.shape)}"
-                )
+        check_shapes(tensors, self._named_modules_state())
         super().load_state(tensors, meta)
         dev = self.device
         with torch.no_grad():
@@ -355,5 +338,3 @@ class IDiPT(TTAMethod):
             for prefix, graph in (("graph_s", self.graph_s), ("graph_i", self.graph_i)):
                 graph.load_state_dict({k: tensors[f"{prefix}.{k}"].to(dev) for k in graph.state_dict()})
         self.bank.load_state_tensors({k: v.to(dev) for k, v in tensors.items() if k.startswith("bank.")})
-        # Adam moves its moments to the parameters' device itself and keeps 'step' on the CPU.
-        load_optimizer_state("optim", self.optimizer, tensors, meta["optimizer"])
