@@ -194,19 +194,13 @@ class PromptedViT(nn.Module):
         prompts: PrefixPrompts | None = None,
         gate: torch.Tensor | None = None,
         start_block: int = 0,
+        pre_logits: bool = False,
     ) -> torch.Tensor:
-        """Run blocks ``start_block..`` on embedded tokens, then the norm and the head."""
-        head: torch.Tensor = self.vit.head(self.forward_features(tokens, prompts, gate, start_block))
-        return head
+        """Run blocks ``start_block..`` on embedded tokens, then the norm and the head.
 
-    def forward_features(
-        self,
-        tokens: torch.Tensor,
-        prompts: PrefixPrompts | None = None,
-        gate: torch.Tensor | None = None,
-        start_block: int = 0,
-    ) -> torch.Tensor:
-        """:meth:`forward_tokens` up to the head's input: the pre-logit features ``(B, D)``."""
+        With ``pre_logits`` (as timm's ``forward_head``) the head's input is returned instead: the
+        pre-logit features ``(B, D)``.
+        """
         x = tokens
         for i in range(start_block, self.depth):
             blk = self.vit.blocks[i]
@@ -219,7 +213,10 @@ class PromptedViT(nn.Module):
                 x = x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
         x = self.vit.norm(x)
         features: torch.Tensor = self.vit.forward_head(x, pre_logits=True)
-        return features
+        if pre_logits:
+            return features
+        head: torch.Tensor = self.vit.head(features)
+        return head
 
     def source_pass(self, x: torch.Tensor) -> SourcePass:
         """The plain source-model forward, keeping block 1's MLP input for MC dropout.
@@ -233,7 +230,7 @@ class PromptedViT(nn.Module):
         mlp = blk.mlp
         hidden = mlp.act(mlp.fc1(blk.norm2(mid)))
         out = mid + blk.drop_path2(blk.ls2(mlp.drop2(mlp.fc2(mlp.norm(mlp.drop1(hidden))))))
-        features = self.forward_features(out, start_block=1)
+        features = self.forward_tokens(out, start_block=1, pre_logits=True)
         logits = self.vit.head(features)
         return SourcePass(logits, mid, hidden, out, features)
 
