@@ -30,6 +30,14 @@ from engine.step import SettingsMismatchError, StepResult
 
 logger = logging.getLogger(__name__)
 
+
+def _token_indices(tokens: torch.Tensor | None) -> np.ndarray:
+    """The first image's patch indices ``(k,)`` as int64 (empty when the method marks none)."""
+    if tokens is None:
+        return np.zeros(0, dtype=np.int64)
+    return tokens[0].cpu().numpy().astype(np.int64)
+
+
 ImageInput = Image.Image | np.ndarray | str | Path
 
 
@@ -148,17 +156,6 @@ class Session:
         unc = None
         if out.uncertainty is not None:
             unc = out.uncertainty[0].detach().float().cpu().numpy().reshape(grid)
-        empty = np.zeros(0, dtype=np.int64)
-        t_u = (
-            out.uncertain_tokens[0].cpu().numpy().astype(np.int64)
-            if out.uncertain_tokens is not None
-            else empty
-        )
-        t_r = (
-            out.reliable_tokens[0].cpu().numpy().astype(np.int64)
-            if out.reliable_tokens is not None
-            else empty
-        )
         event: GuardEvent | None = None
         action = self.guard.observe(self.images_seen, pred, src)
         if action is not None:
@@ -177,8 +174,8 @@ class Session:
             source_probs=source_probs,
             source_prediction=src,
             uncertainty=unc,
-            uncertain_tokens=t_u,
-            reliable_tokens=t_r,
+            uncertain_tokens=_token_indices(out.uncertain_tokens),
+            reliable_tokens=_token_indices(out.reliable_tokens),
             grid=grid,
             seconds=time.perf_counter() - start,
             diagnostics=dict(out.diagnostics),
