@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from engine._files import describe_kind
@@ -175,27 +175,48 @@ def _outside_error(table: Path, line: int, given: str, base: Path) -> DatasetErr
     )
 
 
-def open_manifest(csv_path: Path, check: Check, allow_outside: bool = False) -> Dataset:
-    base = csv_path.parent
+#: Turns a table row (line number, row) into (the path as given, its full path, label, domain);
+#: raises DatasetError for a malformed row.
+_RowEntry = Callable[[int, dict[str, str]], tuple[str, Path, str, str]]
+
+
+def _table_rows(
+    table: Path, entry: _RowEntry, allow_outside: bool, what: str, empty: str
+) -> list[tuple[Path, str, str]]:
+    """The (path, label, domain) rows of a CSV table, every path checked against the table's folder.
+
+    Args:
+        what: the table's kind in the error when it cannot be read.
+        empty: the error when it lists nothing.
+    """
+    base = table.parent
     fence = _Fence(base, allow_outside)
     rows: list[tuple[Path, str, str]] = []
     try:
-        with csv_path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
+        with table.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)  # a leading unnamed index column simply becomes the "" key
             reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
             for line, row in enumerate(reader, start=2):
-                rel, label, domain = (str(row.get(k) or "").strip() for k in MANIFEST_COLUMNS)
-                if not rel or not label or not domain:
-                    raise DatasetError(f"{csv_path}, line {line}: path, label and domain must all be given")
-                p = Path(rel)
-                full = p if p.is_absolute() else base / p
+                given, full, label, domain = entry(line, row)
                 if not fence.admits(full):
-                    raise _outside_error(csv_path, line, rel, base)
+                    raise _outside_error(table, line, given, base)
                 rows.append((full, label, domain))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DatasetError(f"{csv_path}: cannot read manifest ({exc})") from exc
+        raise DatasetError(f"{table}: cannot read {what} ({exc})") from exc
     if not rows:
-        raise DatasetError(f"{csv_path}: the manifest lists no images")
+        raise DatasetError(f"{table}: {empty}")
+    return rows
+
+
+def open_manifest(csv_path: Path, check: Check, allow_outside: bool = False) -> Dataset:
+    def entry(line: int, row: dict[str, str]) -> tuple[str, Path, str, str]:
+        rel, label, domain = (str(row.get(k) or "").strip() for k in MANIFEST_COLUMNS)
+        if not rel or not label or not domain:
+            raise DatasetError(f"{csv_path}, line {line}: path, label and domain must all be given")
+        p = Path(rel)
+        return rel, p if p.is_absolute() else csv_path.parent / p, label, domain
+
+    rows = _table_rows(csv_path, entry, allow_outside, "manifest", "the manifest lists no images")
     return _finish(csv_path, "manifest", rows, check)
 
 
@@ -215,32 +236,21 @@ def camelyon_patch_path(patient: str, node: str, x: str, y: str) -> str:
 
 
 def open_camelyon(meta: Path, check: Check, allow_outside: bool = False) -> Dataset:
-    base = meta.parent
-    fence = _Fence(base, allow_outside)
-    rows: list[tuple[Path, str, str]] = []
-    try:
-        with meta.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)  # a leading unnamed index column simply becomes the "" key
-            reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
-            for line, row in enumerate(reader, start=2):
-                try:
-                    rel = camelyon_patch_path(
-                        row["patient"].strip(),
-                        row["node"].strip(),
-                        row["x_coord"].strip(),
-                        row["y_coord"].strip(),
-                    )
-                    tumor = int(float(row["tumor"]))
-                    center = int(float(row["center"]))
-                except (KeyError, ValueError, AttributeError) as exc:
-                    raise DatasetError(f"{meta}, line {line}: malformed row ({exc})") from exc
-                if tumor not in (0, 1):
-                    raise DatasetError(f"{meta}, line {line}: tumor must be 0 or 1, got {tumor}")
-                if not fence.admits(base / rel):
-                    raise _outside_error(meta, line, rel, base)
-                rows.append((base / rel, CAMELYON_CLASSES[tumor], f"center_{center}"))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DatasetError(f"{meta}: cannot read WILDS metadata ({exc})") from exc
-    if not rows:
-        raise DatasetError(f"{meta}: the metadata lists no patches")
+    def entry(line: int, row: dict[str, str]) -> tuple[str, Path, str, str]:
+        try:
+            rel = camelyon_patch_path(
+                row["patient"].strip(),
+                row["node"].strip(),
+                row["x_coord"].strip(),
+                row["y_coord"].strip(),
+            )
+            tumor = int(float(row["tumor"]))
+            center = int(float(row["center"]))
+        except (KeyError, ValueError, AttributeError) as exc:
+            raise DatasetError(f"{meta}, line {line}: malformed row ({exc})") from exc
+        if tumor not in (0, 1):
+            raise DatasetError(f"{meta}, line {line}: tumor must be 0 or 1, got {tumor}")
+        return rel, meta.parent / rel, CAMELYON_CLASSES[tumor], f"center_{center}"
+
+    rows = _table_rows(meta, entry, allow_outside, "WILDS metadata", "the metadata lists no patches")
     return _finish(meta, "camelyon17", rows, check, class_names=CAMELYON_CLASSES)
