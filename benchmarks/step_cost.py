@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import IDiPTConfig, LoadedModel, ModelCard, Session, select_device
+from engine import IDiPTConfig, LoadedModel, MethodOutput, ModelCard, Session, select_device
 from engine.methods.idipt_plus import IDiPTPlus, IDiPTPlusConfig
 from engine.source_reference import fit_reference
 
@@ -34,6 +34,16 @@ from engine.source_reference import fit_reference
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def _timed_step(session: Session, img: np.ndarray, device: torch.device) -> tuple[float, MethodOutput]:
+    """Seconds of one ``forward_and_adapt`` on ``img`` (preprocessing not timed) and its output."""
+    x = session.preprocess(img)
+    _sync(device)
+    start = time.perf_counter()
+    out = session.method.forward_and_adapt(x)
+    _sync(device)
+    return time.perf_counter() - start, out
 
 
 def main() -> None:
@@ -94,27 +104,11 @@ def main() -> None:
     t_plus: list[float] = []
     accepted = 0
     for img in images:
-        x = source.preprocess(img)
-        _sync(device)
-        start = time.perf_counter()
         with torch.no_grad():
-            source.method.forward_and_adapt(x)
-        _sync(device)
-        t_source.append(time.perf_counter() - start)
-
-        x = idipt.preprocess(img)
-        _sync(device)
-        start = time.perf_counter()
-        idipt.method.forward_and_adapt(x)
-        _sync(device)
-        t_idipt.append(time.perf_counter() - start)
-
-        x = plus.preprocess(img)
-        _sync(device)
-        start = time.perf_counter()
-        out = plus.method.forward_and_adapt(x)
-        _sync(device)
-        t_plus.append(time.perf_counter() - start)
+            t_source.append(_timed_step(source, img, device)[0])
+        t_idipt.append(_timed_step(idipt, img, device)[0])
+        seconds, out = _timed_step(plus, img, device)
+        t_plus.append(seconds)
         accepted += int(out.diagnostics["op_accepted"])
 
     med_s, med_i, med_p = statistics.median(t_source), statistics.median(t_idipt), statistics.median(t_plus)

@@ -145,20 +145,9 @@ def test_listing_survives_symlink_loops_and_odd_names(tmp_path: Path) -> None:
 def test_run_over_hostile_folder_reports_and_continues(tiny_model_path: Path, tmp_path: Path) -> None:
     expect, good = hostile_folder(tmp_path / "in")
     out = tmp_path / "preds.csv"
-    code = cli_main(
-        [
-            "run",
-            "--model",
-            str(tiny_model_path),
-            "--input",
-            str(tmp_path / "in"),
-            "--state",
-            str(tmp_path / "st"),
-            "--out",
-            str(out),
-            "--no-progress",
-        ]
-    )
+    run = ["run", "--model", str(tiny_model_path), "--input", str(tmp_path / "in")]
+    run += ["--state", str(tmp_path / "st"), "--out", str(out), "--no-progress"]
+    code = cli_main(run)
     assert code == 0
     with out.open(newline="", encoding="utf-8", errors="surrogateescape") as fh:
         processed = {r["item"] for r in csv.DictReader(fh)}
@@ -169,23 +158,7 @@ def test_run_over_hostile_folder_reports_and_continues(tiny_model_path: Path, tm
     assert len(processed) == good
     assert all(reason for reason in skipped.values())
     # Resuming finds nothing left to do and keeps the non-UTF-8 name intact.
-    assert (
-        cli_main(
-            [
-                "run",
-                "--model",
-                str(tiny_model_path),
-                "--input",
-                str(tmp_path / "in"),
-                "--state",
-                str(tmp_path / "st"),
-                "--out",
-                str(out),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert cli_main(run) == 0
     with out.open(newline="", encoding="utf-8", errors="surrogateescape") as fh:
         assert len(list(csv.DictReader(fh))) == good
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,13 +14,23 @@ import numpy as np
 import pytest
 import torch
 
-from engine import IDiPTConfig, ModelCard, Session, StateError, save_model
+from engine import IDiPTConfig, Session, StateError, save_model
 from engine.state import STATE_FILE, read_state
-from tests.conftest import random_images
+from tests.conftest import TINY_CARD, random_images
 
 
 def _session(path: Path, **cfg: object) -> Session:
     return Session(path, method_config=IDiPTConfig(bank_size=4, **cfg), seed=0)  # type: ignore[arg-type]
+
+
+def _saved_then_stepped(model_path: Path, directory: Path) -> tuple[Session, bytes]:
+    """A session saved to ``directory`` after one image and stepped once more; the saved bytes."""
+    s = _session(model_path)
+    s.step(random_images(1)[0])
+    s.save(directory)
+    good = (directory / STATE_FILE).read_bytes()
+    s.step(random_images(1, seed=3)[0])
+    return s, good
 
 
 def test_save_load_continue_is_bit_identical(tiny_model_path: Path, tmp_path: Path) -> None:
@@ -89,12 +100,7 @@ def test_foreign_model_state_is_refused(tiny_model_path: Path, tmp_path: Path) -
     s.step(random_images(1)[0])
     s.save(tmp_path / "state")
     torch.manual_seed(123)
-    other_card = ModelCard(
-        arch="vit_tiny_patch16_224",
-        classes=("normal", "tumor"),
-        img_size=32,
-        model_kwargs={"depth": 2, "patch_size": 8},
-    )
+    other_card = dataclasses.replace(TINY_CARD, source_domain="")  # the same card, other weights
     other_path = tmp_path / "other.safetensors"
     save_model(other_card.build(), other_card, other_path)
     other = _session(other_path)
@@ -121,12 +127,8 @@ def test_state_has_no_pickle_and_readable_json(tiny_model_path: Path, tmp_path: 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_unwritable_location_fails_loudly_and_keeps_state(tiny_model_path: Path, tmp_path: Path) -> None:
-    s = _session(tiny_model_path)
-    s.step(random_images(1)[0])
     directory = tmp_path / "st"
-    s.save(directory)
-    good = (directory / STATE_FILE).read_bytes()
-    s.step(random_images(1, seed=3)[0])
+    s, good = _saved_then_stepped(tiny_model_path, directory)
     directory.chmod(0o500)
     try:
         with pytest.raises(OSError):
@@ -143,12 +145,8 @@ def test_full_disk_fails_loudly_and_keeps_state(
 
     import engine._atomic
 
-    s = _session(tiny_model_path)
-    s.step(random_images(1)[0])
     directory = tmp_path / "st"
-    s.save(directory)
-    good = (directory / STATE_FILE).read_bytes()
-    s.step(random_images(1, seed=3)[0])
+    s, good = _saved_then_stepped(tiny_model_path, directory)
 
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
