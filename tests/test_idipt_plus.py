@@ -237,7 +237,9 @@ def test_with_a_reference_the_stream_is_remembered_and_resumes_exactly(
     referenced_model: Path, tmp_path: Path
 ) -> None:
     # any neighbourhood decides; the reference was fitted on images like these, so no source gate
-    cfg = IDiPTPlusConfig(**SMALL, min_weight=0.0, min_separation=0.0, min_share=0.0, source_gate=False)
+    cfg = IDiPTPlusConfig(
+        **SMALL, min_weight=0.0, min_separation=0.0, min_share=0.0, source_gate=False, prompt_target=True
+    )
     session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
     method = session.method
     assert isinstance(method, IDiPTPlus) and method.memory is not None
@@ -257,6 +259,31 @@ def test_with_a_reference_the_stream_is_remembered_and_resumes_exactly(
     assert method.memory.size == 0 and session.reference is not None
 
 
+def test_prompts_are_fitted_to_the_source_prediction_unless_asked(referenced_model: Path) -> None:
+    imgs = random_images(5, size=32, seed=1)
+    for prompt_target in (False, True):
+        cfg = IDiPTPlusConfig(
+            **SMALL,
+            min_weight=0.0,
+            min_separation=0.0,
+            min_share=0.0,
+            source_gate=False,
+            prompt_target=prompt_target,
+        )
+        session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
+        for img in imgs[:4]:
+            session.step(img)
+        method = session.method
+        assert isinstance(method, IDiPTPlus)
+        with torch.no_grad():
+            source = method.model.source_pass(session.preprocess(imgs[4]))
+            target = method._consistency_target(source)
+        decision = method._pending[4] if method._pending is not None else None
+        assert decision is not None and decision.accepted
+        expected = decision.probs[None] if prompt_target else source.logits.softmax(dim=-1)
+        assert torch.equal(target, expected)
+
+
 def test_source_like_images_keep_the_source_decision(referenced_model: Path) -> None:
     cfg = IDiPTPlusConfig(**SMALL, min_weight=0.0, min_separation=0.0, min_share=0.0)
     session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
@@ -265,6 +292,7 @@ def test_source_like_images_keep_the_source_decision(referenced_model: Path) -> 
     gated = [r for r in results if r.diagnostics["op_source_like"] == 1.0]
     assert len(gated) >= 6
     assert all(r.diagnostics["op_accepted"] == 0.0 for r in gated)
+    assert all(np.array_equal(r.probs, r.source_probs) for r in gated)  # the source model's prediction
     # a flat grey image is nothing like the noise the reference saw: outside the source radius
     shifted = session.step(np.full((32, 32, 3), 128, dtype=np.uint8))
     assert shifted.diagnostics["op_source_like"] == 0.0

@@ -64,7 +64,8 @@ class TTAMethod(ABC):
     config_class: ClassVar[type[Any] | None] = None
     #: Largest batch the method accepts per step (I-DiPT adapts per image).
     max_batch: ClassVar[int | None] = None
-    #: Config overrides that switch one mechanism off each, the rows of ``f2tta bench --ablation``.
+    #: Config overrides that switch one mechanism off (or an optional one on) each: the rows of
+    #: ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
     #: Whether the method reads the model's source reference (``engine.source_reference``).
     uses_reference: ClassVar[bool] = False
