@@ -20,10 +20,12 @@ main thread's idle team throttled the worker's, and the app looked twice as slow
 Usage::
 
     QT_QPA_PLATFORM=offscreen python benchmarks/app_overhead.py [--model CKPT] [--stream DIR]
-        [--images N] [--method idipt] [--device cpu] [--repeats 3]
+        [--images N] [--method idipt] [--device cpu] [--repeats 3] [--variants default,OMP_WAIT_POLICY=PASSIVE]
 
 Defaults: the demo model and the demo stream when present, else a tiny generated model and
-``--images`` generated site-4 histology images.
+``--images`` generated site-4 histology images. ``--variants`` measures both processes under each
+environment variant listed (``benchmarks/_variants.py``), interleaved within each repeat, and
+prints the figures of each variant.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _variants import parse_variants, variant_env
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -201,11 +205,13 @@ def _worker_threads(controller: Any) -> int:
     return Probe.value
 
 
-def measure(kind: str, args: argparse.Namespace, model: Path, stream: Path, warmup: Path) -> dict[str, Any]:
-    """One measurement in a fresh process."""
+def measure(
+    kind: str, args: argparse.Namespace, model: Path, stream: Path, warmup: Path, env: dict[str, str]
+) -> dict[str, Any]:
+    """One measurement in a fresh process with the environment ``env``."""
     cmd = [sys.executable, __file__, "--child", kind, "--model", str(model), "--stream", str(stream)]
     cmd += ["--warmup", str(warmup), "--method", args.method, "--device", args.device]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ})
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -221,6 +227,7 @@ def main() -> int:
     parser.add_argument("--method", default="idipt")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--variants", default="default", help="comma-separated: default or NAME=VALUE")
     args = parser.parse_args()
     if args.child:
         run = child_headless if args.child == "headless" else child_app
@@ -237,31 +244,62 @@ def main() -> int:
     print(f"model {model}\nstream {stream} ({count} images), method {args.method}, device {args.device}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
 
-    ratios, stalls, p99s = [], [], []
+    variants = parse_variants(args.variants)
+    figures: dict[str, dict[str, list[float]]] = {
+        v: {"ratios": [], "stalls": [], "p99s": [], "headless": [], "app": []} for v in variants
+    }
     for r in range(args.repeats):
-        plain = measure("headless", args, model, stream, warmup)
-        app = measure("app", args, model, stream, warmup)
-        gaps = sorted(app["gaps"])
-        ratios.append(app["seconds"] / plain["seconds"])
-        stalls.append(max(gaps) if gaps else 0.0)
-        p99s.append(gaps[int(0.99 * (len(gaps) - 1))] if gaps else 0.0)
-        print(
-            f"repeat {r + 1}: headless {plain['seconds']:.2f} s ({plain['threads']} torch threads), "
-            f"app {app['seconds']:.2f} s ({app['threads']} torch threads in the worker, "
-            f"{app['gui_teams']} OpenMP threads of the GUI thread); ratio {ratios[-1]:.3f}; "
-            f"longest UI stall {stalls[-1]:.1f} ms, p99 gap {p99s[-1]:.1f} ms; "
-            f"load {os.getloadavg()[0]:.2f}"
-        )
+        for variant in variants:
+            env = variant_env(variant, variants)
+            _repeat(f"{variant}, repeat {r + 1}", args, model, stream, warmup, env, figures[variant])
+    for variant, fig in figures.items():
+        print(f"\n{variant}: headless s {_list(fig['headless'])}, app s {_list(fig['app'])}")
+        _summary(fig["ratios"], fig["stalls"], fig["p99s"])
+    return 0
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def _repeat(
+    label: str,
+    args: argparse.Namespace,
+    model: Path,
+    stream: Path,
+    warmup: Path,
+    env: dict[str, str],
+    fig: dict[str, list[float]],
+) -> None:
+    """One headless and one app measurement with ``env``, appended to ``fig`` and printed."""
+    plain = measure("headless", args, model, stream, warmup, env)
+    app = measure("app", args, model, stream, warmup, env)
+    gaps = sorted(app["gaps"])
+    ratios, stalls, p99s = fig["ratios"], fig["stalls"], fig["p99s"]
+    fig["headless"].append(plain["seconds"])
+    fig["app"].append(app["seconds"])
+    ratios.append(app["seconds"] / plain["seconds"])
+    stalls.append(max(gaps) if gaps else 0.0)
+    p99s.append(gaps[int(0.99 * (len(gaps) - 1))] if gaps else 0.0)
+    print(
+        f"{label}: headless {plain['seconds']:.2f} s ({plain['threads']} torch threads), "
+        f"app {app['seconds']:.2f} s ({app['threads']} torch threads in the worker, "
+        f"{app['gui_teams']} OpenMP threads of the GUI thread); ratio {ratios[-1]:.3f}; "
+        f"longest UI stall {stalls[-1]:.1f} ms, p99 gap {p99s[-1]:.1f} ms; "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
+
+
+def _summary(ratios: list[float], stalls: list[float], p99s: list[float]) -> None:
     ratio = statistics.median(ratios)
     print(
-        f"\nmedian app/headless time ratio: {ratio:.3f} (target <= 1.10) -> {'OK' if ratio <= 1.10 else 'OVER'}"
+        f"median app/headless time ratio: {ratio:.3f} (target <= 1.10) -> {'OK' if ratio <= 1.10 else 'OVER'}"
     )
     stall = max(stalls)
     print(
         f"longest UI event-loop stall: {stall:.1f} ms (target < 100 ms) -> {'OK' if stall < 100 else 'OVER'}"
     )
     print(f"median p99 ping gap: {statistics.median(p99s):.1f} ms (ping every {PING_MS} ms)")
-    return 0
 
 
 if __name__ == "__main__":
