@@ -16,15 +16,16 @@ from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from app import notices
+from app import advice, notices
+from app.applicability import Collapse, model_kind, one_class_collapse
 from app.log_bridge import LogBridge
-from app.messages import ItemFailure, ItemResult, RunEnded
+from app.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
 from app.profiles import ProfileInfo
 from app.reports import ReportData
 from app.rows import PredictionRow
 from app.run_model import RunModel
 from app.session_controller import SessionController
-from app.settings import AppSettings
+from app.settings import AppSettings, available_demos
 from app.state import MessageThrottle, Phase, SessionState, actions_for
 from app.views.main_window import MainWindow
 from app.worker import EngineWorker
@@ -66,6 +67,7 @@ class Controller(QObject):
     _requestResume = Signal()
     _requestStop = Signal()
     _requestPreview = Signal(int)
+    _requestRegion = Signal(object)
     _requestExport = Signal(str, object)
     _requestClose = Signal()
 
@@ -83,6 +85,7 @@ class Controller(QObject):
         self.state = SessionState(settings, home, state_dir, persist_settings)
         self.model = RunModel(settings.low_confidence)
         self._closing = False
+        self._region_ticket = 0
         self._throttle = MessageThrottle()
         self._skip_throttle = MessageThrottle()  # a NaN storm must not flood the log
         self.engine_thread = QThread()
@@ -99,6 +102,7 @@ class Controller(QObject):
         self.engine_thread.start()
         window.set_preferences(settings.low_confidence, settings.overlay_opacity)
         window.set_order(settings.order)
+        window.set_demos(available_demos())
         self.sessions.refresh_profiles()
         self._set_phase(Phase.EMPTY)
 
@@ -110,6 +114,7 @@ class Controller(QObject):
             (self._requestResume, w.resume),
             (self._requestStop, w.stop),
             (self._requestPreview, w.load_preview),
+            (self._requestRegion, w.read_region),
             (self._requestExport, w.export_reports),
             (self._requestClose, w.close),
             (win.startRequested, self.start),
@@ -118,7 +123,6 @@ class Controller(QObject):
             (win.stopRequested, self.stop),
             (win.exportRequested, self.export),
             (win.positionSelected, m.select),
-            (w.previewReady, m.preview_loaded),
             (self.flush_timer.timeout, self._on_flush_timer_timeout),
             (self.log_bridge.recordLogged, self._on_engine_logged),
             (self.sessions.sessionChanged, self.sessionChanged),
@@ -128,8 +132,9 @@ class Controller(QObject):
             request.connect(slot)
         connect_by_name(w, self, "worker")  # resultsReady -> _on_worker_results_ready, ...
         connect_by_name(w, self.sessions, "worker")  # sessionReady, sourceReady, resetDone, ...
-        connect_by_name(win, self.sessions, "window")  # openFolderRequested, settingsRequested, ...
-        win.closeRequested.connect(self._on_window_close_requested)
+        connect_by_name(win, self.sessions, "window")  # openFolderRequested, tileClicked, ...
+        connect_by_name(win, self.sessions.profiles, "window")  # profileSelected, settingsRequested, ...
+        connect_by_name(win, self, "window")  # reviewRequested, regionRequested
         # Direct: quit() is called on the worker thread right after close(), which is thread-safe.
         w.closed.connect(self.engine_thread.quit, Qt.ConnectionType.DirectConnection)
         m.rows_shown.connect(win.append_rows)
@@ -138,19 +143,25 @@ class Controller(QObject):
         m.selection_changed.connect(self.sessions.show_selection)
         m.preview_needed.connect(self._requestPreview.emit)
         m.event_noted.connect(self._note_event)
+        m.rows_changed.connect(win.update_rows)
+        m.metrics_changed.connect(win.set_metrics)
+        m.collapse_noted.connect(self._note_collapse)
 
     # -- phase and messages -------------------------------------------------------------------
     @property
     def phase(self) -> Phase:
         return self.state.phase
 
-    def _set_phase(self, phase: Phase) -> None:
+    def _set_phase(self, phase: Phase, status: str | None = None) -> None:
         self.state.phase = phase
         info, m = self.state.info, self.model
         actions = actions_for(phase, has_session=self.state.usable, pending=m.pending, has_rows=bool(m.rows))
         if info is not None and info.profile_error:  # only a reset can make such a profile usable
             actions = dataclasses.replace(actions, reset=phase in (Phase.EMPTY, Phase.DONE))
-        status = "open a folder or slide" if phase is Phase.DONE and m.source is None else None
+        if status is None and m.source is None and phase is Phase.DONE:
+            status = "open a folder or slide"
+        elif status is None and phase is Phase.READY and m.progress.done:
+            status = f"ready · {m.pending} left"
         self.window.set_actions(phase, actions, status)
         if phase in (Phase.RUNNING, Phase.PAUSING, Phase.STOPPING):
             self.flush_timer.start()
@@ -170,6 +181,49 @@ class Controller(QObject):
         shown = self._throttle.admit(message)
         if shown is not None:
             self.window.log_message(level, f"engine: {shown}")
+
+    def _note_collapse(self, found: Collapse, log: bool = True) -> None:
+        """Nearly every prediction is one class: the model may not apply (offer the other demo model)."""
+        info = self.state.info
+        model = model_kind(info.card) if info is not None else None
+        looks = self.model.looks_like()
+        banner = advice.collapse(found, looks, model, available_demos())
+        if log:
+            self.log("warning", banner.text)
+        self.model.checks.append(banner.text)
+        self.window.show_banner(banner)
+
+    # -- review marks and the slide's pyramid -------------------------------------------------
+    @Slot(int, int)
+    def _on_window_review_requested(self, position: int, label: int) -> None:
+        """Confirm or correct the image at ``position`` (label -1 clears the mark); kept at once."""
+        try:
+            self.model.review(position, None if label < 0 else label)
+        except OSError as exc:
+            self.log("error", f"The review mark cannot be kept ({exc}); nothing was changed.")
+            return
+        except ValueError as exc:
+            self.log("warning", str(exc))
+            return
+        if self.phase not in RUNNING:
+            self.model.flush(force=True)
+
+    @Slot(int, object)
+    def _on_worker_preview_ready(self, position: int, image: object) -> None:
+        # A slot of this QObject, so the view is updated on the UI thread (a plain callable
+        # connected to the worker's signal would run on the worker's thread).
+        self.model.preview_loaded(position, image)  # type: ignore[arg-type]
+
+    @Slot(int, int, int, int, int)
+    def _on_window_region_requested(self, x: int, y: int, width: int, height: int, max_side: int) -> None:
+        self._region_ticket += 1
+        self._requestRegion.emit(RegionRequest(self._region_ticket, x, y, width, height, max_side))
+
+    @Slot(object)
+    def _on_worker_region_ready(self, read: RegionRead) -> None:
+        r = read.request
+        if r.ticket == self._region_ticket:
+            self.window.set_slide_region(r.x, r.y, r.width, r.height, read.rgb)
 
     def _note_event(self, row: PredictionRow) -> None:
         """The collapse guard's actions and skipped updates, as their images arrive."""
@@ -228,7 +282,8 @@ class Controller(QObject):
 
     @Slot()
     def _on_flush_timer_timeout(self, force: bool = False) -> None:
-        self.window.set_progress(self.model.progress.progress())
+        running = self.phase in (Phase.RUNNING, Phase.PAUSING, Phase.STOPPING)
+        self.window.set_progress(self.model.progress.progress(running=running))
         self.model.flush(force=force, follow=self.window.following)
         self.window.set_profile_summary(self.state.profile_text())
 
@@ -243,6 +298,7 @@ class Controller(QObject):
         self.model.progress.pause()
         if self.phase is Phase.PAUSING:
             self._set_phase(Phase.PAUSED)
+            self.window.set_progress(self.model.progress.progress(running=False))
             self.log("info", f"Paused after {self.model.progress.done} of {self.model.progress.total} images")
 
     @Slot(object)
@@ -253,7 +309,17 @@ class Controller(QObject):
         if ended.profile is not None:
             self._on_worker_state_saved(ended.profile)
         self.log("error" if ended.reason == "failed" else "info", notices.run_ended(ended, self.model))
-        self._set_phase(Phase.READY if self.model.pending else Phase.DONE)
+        if self.model.collapse is not None:  # the banner's figures as of the end of the run
+            final = one_class_collapse(self.model.rows)
+            if final is not None:
+                self.model.checks = [c for c in self.model.checks if not c.startswith("Nearly every")]
+                self._note_collapse(final, log=False)
+        self.window.set_progress(self.model.progress.progress(running=False))
+        pending = self.model.pending
+        status = None
+        if ended.reason != "finished" or pending:
+            status = f"{ended.reason} · {pending} left" + (" · state saved" if ended.saved else "")
+        self._set_phase(Phase.READY if pending else Phase.DONE, status)
         self.runFinished.emit(ended)
         if self._closing:
             self.shutdown()
@@ -293,11 +359,14 @@ class Controller(QObject):
     @Slot(object)
     def _on_worker_exported(self, paths: list[Path]) -> None:
         self.log("info", "Reports written: " + ", ".join(str(p) for p in paths))
+        if paths:
+            self.window.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
         self.exportFinished.emit(paths)
 
     @Slot(str)
     def _on_worker_export_failed(self, message: str) -> None:
         self.log("error", message)
+        self.window.show_banner(advice.export_failed(message))
         self.exportError.emit(message)
 
     # -- shutdown -----------------------------------------------------------------------------

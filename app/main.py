@@ -18,6 +18,44 @@ from typing import Any
 
 from app import APP_NAME, __version__
 
+# The libraries Qt's X11 platform plugin needs beyond Qt's wheel (Debian/Ubuntu package names).
+# (What `ldd` lists for Qt's libqxcb.so and libQt6XcbQpa.so that a desktop may lack.)
+XCB_LIBRARIES = {
+    "libxcb-cursor.so.0": "libxcb-cursor0",
+    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxcb-keysyms.so.1": "libxcb-keysyms1",
+    "libxcb-shape.so.0": "libxcb-shape0",
+    "libxcb-image.so.0": "libxcb-image0",
+    "libxcb-render-util.so.0": "libxcb-render-util0",
+    "libEGL.so.1": "libegl1",
+    "libGL.so.1": "libgl1",
+    "libfontconfig.so.1": "libfontconfig1",
+    "libdbus-1.so.3": "libdbus-1-3",
+}
+
+
+def missing_xcb_libraries() -> list[str]:
+    """The packages to install when Qt will use X11 and a library its plugin needs is missing.
+
+    Without them Qt aborts with "could not load the Qt platform plugin xcb" and no hint of what
+    to install, so the app checks first (Linux, a display, no other platform chosen).
+    """
+    import ctypes
+    import os
+
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM", "xcb") != "xcb":
+        return []
+    if not os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return []
+    missing = []
+    for library, package in XCB_LIBRARIES.items():
+        try:
+            ctypes.CDLL(library)
+        except OSError:
+            missing.append(package)
+    return missing
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -33,11 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="use this state directory (e.g. one written by `f2tta run --state DIR`) instead of a profile",
     )
-    parser.add_argument("--method", help="adaptation method (default: idipt)")
+    parser.add_argument(
+        "--method", help="adaptation method (default: engine.DEFAULT_METHOD; `f2tta methods` lists them)"
+    )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument(
-        "--order", choices=("name", "mtime", "manifest"), help="arrival order of folder images"
+        "--order",
+        choices=("name", "mtime", "manifest", "interleaved"),
+        help="arrival order of folder images (interleaved: a seeded shuffle, see --seed)",
     )
+    parser.add_argument("--seed", type=int, help="seed of the interleaved arrival order (default 0)")
     parser.add_argument("--run", action="store_true", help="start processing as soon as PATH is open")
     parser.add_argument(
         "--export", type=Path, metavar="DIR", help="write every report kind into DIR at the end"
@@ -66,6 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.run or args.export) and args.path is None:
         print("f2tta-studio: --run and --export need a PATH to open", file=sys.stderr)
         return 2
+    missing = missing_xcb_libraries()
+    if missing:
+        print(
+            "f2tta-studio: Qt needs X11 libraries that are not installed. On Debian/Ubuntu: "
+            f"sudo apt-get install {' '.join(missing)} (or set QT_QPA_PLATFORM=offscreen for scripted runs)",
+            file=sys.stderr,
+        )
+        return 1
 
     # Qt and the engine are imported only now, so --help and --version stay fast.
     import pyqtgraph as pg
@@ -92,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if value
     }
+    if args.seed is not None:
+        overrides["order_seed"] = args.seed
     if overrides.get("method") and overrides["method"] != settings.method:
         overrides["method_config"] = {}  # the saved hyper-parameters belong to the other method
     if "profile" in overrides:
@@ -130,7 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             app.exit(1)
 
         sys.excepthook = fail
-    window.show()
+    screen = app.primaryScreen().availableGeometry()
+    if screen.width() < 1500 or screen.height() < 950:
+        window.showMaximized()  # a laptop screen: use all of it (the window fits 1280×800)
+    else:
+        window.show()
     controller.load_session()
     try:
         code = app.exec()

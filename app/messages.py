@@ -43,15 +43,17 @@ class SessionInfo:
     config: dict[str, Any]
     profile: ProfileInfo
     profile_error: str | None = None  # the profile's state cannot be used; reset it to use it
+    weights_sha256: str = ""  # the checkpoint's SHA-256 recorded in its card (load_model checked it)
 
 
 @dataclass(frozen=True)
 class SourceRequest:
     path: Path
     kind: Literal["folder", "slide"]
-    order: str = "name"
+    order: str = "name"  # name, mtime, manifest or interleaved (app.arrival)
     manifest: Path | None = None
     min_tissue: float = 0.25
+    seed: int = 0  # the interleaved order's seed
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,30 @@ class SourceOpened:
     source: Source
     done: int  # items processed or skipped for good by earlier runs
     restored_rows: tuple[PredictionRow, ...]
+    overlays: dict[str, Overlay] = field(default_factory=dict)  # kept overlays of restored rows, by key
+    review_dir: Path | None = None  # where the profile keeps review marks and overlays
+    tissue: np.ndarray | None = None  # slides: the tissue mask on the thumbnail's grid (bool)
+    other_sources: int = 0  # other sources the profile has adapted to
+    other_images: int = 0  # images of those sources
+    looks_like: str | None = None  # "histology" or "fundus" from a few of its images (app.applicability)
+
+
+@dataclass(frozen=True)
+class RegionRequest:
+    """A part of the open slide to show at screen resolution (level-0 pixel rectangle)."""
+
+    ticket: int  # increases with each request; older answers are dropped
+    x: int
+    y: int
+    width: int
+    height: int
+    max_side: int  # longest side of the image wanted, in pixels
+
+
+@dataclass(frozen=True)
+class RegionRead:
+    request: RegionRequest
+    rgb: np.ndarray  # (H, W, 3) uint8, read-only, covering the requested rectangle
 
 
 @dataclass(frozen=True)

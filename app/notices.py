@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from app._engine import Source
 from app.messages import RunEnded, SessionInfo, SourceOpened
+from app.names import describe_model, method_label
 from app.rows import PredictionRow
 from app.run_model import RunModel
+
+
+@dataclass(frozen=True)
+class Banner:
+    """A message shown where the user acts (above the work area), with the fixes as buttons.
+
+    Attributes:
+        key: what it is about; a new banner with the same key replaces the old one.
+        level: "error", "warning" or "info".
+        text: the message.
+        actions: ``(action id, button text)`` pairs; the controller knows the ids.
+    """
+
+    key: str
+    level: str
+    text: str
+    actions: tuple[tuple[str, str], ...] = ()
 
 
 def times(count: int) -> str:
@@ -16,12 +35,13 @@ def times(count: int) -> str:
 
 def model_line(info: SessionInfo) -> str:
     """The status bar's model label."""
-    return f"{Path(info.model_path).name} · {info.card.arch} · {info.method} · {info.device}"
+    return f"{Path(info.model_path).name} · {describe_model(info.card)} · {method_label(info.method)} · {info.device}"
 
 
 def model_loaded(info: SessionInfo) -> str:
     return (
-        f"Model {info.model_path} loaded ({info.method} on {info.device}, {len(info.card.classes)} classes)"
+        f"Model {info.model_path} loaded ({describe_model(info.card)}, classes {', '.join(info.card.classes)}; "
+        f"{method_label(info.method)} on {info.device})"
     )
 
 
@@ -29,7 +49,9 @@ def about(info: SessionInfo | None) -> str:
     if info is None:
         return ""
     card = info.card
-    return f"{card.arch}, classes {', '.join(card.classes)}, trained on {card.source_domain or 'n/a'}"
+    return (
+        f"{describe_model(card)}, classes {', '.join(card.classes)}, trained on {card.source_domain or 'n/a'}"
+    )
 
 
 def source_opened(source: Source, opened: SourceOpened, pending: int, profile: str) -> list[tuple[str, str]]:

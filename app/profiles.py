@@ -17,13 +17,14 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app._engine import Journal, Session, atomic_write_bytes
+from app._engine import Journal, Session, StateError, atomic_write_bytes
 
 STATE_JSON = "state.json"  # the human-readable copy of a state's metadata (engine.state)
 
@@ -77,6 +78,8 @@ class ProfileInfo:
     model_fingerprint: str | None = None
     method: str | None = None
     state_fingerprint: str | None = None
+    model_path: str | None = None  # the checkpoint this profile runs (each profile remembers its model)
+    method_config: dict[str, Any] | None = None  # the method's settings it runs with
 
     def summary(self, seen: int | None = None) -> str:
         """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
@@ -114,6 +117,8 @@ class Profile:
             model_fingerprint=data.get("model_fingerprint"),
             method=data.get("method"),
             state_fingerprint=data.get("state_fingerprint"),
+            model_path=data.get("model_path") if isinstance(data.get("model_path"), str) else None,
+            method_config=data.get("method_config") if isinstance(data.get("method_config"), dict) else None,
         )
 
     def _write_info(self, **changes: Any) -> ProfileInfo:
@@ -147,6 +152,13 @@ class Profile:
             state_fingerprint=session.state_fingerprint(),
         )
 
+    def note_model(self, model_path: str, method: str, method_config: dict[str, Any]) -> ProfileInfo:
+        """Remember the model and method this profile runs (selecting the profile selects them)."""
+        info = self.info()
+        if (info.model_path, info.method, info.method_config) == (model_path, method, method_config):
+            return info
+        return self._write_info(model_path=model_path, method=method, method_config=method_config)
+
     def note_cleared(self) -> ProfileInfo:
         return self._write_info(images_seen=0, updated=now_iso(), state_fingerprint=None)
 
@@ -165,6 +177,41 @@ class ProfileStore:
     def infos(self) -> list[ProfileInfo]:
         return [Profile(self.root / name).info() for name in self.names()]
 
+    def info(self, name: str) -> ProfileInfo | None:
+        """The listing of an existing profile (None when there is none of that name)."""
+        path = self.root / name
+        return Profile(path).info() if _NAME_RE.match(name) and path.is_dir() else None
+
+    def rename(self, old: str, new: str) -> Profile:
+        """Rename a profile that no process uses.
+
+        Raises:
+            ProfileError: a name is invalid, the new one is taken, or the profile is in use.
+        """
+        old, new = check_name(old), check_name(new)
+        source, target = self.root / old, self.root / new
+        if not source.is_dir():
+            raise ProfileError(f"profile {old!r} does not exist")
+        if target.exists():
+            raise ProfileError(f"a profile named {new!r} exists already")
+        _check_unused(source)
+        os.rename(source, target)
+        profile = Profile(target)
+        profile._write_info()
+        return profile
+
+    def delete(self, name: str) -> None:
+        """Delete a profile that no process uses (its state, rows, review marks and overlays).
+
+        Raises:
+            ProfileError: the name is invalid or the profile is in use.
+        """
+        path = self.root / check_name(name)
+        if not path.is_dir():
+            return
+        _check_unused(path)
+        shutil.rmtree(path)
+
     def open(self, name: str, create: bool = True) -> Profile:
         name = check_name(name)
         path = self.root / name
@@ -174,6 +221,18 @@ class ProfileStore:
             path.mkdir(parents=True, exist_ok=True)
             Profile(path)._write_info(images_seen=0)
         return Profile(path)
+
+
+def _check_unused(path: Path) -> None:
+    """Take and release the profile's journal lock: proves that no process uses it now.
+
+    Raises:
+        ProfileError: another process (or this one) holds it, or it cannot be opened.
+    """
+    try:
+        Profile(path).open_journal().close()
+    except (StateError, OSError) as exc:
+        raise ProfileError(f"profile {path.name!r} is in use or cannot be changed: {exc}") from exc
 
 
 def _read_json(path: Path) -> dict[str, Any]:

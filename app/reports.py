@@ -16,13 +16,28 @@ from typing import Any
 import numpy as np
 
 from app import RESEARCH_NOTICE, __version__
-from app._engine import PredictionRow, predictions_csv
+from app._engine import PredictionRow, escape_cell, predictions_csv
+from app.clinical import ClinicalMetrics
+from app.overlay import Overlay
+from app.reviews import ReviewMark
 from app.stats import Summary
 
 CSV_NAME = "predictions.csv"
+REVIEWS_NAME = "reviews.csv"
 CONFIG_NAME = "run_config.json"
 GEOJSON_NAME = "tiles.geojson"
 PDF_NAME = "report.pdf"
+REVIEW_COLUMNS = (
+    "index",
+    "position",
+    "item",
+    "prediction",
+    "confidence",
+    "review",
+    "verdict",
+    "reviewed_at",
+    "dataset_truth",
+)
 # QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
 CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
 
@@ -31,6 +46,20 @@ CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (1
 class ExampleImage:
     title: str
     rgb: np.ndarray  # (H, W, 3) uint8 with the overlay burnt in
+    caption: tuple[str, ...] = ()  # lines under the image (prediction, truth, why it is shown)
+    group: str = ""  # "wrong" or "flagged"
+    has_overlay: bool = True
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    """A case the report shows, before its image is at hand (the worker reads missing previews)."""
+
+    row: PredictionRow  # with its effective ground truth
+    group: str  # "wrong" (against the ground truth) or "flagged" (uncertain, changed, low confidence)
+    caption: tuple[str, ...]
+    overlay: Overlay | None
+    preview: np.ndarray | None  # None: read it again from the source
 
 
 @dataclass(frozen=True)
@@ -61,12 +90,85 @@ class ReportData:
     created: str = field(default_factory=lambda: datetime.now().astimezone().isoformat(timespec="seconds"))
     software_version: str = __version__
     engine_version: str = ""
+    raw_rows: tuple[PredictionRow, ...] = ()  # the rows with the dataset's truth (predictions.csv); () = rows
+    metrics: ClinicalMetrics | None = None  # per-class figures where ground truth exists
+    marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
+    gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
+    method_label: str = ""  # the method's readable name
+    model_description: str = ""  # "ViT-Tiny, 4 blocks, 12-px patches, 96 px input"
+    weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
+    label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
+    hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
 
 
 def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
     """Every row in arrival order, in the columns of ``f2tta run``'s CSV (:data:`engine.rows.CSV_COLUMNS`)."""
     _write_text(path, predictions_csv(rows))
     return path
+
+
+def write_reviews_csv(path: Path, data: ReportData) -> Path:
+    """Every review mark: the image, the model's current prediction, the reviewer's class and verdict."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(REVIEW_COLUMNS)
+    for row, mark in sorted(data.marks, key=lambda pair: pair[0].position):
+        label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
+        writer.writerow(
+            [
+                row.index,
+                row.position,
+                escape_cell(row.name),
+                escape_cell(row.prediction_label),
+                f"{row.confidence:.6f}",
+                escape_cell(label),
+                "confirmed" if mark.label == row.prediction else "corrected",
+                mark.at,
+                escape_cell(row.truth_label or ""),
+            ]
+        )
+    _write_text(path, buf.getvalue())
+    return path
+
+
+def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
+    """Per-class figures and confusion matrices as JSON (None without ground truth)."""
+    if metrics is None or not metrics.labelled:
+        return None
+
+    def number(value: float) -> float | None:
+        return None if not math.isfinite(value) else round(value, 6)
+
+    def classes(per_class: tuple[Any, ...]) -> list[dict[str, Any]]:
+        return [
+            {
+                "class": m.name,
+                "images": m.support,
+                "sensitivity": number(m.sensitivity),
+                "specificity": number(m.specificity),
+                "precision": number(m.precision),
+            }
+            for m in per_class
+        ]
+
+    return {
+        "labelled": metrics.labelled,
+        "accuracy": number(metrics.accuracy),
+        "confusion_matrix": {
+            "rows": "ground truth",
+            "columns": "prediction",
+            "counts": metrics.confusion.tolist(),
+        },
+        "source_confusion_matrix": metrics.source_confusion.tolist(),
+        "per_class": classes(metrics.per_class),
+        "source_per_class": classes(metrics.source_per_class),
+        "confident_errors": metrics.confident_errors,
+        "reviewed": metrics.reviewed,
+        "review_agreement": number(metrics.review_agreement),
+    }
 
 
 def guard_events(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> list[PredictionRow]:
@@ -88,7 +190,12 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "slide": data.slide,
             "notes": list(data.notes),
         },
-        "model": {"path": data.model_path, "fingerprint": data.model_fingerprint, "card": data.card},
+        "model": {
+            "path": data.model_path,
+            "fingerprint": data.model_fingerprint,
+            "weights_sha256": data.weights_sha256 or None,
+            "card": data.card,
+        },
         "method": data.method,
         "run": data.run_config,
         "device": data.device,
@@ -105,7 +212,9 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "low_confidence": s.low_confidence,
             "guard_events": s.guard_events,
             "skipped_updates": s.skipped_updates,
+            "reviewed": len(data.marks),
         },
+        "metrics": metrics_document(data.metrics),
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
         ],
@@ -171,7 +280,12 @@ def write_geojson(path: Path, data: ReportData) -> Path:
 def write_tabular_reports(directory: Path, data: ReportData) -> list[Path]:
     """CSV, JSON and (for slides) GeoJSON into ``directory``; the PDF is written separately."""
     directory.mkdir(parents=True, exist_ok=True)
-    written = [write_csv(directory / CSV_NAME, data.rows), write_config_json(directory / CONFIG_NAME, data)]
+    written = [
+        write_csv(directory / CSV_NAME, data.raw_rows or data.rows),
+        write_config_json(directory / CONFIG_NAME, data),
+    ]
+    if data.marks:
+        written.append(write_reviews_csv(directory / REVIEWS_NAME, data))
     if data.source_kind == "slide":
         written.append(write_geojson(directory / GEOJSON_NAME, data))
     return written

@@ -15,10 +15,14 @@ FILTER_MODES: dict[str, str] = {
     "changed": "Changed by adaptation",
     "low_confidence": "Low confidence",
     "wrong": "Wrong (vs. ground truth)",
+    "confident_errors": "Confident errors",
     "fixed": "Fixed by adaptation",
     "uncertain": "High uncertainty",
+    "unreviewed": "Not reviewed yet",
+    "reviewed": "Reviewed",
     "events": "Guard events / skipped updates",
 }
+CONFIDENT = 0.9  # a wrong prediction at or above this confidence is a "confident error"
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class RowFilter:
     high_uncertainty: float = math.nan  # rows above this mean uncertainty are "high uncertainty"
     text: str = ""  # case-insensitive substring of the name or a label
 
-    def accepts(self, row: PredictionRow) -> bool:
+    def accepts(self, row: PredictionRow, reviewed: bool = False) -> bool:
         if self.text:
             needle = self.text.lower()
             haystack = f"{row.name} {row.prediction_label} {row.source_label} {row.truth_label or ''}".lower()
@@ -42,6 +46,12 @@ class RowFilter:
             return row.confidence < self.low_confidence
         if self.mode == "wrong":
             return row.correct is False
+        if self.mode == "confident_errors":
+            return row.correct is False and row.confidence >= CONFIDENT
+        if self.mode == "reviewed":
+            return reviewed
+        if self.mode == "unreviewed":
+            return not reviewed
         if self.mode == "fixed":
             return row.correct is True and row.source_correct is False
         if self.mode == "events":

@@ -10,56 +10,25 @@ whole window while the engine competes for the same cores.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import numpy as np
 
 from app._engine import PredictionRow, SlideSource, Source
+from app.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, image_kind, one_class_collapse
+from app.clinical import ClinicalMetrics, clinical_metrics
 from app.messages import ItemResult
 from app.overlay import Overlay, widen_levels
+from app.reviews import ReviewMark, ReviewStore
+from app.run_items import Cell, Notifier, RowChange, Selection, review_text
 from app.state import LruCache, ProgressMeter
 from app.stats import PlotData, RunStatistics, segment_size_for
 
-T = TypeVar("T")
-
-
-class Notifier(Generic[T]):
-    """A Qt-free signal: ``connect`` callbacks, ``emit`` calls them in order."""
-
-    def __init__(self) -> None:
-        self._slots: list[Callable[[T], object]] = []
-
-    def connect(self, slot: Callable[[T], object]) -> None:
-        self._slots.append(slot)
-
-    def emit(self, value: T) -> None:
-        for slot in list(self._slots):
-            slot(value)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What the image view shows: a stream position, its preview (None: being loaded) and overlay."""
-
-    position: int
-    name: str
-    row: PredictionRow | None
-    preview: np.ndarray | None
-    overlay: Overlay | None
-    levels: tuple[float, float] | None
-    keep_view: bool = False
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One slide tile's value on the heat-map grid."""
-
-    row: int
-    col: int
-    value: float  # the adapted model's probability of the positive class
+KIND_SAMPLES = 24  # previews whose look (fundus or histology) is judged per source
 
 
 class RunModel:
@@ -83,7 +52,16 @@ class RunModel:
         self.pending = 0  # items of the source not processed yet
         self.selected: int | None = None
         self.notes: list[str] = []
+        self.classes: tuple[str, ...] = ()
+        self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (dataset truth)
+        self.marks: dict[str, ReviewMark] = {}  # review marks by item key
+        self.reviews: ReviewStore | None = None  # where marks are kept (None: not kept)
+        self.kinds: Counter[Kind] = Counter()  # what the first previews look like
+        self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
+        self.checks: list[str] = []  # applicability warnings about this source (for the reports)
         self.run_failures = self.run_guard_events = self.run_skipped_updates = 0
+        self._judged = 0  # previews judged for their kind
+        self._collapse_checked = 0  # rows when the collapse was last checked
         self._row_of_position: dict[int, int] = {}
         self._position_of_cell: dict[tuple[int, int], int] = {}
         self._unshown: list[PredictionRow] = []
@@ -97,13 +75,42 @@ class RunModel:
         self.selection_changed: Notifier[Selection] = Notifier()
         self.preview_needed: Notifier[int] = Notifier()
         self.event_noted: Notifier[PredictionRow] = Notifier()  # a guard event or skipped update
+        self.rows_changed: Notifier[list[RowChange]] = Notifier()  # review marks set or cleared
+        self.metrics_changed: Notifier[ClinicalMetrics] = Notifier()
+        self.collapse_noted: Notifier[Collapse] = Notifier()
 
     # -- opening ---------------------------------------------------------------------------------
-    def open(self, source: Source, done: int, restored: Sequence[PredictionRow], positive_class: int) -> None:
-        """Forget the previous source; show the rows of ``source`` that earlier runs made."""
+    def open(
+        self,
+        source: Source,
+        done: int,
+        restored: Sequence[PredictionRow],
+        positive_class: int,
+        classes: Sequence[str] = (),
+        overlays: Mapping[str, Overlay] | None = None,
+        reviews: ReviewStore | None = None,
+    ) -> None:
+        """Forget the previous source; show the rows of ``source`` that earlier runs made.
+
+        Args:
+            source: the source now open.
+            done: its items processed or skipped for good by earlier runs.
+            restored: the rows earlier runs made (their positions follow today's arrival order).
+            positive_class: the class whose probability the slide map shows.
+            classes: the model's class names.
+            overlays: the kept overlays of restored rows, by item key.
+            reviews: the source's review marks (loaded now, and where new marks are kept).
+        """
         self.source = source
         total = len(source.items)
-        self.rows, self.overlays = [], {}
+        self.rows, self.raw_rows, self.overlays = [], [], {}
+        self.classes = tuple(classes)
+        if self.reviews is not None:
+            self.reviews.close()
+        self.reviews = reviews
+        self.marks = reviews.load() if reviews is not None else {}
+        self.kinds, self.collapse, self.checks = Counter(), None, []
+        self._judged = self._collapse_checked = 0
         self.previews.clear()
         self.heat_levels = None
         self._row_of_position, self._position_of_cell = {}, {}
@@ -120,12 +127,25 @@ class RunModel:
         grid = source.plan.grid if isinstance(source, SlideSource) else (0, 0)
         self.tile_values = np.full(grid, np.nan)
         self.progress.start(done, total)
-        self._add_rows(list(restored))
+        # Positions follow today's arrival order (the order may have changed since the rows were made).
+        position = {item.key: item.position for item in source.items}
+        rows = []
+        for extra, row in enumerate(restored):
+            rows.append(dataclasses.replace(row, position=position.get(row.key, total + extra)))
+        for row in rows:
+            overlay = (overlays or {}).get(row.key)
+            if overlay is not None:
+                self.overlays[row.position] = overlay
+                self.heat_levels = widen_levels(self.heat_levels, overlay)
+        self._add_rows(rows)
         self.flush(force=True)
 
     def close(self) -> None:
         self.source = None
         self.pending = 0
+        if self.reviews is not None:
+            self.reviews.close()
+            self.reviews = None
 
     # -- results ---------------------------------------------------------------------------------
     def start_run(self, counters: bool = True) -> None:
@@ -142,6 +162,11 @@ class RunModel:
             self.heat_levels = widen_levels(self.heat_levels, result.overlay)
             if result.preview is not None:
                 self.previews.put(position, result.preview)
+                if self._judged < KIND_SAMPLES:
+                    self._judged += 1
+                    kind = image_kind(result.preview)
+                    if kind is not None:
+                        self.kinds[kind] += 1
             self.run_guard_events += bool(result.row.guard_message)
             self.run_skipped_updates += result.row.update_skipped
             if result.row.guard_message or result.row.update_skipped:
@@ -156,6 +181,9 @@ class RunModel:
             self.pending = max(self.pending - 1, 0)
 
     def _add_rows(self, rows: list[PredictionRow]) -> None:
+        rows_in = rows
+        rows = [self.effective(r) for r in rows_in]
+        self.raw_rows.extend(rows_in)
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
@@ -194,6 +222,79 @@ class RunModel:
         if self._plots_dirty:
             self._plots_dirty = False
             self.plots_changed.emit(self.stats.plot_data())
+            if any(r.ground_truth is not None for r in self.rows):
+                self.metrics_changed.emit(self.metrics())
+            self._check_collapse()
+
+    def _check_collapse(self) -> None:
+        """Note a one-class collapse once per source, checked every few new rows."""
+        n = len(self.rows)
+        if self.collapse is not None or n < COLLAPSE_MIN_IMAGES or n - self._collapse_checked < 10:
+            return
+        self._collapse_checked = n
+        self.collapse = one_class_collapse(self.rows)
+        if self.collapse is not None:
+            self.collapse_noted.emit(self.collapse)
+
+    def looks_like(self) -> Kind | None:
+        """What most of the judged previews look like (two thirds must agree)."""
+        if not self.kinds:
+            return None
+        kind, count = self.kinds.most_common(1)[0]
+        return kind if count >= 2 / 3 * sum(self.kinds.values()) else None
+
+    # -- review marks ----------------------------------------------------------------------------
+    def effective(self, row: PredictionRow) -> PredictionRow:
+        """``row`` with its review mark as ground truth (the dataset's truth where there is none)."""
+        mark = self.marks.get(row.key)
+        if mark is None or not 0 <= mark.label < len(self.classes):
+            return row
+        return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
+
+    def review(self, position: int, label: int | None) -> ReviewMark | None:
+        """Mark the image at ``position``: ``label`` is the right class (None clears the mark).
+
+        The mark is written to the profile first; when that fails nothing changes.
+
+        Raises:
+            OSError: the mark cannot be kept.
+            ValueError: no row at ``position``, or ``label`` is not a class.
+        """
+        index = self._row_of_position.get(position)
+        if index is None:
+            raise ValueError(f"no processed image at position {position}")
+        if label is not None and not 0 <= label < len(self.classes):
+            raise ValueError(f"{label} is not a class of this model")
+        raw = self.raw_rows[index]
+        mark = None
+        if label is None:
+            if raw.key not in self.marks:
+                return None
+            if self.reviews is not None:
+                self.reviews.clear(raw.key)
+            del self.marks[raw.key]
+        else:
+            at = datetime.now().astimezone().isoformat(timespec="seconds")
+            mark = ReviewMark(raw.key, label, raw.prediction, at)
+            if self.reviews is not None:
+                self.reviews.put(mark)
+            self.marks[raw.key] = mark
+        row = self.effective(raw)
+        self.rows[index] = row
+        self._unshown = [row if r.position == position else r for r in self._unshown]
+        self.stats.set_truth(index, row.ground_truth)
+        self.rows_changed.emit([RowChange(index, row, review_text(mark, self.classes))])
+        self._plots_dirty = True
+        return mark
+
+    def review_of(self, position: int) -> str:
+        """The review column's text for the row at ``position``."""
+        row = self.row_at(position)
+        return "" if row is None else review_text(self.marks.get(row.key), self.classes)
+
+    def metrics(self) -> ClinicalMetrics:
+        """Per-class figures and confusion matrices over the labelled rows (review marks included)."""
+        return clinical_metrics(self.rows, self.classes, set(self.marks))
 
     def _flush_images(self, follow: bool) -> None:
         if not self._images_dirty:
@@ -234,6 +335,7 @@ class RunModel:
                 self.overlays.get(position),
                 self.heat_levels,
                 keep_view,
+                review_text(self.marks.get(row.key), self.classes) if row is not None else "",
             )
         )
         if preview is None:
@@ -253,18 +355,3 @@ class RunModel:
     def set_low_confidence(self, value: float) -> None:
         self.low_confidence = value
         self.stats.low_confidence = value
-
-
-def image_title(row: PredictionRow | None) -> str:
-    """The image view's caption for a row (rich text)."""
-    if row is None:
-        return ""
-    text = f"<b>#{row.index}</b> {row.name} — <b>{row.prediction_label}</b> ({row.confidence:.2f})"
-    text += f", source: {row.source_label} ({row.source_confidence:.2f})"
-    if row.truth_label:
-        text += f", truth: {row.truth_label}"
-    if math.isfinite(row.uncertainty):
-        text += f", mean uncertainty {row.uncertainty:.4f}"
-    if row.restored:
-        text += " <i>(earlier session: no overlay)</i>"
-    return text

@@ -2,8 +2,10 @@
 
 Part of the controller (:class:`app.controller.Controller` makes one and shares a
 :class:`~app.state.SessionState` with it). It turns what the user asks to open or change into
-requests to the engine worker, shows what comes back and what the user selects; like the
-controller it only wires, and the wording lives in :mod:`app.notices`.
+requests to the engine worker, shows what comes back (failures as banners with their fixes, see
+:mod:`app.advice`) and checks that the model applies to what was opened. Profile management and
+the banners' fixes are :class:`~app.profile_actions.ProfileActions`'s; like the controller it
+only wires, and the wording lives in :mod:`app.notices` and :mod:`app.advice`.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app import notices
-from app._engine import SlideSource
+from app import advice, notices
+from app._engine import FolderSource, SlideSource
+from app.applicability import model_kind, subfolder_warning
+from app.arrival import class_sorted_warning
 from app.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
-from app.profiles import ProfileError, ProfileStore, check_name
+from app.profile_actions import ProfileActions
+from app.reviews import ReviewStore
 from app.rows import RowFilter
-from app.run_model import RunModel, Selection, image_title
-from app.settings import AppSettings, available_devices, method_fields, save_settings
+from app.run_items import Selection, image_title
+from app.run_model import RunModel
+from app.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
 from app.state import Phase, SessionState
 from app.stats import segment_size_for
 from app.views.main_window import MainWindow
@@ -59,9 +65,14 @@ class SessionController(QObject):
         super().__init__()
         self.window, self.model, self.state = window, model, state
         self._set_phase, self._log = set_phase, log
+        self.open_after_session: Path | None = None  # a source to open once the session is ready (demos)
         self._requestSession.connect(worker.open_session)
         self._requestSource.connect(worker.open_source)
         self._requestReset.connect(worker.reset_state)
+        self.profiles = ProfileActions(self, worker)
+
+    def log(self, level: str, message: str) -> None:
+        self._log(level, message)
 
     # -- the session ---------------------------------------------------------------------------
     def load_session(self) -> None:
@@ -81,18 +92,27 @@ class SessionController(QObject):
     def _on_worker_session_ready(self, info: SessionInfo) -> None:
         self.state.adopt(info)
         self.window.set_model_text(notices.model_line(info))
+        self.window.set_classes(tuple(info.card.classes))
         self.window.set_profile_summary(self.state.profile_text())
+        self.window.dismiss_banner("model")
+        self.window.dismiss_banner("profile")
         self.refresh_profiles()
         self._log("info", notices.model_loaded(info))
         self.sessionChanged.emit(info)
         if info.profile_error:
             self._log("error", info.profile_error)
+            self.window.show_banner(
+                advice.profile_refused(info.profile.name, info.method, info.profile_error)
+            )
             self._set_phase(Phase.EMPTY)
             self.loadFailed.emit(info.profile_error)
             return
         self._log("info", self.state.profile_text())
+        after, self.open_after_session = self.open_after_session, None
         source = self.model.source
-        if source is not None:  # the same source again, under the new session
+        if after is not None:
+            self._open(after)
+        elif source is not None:  # the same source again, under the new session
             self._open(source.path if isinstance(source, SlideSource) else source.root)
         else:
             self._set_phase(Phase.DONE)
@@ -102,13 +122,16 @@ class SessionController(QObject):
         self._log("error", message)
         if self.state.info is None:
             self.window.set_model_text("no model loaded")
+            using_demo = self.state.settings.model_path().resolve() == DEMO_MODEL.resolve()
+            self.window.show_banner(advice.model_failed(message, using_demo))
         self._set_phase(Phase.DONE if self.state.info else Phase.EMPTY)
         self.loadFailed.emit(message)
 
     # -- sources -------------------------------------------------------------------------------
     @Slot(str)
     def open_folder(self, path: str) -> None:
-        self._request_source(SourceRequest(Path(path), "folder", self.state.settings.order))
+        s = self.state.settings
+        self._request_source(SourceRequest(Path(path), "folder", s.order, seed=s.order_seed))
 
     @Slot(str)
     def open_slide(self, path: str) -> None:
@@ -122,7 +145,9 @@ class SessionController(QObject):
 
     def _request_source(self, request: SourceRequest) -> None:
         if not self.state.usable:
-            self._log("error", "Load a model (and a usable profile) before opening images.")
+            message = "Load a model (and a usable profile) before opening images."
+            self._log("error", message)
+            self.window.show_banner(advice.source_failed(message, None))
             return
         self._set_phase(Phase.LOADING)
         self._log("info", f"Opening {request.kind} {request.path} …")
@@ -130,25 +155,75 @@ class SessionController(QObject):
 
     @Slot(str)
     def _on_worker_source_failed(self, message: str) -> None:
-        self._on_worker_session_failed(message)
+        self._log("error", message)
+        self.window.show_banner(advice.source_failed(message, self.model.source))
+        self._set_phase(Phase.READY if self.model.source is not None and self.model.pending else Phase.DONE)
+        self.loadFailed.emit(message)
 
     @Slot(object)
     def _on_worker_source_ready(self, opened: SourceOpened) -> None:
         source, model, info = opened.source, self.model, self.state.info
-        self.window.clear_results(len(source.items), segment_size_for(len(source.items)))
+        labelled = any(it.ground_truth is not None for it in source.items)
+        self.window.clear_results(len(source.items), segment_size_for(len(source.items)), labelled)
+        self.window.clear_banners(advice.SOURCE_KEYS)
+        self.window.dismiss_banner("open")
         if isinstance(source, SlideSource):
-            footprint = source.plan.footprint * source.thumbnail.shape[1] / source.dimensions[0]
             caption = f"{source.display_name} · {source.vendor} · {source.plan.describe()}"
-            self.window.show_slide(source.thumbnail, source.plan.grid, footprint, caption)
-        model.open(source, opened.done, opened.restored_rows, info.card.positive_class if info else 1)
-        self.window.set_progress(model.progress.progress())
+            self.window.show_slide(
+                source.thumbnail,
+                source.dimensions,
+                source.plan.grid,
+                source.plan.footprint,
+                caption,
+                opened.tissue,
+            )
+        reviews = ReviewStore(opened.review_dir, source.source_id) if opened.review_dir is not None else None
+        classes = tuple(info.card.classes) if info else ()
+        positive = info.card.positive_class if info else 1
+        model.open(source, opened.done, opened.restored_rows, positive, classes, opened.overlays, reviews)
+        if model.marks:
+            self.window.set_reviews(
+                {i: model.review_of(r.position) for i, r in enumerate(model.rows) if r.key in model.marks}
+            )
+        self.window.set_progress(model.progress.progress(running=False))
         self.window.set_source_title(source.display_name)
         for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.profile):
             self._log(level, text)
-        hint = "Select a row to show its image" if opened.restored_rows else "Press Start to process"
+        self._check_source(opened)
+        hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"
         self.window.show_image(None, None, hint)
         self._set_phase(Phase.READY if model.pending else Phase.DONE)
         self.sourceOpened.emit(opened)
+
+    def _check_source(self, opened: SourceOpened) -> None:
+        """Does the model apply? Sub-folder names, class-sorted order, resolution, a new site."""
+        source, info = opened.source, self.state.info
+        if info is None:
+            return
+        classes = tuple(info.card.classes)
+        if isinstance(source, FolderSource):
+            folders = subfolder_warning(source, classes)
+            if folders:
+                self._log("warning", folders)
+                self.model.checks.append(folders)
+                looks = opened.looks_like if opened.looks_like in ("histology", "fundus") else None
+                self.window.show_banner(
+                    advice.subfolders(folders, looks, model_kind(info.card), available_demos())  # type: ignore[arg-type]
+                )
+            ordered = class_sorted_warning(source, classes)
+            if ordered:
+                self._log("warning", ordered)
+                self.model.checks.append(ordered)
+                self.window.show_banner(advice.class_sorted(ordered))
+        elif source.plan.warning:
+            self.model.checks.append(source.plan.warning)
+            self.window.show_banner(advice.resolution(source.plan.warning))
+        if opened.other_sources and not opened.done and self.state.state_dir is None:
+            self.window.show_banner(
+                advice.new_source_in_profile(
+                    info.profile.name, source, opened.other_images, opened.other_sources
+                )
+            )
 
     # -- what the user looks at ----------------------------------------------------------------
     def show_selection(self, sel: Selection) -> None:
@@ -158,7 +233,8 @@ class SessionController(QObject):
         if sel.preview is None:
             self.window.show_image(None, None, f"Loading {sel.name} …")
         else:
-            self.window.show_image(sel.preview, sel.overlay, image_title(sel.row), sel.keep_view, sel.levels)
+            title = image_title(sel.row, sel.overlay is not None, sel.review)
+            self.window.show_image(sel.preview, sel.overlay, title, sel.keep_view, sel.levels)
         if sel.keep_view:
             self.window.scroll_to_newest()
 
@@ -185,30 +261,9 @@ class SessionController(QObject):
     def _on_window_opacity_changed(self, value: float) -> None:
         self.state.settings = dataclasses.replace(self.state.settings, overlay_opacity=value)
 
-    # -- profiles, settings, reset -------------------------------------------------------------
+    # -- settings ------------------------------------------------------------------------------
     def refresh_profiles(self) -> None:
-        st = self.state
-        current = st.state_dir.name if st.state_dir is not None else st.settings.profile
-        self.window.set_profiles(sorted({*ProfileStore(st.home).names(), current}), current)
-
-    @Slot(str)
-    def _on_window_profile_selected(self, name: str) -> None:
-        self.select_profile(name)
-
-    def select_profile(self, name: str) -> None:
-        if name == self.state.settings.profile and self.state.usable and self.state.state_dir is None:
-            return
-        self.state.state_dir = None
-        self.apply_settings(dataclasses.replace(self.state.settings, profile=name))
-
-    @Slot(str)
-    def _on_window_new_profile_requested(self, name: str) -> None:
-        try:
-            ProfileStore(self.state.home).open(check_name(name))
-        except (ProfileError, OSError) as exc:
-            self.window.show_error("New profile", str(exc))
-            return
-        self.select_profile(name.strip())
+        self.profiles.refresh()
 
     def apply_settings(self, settings: AppSettings) -> None:
         """Adopt new settings; reload the session when the model, method, device or profile changed."""
@@ -218,7 +273,9 @@ class SessionController(QObject):
         source = self.model.source
         if any(getattr(old, k) != getattr(settings, k) for k in RELOAD_KEYS) or self.state.info is None:
             self.load_session()
-        elif old.order != settings.order and source is not None and not isinstance(source, SlideSource):
+        elif (old.order, old.order_seed) != (settings.order, settings.order_seed) and isinstance(
+            source, FolderSource
+        ):
             self.open_folder(str(source.root))
 
     def save_settings(self) -> None:
@@ -234,26 +291,24 @@ class SessionController(QObject):
         if order != self.state.settings.order:
             self.apply_settings(dataclasses.replace(self.state.settings, order=order))
 
-    @Slot()
-    def _on_window_reset_requested(self) -> None:
-        """Reset the profile to the source model (the window asked the user to confirm)."""
+    def request_reset(self) -> None:
         if self.state.info is not None:
             self._set_phase(Phase.LOADING)
             self._requestReset.emit()
+
+    @Slot()
+    def _on_window_reset_requested(self) -> None:
+        """Reset the profile to the source model (the window asked the user to confirm)."""
+        self.request_reset()
 
     @Slot(object)
     def _on_worker_reset_done(self, info: SessionInfo) -> None:
         self.state.adopt(info)
         self.window.set_profile_summary(self.state.profile_text())
+        self.window.dismiss_banner("profile")
         self._log("info", f"Profile '{info.profile.name}' reset to the source model")
         if self.model.source is None or info.profile_error:
             self._set_phase(Phase.DONE)
-
-    @Slot()
-    def _on_window_settings_requested(self) -> None:
-        new = self.window.edit_settings(self.state.settings, method_fields(), available_devices())
-        if new is not None and new != self.state.settings:
-            self.apply_settings(new)
 
     @Slot()
     def _on_window_about_requested(self) -> None:

@@ -6,17 +6,48 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of
+from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of, load_model
 from app.profiles import DEFAULT_PROFILE, studio_home
 
 logger = logging.getLogger(__name__)
 
-DEMO_MODEL = Path(__file__).resolve().parent.parent / "resources" / "demo" / "model.safetensors"
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+DEMO_MODEL = RESOURCES / "demo" / "model.safetensors"  # histology, the default model
+FUNDUS_DEMO_MODEL = RESOURCES / "demo-fundus" / "model.safetensors"
+DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
+DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
+DEMO_PROFILES = {"histology": "Demo histology", "fundus": "Demo fundus"}
 DEVICES = ("auto", "cpu", "cuda", "mps")
+
+ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)
+
+
+def available_demos() -> set[str]:
+    """The demo kinds whose model and image set are both installed."""
+    return {kind for kind, path in DEMO_MODELS.items() if path.is_file() and DEMO_SETS[kind].is_dir()}
+
+
+def check_model(text: str) -> str | None:
+    """Why the model at ``text`` cannot be used (None when it loads); empty text is the demo model.
+
+    The settings dialog calls this before it saves a model path: the checkpoint is loaded exactly
+    as a session would (card beside it, checksum, shapes), so a bad path is refused where it is typed.
+    """
+    path = Path(text).expanduser() if text.strip() else DEMO_MODEL
+    if not path.exists():
+        return f"{path}: no such file"
+    if path.is_dir():
+        return f"{path}: a folder, not a checkpoint (choose the .safetensors file)"
+    try:
+        load_model(path)
+    except Exception as exc:  # ModelLoadError names the problem; anything else is reported as it is
+        return f"{path}: {exc}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -27,7 +58,8 @@ class AppSettings:
     device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
     method: str = DEFAULT_METHOD  # registered adaptation method
     method_config: dict[str, Any] = field(default_factory=dict)  # overrides of the method's defaults
-    order: str = "name"  # arrival order of folder images: "name", "mtime" or "manifest"
+    order: str = "name"  # arrival order of folder images: "name", "mtime", "manifest" or "interleaved"
+    order_seed: int = 0  # seed of the interleaved order
     min_tissue: float = 0.25  # smallest tissue fraction of a slide tile to process it (0-1)
     low_confidence: float = 0.6  # below this confidence a prediction counts as low-confidence (0-1)
     overlay_opacity: float = 0.45  # heat-map opacity (0-1)

@@ -83,7 +83,11 @@ class Progress:
     rate: float  # images per second over the recent window (nan before two images)
     remaining_s: float  # estimated seconds left (nan when unknown)
 
+    running: bool = True  # rate and time left mean something only while a run goes
+
     def text(self) -> str:
+        if not self.running:
+            return f"{self.done} / {self.total}"
         rate = f"{self.rate:.2f} img/s" if math.isfinite(self.rate) else "-- img/s"
         return f"{self.done} / {self.total} · {rate} · {format_duration(self.remaining_s)} left"
 
@@ -128,11 +132,12 @@ class ProgressMeter:
                 return (len(self._times) - 1) / span
         return self._last_rate
 
-    def progress(self) -> Progress:
+    def progress(self, running: bool = True) -> Progress:
+        """Where the run stands; ``running`` False (before a start, paused, stopped) leaves out rate and ETA."""
         rate = self._rate()
         remaining = max(self.total - self.done, 0)
         eta = remaining / rate if math.isfinite(rate) and rate > 0 else (0.0 if remaining == 0 else math.nan)
-        return Progress(self.done, self.total, rate, eta)
+        return Progress(self.done, self.total, rate, eta, running)
 
 
 class LruCache:

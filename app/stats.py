@@ -101,6 +101,10 @@ class RunStatistics:
             self._guard_events += bool(row.guard_message)
             self._skipped_updates += row.update_skipped
 
+    def set_truth(self, index: int, truth: int | None) -> None:
+        """Change the ground truth of the row at ``index`` (arrival order), e.g. after a review."""
+        self._truth[index] = -1 if truth is None else truth
+
     def summary(self) -> Summary:
         pred, src, truth = np.asarray(self._pred), np.asarray(self._src), np.asarray(self._truth)
         known = truth >= 0

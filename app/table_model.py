@@ -22,12 +22,25 @@ COLUMNS = (
     "#",
     "Item",
     "Prediction",
-    "Confidence",
-    "Source prediction",
-    "Uncertainty",
-    "Ground truth",
+    "Conf.",
+    "Source model",
+    "Uncert.",
+    "Truth",
     "Agreement",
+    "Review",
 )
+HEADER_TIPS = (
+    "Arrival order within this folder or slide (1 = first image)",
+    "File or tile",
+    "The adapted model's prediction",
+    "The adapted model's confidence in its prediction",
+    "The frozen source model's prediction (→: adaptation changed it)",
+    "Mean per-patch uncertainty",
+    "Ground truth: a review mark, else the folder's labels",
+    "Adapted prediction against the ground truth",
+    "Your review mark: ✓ confirmed, ✎ corrected to another class",
+)
+REVIEW_COLUMN = 8
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
 WRONG_BRUSH = QBrush(QColor(190, 30, 45))
@@ -48,6 +61,7 @@ class PredictionTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[PredictionRow] = []
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
+        self._reviews: dict[int, str] = {}  # review column text by row
 
     def rowCount(self, parent: Index | None = None) -> int:
         return 0 if parent is not None and parent.isValid() else len(self._rows)
@@ -58,19 +72,26 @@ class PredictionTableModel(QAbstractTableModel):
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole:
+                return COLUMNS[section]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return HEADER_TIPS[section]
         return None
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         # Called for every visible cell and role at each repaint: keep the common paths short.
         if role == Qt.ItemDataRole.DisplayRole:
+            if index.column() == REVIEW_COLUMN:
+                return self._reviews.get(index.row(), "")
             return self._texts[index.row()][index.column()]
         if role == SORT_ROLE:
+            if index.column() == REVIEW_COLUMN:
+                return self._reviews.get(index.row(), "")
             return self._sort_key(self._rows[index.row()], index.column())
         if role == Qt.ItemDataRole.BackgroundRole:
             return CHANGED_BRUSH if self._rows[index.row()].changed else None
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() == 7:
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (7, REVIEW_COLUMN):
             correct = self._rows[index.row()].correct
             return None if correct is None else RIGHT_BRUSH if correct else WRONG_BRUSH
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3, 5):
@@ -81,7 +102,7 @@ class PredictionTableModel(QAbstractTableModel):
 
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
-        tip = f"{row.name}\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        tip = f"{row.name} (engine image index {row.index})\nadapted: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
@@ -90,13 +111,13 @@ class PredictionTableModel(QAbstractTableModel):
         if row.guard_message:
             tip += f"\n{row.guard_message}"
         if row.restored:
-            tip += "\n(from an earlier session: no overlay kept)"
+            tip += "\n(processed in an earlier session)"
         return tip
 
     @staticmethod
     def _display(row: PredictionRow, col: int) -> str:
         if col == 0:
-            return str(row.index)
+            return str(row.position + 1)
         if col == 1:
             return row.name
         if col == 2:
@@ -109,12 +130,14 @@ class PredictionTableModel(QAbstractTableModel):
             return _fmt(row.uncertainty, 4)
         if col == 6:
             return row.truth_label or ""
-        return row.agreement
+        if col == 7:
+            return row.agreement
+        return ""
 
     @staticmethod
     def _sort_key(row: PredictionRow, col: int) -> Any:
         if col == 0:
-            return row.index
+            return row.position
         if col == 1:
             return (row.tile[1], row.tile[0]) if row.tile else row.name.lower()
         if col == 3:
@@ -137,7 +160,31 @@ class PredictionTableModel(QAbstractTableModel):
         self.beginResetModel()
         self._rows = []
         self._texts = []
+        self._reviews = {}
         self.endResetModel()
+
+    def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
+        """Show ``row`` (its ground truth changed) with its review mark at ``index``."""
+        if not 0 <= index < len(self._rows):
+            return
+        self._rows[index] = row
+        self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
+        if review:
+            self._reviews[index] = review
+        else:
+            self._reviews.pop(index, None)
+        self.dataChanged.emit(self.index(index, 0), self.index(index, len(COLUMNS) - 1))
+
+    def set_reviews(self, reviews: dict[int, str]) -> None:
+        """The review column of many rows at once (a source opens with earlier marks)."""
+        self._reviews.update(reviews)
+        if self._rows:
+            self.dataChanged.emit(
+                self.index(0, REVIEW_COLUMN), self.index(len(self._rows) - 1, REVIEW_COLUMN)
+            )
+
+    def review_at(self, index: int) -> str:
+        return self._reviews.get(index, "")
 
     def row_at(self, source_row: int) -> PredictionRow:
         return self._rows[source_row]
@@ -169,7 +216,7 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         model = self.sourceModel()
         if not isinstance(model, PredictionTableModel):
             return True
-        return self._filter.accepts(model.row_at(source_row))
+        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)))
 
     def lessThan(self, left: Index, right: Index) -> bool:
         a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)

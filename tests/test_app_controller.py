@@ -19,7 +19,8 @@ from app_fixtures import make_folder, make_model, sample_row
 from app.controller import Controller
 from app.messages import ItemResult
 from app.overlay import Overlay
-from app.run_model import Cell, RunModel, Selection
+from app.run_items import Cell, Selection
+from app.run_model import RunModel
 from app.settings import AppSettings
 from app.state import Phase
 from app.views.main_window import MainWindow
@@ -128,7 +129,7 @@ def test_controller_drives_the_window_through_its_methods_only(
     controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
 ) -> None:
     _open(controller, qtbot, make_folder(tmp_path, 12, labelled="folders"))
-    assert _calls(mock_window.clear_results)[-1] == (12, 2)
+    assert _calls(mock_window.clear_results)[-1] == (12, 2, True)
     assert mock_window.set_actions.call_args.args[0] is Phase.READY
     assert mock_window.set_actions.call_args.args[1].start
     with qtbot.waitSignal(controller.runFinished, timeout=TIMEOUT_MS) as blocker:
@@ -140,7 +141,9 @@ def test_controller_drives_the_window_through_its_methods_only(
     data = mock_window.set_plot_data.call_args.args[0]
     assert data.labelled and data.x.size == 12
     image, overlay, title = mock_window.show_image.call_args.args[:3]
-    assert image is not None and overlay is not None and "#11" in title, "following shows the newest image"
+    assert image is not None and overlay is not None and "#12" in title, (
+        "following shows the newest image (numbered from 1)"
+    )
     assert mock_window.set_actions.call_args.args[0] is Phase.DONE
     levels = {args[0] for args in _calls(mock_window.log_message)}
     assert "error" not in levels and any(
@@ -156,7 +159,7 @@ def test_controller_drives_the_window_through_its_methods_only(
 
     # The user selects a row in the window: the controller shows it (from the model's preview cache).
     controller.model.select(4)
-    assert "#4" in mock_window.show_image.call_args.args[2]
+    assert "#5" in mock_window.show_image.call_args.args[2]
 
 
 def test_controller_pause_resume_and_stop(

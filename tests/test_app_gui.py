@@ -46,7 +46,7 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     # Selecting a row shows that image with its overlay; the hotkey action toggles the overlay.
     window.table.table.selectRow(5)
     shown = window.table.model.row_at(window.table.proxy.mapToSource(window.table.proxy.index(5, 0)).row())
-    assert c.model.selected == shown.position and f"#{shown.index}" in window.image_view.title.text()
+    assert c.model.selected == shown.position and f"#{shown.position + 1}" in window.image_view.title.text()
     assert window.image_view.heat_item.isVisible() or window.image_view.heat_item.image is not None
     window.toggle_overlay_action.trigger()
     assert not window.image_view.overlay_visible and not window.image_view.uncertain_item.isVisible()
@@ -124,7 +124,7 @@ def test_reset_to_source_model(
         c.window.reset_action.trigger()
     assert c.model.pending == 6 and c.window.table.model.rowCount() == 0
     assert ProfileStore(studio.home).open("default").info().images_seen == 0
-    assert "0 images seen" in c.window.profile_label.text()
+    assert "0 images seen" in c.window.profile_label.full_text()
 
 
 def test_unreadable_file_is_logged_and_the_run_continues(studio: Studio, tmp_path: Path) -> None:
@@ -168,7 +168,10 @@ def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) 
         "vit_tiny_patch16_224",
         "mc_passes 2",
         "Accuracy, adapted model",
-        "Example images",
+        "Per-class results",
+        "Sensitivity",
+        "Confusion matrix",
+        "Cases to look at",
     ):
         assert needle in flat, needle
 

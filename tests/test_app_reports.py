@@ -85,6 +85,6 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
     from app.pdf_report import report_html
 
     page = report_html(data, with_images=False)
-    assert "<h2>Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
+    assert "Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
     quiet = report_html(dataclasses.replace(data, rows=(sample_row(0),)), with_images=False)
     assert "The collapse guard did not act" in quiet

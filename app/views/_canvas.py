@@ -1,8 +1,10 @@
-"""Pieces the image view and the slide view share: a two-line title, a dark image canvas, a colour bar."""
+"""Pieces the views share: a two-line title, a dark image canvas, a colour bar, an eliding label."""
 
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 
@@ -39,3 +41,36 @@ def stack(owner: QWidget, title: QLabel, canvas: pg.GraphicsLayoutWidget, contro
     layout.addWidget(title)
     layout.addWidget(canvas, 1)
     layout.addLayout(controls)
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with "…" instead of widening the window.
+
+    The full text is the tooltip, so nothing is lost on a small screen.
+    """
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(60)
+        self.set_full_text(text)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(
+            self._full, Qt.TextElideMode.ElideMiddle, max(self.width() - 4, 20)
+        )
+        if shown != self.text():
+            self.setText(shown)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QPainterPath, QPen
+from PySide6.QtGui import QAction, QColor, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QCheckBox,
     QGraphicsPathItem,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPushButton,
     QSlider,
+    QToolButton,
     QWidget,
 )
 
+from app.names import RELIABLE_TOKENS, UNCERTAIN_TOKENS
 from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
 from app.views._canvas import add_colorbar, image_canvas, stack, two_line_title
 
@@ -47,7 +50,7 @@ class ImageView(QWidget):
         self._overlay: Overlay | None = None
         self._size = (1.0, 1.0)
 
-        self.title = two_line_title("Open a folder or a slide, then press Start")
+        self.title = two_line_title("")
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.canvas, self.viewbox = image_canvas()
         self.image_item = pg.ImageItem(axisOrder="row-major")
@@ -66,26 +69,29 @@ class ImageView(QWidget):
 
         self.overlay_box = QCheckBox("Overlay (O)")
         self.overlay_box.setChecked(True)
-        self.heat_box = QCheckBox("Heat map")
-        self.heat_box.setChecked(True)
-        self.uncertain_box = QCheckBox("Uncertain T_U")
-        self.uncertain_box.setChecked(True)
-        self.uncertain_box.setStyleSheet(f"color: rgb{UNCERTAIN_COLOR};")
-        self.reliable_box = QCheckBox("Reliable T_R")
-        self.reliable_box.setStyleSheet(f"color: rgb{RELIABLE_COLOR};")
+        self.heat_box = _check_action(self, "Uncertainty heat map", True)
+        self.uncertain_box = _check_action(self, f"{UNCERTAIN_TOKENS} (red)", True)
+        self.reliable_box = _check_action(self, f"{RELIABLE_TOKENS} (cyan)", False)
+        self.layers_button = QToolButton()
+        self.layers_button.setText("Layers")
+        self.layers_button.setToolTip("Which parts of the overlay to draw")
+        self.layers_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        layers = QMenu(self.layers_button)
+        layers.addActions([self.heat_box, self.uncertain_box, self.reliable_box])
+        self.layers_button.setMenu(layers)
         self.opacity_slider = QSlider(Qt.Orientation.Horizontal)
         self.opacity_slider.setRange(0, 100)
         self.opacity_slider.setValue(45)
         self.opacity_slider.setToolTip("Heat-map opacity")
-        self.opacity_slider.setMinimumWidth(110)
+        self.opacity_slider.setMaximumWidth(120)
         self.opacity_label = QLabel("45 %")
-        self.opacity_label.setMinimumWidth(40)
+        self.opacity_label.setMinimumWidth(36)
         self.fit_button = QPushButton("Fit")
-        self.fit_button.setToolTip("Zoom to fit (scroll to zoom, drag to pan)")
+        self.fit_button.setToolTip("Zoom to fit (F; scroll to zoom, drag to pan)")
 
         controls = QHBoxLayout()
-        for w in (self.overlay_box, self.heat_box, self.uncertain_box, self.reliable_box):
-            controls.addWidget(w)
+        controls.addWidget(self.overlay_box)
+        controls.addWidget(self.layers_button)
         controls.addStretch(1)
         controls.addWidget(QLabel("Opacity"))
         controls.addWidget(self.opacity_slider, 1)
@@ -94,8 +100,8 @@ class ImageView(QWidget):
         stack(self, self.title, self.canvas, controls)
 
         self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
-        for box in (self.heat_box, self.uncertain_box, self.reliable_box):
-            box.toggled.connect(self._refresh_layers)
+        for action in (self.heat_box, self.uncertain_box, self.reliable_box):
+            action.toggled.connect(self._refresh_layers)
         self.overlay_box.toggled.connect(self._on_overlay_box_toggled)
         self.fit_button.clicked.connect(self.fit)
         self._refresh_layers()
@@ -128,10 +134,8 @@ class ImageView(QWidget):
             self.heat_item.setRect(QRectF(0, 0, w, h))
             if tuple(self.colorbar.levels()) != (lo, hi):  # re-laying out the bar's axis is not free
                 self.colorbar.setLevels((lo, hi))
-            self.colorbar.setVisible(True)
         else:
             self.heat_item.clear()
-            self.colorbar.setVisible(False)
         if overlay is not None:
             self.uncertain_item.setPath(_outline_path(overlay.token_cells("uncertain"), overlay.grid, w, h))
             self.reliable_item.setPath(_outline_path(overlay.token_cells("reliable"), overlay.grid, w, h))
@@ -149,7 +153,7 @@ class ImageView(QWidget):
         self.heat_item.clear()
         self.uncertain_item.setPath(QPainterPath())
         self.reliable_item.setPath(QPainterPath())
-        self.colorbar.setVisible(False)
+        self._refresh_layers()
 
     def set_opacity(self, value: float) -> None:
         self.opacity_slider.setValue(round(value * 100))
@@ -188,11 +192,19 @@ class ImageView(QWidget):
         has_heat = self._overlay is not None and self._overlay.uncertainty is not None
         self.heat_item.setVisible(on and self.heat_box.isChecked() and has_heat)
         self.heat_item.setOpacity(self.opacity)
-        self.colorbar.setVisible(on and has_heat)
+        # The bar keeps its room (only its opacity changes): hiding it would re-lay out the canvas
+        # and move the image under the user's eyes.
+        self.colorbar.setOpacity(1.0 if on and has_heat else 0.0)
         self.uncertain_item.setVisible(on and self.uncertain_box.isChecked())
         self.reliable_item.setVisible(on and self.reliable_box.isChecked())
-        for box in (self.heat_box, self.uncertain_box, self.reliable_box, self.opacity_slider):
-            box.setEnabled(on)
+        for widget in (self.layers_button, self.opacity_slider):
+            widget.setEnabled(on)
+
+
+def _check_action(parent: QWidget, text: str, checked: bool) -> QAction:
+    action = QAction(text, parent, checkable=True)
+    action.setChecked(checked)
+    return action
 
 
 def _pen(rgb: tuple[int, int, int]) -> QPen:

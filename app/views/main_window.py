@@ -1,7 +1,9 @@
 """The main window: assembles the views and turns user actions into signals (no engine logic here).
 
 Its public methods and signals are the whole surface the controller uses (the controller's tests
-run it against a mock of this class), so sub-widgets stay private to the window.
+run it against a mock of this class), so sub-widgets stay private to the window. It fits a
+1280×800 screen: every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen
+the window are elided, and failures appear as banners above the work area with their fixes.
 """
 
 from __future__ import annotations
@@ -9,40 +11,50 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QSize, Qt, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QIcon, QKeySequence
+from PySide6.QtCore import QPoint, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QInputDialog,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QProgressBar,
-    QSizePolicy,
     QSplitter,
+    QStackedWidget,
     QTabWidget,
-    QToolBar,
+    QVBoxLayout,
     QWidget,
 )
 
 from app import APP_NAME
 from app._engine import FieldInfo
+from app.clinical import ClinicalMetrics
+from app.notices import Banner
 from app.overlay import Overlay
 from app.rows import PredictionRow, RowFilter
-from app.settings import AppSettings
+from app.run_items import RowChange
+from app.settings import AppSettings, ModelCheck
 from app.state import Actions, Phase, Progress
 from app.stats import PlotData
+from app.views._actions import make_actions, make_menus_and_toolbar
+from app.views._canvas import ElidedLabel
+from app.views.banner import BannerBar
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
+from app.views.metrics_view import MetricsView
 from app.views.plots_view import PlotsView
 from app.views.slide_view import SlideView
 from app.views.table_view import PredictionTable
+from app.views.welcome import WelcomePanel
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
 SLIDE_FILTER = (
     "Slides (*.svs *.tif *.tiff *.ndpi *.vms *.vmu *.scn *.mrxs *.svslide *.bif *.dcm);;All files (*)"
 )
+LOG_TAB = 2
 
 
 class MainWindow(QMainWindow):
@@ -61,11 +73,48 @@ class MainWindow(QMainWindow):
     aboutRequested = Signal()
     profileSelected = Signal(str)
     newProfileRequested = Signal(str)
+    renameProfileRequested = Signal(str)  # the new name of the current profile
+    deleteProfileRequested = Signal(str)  # the profile to delete (after the user confirmed)
     closeRequested = Signal()
     positionSelected = Signal(int)  # the user selected the table row of this stream position
     filterChanged = Signal(object)  # RowFilter
     tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
     opacityChanged = Signal(float)  # overlay opacity (0-1)
+    reviewRequested = Signal(int, int)  # stream position, the right class (-1 clears the mark)
+    bannerActionTriggered = Signal(str, str)  # banner key, action id
+    demoRequested = Signal(str)  # "histology" or "fundus"
+    regionRequested = Signal(int, int, int, int, int)  # slide rectangle (level 0) at this many pixels
+
+    # made by app.views._actions
+    open_folder_action: QAction
+    open_slide_action: QAction
+    export_action: QAction
+    quit_action: QAction
+    start_action: QAction
+    pause_action: QAction
+    resume_action: QAction
+    stop_action: QAction
+    reset_action: QAction
+    settings_action: QAction
+    about_action: QAction
+    toggle_overlay_action: QAction
+    fit_action: QAction
+    full_resolution_action: QAction
+    fit_slide_action: QAction
+    heat_mode_action: QAction
+    new_profile_action: QAction
+    rename_profile_action: QAction
+    delete_profile_action: QAction
+    next_action: QAction
+    previous_action: QAction
+    confirm_action: QAction
+    correct_action: QAction
+    clear_mark_action: QAction
+    class_actions: list[QAction]
+    order_group: QActionGroup
+    order_actions: dict[str, QAction]
+    pane_actions: dict[str, QAction]
+    profile_combo: QComboBox
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,133 +122,78 @@ class MainWindow(QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.close_allowed = True
+        self._classes: tuple[str, ...] = ()
+        self._unseen_log = 0
         self.image_view = ImageView()
         self.slide_view = SlideView()
         self.table = PredictionTable()
         self.plots = PlotsView()
+        self.metrics = MetricsView()
         self.log = LogView()
+        self.banners = BannerBar()
+        self.welcome = WelcomePanel()
 
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.addWidget(self.slide_view)
-        left.addWidget(self.image_view)
+        self.image_split = QSplitter(Qt.Orientation.Vertical)
+        self.image_split.addWidget(self.slide_view)
+        self.image_split.addWidget(self.image_view)
         self.slide_view.setVisible(False)
+        self.left = QStackedWidget()
+        self.left.addWidget(self.welcome)
+        self.left.addWidget(self.image_split)
         self.bottom_tabs = QTabWidget()
-        self.bottom_tabs.addTab(self.plots, "Plots")
-        self.bottom_tabs.addTab(self.log, "Log")
-        right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.table)
-        right.addWidget(self.bottom_tabs)
-        right.setSizes([420, 300])
-        main = QSplitter(Qt.Orientation.Horizontal)
-        main.addWidget(left)
-        main.addWidget(right)
-        main.setSizes([560, 720])
-        self.setCentralWidget(main)
+        self.bottom_tabs.addTab(self.plots, "&Plots")
+        self.bottom_tabs.addTab(self.metrics, "&Metrics")
+        self.bottom_tabs.addTab(self.log, "&Log")
+        self.right = QSplitter(Qt.Orientation.Vertical)
+        self.right.addWidget(self.table)
+        self.right.addWidget(self.bottom_tabs)
+        self.right.setSizes([420, 300])
+        self.main_split = QSplitter(Qt.Orientation.Horizontal)
+        self.main_split.addWidget(self.left)
+        self.main_split.addWidget(self.right)
+        self.main_split.setSizes([560, 720])
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.banners)
+        column.addWidget(self.main_split, 1)
+        self.setCentralWidget(central)
 
-        self._make_actions()
-        self._make_menus_and_toolbar()
+        make_actions(self)
+        make_menus_and_toolbar(self)
         self.phase_label = QLabel(Phase.EMPTY.value)
-        self.phase_label.setMinimumWidth(150)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1)
         self.progress_bar.setValue(0)
-        self.progress_bar.setMaximumWidth(260)
-        self.progress_label = QLabel("")
-        self.progress_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.model_label = QLabel("")
-        self.profile_label = QLabel("")
-        self.profile_label.setContentsMargins(8, 0, 8, 0)
-        self.profile_label.setMinimumWidth(380)
+        self.progress_bar.setMaximumWidth(180)
+        self.progress_label = ElidedLabel("")
+        self.model_label = ElidedLabel("")
+        self.profile_label = ElidedLabel("")
         status = self.statusBar()
         status.addWidget(self.phase_label)
         status.addWidget(self.progress_bar)
-        status.addWidget(self.progress_label, 1)
-        status.addPermanentWidget(self.profile_label)
-        status.addPermanentWidget(self.model_label)
-        self.resize(1320, 860)
+        status.addWidget(self.progress_label, 2)
+        status.addWidget(self.profile_label, 2)
+        status.addWidget(self.model_label, 3)
+        available = QGuiApplication.primaryScreen().availableGeometry()
+        self.resize(min(1320, available.width()), min(860, available.height()))
         self.table.rowSelected.connect(self._on_table_row_selected)
         self.table.filterChanged.connect(self.filterChanged)
         self.slide_view.tileClicked.connect(self.tileClicked)
+        self.slide_view.regionRequested.connect(self.regionRequested)
         self.image_view.opacityChanged.connect(self.opacityChanged)
-
-    # -- construction -------------------------------------------------------------------------
-    def _action(
-        self, text: str, slot: object, shortcut: str | QKeySequence.StandardKey | None = None
-    ) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.triggered.connect(slot)
-        return action
-
-    def _make_actions(self) -> None:
-        self.open_folder_action = self._action("Open folder…", self._on_open_folder_triggered, "Ctrl+O")
-        self.open_slide_action = self._action("Open slide…", self._on_open_slide_triggered, "Ctrl+Shift+O")
-        self.export_action = self._action("Export reports…", self._on_export_triggered, "Ctrl+E")
-        self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
-        self.start_action = self._action("Start", self.startRequested.emit, "F5")
-        self.pause_action = self._action("Pause", self.pauseRequested.emit, "F6")
-        self.resume_action = self._action("Resume", self.resumeRequested.emit, "F7")
-        self.stop_action = self._action("Stop", self.stopRequested.emit, "F8")
-        self.reset_action = self._action("Reset to source model…", self._on_reset_triggered)
-        self.settings_action = self._action("Settings…", self.settingsRequested.emit, "Ctrl+,")
-        self.about_action = self._action("About", self.aboutRequested.emit)
-        self.toggle_overlay_action = self._action("Toggle overlay", self.image_view.toggle_overlay, "O")
-        self.fit_action = self._action("Fit image", self.image_view.fit, "F")
-        self.new_profile_action = self._action("New profile…", self._on_new_profile_triggered)
-        self.order_group = QActionGroup(self)
-        self.order_actions: dict[str, QAction] = {}
-        for key, text in (("name", "File name"), ("mtime", "Modification time"), ("manifest", "Manifest")):
-            action = QAction(text, self, checkable=True)
-            action.setData(key)
-            action.triggered.connect(self._on_order_triggered)
-            self.order_group.addAction(action)
-            self.order_actions[key] = action
-        self.order_actions["name"].setChecked(True)
-
-    def _make_menus_and_toolbar(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        file_menu.addActions([self.open_folder_action, self.open_slide_action])
-        order_menu = file_menu.addMenu("Arrival order")
-        order_menu.addActions(list(self.order_actions.values()))
-        file_menu.addSeparator()
-        file_menu.addActions([self.export_action, self.settings_action])
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-        run_menu = menu.addMenu("&Run")
-        run_menu.addActions([self.start_action, self.pause_action, self.resume_action, self.stop_action])
-        run_menu.addSeparator()
-        run_menu.addActions([self.new_profile_action, self.reset_action])
-        view_menu = menu.addMenu("&View")
-        view_menu.addActions([self.toggle_overlay_action, self.fit_action])
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction(self.about_action)
-
-        bar = QToolBar("Main")
-        bar.setObjectName("main-toolbar")
-        bar.setIconSize(QSize(16, 16))
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        bar.addActions([self.open_folder_action, self.open_slide_action])
-        bar.addSeparator()
-        bar.addActions([self.start_action, self.pause_action, self.resume_action, self.stop_action])
-        bar.addSeparator()
-        bar.addWidget(QLabel(" Site profile "))
-        self.profile_combo = QComboBox()
-        self.profile_combo.setMinimumWidth(140)
-        self.profile_combo.setToolTip("The adaptation state is kept per site profile")
-        bar.addWidget(self.profile_combo)
-        bar.addAction(self.new_profile_action)
-        bar.addAction(self.reset_action)
-        bar.addSeparator()
-        bar.addActions([self.settings_action, self.export_action])
-        self.addToolBar(bar)
-        self.profile_combo.activated.connect(self._on_profile_combo_activated)
+        self.banners.actionTriggered.connect(self.bannerActionTriggered)
+        self.metrics.confidentErrorsRequested.connect(lambda: self.table.set_mode("confident_errors"))
+        self.welcome.openFolderClicked.connect(self._on_open_folder_triggered)
+        self.welcome.openSlideClicked.connect(self._on_open_slide_triggered)
+        self.welcome.demoClicked.connect(self.demoRequested)
+        self.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
 
     # -- state from the controller ------------------------------------------------------------
     def set_actions(self, phase: Phase, actions: Actions, status: str | None = None) -> None:
         self.phase_label.setText(status or phase.value)
-        for action, enabled in (
+        for act, enabled in (
             (self.open_folder_action, actions.open),
             (self.open_slide_action, actions.open),
             (self.start_action, actions.start),
@@ -208,18 +202,24 @@ class MainWindow(QMainWindow):
             (self.stop_action, actions.stop),
             (self.reset_action, actions.reset),
             (self.new_profile_action, actions.settings),
+            (self.rename_profile_action, actions.settings),
+            (self.delete_profile_action, actions.settings),
             (self.export_action, actions.export),
             (self.settings_action, actions.settings),
         ):
-            action.setEnabled(enabled)
+            act.setEnabled(enabled)
         self.profile_combo.setEnabled(actions.settings)
-        for action in self.order_actions.values():
-            action.setEnabled(actions.settings)
+        for act in self.order_actions.values():
+            act.setEnabled(actions.settings)
+        for button in (self.welcome.folder_button, self.welcome.slide_button):
+            button.setEnabled(actions.open)
+        for button in (self.welcome.histology_button, self.welcome.fundus_button):
+            button.setEnabled(actions.settings)
 
     def set_progress(self, progress: Progress) -> None:
         self.progress_bar.setRange(0, max(progress.total, 1))
         self.progress_bar.setValue(min(progress.done, max(progress.total, 1)))
-        self.progress_label.setText(progress.text())
+        self.progress_label.set_full_text(progress.text())
 
     def set_profiles(self, names: list[str], current: str) -> None:
         self.profile_combo.blockSignals(True)
@@ -229,48 +229,112 @@ class MainWindow(QMainWindow):
         self.profile_combo.blockSignals(False)
 
     def set_profile_summary(self, text: str) -> None:
-        self.profile_label.setText(text)
+        self.profile_label.set_full_text(text)
 
     def set_order(self, order: str) -> None:
         if order in self.order_actions:
             self.order_actions[order].setChecked(True)
 
     def set_model_text(self, text: str) -> None:
-        self.model_label.setText(text)
+        self.model_label.set_full_text(text)
+        self.welcome.set_model_text(f"Model: {text}" if text else "")
+
+    def set_classes(self, classes: tuple[str, ...]) -> None:
+        """The model's classes, for the review keys (digit k marks class k)."""
+        self._classes = classes
+        for k, act in enumerate(self.class_actions):
+            act.setText(f"Mark as {classes[k]}" if k < len(classes) else f"Mark as class {k + 1}")
+            act.setVisible(k < len(classes))
+
+    def set_demos(self, available: set[str]) -> None:
+        self.welcome.set_demos(available)
 
     def set_source_title(self, text: str) -> None:
         self.setWindowTitle(f"{text} — {APP_NAME}" if text else APP_NAME)
+        self.left.setCurrentWidget(self.image_split if text else self.welcome)
 
     def log_message(self, level: str, text: str) -> None:
         self.log.add(level, text)
+        if level in ("warning", "error") and self.bottom_tabs.currentIndex() != LOG_TAB:
+            self._unseen_log += 1
+            self.bottom_tabs.setTabText(LOG_TAB, f"&Log ({self._unseen_log} new)")
+            colour = (
+                QColor(179, 38, 30) if level == "error" or self.log.count("error") else QColor(154, 103, 0)
+            )
+            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, colour)
 
     def show_status(self, text: str, milliseconds: int = 8000) -> None:
         self.statusBar().showMessage(text, milliseconds)
+
+    def show_banner(self, banner: Banner) -> None:
+        self.banners.show_banner(banner)
+
+    def dismiss_banner(self, key: str) -> None:
+        self.banners.dismiss(key)
+
+    def clear_banners(self, prefix: str = "") -> None:
+        self.banners.clear(prefix)
 
     def set_preferences(self, low_confidence: float, opacity: float) -> None:
         self.table.threshold_spin.setValue(low_confidence)
         self.image_view.set_opacity(opacity)
 
+    def show_tab(self, tab: str) -> None:
+        """Bring the bottom tab "plots", "metrics" or "log" to the front (its pane shown)."""
+        self.show_pane("tabs", True)
+        self.bottom_tabs.setCurrentIndex({"plots": 0, "metrics": 1, "log": LOG_TAB}[tab])
+
+    def show_pane(self, pane: str, visible: bool) -> None:
+        """Show or collapse a pane ("images", "table", "tabs") so the rest gets the room."""
+        widget = {"images": self.left, "table": self.table, "tabs": self.bottom_tabs}[pane]
+        widget.setVisible(visible)
+        if self.pane_actions[pane].isChecked() != visible:
+            self.pane_actions[pane].setChecked(visible)
+
     # -- results --------------------------------------------------------------------------------
-    def clear_results(self, total: int, segment_size: int) -> None:
-        """Empty the table, plots and slide map for a new source of ``total`` images."""
+    def clear_results(self, total: int, segment_size: int, labelled: bool = False) -> None:
+        """Empty the table, plots and slide map for a new source of ``total`` images.
+
+        ``labelled``: the source has ground truth (the plots will show accuracy).
+        """
         self.table.model.clear()
         self.table.follow_box.setChecked(True)
-        self.plots.set_data(None)
+        self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
+        self.metrics.set_metrics(None)
         self.slide_view.setVisible(False)
 
     def show_slide(
-        self, thumbnail: np.ndarray, grid: tuple[int, int], footprint_px: float, title: str
+        self,
+        thumbnail: np.ndarray,
+        dimensions: tuple[int, int],
+        grid: tuple[int, int],
+        footprint: float,
+        title: str,
+        tissue: np.ndarray | None = None,
     ) -> None:
-        self.slide_view.set_slide(thumbnail, grid, footprint_px, title)
         self.slide_view.setVisible(True)
+        self.slide_view.set_slide(thumbnail, dimensions, grid, footprint, title, tissue)
+
+    def set_slide_region(self, x: int, y: int, width: int, height: int, rgb: np.ndarray) -> None:
+        self.slide_view.set_region(x, y, width, height, rgb)
 
     def append_rows(self, rows: list[PredictionRow]) -> None:
         self.table.model.append_rows(rows)
 
+    def update_rows(self, changes: list[RowChange]) -> None:
+        """Rows whose ground truth changed (review marks)."""
+        for change in changes:
+            self.table.model.replace_row(change.index, change.row, change.review)
+
+    def set_reviews(self, reviews: dict[int, str]) -> None:
+        self.table.model.set_reviews(reviews)
+
     def set_plot_data(self, data: PlotData) -> None:
         self.plots.set_data(data)
+
+    def set_metrics(self, metrics: ClinicalMetrics | None) -> None:
+        self.metrics.set_metrics(metrics)
 
     def set_tile_values(self, cells: list[tuple[int, int, float]]) -> None:
         self.slide_view.set_values(cells)
@@ -323,18 +387,26 @@ class MainWindow(QMainWindow):
         QMessageBox.warning(self, title, text)
 
     def edit_settings(
-        self, settings: AppSettings, fields: dict[str, list[FieldInfo]], devices: list[str]
+        self,
+        settings: AppSettings,
+        fields: dict[str, list[FieldInfo]],
+        devices: list[str],
+        check_model: ModelCheck | None = None,
     ) -> AppSettings | None:
         """The settings dialog; the edited settings, or None when cancelled."""
         from app.views.settings_dialog import SettingsDialog
 
-        dialog = SettingsDialog(settings, fields, devices, self)
+        dialog = SettingsDialog(settings, fields, devices, self, check_model=check_model)
         return dialog.result_settings() if dialog.exec() else None
 
     def show_about(self, summary: str) -> None:
         from app.views.about_dialog import AboutDialog
 
         AboutDialog(summary, self).exec()
+
+    def open_location(self, path: str) -> None:
+        """Show a folder in the desktop's file manager."""
+        QDesktopServices.openUrl(QUrl.fromLocalFile(path))
 
     def close_now(self) -> None:
         """Close even while the controller would refuse (after a run has stopped and saved)."""
@@ -366,7 +438,7 @@ class MainWindow(QMainWindow):
         if self.confirm(
             "Reset to source model",
             f"Reset profile '{name}' to the source model?\n\nIts adaptation state and its record of "
-            "processed images are deleted. This cannot be undone.",
+            "processed images are deleted (review marks are kept). This cannot be undone.",
         ):
             self.resetRequested.emit()
 
@@ -375,6 +447,67 @@ class MainWindow(QMainWindow):
         name, ok = QInputDialog.getText(self, "New site profile", "Profile name (e.g. the site):")
         if ok and name.strip():
             self.newProfileRequested.emit(name.strip())
+
+    @Slot()
+    def _on_rename_profile_triggered(self) -> None:
+        old = self.profile_combo.currentText()
+        name, ok = QInputDialog.getText(
+            self, "Rename site profile", f"New name for profile '{old}':", text=old
+        )
+        if ok and name.strip() and name.strip() != old:
+            self.renameProfileRequested.emit(name.strip())
+
+    @Slot()
+    def _on_delete_profile_triggered(self) -> None:
+        name = self.profile_combo.currentText()
+        if self.confirm(
+            "Delete site profile",
+            f"Delete profile '{name}' with its adaptation state, rows and review marks?\n\nThis cannot be undone.",
+        ):
+            self.deleteProfileRequested.emit(name)
+
+    def _selected_row(self) -> PredictionRow | None:
+        source_row = self.table.selected_source_row()
+        return None if source_row is None else self.table.model.row_at(source_row)
+
+    @Slot()
+    def _on_confirm_triggered(self) -> None:
+        row = self._selected_row()
+        if row is not None:
+            self.reviewRequested.emit(row.position, row.prediction)
+            self.table.step(1)
+
+    @Slot()
+    def _on_correct_triggered(self) -> None:
+        row = self._selected_row()
+        if row is None or len(self._classes) < 2:
+            return
+        others = [k for k in range(len(self._classes)) if k != row.prediction]
+        if len(others) == 1:
+            label: int | None = others[0]
+        else:
+            menu = QMenu(self)
+            for k in others:
+                menu.addAction(f"{k + 1}  {self._classes[k]}").setData(k)
+            view = self.table.table
+            rect = view.visualRect(view.selectionModel().selectedRows()[0])
+            chosen: QAction | None = menu.exec(view.viewport().mapToGlobal(rect.bottomLeft() + QPoint(40, 0)))
+            label = None if chosen is None else int(chosen.data())
+        if label is not None:
+            self.reviewRequested.emit(row.position, label)
+            self.table.step(1)
+
+    def _on_class_key(self, label: int) -> None:
+        row = self._selected_row()
+        if row is not None and label < len(self._classes):
+            self.reviewRequested.emit(row.position, label)
+            self.table.step(1)
+
+    @Slot()
+    def _on_clear_mark_triggered(self) -> None:
+        row = self._selected_row()
+        if row is not None:
+            self.reviewRequested.emit(row.position, -1)
 
     @Slot(int)
     def _on_table_row_selected(self, source_row: int) -> None:
@@ -386,9 +519,16 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_order_triggered(self) -> None:
-        action = self.order_group.checkedAction()
-        if action is not None:
-            self.orderChanged.emit(str(action.data()))
+        act = self.order_group.checkedAction()
+        if act is not None:
+            self.orderChanged.emit(str(act.data()))
+
+    @Slot(int)
+    def _on_bottom_tabs_current_changed(self, index: int) -> None:
+        if index == LOG_TAB:
+            self._unseen_log = 0
+            self.bottom_tabs.setTabText(LOG_TAB, "&Log")
+            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, self.palette().windowText().color())
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closeRequested.emit()

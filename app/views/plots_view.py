@@ -14,8 +14,24 @@ SOURCE_COLOR = (150, 150, 150)
 CONFIDENCE_COLOR = (255, 127, 14)
 
 
+def _hex(rgb: tuple[int, int, int]) -> str:
+    return "#" + "".join(f"{v:02x}" for v in rgb)
+
+
+KEY = (
+    f"<span style='color:{_hex(ADAPTED_COLOR)}'>━ adapted</span>&nbsp; "
+    f"<span style='color:{_hex(SOURCE_COLOR)}'>╍ source</span>&nbsp; "
+    f"<span style='color:{_hex(CONFIDENCE_COLOR)}'>━ mean confidence (right axis)</span>"
+)
+Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
+
+
 class PlotsView(QWidget):
-    """Two pyqtgraph plots fed with :class:`PlotData` by the controller."""
+    """Two pyqtgraph plots fed with :class:`PlotData` by the controller.
+
+    The running plot draws the adapted model over the source model (so the adapted line is never
+    hidden) and the mean confidence on its own axis on the right: it is not an accuracy.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -23,24 +39,37 @@ class PlotsView(QWidget):
         self.segments = pg.PlotWidget(background="w")
         for plot in (self.running, self.segments):
             plot.showGrid(x=True, y=True, alpha=0.25)
-            plot.setYRange(0, 1.18, padding=0)  # headroom above 1.0 for the legend
+            plot.setYRange(0, Y_TOP, padding=0)
             plot.setMouseEnabled(x=True, y=False)
             plot.getPlotItem().setMenuEnabled(False)
         self.running.setLabel("bottom", "images processed")
         self.segments.setLabel("bottom", "stream segment (first image)")
         self.running.setClipToView(True)
         self.running.setDownsampling(auto=True, mode="peak")
-        legend = self.running.addLegend(offset=(10, 2), colCount=3)
-        legend.setLabelTextColor("k")
-        self.adapted_curve = self.running.plot(pen=pg.mkPen(ADAPTED_COLOR, width=2), name="adapted")
+        # The adapted line is wide and the source line dashed and thin on top of it, so where the
+        # two agree both stay visible (the adapted colour shows between the dashes).
+        self.adapted_curve = self.running.plot(pen=pg.mkPen(ADAPTED_COLOR, width=3.5), name="adapted")
         self.source_curve = self.running.plot(
-            pen=pg.mkPen(SOURCE_COLOR, width=2, style=pg.QtCore.Qt.PenStyle.DashLine), name="source"
+            pen=pg.mkPen(SOURCE_COLOR, width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine), name="source"
         )
-        self.confidence_curve = self.running.plot(
-            pen=pg.mkPen(CONFIDENCE_COLOR, width=1.5), name="mean confidence"
-        )
-        bar_legend = self.segments.addLegend(offset=(10, 2), colCount=2)
-        bar_legend.setLabelTextColor("k")
+        self.source_curve.setZValue(2)
+        # Mean confidence on a right-hand axis of its own, linked in x.
+        item = self.running.getPlotItem()
+        self.confidence_view = pg.ViewBox(enableMenu=False)
+        self.confidence_view.setMouseEnabled(x=False, y=False)
+        item.showAxis("right")
+        item.scene().addItem(self.confidence_view)
+        right = item.getAxis("right")
+        right.linkToView(self.confidence_view)
+        item.setLabel("right", "mean confidence", color=_hex(CONFIDENCE_COLOR))
+        right.setPen(pg.mkPen(CONFIDENCE_COLOR))
+        right.setTextPen(pg.mkPen(CONFIDENCE_COLOR))
+        right.setGrid(False)  # the left axis draws the grid; one set of lines is enough
+        self.confidence_view.setXLink(item)
+        self.confidence_view.setYRange(0, Y_TOP, padding=0)
+        self.confidence_curve = pg.PlotCurveItem(pen=pg.mkPen(CONFIDENCE_COLOR, width=1.5))
+        self.confidence_view.addItem(self.confidence_curve)
+        item.vb.sigResized.connect(self._sync_confidence_view)
         self.adapted_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=ADAPTED_COLOR, name="adapted")
         self.source_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=SOURCE_COLOR, name="source")
         self.segments.addItem(self.adapted_bars)
@@ -54,6 +83,10 @@ class PlotsView(QWidget):
         self._quantity = "positive rate"
         self._titled = False
         self.set_data(None)
+
+    def _sync_confidence_view(self) -> None:
+        self.confidence_view.setGeometry(self.running.getPlotItem().vb.sceneBoundingRect())
+        self.confidence_view.linkedViewChanged(self.running.getPlotItem().vb, self.confidence_view.XAxis)
 
     def png(self) -> bytes:
         """The panel rendered to PNG bytes."""
@@ -72,15 +105,17 @@ class PlotsView(QWidget):
         self.segments.setXRange(0, self._extent + 1, padding=0.02)
         self.segments.setTitle(f"{self._quantity.capitalize()} per {segment_size} images", color="k")
 
-    def set_data(self, data: PlotData | None) -> None:
-        """Redraw from ``data`` (None clears the plots)."""
+    def set_data(self, data: PlotData | None, labelled: bool | None = None) -> None:
+        """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show)."""
         self.data = data
         if data is None or data.empty:
             for curve in (self.adapted_curve, self.source_curve, self.confidence_curve):
                 curve.setData([], [])
             self.adapted_bars.setOpts(x=[], height=[])
             self.source_bars.setOpts(x=[], height=[])
-            self._set_quantity("accuracy" if data is not None and data.labelled else "positive rate", data)
+            if labelled is None:
+                labelled = data is not None and data.labelled
+            self._set_quantity("accuracy" if labelled else "positive rate", data)
             return
         self._set_quantity("accuracy" if data.labelled else "positive rate", data)
         self.adapted_curve.setData(data.x, data.adapted)
@@ -100,7 +135,7 @@ class PlotsView(QWidget):
         if quantity == self._quantity and self._titled:
             return
         self._quantity, self._titled = quantity, True
-        self.running.setTitle(f"Running {quantity}", color="k")
+        self.running.setTitle(f"Running {quantity}<br><span style='font-size:8pt'>{KEY}</span>", color="k")
         self.running.setLabel("left", quantity)
         size = data.segment_size if data is not None else 0
         self.segments.setTitle(

@@ -1,11 +1,16 @@
-"""Settings: model, device, method and (under "Advanced") the method's hyper-parameters."""
+"""Settings: model, device, method and (under "Advanced") the method's hyper-parameters.
+
+The form scrolls (the dialog fits a 1280×800 screen with every hyper-parameter open, OK and
+Cancel always visible), and a model path is loaded before the dialog accepts it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -19,15 +24,16 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from app.settings import AppSettings, FieldSpec, clean_overrides
-
-ORDER_LABELS = {"name": "File name", "mtime": "Modification time", "manifest": "Manifest order"}
+from app.arrival import ORDER_LABELS
+from app.names import method_label, readable_help
+from app.settings import FUNDUS_DEMO_MODEL, AppSettings, FieldSpec, ModelCheck, clean_overrides
 
 
 def _decimals(value: float) -> int:
@@ -42,6 +48,7 @@ class SettingsDialog(QDialog):
         settings: the current settings.
         methods: every registered method with the editable fields of its config dataclass.
         devices: device choices to offer (e.g. ``["auto", "cpu", "cuda"]``).
+        check_model: says why a model path cannot be used (None: it loads); OK is refused until it can.
     """
 
     def __init__(
@@ -50,8 +57,10 @@ class SettingsDialog(QDialog):
         methods: dict[str, list[FieldSpec]],
         devices: list[str],
         parent: QWidget | None = None,
+        check_model: ModelCheck | None = None,
     ) -> None:
         super().__init__(parent)
+        self._check_model = check_model
         self.setWindowTitle("Settings")
         self._settings = settings
         self._methods = methods
@@ -63,12 +72,23 @@ class SettingsDialog(QDialog):
         self.model_edit.setPlaceholderText("demo model (resources/demo/model.safetensors)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._on_browse_clicked)
-        demo = QPushButton("Demo model")
+        demo = QPushButton("Histology demo")
+        demo.setToolTip("The demo model trained on generated histology (resources/demo)")
         demo.clicked.connect(lambda: self.model_edit.setText(""))
+        fundus = QPushButton("Fundus demo")
+        fundus.setToolTip("The demo model trained on generated fundus photographs (resources/demo-fundus)")
+        fundus.clicked.connect(lambda: self.model_edit.setText(str(FUNDUS_DEMO_MODEL)))
+        fundus.setVisible(FUNDUS_DEMO_MODEL.is_file())
         model_row = QHBoxLayout()
         model_row.addWidget(self.model_edit, 1)
         model_row.addWidget(browse)
         model_row.addWidget(demo)
+        model_row.addWidget(fundus)
+        self.model_error = QLabel("")
+        self.model_error.setWordWrap(True)
+        self.model_error.setStyleSheet("color: #b3261e;")
+        self.model_error.setVisible(False)
+        self.model_edit.textEdited.connect(lambda _text: self.model_error.setVisible(False))
         self.device_combo = QComboBox()
         for device in devices:
             self.device_combo.addItem(device, device)
@@ -77,13 +97,17 @@ class SettingsDialog(QDialog):
         self.device_combo.setCurrentIndex(self.device_combo.findData(settings.device))
         self.method_combo = QComboBox()
         for name in methods:
-            self.method_combo.addItem("I-DiPT" if name == "idipt" else name, name)
+            self.method_combo.addItem(method_label(name), name)
         index = self.method_combo.findData(settings.method)
         self.method_combo.setCurrentIndex(max(index, 0))
         self.order_combo = QComboBox()
         for key, text in ORDER_LABELS.items():
             self.order_combo.addItem(text, key)
         self.order_combo.setCurrentIndex(max(self.order_combo.findData(settings.order), 0))
+        self.seed_spin = QSpinBox()
+        self.seed_spin.setRange(0, 2**31 - 1)
+        self.seed_spin.setValue(settings.order_seed)
+        self.seed_spin.setToolTip("The same seed gives the same interleaved order of the same files")
         self.tissue_spin = QDoubleSpinBox()
         self.tissue_spin.setRange(0.0, 1.0)
         self.tissue_spin.setSingleStep(0.05)
@@ -96,14 +120,16 @@ class SettingsDialog(QDialog):
 
         form = QFormLayout()
         form.addRow("Model checkpoint", model_row)
+        form.addRow("", self.model_error)
         form.addRow("Device", self.device_combo)
         form.addRow("Adaptation method", self.method_combo)
         form.addRow("Arrival order (folders)", self.order_combo)
+        form.addRow("Interleaving seed", self.seed_spin)
         form.addRow("Minimum tissue per slide tile", self.tissue_spin)
         form.addRow("Save state every", self.autosave_spin)
 
         self.advanced_toggle = QToolButton()
-        self.advanced_toggle.setText("Advanced ▸")
+        self.advanced_toggle.setText("&Advanced ▸")
         self.advanced_toggle.setCheckable(True)
         self.advanced_toggle.setAutoRaise(True)
         self.advanced_box = QGroupBox("Method hyper-parameters (defaults are the paper's)")
@@ -116,16 +142,28 @@ class SettingsDialog(QDialog):
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
-        buttons.accepted.connect(self.accept)
+        buttons.accepted.connect(self._on_ok_clicked)
         buttons.rejected.connect(self.reject)
+        content = QWidget()
+        inner = QVBoxLayout(content)
+        inner.addLayout(form)
+        inner.addWidget(self.advanced_toggle)
+        inner.addWidget(self.advanced_box)
+        inner.addStretch(1)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidget(content)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.advanced_toggle)
-        layout.addWidget(self.advanced_box)
+        layout.addWidget(self.scroll_area, 1)
         layout.addWidget(buttons)
         self.method_combo.currentIndexChanged.connect(self._on_method_changed)
         self._build_advanced()
-        self.setMinimumWidth(680)
+        self.model_edit.setFocus()
+        screen = QGuiApplication.primaryScreen().availableGeometry()
+        self.resize(min(720, screen.width() - 40), min(560, screen.height() - 80))
+        self.setMaximumHeight(max(screen.height() - 40, 300))
 
     # -- result -------------------------------------------------------------------------------
     def result_settings(self) -> AppSettings:
@@ -138,6 +176,7 @@ class SettingsDialog(QDialog):
             method=method,
             method_config=clean_overrides(self._methods.get(method, []), self._overrides[method]),
             order=str(self.order_combo.currentData()),
+            order_seed=self.seed_spin.value(),
             min_tissue=self.tissue_spin.value(),
             autosave_every=self.autosave_spin.value(),
         )
@@ -156,8 +195,9 @@ class SettingsDialog(QDialog):
             return
         for spec in fields:
             editor = self._editor_for(spec, values.get(spec.name, spec.default))
+            help_text = readable_help(spec.help or "")
             editor.setToolTip(
-                f"{spec.help}\nDefault: {spec.default}" if spec.help else f"Default: {spec.default}"
+                f"{help_text}\nDefault: {spec.default}" if help_text else f"Default: {spec.default}"
             )
             self._editors[spec.name] = editor
             self.advanced_form.addRow(spec.name, editor)
@@ -220,9 +260,22 @@ class SettingsDialog(QDialog):
 
     @Slot(bool)
     def _on_advanced_toggled(self, checked: bool) -> None:
-        self.advanced_toggle.setText("Advanced ▾" if checked else "Advanced ▸")
+        self.advanced_toggle.setText("&Advanced ▾" if checked else "&Advanced ▸")
         self.advanced_box.setVisible(checked)
-        self.adjustSize()
+
+    @Slot()
+    def _on_ok_clicked(self) -> None:
+        """Accept, unless the model path changed and the model cannot be loaded (then say why)."""
+        text = self.model_edit.text().strip()
+        if self._check_model is not None and text != self._settings.model:
+            problem = self._check_model(text)
+            if problem:
+                self.model_error.setText(f"This model cannot be used: {problem}")
+                self.model_error.setVisible(True)
+                self.model_edit.setFocus()
+                self.scroll_area.ensureWidgetVisible(self.model_edit)
+                return
+        self.accept()
 
     @Slot()
     def _on_defaults_clicked(self) -> None:

@@ -55,7 +55,6 @@ class PredictionTable(QWidget):
         self.follow_box.setChecked(True)
         self.follow_box.setToolTip("Show each new image as it is processed")
         self.count_label = QLabel("0 rows")
-        self.count_label.setMinimumWidth(120)
 
         self.table = QTableView()
         self.table.setModel(self.proxy)
@@ -65,13 +64,19 @@ class PredictionTable(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setAlternatingRowColors(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # file names differ at their ends
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
-        for col, width in enumerate((42, 150, 72, 74, 112, 78, 86)):
-            self.table.setColumnWidth(col, width)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(30)
+        # Widths from the font, not pixels: the columns fit a 640-px pane (a 1280-px screen's half).
+        em = self.table.fontMetrics().horizontalAdvance("0")
+        for col, chars in enumerate((4, 0, 8, 5, 11, 6, 7, 12, 9)):
+            if chars:
+                self.table.setColumnWidth(col, em * chars + 10)
+        self.search.setMinimumWidth(80)
 
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Show"))
@@ -118,6 +123,31 @@ class PredictionTable(QWidget):
         self.table.selectRow(index.row())
         self.table.selectionModel().blockSignals(False)
         self.table.scrollTo(index)
+
+    def set_mode(self, mode: str) -> None:
+        """Choose a filter mode as the user would (the filter is announced)."""
+        index = self.mode_combo.findData(mode)
+        if index >= 0:
+            self.mode_combo.setCurrentIndex(index)
+
+    def selected_source_row(self) -> int | None:
+        rows = self.table.selectionModel().selectedRows()
+        return self.proxy.mapToSource(rows[0]).row() if rows else None
+
+    def step(self, offset: int) -> int | None:
+        """Select the row ``offset`` rows below (negative: above) the selected one in the shown order.
+
+        Returns the source row now selected (announced through :attr:`rowSelected`), or None at the end.
+        """
+        rows = self.table.selectionModel().selectedRows()
+        current = rows[0].row() if rows else -1
+        target = current + offset if current >= 0 else (0 if offset > 0 else self.proxy.rowCount() - 1)
+        if not 0 <= target < self.proxy.rowCount():
+            return None
+        index = self.proxy.index(target, 0)
+        self.table.selectRow(target)  # announced: selecting shows the image
+        self.table.scrollTo(index)
+        return self.proxy.mapToSource(index).row()
 
     def scroll_to_newest(self) -> None:
         if self.model.rowCount():

@@ -1,0 +1,428 @@
+"""The report's content as blocks of HTML that are never split across pages (see :mod:`app.pdf_report`).
+
+Page one is the summary a tumour board reads first: counts, per-class sensitivity and
+specificity, the confusion matrix and, for a slide, the heat map with its colour bar. Then the
+gallery of wrong and flagged cases with their truth, the running statistics, the model card as a
+table, the method and state, events and errors, and the hyper-parameters in an appendix.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app import APP_NAME, RESEARCH_NOTICE
+from app.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
+from app.overlay import PROB_COLORS, PROB_STOPS
+from app.reports import ReportData, guard_events
+
+TABLE_PART_ROWS = 22  # rows of a long table per block
+MAX_GUARD_EVENTS = 50  # guard events listed (the JSON and the CSV have them all)
+PER_ROW = 2  # gallery cases per row (each the image and the image with its overlay)
+MUTED = "#555555"
+
+
+@dataclass(frozen=True)
+class Block:
+    """An HTML fragment laid out as one piece."""
+
+    html: str
+    images: tuple[str, ...] = ()  # image resources it shows (img:<name>)
+    new_page: bool = False  # start a new page with this block
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def breakable(text: Any) -> str:
+    """Escaped text for a cell that may hold long file names or hashes.
+
+    The documents wrap anywhere a word does not fit (:mod:`app.pdf_report` sets the text option),
+    so no character has to be inserted: the PDF's text stays searchable and copyable as it is.
+    """
+    return esc(text)
+
+
+def pct(value: float) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.1%}"
+
+
+def h2(text: str) -> str:
+    return f"<h2 style='margin-top:4px; margin-bottom:4px; font-size:12pt'>{esc(text)}</h2>"
+
+
+def pairs_table(pairs: Iterable[tuple[str, Any]], key_width: int = 210) -> str:
+    cells = "".join(
+        f"<tr><td width='{key_width}' style='color:{MUTED}'>{esc(k)}</td><td>{breakable(v)}</td></tr>"
+        for k, v in pairs
+    )
+    return f"<table cellspacing='0' cellpadding='2' width='100%'>{cells}</table>"
+
+
+def grid_table(head: Sequence[str], body: Sequence[Sequence[str]], align: str = "left") -> str:
+    """A bordered table; ``body`` cells are HTML already."""
+    th = "".join(f"<th align='{align}' style='background:#eeeeee'>{esc(h)}</th>" for h in head)
+    rows = "".join("<tr>" + "".join(f"<td align='{align}'>{c}</td>" for c in r) + "</tr>" for r in body)
+    return (
+        "<table cellspacing='0' cellpadding='3' border='1' style='border-collapse:collapse; "
+        f"border-color:#bbbbbb'><tr>{th}</tr>{rows}</table>"
+    )
+
+
+def chunked(title: str, head: Sequence[str], body: Sequence[Sequence[str]], intro: str = "") -> list[Block]:
+    """A long table as blocks of :data:`TABLE_PART_ROWS` rows, the title with the first part."""
+    blocks = []
+    for start in range(0, max(len(body), 1), TABLE_PART_ROWS):
+        part = body[start : start + TABLE_PART_ROWS]
+        lead = h2(title) + intro if start == 0 else f"<p style='color:{MUTED}'>{esc(title)} (continued)</p>"
+        blocks.append(Block(lead + grid_table(head, part)))
+    return blocks
+
+
+def notice() -> str:
+    return (
+        "<table width='100%' cellpadding='5' style='border: 1px solid #b3261e; background:#fdecea'>"
+        f"<tr><td><b style='color:#b3261e'>{esc(RESEARCH_NOTICE)}</b></td></tr></table>"
+    )
+
+
+def colorbar_rgb(width: int = 300, height: int = 12) -> np.ndarray:
+    """The slide heat map's colour scale, probability 0 (left) to 1 (right), as an RGB image."""
+    t = np.linspace(0.0, 1.0, width)
+    colours = np.stack([np.interp(t, PROB_STOPS, PROB_COLORS[:, c]) for c in range(3)], axis=-1)
+    return np.repeat(colours[None].round().astype(np.uint8), height, axis=0)
+
+
+# -- page one ----------------------------------------------------------------------------------
+def title_block(data: ReportData) -> Block:
+    name = data.source_path.rstrip("/").split("/")[-1] or data.source_path
+    versions = f"{APP_NAME} {data.software_version}" + (
+        f", engine {data.engine_version}" if data.engine_version else ""
+    )
+    return Block(
+        f"<h1 style='font-size:16pt; margin-bottom:2px'>{esc(APP_NAME)} report: {breakable(name)}</h1>"
+        + notice()
+        + f"<p style='color:{MUTED}'>Created {esc(data.created)} · {esc(versions)}</p>"
+    )
+
+
+def summary_block(data: ReportData) -> Block:
+    s = data.summary
+
+    def share(count: int) -> str:
+        return f"{count} ({pct(count / s.images if s.images else math.nan)})"
+
+    pairs: list[tuple[str, Any]] = [
+        ("Source", f"{data.source_kind}: {data.source_path}"),
+        ("Arrival order", data.order),
+        ("Model", data.model_description or data.card.get("arch", "")),
+        ("Method", data.method_label or data.method),
+        ("Images processed", s.images),
+        ("Changed by adaptation", share(s.changed)),
+        ("Predicted positive", share(s.positive)),
+        ("Mean confidence", "n/a" if not math.isfinite(s.mean_confidence) else f"{s.mean_confidence:.3f}"),
+        ("Low-confidence predictions", s.low_confidence),
+    ]
+    m = data.metrics
+    if m is not None and m.labelled:
+        pairs += [
+            ("Ground truth", f"{m.labelled} images ({data.label_origin or 'review marks'})"),
+            ("Accuracy, adapted model", pct(m.accuracy)),
+            ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
+            (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
+        ]
+    else:
+        pairs.append(("Ground truth", "not available"))
+    reviewed = len(data.marks)
+    agreed = sum(1 for row, mark in data.marks if mark.label == row.prediction)
+    pairs.append(
+        (
+            "Reviewed",
+            f"{reviewed}, agreement with the model: {pct(agreed / reviewed if reviewed else math.nan)}",
+        )
+    )
+    pairs += [
+        ("Collapse-guard events", s.guard_events),
+        ("Skipped updates (non-finite loss)", s.skipped_updates),
+        ("Errors during the run", len(data.errors)),
+    ]
+    return Block(h2("Summary") + pairs_table(pairs))
+
+
+def _metric_cells(m: ClassMetrics) -> list[str]:
+    return [pct(m.sensitivity), pct(m.specificity), pct(m.precision)]
+
+
+def metrics_block(m: ClinicalMetrics) -> Block:
+    head = [
+        "Class",
+        "Images",
+        "Sensitivity",
+        "Specificity",
+        "Precision",
+        "Source: sensitivity",
+        "specificity",
+    ]
+    body = [
+        [esc(a.name), str(a.support), *_metric_cells(a), pct(b.sensitivity), pct(b.specificity)]
+        for a, b in zip(m.per_class, m.source_per_class, strict=True)
+    ]
+    intro = (
+        f"<p style='color:{MUTED}'>Each class against the others, over the {m.labelled} images with ground "
+        "truth (a reviewer's mark counts as ground truth). Sensitivity: share of the class found; "
+        "specificity: share of the other images not called this class.</p>"
+    )
+    return Block(h2("Per-class results") + intro + grid_table(head, body, align="right"))
+
+
+def confusion_html(matrix: np.ndarray, classes: Sequence[str], title: str) -> str:
+    """A confusion matrix, each cell shaded by its share of the row (blue right, red wrong)."""
+    head = "".join(f"<th style='background:#eeeeee'>{esc(c)}</th>" for c in classes)
+    rows = []
+    for t, name in enumerate(classes):
+        total = int(matrix[t].sum())
+        cells = [f"<td style='background:#eeeeee'><b>{esc(name)}</b></td>"]
+        for p in range(len(classes)):
+            count = int(matrix[t, p])
+            share = count / total if total else 0.0
+            base = np.array([49, 104, 200] if t == p else [214, 39, 40])
+            tint = (255 - share * (255 - base)).round().astype(int)
+            colour = "#" + "".join(f"{int(v):02x}" for v in tint)
+            ink = "#ffffff" if share > 0.6 else "#000000"
+            cells.append(
+                f"<td align='center' bgcolor='{colour}' width='70'><span style='color:{ink}'><b>{count}</b>"
+                f"<br>{pct(share) if total else ''}</span></td>"
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f"<p><b>{esc(title)}</b> (rows: truth, columns: prediction)</p>"
+        "<table cellspacing='0' cellpadding='4' border='1' style='border-collapse:collapse; border-color:#bbbbbb'>"
+        f"<tr><th style='background:#eeeeee'>truth \\ predicted</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def confusion_block(m: ClinicalMetrics) -> Block:
+    side = (
+        "<table cellspacing='0' cellpadding='0'><tr>"
+        f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'Adapted model')}</td><td width='24'></td>"
+        f"<td valign='top'>{confusion_html(m.source_confusion, m.classes, 'Source model')}</td></tr></table>"
+    )
+    note = f"<p style='color:{MUTED}'>Percentages are shares of each row (of the images of that class).</p>"
+    return Block(h2("Confusion matrix") + side + note)
+
+
+def slide_map_block(data: ReportData, width: int) -> Block | None:
+    if data.slide_overview is None:
+        return None
+    h, w = data.slide_overview.shape[:2]
+    shown = min(width - 10, 2 * w, int(520 * w / h))
+    positive = data.classes[int(data.card.get("positive_class", 1))] if data.classes else "positive"
+    bar = (
+        "<table cellspacing='0' cellpadding='1'><tr><td colspan='3'>"
+        "<img src='img:colorbar' width='300' height='12'></td></tr>"
+        "<tr><td width='100' align='left'>0</td><td width='100' align='center'>0.5</td>"
+        "<td width='100' align='right'>1</td></tr></table>"
+    )
+    text = (
+        f"<p>Probability of '{esc(positive)}' per tissue tile, burnt in at 45 % over the slide "
+        f"(blue 0, white 0.5, red 1):</p>"
+    )
+    image = f"<p><img src='img:slide' width='{shown}' height='{round(shown * h / w)}'></p>"
+    return Block(h2("Tile predictions") + text + image + bar, images=("slide", "colorbar"))
+
+
+# -- the gallery -------------------------------------------------------------------------------
+def gallery_blocks(data: ReportData, width: int) -> list[Block]:
+    if not data.examples:
+        return []
+    cell = (width - 12) // PER_ROW
+    side = min(160, (cell - 16) // 2)
+    blocks: list[Block] = []
+    indexed = list(enumerate(data.examples))
+    for group, heading, text in (
+        (
+            "wrong",
+            "Wrong against the ground truth",
+            "Most confident first: these are the errors a reader would not question.",
+        ),
+        (
+            "flagged",
+            "Flagged for a second look",
+            "Low confidence, changed by adaptation, or high uncertainty.",
+        ),
+    ):
+        members = [(i, e) for i, e in indexed if e.group == group]
+        for start in range(0, len(members), PER_ROW):
+            row = members[start : start + PER_ROW]
+            cells = []
+            for i, example in row:
+                lines = "<br>".join(breakable(line) for line in (example.title, *example.caption))
+                missing = "" if example.has_overlay else "<br><i>no overlay kept for this image</i>"
+                h, w = example.rgb.shape[:2]
+                shown_w = 2 * side + 4 if w > h else side
+                cells.append(
+                    f"<td valign='top' width='{cell}'><img src='img:example{i}' width='{shown_w}' height='{side}'>"
+                    f"<br><span style='font-size:7.5pt'>{lines}{missing}</span></td>"
+                )
+            lead = ""
+            if start == 0:
+                lead = (h2("Cases to look at") + _legend() if not blocks else "") + (
+                    f"<h3 style='margin:2px 0'>{esc(heading)}</h3><p style='color:{MUTED}'>{esc(text)}</p>"
+                )
+            blocks.append(
+                Block(
+                    lead + f"<table cellspacing='0' cellpadding='4'><tr>{''.join(cells)}</tr></table>",
+                    images=tuple(f"example{i}" for i, _ in row),
+                )
+            )
+    return blocks
+
+
+def _legend() -> str:
+    return (
+        f"<p style='color:{MUTED}'>Each case: the image, and beside it the overlay: per-patch uncertainty "
+        "(dark: certain, bright: uncertain) and the uncertain patches the method masked (red outlines).</p>"
+    )
+
+
+# -- model, method, appendix -------------------------------------------------------------------
+def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
+    """The model card as rows of a table (what a reader needs, not the raw JSON)."""
+    card = data.card
+    classes = card.get("classes", [])
+    positive = card.get("positive_class", 1)
+    pairs: list[tuple[str, Any]] = [
+        ("Checkpoint", data.model_path),
+        ("Architecture", f"{data.model_description} (timm template {card.get('arch', '?')})"),
+        ("Classes", ", ".join(str(c) for c in classes)),
+        (
+            "Positive class",
+            classes[positive] if isinstance(positive, int) and positive < len(classes) else positive,
+        ),
+        ("Input", f"{card.get('img_size')} px, mean {card.get('mean')}, std {card.get('std')}"),
+        ("Trained on", card.get("source_domain") or "not recorded"),
+        ("Training resolution", f"{card['mpp']} µm/px" if card.get("mpp") else "not recorded"),
+        ("Weights SHA-256 (file, checked at load)", data.weights_sha256 or "not recorded in the card"),
+        ("Model fingerprint (architecture and tensors)", data.model_fingerprint),
+    ]
+    training = card.get("training") or {}
+    if isinstance(training, dict) and training:
+        epochs = training.get("epochs")
+        best = training.get("best_epoch")
+        pairs.append(
+            (
+                "Training",
+                f"{training.get('optimizer', '?')}, lr {training.get('lr')}, {epochs} epochs"
+                + (f" (best {best})" if best is not None else "")
+                + f", batch {training.get('batch_size')}",
+            )
+        )
+        for key, label in (("val_acc", "Validation accuracy"), ("test_acc", "Test accuracy")):
+            if isinstance(training.get(key), int | float):
+                pairs.append((label, pct(float(training[key]))))
+        per_site = training.get("domain_test_acc")
+        if isinstance(per_site, dict) and per_site:
+            pairs.append(
+                (
+                    "Test accuracy per site",
+                    ", ".join(f"{k} {pct(float(v))}" for k, v in sorted(per_site.items())),
+                )
+            )
+        aug = training.get("augmentation")
+        if isinstance(aug, dict):
+            pairs.append(("Augmentation", ", ".join(k for k, v in aug.items() if v) or "none"))
+        dataset = training.get("dataset")
+        if isinstance(dataset, dict):
+            synth = dataset.get("synth")
+            origin = (
+                f"generated ({synth.get('kind')}, seed {synth.get('seed')})"
+                if isinstance(synth, dict)
+                else dataset.get("root")
+            )
+            pairs.append(("Training data", origin))
+    return pairs
+
+
+def method_pairs(data: ReportData) -> list[tuple[str, Any]]:
+    pairs: list[tuple[str, Any]] = [
+        ("Method", f"{data.method_label or data.method} (registered as '{data.method}')"),
+        ("Device", data.device),
+        ("Seed", data.run_config.get("seed", "")),
+        ("State fingerprint", data.state_fingerprint),
+    ]
+    return pairs + [(f"Profile {k}", v) for k, v in data.profile.items() if v is not None]
+
+
+def hyperparameter_rows(data: ReportData) -> list[list[str]]:
+    config = data.run_config.get("method_config", {})
+    rows = []
+    for key, value in config.items() if isinstance(config, dict) else []:
+        text = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        rows.append([esc(key), breakable(text)])
+    return rows
+
+
+def report_blocks(data: ReportData, width: int, with_images: bool = True) -> list[Block]:
+    """Every block of the report in reading order."""
+    blocks = [title_block(data), summary_block(data)]
+    if data.metrics is not None and data.metrics.labelled:
+        blocks += [metrics_block(data.metrics), confusion_block(data.metrics)]
+    slide_map = slide_map_block(data, width) if with_images else None
+    if slide_map is not None:
+        blocks.append(slide_map)
+    if data.label_notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in data.label_notes)
+        blocks.append(Block(h2("Does the model apply?") + f"<ul>{items}</ul>"))
+    if with_images:
+        gallery = gallery_blocks(data, width)
+        if gallery:
+            gallery[0] = Block(gallery[0].html, gallery[0].images, new_page=True)
+        blocks += gallery
+        if data.plot_png:
+            blocks.append(
+                Block(
+                    h2("Running statistics") + f"<p><img src='img:plots' width='{width - 10}'></p>",
+                    ("plots",),
+                )
+            )
+    if data.slide:
+        blocks.append(
+            Block(h2("Slide") + pairs_table([(k, v) for k, v in data.slide.items() if v is not None]))
+        )
+    blocks.append(Block(h2("Model") + pairs_table(card_pairs(data), key_width=250), new_page=True))
+    blocks.append(Block(h2("Method and adaptation state") + pairs_table(method_pairs(data), key_width=250)))
+    blocks += guard_blocks(data)
+    for title, lines in (("Notes", data.notes), ("Errors", data.errors[:30])):
+        if lines:
+            blocks += chunked(
+                title, ["#", "Message"], [[str(i + 1), breakable(t)] for i, t in enumerate(lines)]
+            )
+    if len(data.errors) > 30:
+        blocks.append(Block(f"<p>… and {len(data.errors) - 30} more errors (see the log).</p>"))
+    rows = hyperparameter_rows(data)
+    if rows:
+        appendix = chunked("Appendix: hyper-parameters", ["Setting", "Value", "Default", "Meaning"], rows)
+        appendix[0] = Block(appendix[0].html, new_page=True)
+        blocks += appendix
+    blocks.append(Block(notice()))
+    return blocks
+
+
+def guard_blocks(data: ReportData) -> list[Block]:
+    """The collapse guard's actions: image index, item and what was reset."""
+    events = guard_events(data.rows)
+    if not events:
+        return [Block(h2("Guard events") + "<p>The collapse guard did not act on these images.</p>")]
+    shown = events[:MAX_GUARD_EVENTS]
+    body = [[str(r.index), breakable(r.name), esc(r.guard_message)] for r in shown]
+    blocks = chunked("Guard events", ["Image", "Item", "What the guard did"], body)
+    if len(events) > len(shown):
+        blocks.append(Block(f"<p>… and {len(events) - len(shown)} more (see run_config.json).</p>"))
+    return blocks

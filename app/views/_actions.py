@@ -1,0 +1,142 @@
+"""The main window's actions, menus and toolbar (built here so the window file stays about layout)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
+
+from app.arrival import ORDER_LABELS
+
+# The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
+MainWindow = Any
+
+
+def action(
+    window: MainWindow,
+    text: str,
+    slot: Callable[[], object],
+    shortcut: str | QKeySequence.StandardKey | None = None,
+    short: str | None = None,
+    tip: str | None = None,
+) -> QAction:
+    """An action with an optional shortcut, a shorter toolbar text and a tooltip."""
+    act = QAction(text, window)
+    if shortcut is not None:
+        act.setShortcut(QKeySequence(shortcut))
+    if short is not None:
+        act.setIconText(short)
+    if tip is not None:
+        act.setToolTip(tip)
+    act.triggered.connect(slot)
+    return act
+
+
+def make_actions(w: MainWindow) -> None:
+    w.open_folder_action = action(w, "Open folder…", w._on_open_folder_triggered, "Ctrl+O", "Open folder")
+    w.open_slide_action = action(w, "Open slide…", w._on_open_slide_triggered, "Ctrl+Shift+O", "Open slide")
+    w.export_action = action(w, "Export reports…", w._on_export_triggered, "Ctrl+E", "Export")
+    w.quit_action = action(w, "Quit", w.close, QKeySequence.StandardKey.Quit)
+    w.start_action = action(w, "Start", w.startRequested.emit, "F5", tip="Process the images (F5)")
+    w.pause_action = action(w, "Pause", w.pauseRequested.emit, "F6", tip="Pause after this image (F6)")
+    w.resume_action = action(w, "Resume", w.resumeRequested.emit, "F7", tip="Resume (F7)")
+    w.stop_action = action(w, "Stop", w.stopRequested.emit, "F8", tip="Stop after this image and save (F8)")
+    w.reset_action = action(w, "Reset profile to the source model…", w._on_reset_triggered, short="Reset…")
+    w.settings_action = action(w, "Settings…", w.settingsRequested.emit, "Ctrl+,", "Settings")
+    w.about_action = action(w, "About", w.aboutRequested.emit)
+    w.toggle_overlay_action = action(w, "Toggle overlay", w.image_view.toggle_overlay, "O")
+    w.fit_action = action(w, "Fit image", w.image_view.fit, "F")
+    w.full_resolution_action = action(w, "Slide at full resolution", w.slide_view.full_resolution, "Z")
+    w.fit_slide_action = action(w, "Whole slide", w.slide_view.fit, "Shift+Z")
+    w.heat_mode_action = action(w, "Slide heat map: filled, outlines, off", w.slide_view.cycle_heat_mode, "H")
+    w.new_profile_action = action(w, "New profile…", w._on_new_profile_triggered, short="New…")
+    w.rename_profile_action = action(w, "Rename profile…", w._on_rename_profile_triggered)
+    w.delete_profile_action = action(w, "Delete profile…", w._on_delete_profile_triggered)
+    w.next_action = action(w, "Next image", lambda: w.table.step(1), "N")
+    w.previous_action = action(w, "Previous image", lambda: w.table.step(-1), "P")
+    w.confirm_action = action(w, "Confirm prediction", w._on_confirm_triggered, "C")
+    w.correct_action = action(w, "Correct prediction…", w._on_correct_triggered, "X")
+    w.clear_mark_action = action(w, "Clear review mark", w._on_clear_mark_triggered, "Backspace")
+    w.class_actions = []
+    for digit in range(1, 10):
+        act = action(w, f"Mark as class {digit}", partial(w._on_class_key, digit - 1), str(digit))
+        act.setVisible(digit <= 2)
+        w.class_actions.append(act)
+    w.order_group = QActionGroup(w)
+    w.order_actions = {}
+    for key, text in ORDER_LABELS.items():
+        act = QAction(text, w, checkable=True)
+        act.setData(key)
+        act.triggered.connect(w._on_order_triggered)
+        w.order_group.addAction(act)
+        w.order_actions[key] = act
+    w.order_actions["name"].setChecked(True)
+    w.pane_actions = {}
+    for key, text, shortcut in (
+        ("images", "Image panel", "Ctrl+1"),
+        ("table", "Table", "Ctrl+2"),
+        ("tabs", "Plots, metrics and log", "Ctrl+3"),
+    ):
+        act = QAction(text, w, checkable=True)
+        act.setChecked(True)
+        act.setShortcut(QKeySequence(shortcut))
+        act.toggled.connect(lambda on, k=key: w.show_pane(k, on))
+        w.pane_actions[key] = act
+
+
+def make_menus_and_toolbar(w: MainWindow) -> None:
+    menu = w.menuBar()
+    file_menu = menu.addMenu("&File")
+    file_menu.addActions([w.open_folder_action, w.open_slide_action])
+    order_menu = file_menu.addMenu("Arrival order")
+    order_menu.addActions(list(w.order_actions.values()))
+    file_menu.addSeparator()
+    file_menu.addActions([w.export_action, w.settings_action])
+    file_menu.addSeparator()
+    file_menu.addAction(w.quit_action)
+    run_menu = menu.addMenu("&Run")
+    run_menu.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
+    run_menu.addSeparator()
+    run_menu.addActions(
+        [w.new_profile_action, w.rename_profile_action, w.delete_profile_action, w.reset_action]
+    )
+    review_menu = menu.addMenu("Re&view")
+    review_menu.addActions(
+        [w.next_action, w.previous_action, w.confirm_action, w.correct_action, w.clear_mark_action]
+    )
+    review_menu.addSeparator()
+    review_menu.addActions(w.class_actions)
+    view_menu = menu.addMenu("&View")
+    view_menu.addActions(list(w.pane_actions.values()))
+    view_menu.addSeparator()
+    view_menu.addActions(
+        [w.toggle_overlay_action, w.fit_action, w.full_resolution_action, w.fit_slide_action]
+    )
+    help_menu = menu.addMenu("&Help")
+    help_menu.addAction(w.about_action)
+
+    bar = QToolBar("Main")
+    bar.setObjectName("main-toolbar")
+    bar.setIconSize(QSize(16, 16))
+    bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    bar.addActions([w.open_folder_action, w.open_slide_action])
+    bar.addSeparator()
+    bar.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
+    bar.addSeparator()
+    bar.addWidget(QLabel(" Site profile "))
+    w.profile_combo = QComboBox()
+    w.profile_combo.setMinimumWidth(120)
+    w.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    w.profile_combo.setMinimumContentsLength(12)
+    w.profile_combo.setToolTip("The adaptation state (and the review marks) are kept per site profile")
+    bar.addWidget(w.profile_combo)
+    bar.addAction(w.new_profile_action)
+    bar.addAction(w.reset_action)
+    bar.addSeparator()
+    bar.addActions([w.settings_action, w.export_action])
+    w.addToolBar(bar)
+    w.profile_combo.activated.connect(w._on_profile_combo_activated)

@@ -1,0 +1,115 @@
+"""A review survives a restart (pytest-qt, offscreen): review marks made with the keyboard actions
+are kept with the profile, shown in the table, counted as ground truth and exported; overlays come
+back with the rows of an earlier session and reach the PDF."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from app_fixtures import make_folder
+from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+
+from app.controller import Controller
+
+
+def _select(c: Controller, index: int) -> None:
+    """Select table row ``index`` as a click would (the image is shown)."""
+    table = c.window.table
+    table.table.selectRow(table.proxy.mapFromSource(table.model.index(index, 0)).row())
+
+
+def test_review_marks_survive_a_restart_and_count_as_ground_truth(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = make_folder(tmp_path, 12, labelled="none")  # no ground truth: the review supplies it
+    c = studio.open(profile="Review")
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    rows = list(c.model.rows)
+    window = c.window
+    _select(c, 0)
+    window.confirm_action.trigger()  # C: the prediction is right; moves on to row 1
+    assert window.table.selected_source_row() == 1
+    window.correct_action.trigger()  # X: two classes, so the other one; moves on to row 2
+    window.class_actions[1].trigger()  # 2: mark as class 2 (tumor)
+    window.next_action.trigger()  # N: skip row 3
+    window.clear_mark_action.trigger()  # nothing to clear on row 4
+    marks = c.model.marks
+    assert set(marks) == {rows[0].key, rows[1].key, rows[2].key}
+    assert marks[rows[0].key].label == rows[0].prediction and marks[rows[0].key].confirmed
+    assert marks[rows[1].key].label == 1 - rows[1].prediction and not marks[rows[1].key].confirmed
+    assert marks[rows[2].key].label == 1
+    texts = [window.table.model.review_at(i) for i in range(4)]
+    assert texts[0] == "✓ confirmed" and texts[1].startswith("✎ ") and texts[3] == ""
+    assert [r.ground_truth is not None for r in c.model.rows[:4]] == [True, True, True, False]
+    metrics = c.model.metrics()
+    assert (metrics.labelled, metrics.reviewed) == (3, 3)
+    assert metrics.review_agreed == 1 + (rows[2].prediction == 1)
+    assert window.metrics.metrics is not None and window.metrics.metrics.reviewed == 3
+    data = window.plots.data
+    assert data is not None and data.labelled and data.x.size == 3, "plots count the marks as ground truth"
+    # Take one mark back: it is gone from the model, the table and the file.
+    _select(c, 1)
+    window.clear_mark_action.trigger()
+    assert rows[1].key not in c.model.marks and window.table.model.review_at(1) == ""
+    studio.close(c)
+
+    again = studio.open(profile="Review")
+    studio.open_folder(again, folder)
+    assert set(again.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
+    assert again.window.table.model.review_at(0) == "✓ confirmed"
+    assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
+    assert again.model.metrics().reviewed == 2
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        again.export(str(out))
+    with open(out / "reviews.csv", newline="", encoding="utf-8") as fh:
+        records = list(csv.DictReader(fh))
+    assert [r["item"] for r in records] == [rows[0].name, rows[2].name]
+    assert records[0]["verdict"] == "confirmed" and records[1]["review"] == "tumor"
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["summary"]["reviewed"] == 2 and config["metrics"]["reviewed"] == 2
+    with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
+        assert all(r["ground_truth"] == "" for r in csv.DictReader(fh)), "the CSV keeps the dataset's truth"
+    _, text = read_pdf_text(out / "report.pdf")
+    assert "Reviewed 2, agreement with the model:" in text and "Per-class results" in text
+
+
+def test_overlays_come_back_after_a_restart_and_reach_the_pdf(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = make_folder(tmp_path, 10, labelled="csv")
+    c = studio.open(profile="Overlays")
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    before = {r.key: c.model.overlays[r.position] for r in c.model.rows}
+    studio.close(c)
+
+    again = studio.open(profile="Overlays")
+    studio.open_folder(again, folder)
+    assert all(r.restored for r in again.model.rows)
+    after = {r.key: again.model.overlays[r.position] for r in again.model.rows}
+    assert after.keys() == before.keys()
+    for key, overlay in after.items():
+        assert overlay.grid == before[key].grid
+        assert overlay.uncertain_tokens.tolist() == before[key].uncertain_tokens.tolist()
+        assert overlay.uncertainty is not None and before[key].uncertainty is not None
+        assert (overlay.uncertainty == before[key].uncertainty).all()
+    _select(again, 3)  # an image of an earlier session: read again from disk
+    view = again.window.image_view
+    qtbot.waitUntil(lambda: "Loading" not in view.title.text(), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    assert "no overlay" not in view.title.text() and view.heat_item.image is not None
+    assert view.uncertain_item.path().elementCount() > 0, "the masked patches are drawn"
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        again.export(str(out))
+    data = again.report_data()
+    assert data is not None and data.gallery, "the gallery is chosen from the restored rows"
+    _, text = read_pdf_text(out / "report.pdf")
+    assert "Cases to look at" in text and "Shown as:" in text
+    assert "no overlay kept" not in text, "every case shown has its overlay"
