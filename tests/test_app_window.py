@@ -1,0 +1,115 @@
+"""Profiles and layout (pytest-qt, offscreen): each profile remembers its model and method,
+profiles can be renamed and deleted, and the window and the settings dialog fit a 1280×800 screen."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from app_fixtures import make_folder, make_model
+from app_studio import RUN_TIMEOUT_MS, Studio
+
+from app.profiles import ProfileError, ProfileStore
+from app.settings import AppSettings, available_devices, method_fields
+from app.views.main_window import MainWindow
+
+
+def test_each_profile_remembers_its_model_and_method(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    other_model = make_model(tmp_path, mpp=None, img_size=32)
+    c = studio.open(profile="Site A")  # the studio's model, I-DiPT
+    info = ProfileStore(studio.home).info("Site A")
+    assert info is not None and info.model_path == str(studio.model) and info.method == "idipt"
+    with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        settings = dataclasses.replace(
+            c.state.settings, model=str(other_model), method="source", method_config={}
+        )
+        c.sessions.profiles.create("Site B", settings)
+    assert c.state.info is not None and c.state.info.method == "source"
+    # Back to Site A: its model and method come with it.
+    with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.profileSelected.emit("Site A")
+    assert c.state.settings.model == str(studio.model) and c.state.settings.method == "idipt"
+    assert c.state.settings.method_config == {"mc_passes": 2} and c.state.usable
+    with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.profileSelected.emit("Site B")
+    assert c.state.settings.model == str(other_model) and c.state.settings.method == "source"
+
+
+def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    folder = make_folder(tmp_path, 4, labelled="none")
+    c = studio.open(profile="Old name", method="source", method_config={})
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.renameProfileRequested.emit("New name")
+    store = ProfileStore(studio.home)
+    assert "Old name" not in store.names() and "New name" in store.names()
+    assert c.state.settings.profile == "New name" and c.state.info is not None
+    assert c.state.info.profile.name == "New name" and c.state.info.images_seen == 4, (
+        "its state moved with it"
+    )
+    assert c.window.profile_combo.currentText() == "New name"
+    with pytest.raises(ProfileError, match="in use"):
+        store.delete("New name")  # this window holds it
+    with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.deleteProfileRequested.emit("New name")
+    assert "New name" not in store.names() and c.state.settings.profile == "default"
+    assert c.state.info is not None and c.state.info.profile.name == "default"
+
+
+def test_the_window_and_the_settings_dialog_fit_1280_by_800(qtbot: object) -> None:
+    from app.views.settings_dialog import SettingsDialog
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    hint = window.minimumSizeHint()
+    assert hint.width() <= 1280 and hint.height() <= 740, hint  # 800 less title bar and panel
+    for pane in ("images", "table", "tabs"):
+        window.pane_actions[pane].setChecked(False)
+        assert not {"images": window.left, "table": window.table, "tabs": window.bottom_tabs}[
+            pane
+        ].isVisibleTo(window)
+        window.pane_actions[pane].setChecked(True)
+    dialog = SettingsDialog(AppSettings(), method_fields(), available_devices(), window)
+    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
+    dialog.advanced_toggle.setChecked(True)  # every hyper-parameter shown: the form scrolls
+    assert dialog.minimumSizeHint().height() <= 700 and dialog.sizeHint().height() <= 760
+    assert dialog.minimumSizeHint().width() <= 1200
+
+
+def test_the_overlay_key_keeps_the_image_where_it_is(qtbot: object) -> None:
+    import numpy as np
+
+    from app.overlay import Overlay
+    from app.views.image_view import ImageView
+
+    view = ImageView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.resize(500, 400)
+    view.show()
+    overlay = Overlay.from_step((4, 4), np.linspace(0, 1, 16).reshape(4, 4), np.array([1]), np.array([2]))
+    view.show_image(np.zeros((64, 64, 3), np.uint8), overlay, "x", levels=(0.0, 1.0))
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    view.viewbox.scaleBy((0.5, 0.5))  # the user zoomed in
+    before = view.viewbox.viewRect()
+    view.toggle_overlay()
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    assert not view.overlay_visible and view.viewbox.viewRect() == before
+    view.toggle_overlay()
+    assert view.overlay_visible and view.viewbox.viewRect() == before
+
+
+def test_no_rate_or_time_left_unless_running() -> None:
+    from app.state import ProgressMeter
+
+    clock = iter(float(t) for t in range(100))
+    meter = ProgressMeter(clock=lambda: next(clock))
+    meter.start(0, 10)
+    meter.add(2)
+    meter.add(2)
+    assert "img/s" in meter.progress().text() and "left" in meter.progress().text()
+    assert meter.progress(running=False).text() == "4 / 10"
