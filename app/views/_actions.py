@@ -58,12 +58,12 @@ def make_actions(w: MainWindow) -> None:
     w.delete_profile_action = action(w, "Delete profile…", w._on_delete_profile_triggered)
     w.next_action = action(w, "Next image", lambda: w.table.step(1), "N")
     w.previous_action = action(w, "Previous image", lambda: w.table.step(-1), "P")
-    w.confirm_action = action(w, "Confirm prediction", w._on_confirm_triggered, "C")
-    w.correct_action = action(w, "Correct prediction…", w._on_correct_triggered, "X")
-    w.clear_mark_action = action(w, "Clear review mark", w._on_clear_mark_triggered, "Backspace")
+    w.confirm_action = action(w, "Confirm prediction", w.table.confirm_selected, "C")
+    w.correct_action = action(w, "Correct prediction…", w.table.correct_selected, "X")
+    w.clear_mark_action = action(w, "Clear review mark", w.table.clear_selected_mark, "Backspace")
     w.class_actions = []
     for digit in range(1, 10):
-        act = action(w, f"Mark as class {digit}", partial(w._on_class_key, digit - 1), str(digit))
+        act = action(w, f"Mark as class {digit}", partial(w.table.mark_selected, digit - 1), str(digit))
         act.setVisible(digit <= 2)
         w.class_actions.append(act)
     w.order_group = QActionGroup(w)

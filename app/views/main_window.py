@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QPoint, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QGuiApplication, QIcon
 from PySide6.QtWidgets import (
     QComboBox,
@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QProgressBar,
     QSplitter,
@@ -122,7 +121,6 @@ class MainWindow(QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.close_allowed = True
-        self._classes: tuple[str, ...] = ()
         self._unseen_log = 0
         self.image_view = ImageView()
         self.slide_view = SlideView()
@@ -180,6 +178,7 @@ class MainWindow(QMainWindow):
         self.resize(min(1320, available.width()), min(860, available.height()))
         self.table.rowSelected.connect(self._on_table_row_selected)
         self.table.filterChanged.connect(self.filterChanged)
+        self.table.reviewRequested.connect(self.reviewRequested)
         self.slide_view.tileClicked.connect(self.tileClicked)
         self.slide_view.regionRequested.connect(self.regionRequested)
         self.image_view.opacityChanged.connect(self.opacityChanged)
@@ -241,7 +240,7 @@ class MainWindow(QMainWindow):
 
     def set_classes(self, classes: tuple[str, ...]) -> None:
         """The model's classes, for the review keys (digit k marks class k)."""
-        self._classes = classes
+        self.table.set_classes(classes)
         for k, act in enumerate(self.class_actions):
             act.setText(f"Mark as {classes[k]}" if k < len(classes) else f"Mark as class {k + 1}")
             act.setVisible(k < len(classes))
@@ -465,49 +464,6 @@ class MainWindow(QMainWindow):
             f"Delete profile '{name}' with its adaptation state, rows and review marks?\n\nThis cannot be undone.",
         ):
             self.deleteProfileRequested.emit(name)
-
-    def _selected_row(self) -> PredictionRow | None:
-        source_row = self.table.selected_source_row()
-        return None if source_row is None else self.table.model.row_at(source_row)
-
-    @Slot()
-    def _on_confirm_triggered(self) -> None:
-        row = self._selected_row()
-        if row is not None:
-            self.reviewRequested.emit(row.position, row.prediction)
-            self.table.step(1)
-
-    @Slot()
-    def _on_correct_triggered(self) -> None:
-        row = self._selected_row()
-        if row is None or len(self._classes) < 2:
-            return
-        others = [k for k in range(len(self._classes)) if k != row.prediction]
-        if len(others) == 1:
-            label: int | None = others[0]
-        else:
-            menu = QMenu(self)
-            for k in others:
-                menu.addAction(f"{k + 1}  {self._classes[k]}").setData(k)
-            view = self.table.table
-            rect = view.visualRect(view.selectionModel().selectedRows()[0])
-            chosen: QAction | None = menu.exec(view.viewport().mapToGlobal(rect.bottomLeft() + QPoint(40, 0)))
-            label = None if chosen is None else int(chosen.data())
-        if label is not None:
-            self.reviewRequested.emit(row.position, label)
-            self.table.step(1)
-
-    def _on_class_key(self, label: int) -> None:
-        row = self._selected_row()
-        if row is not None and label < len(self._classes):
-            self.reviewRequested.emit(row.position, label)
-            self.table.step(1)
-
-    @Slot()
-    def _on_clear_mark_triggered(self) -> None:
-        row = self._selected_row()
-        if row is not None:
-            self.reviewRequested.emit(row.position, -1)
 
     @Slot(int)
     def _on_table_row_selected(self, source_row: int) -> None:

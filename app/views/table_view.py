@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
+from PySide6.QtCore import QItemSelection, QModelIndex, QPoint, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -12,28 +12,33 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from app.rows import FILTER_MODES, RowFilter
+from app.rows import FILTER_MODES, PredictionRow, RowFilter
 from app.table_model import PredictionFilterProxy, PredictionTableModel
 
 
 class PredictionTable(QWidget):
-    """Table + filters.
+    """Table + filters, and the review keys that act on the selected row.
 
     Signals:
         rowSelected(int): the source-model row the user selected.
         filterChanged(object): the new :class:`RowFilter`.
+        reviewRequested(int, int): stream position and the class the reviewer says is right
+            (-1 clears the mark); marking moves on to the next row.
     """
 
     rowSelected = Signal(int)
     filterChanged = Signal(object)
+    reviewRequested = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._classes: tuple[str, ...] = ()
         self.model = PredictionTableModel(self)
         self.proxy = PredictionFilterProxy(self)
         self.proxy.setSourceModel(self.model)
@@ -148,6 +153,51 @@ class PredictionTable(QWidget):
         self.table.selectRow(target)  # announced: selecting shows the image
         self.table.scrollTo(index)
         return self.proxy.mapToSource(index).row()
+
+    # -- review keys ----------------------------------------------------------------------------
+    def set_classes(self, classes: tuple[str, ...]) -> None:
+        self._classes = classes
+
+    def selected_row(self) -> PredictionRow | None:
+        source_row = self.selected_source_row()
+        return None if source_row is None else self.model.row_at(source_row)
+
+    def mark_selected(self, label: int) -> None:
+        """The selected image is of class ``label``; then the next row."""
+        row = self.selected_row()
+        if row is not None and 0 <= label < len(self._classes):
+            self.reviewRequested.emit(row.position, label)
+            self.step(1)
+
+    @Slot()
+    def confirm_selected(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.mark_selected(row.prediction)
+
+    @Slot()
+    def correct_selected(self) -> None:
+        """The other class (two classes), or the one chosen from a menu of the others."""
+        row = self.selected_row()
+        if row is None or len(self._classes) < 2:
+            return
+        others = [k for k in range(len(self._classes)) if k != row.prediction]
+        if len(others) == 1:
+            self.mark_selected(others[0])
+            return
+        menu = QMenu(self)
+        for k in others:
+            menu.addAction(f"{k + 1}  {self._classes[k]}").setData(k)
+        rect = self.table.visualRect(self.table.selectionModel().selectedRows()[0])
+        chosen = menu.exec(self.table.viewport().mapToGlobal(rect.bottomLeft() + QPoint(40, 0)))
+        if chosen is not None:
+            self.mark_selected(int(chosen.data()))
+
+    @Slot()
+    def clear_selected_mark(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.reviewRequested.emit(row.position, -1)
 
     def scroll_to_newest(self) -> None:
         if self.model.rowCount():
