@@ -229,7 +229,11 @@ class RunModel:
     def _check_collapse(self) -> None:
         """Note a one-class collapse once per source, checked every few new rows."""
         n = len(self.rows)
-        if self.collapse is not None or n < COLLAPSE_MIN_IMAGES or n - self._collapse_checked < 10:
+        if (
+            self.collapse is not None
+            or n < COLLAPSE_MIN_IMAGES
+            or n - self._collapse_checked < max(10, n // 20)
+        ):
             return
         self._collapse_checked = n
         self.collapse = one_class_collapse(self.rows)

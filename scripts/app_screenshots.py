@@ -142,6 +142,9 @@ class App:
         return int(values["X"]), int(values["Y"]), int(values["WIDTH"]), int(values["HEIGHT"])
 
     def quit(self) -> None:
+        """Quit as a user would (Ctrl+Q); a crash or a traceback in the log fails the script."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the app ended before it was quit:\n{self.log.read_text()[-2000:]}")
         self.focus()
         self.display.key("ctrl+q")
         try:
@@ -149,6 +152,9 @@ class App:
         except subprocess.TimeoutExpired:
             self.proc.terminate()
             self.proc.wait(30)
+        text = self.log.read_text(errors="replace")
+        if "Traceback" in text or "Fatal" in text or self.proc.returncode not in (0, 1, 3):
+            raise RuntimeError(f"the app failed (exit {self.proc.returncode}):\n{text[-2000:]}")
 
 
 def prepare_inputs(tmp: Path) -> dict[str, Path]:

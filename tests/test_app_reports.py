@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from app_fixtures import CLASSES, sample_row
+from app_studio import read_pdf_text
 
 from app.reports import ReportData, config_document, geojson_document, write_csv
 from app.rows import PredictionRow
@@ -88,3 +89,28 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
     assert "Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
     quiet = report_html(dataclasses.replace(data, rows=(sample_row(0),)), with_images=False)
     assert "The collapse guard did not act" in quiet
+
+
+def test_pdf_headings_travel_with_their_content_and_long_tables_are_cut(tmp_path: Path, qapp: object) -> None:
+    import re
+
+    from app.pdf_blocks import TABLE_PART_ROWS, report_blocks
+    from app.pdf_report import write_pdf
+
+    rows = tuple(
+        sample_row(i, pred=i % 2, truth=(i // 2) % 2, guard_message=f"collapse guard after image {i}: reset")
+        for i in range(60)
+    )
+    data = _report_data(rows)
+    from app.clinical import clinical_metrics
+
+    data = dataclasses.replace(data, metrics=clinical_metrics(rows, CLASSES))
+    blocks = report_blocks(data, width=680)
+    for block in blocks:
+        assert not re.search(r"</h[123]>\s*(<p[^>]*>[^<]*</p>\s*)?$", block.html), "a heading ends a block"
+    guard_parts = [b for b in blocks if "Guard events" in b.html]
+    assert len(guard_parts) == -(-50 // TABLE_PART_ROWS), "50 events listed, in parts of a page or less"
+    assert all(b.html.count("<tr>") <= TABLE_PART_ROWS + 1 for b in guard_parts)
+    pages, text = read_pdf_text(write_pdf(tmp_path / "r.pdf", data))
+    assert pages >= 3 and "Per-class results" in text and "Confusion matrix" in text
+    assert f"{pages} / {pages}" in text, "every page is numbered"
