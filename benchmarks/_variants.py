@@ -2,7 +2,10 @@
 
 A variant is ``default`` or ``NAME=VALUE`` (``OMP_WAIT_POLICY=PASSIVE``, ``OMP_NUM_THREADS=1``).
 Every variable that any variant names is removed from the children's environment first, so
-``default`` means libgomp's and torch's own defaults whatever the calling shell exports.
+``default`` means what the engine does when the user sets none of them: the children import the
+engine before torch, as ``f2tta run`` and the app do, so ``engine/_omp.py`` picks the wait
+policy. ``GOMP_SPINCOUNT=300000`` is libgomp's own default (spin, then sleep), which the engine
+leaves alone once that variable is set.
 """
 
 from __future__ import annotations

@@ -131,9 +131,10 @@ def _gui_thread_teams() -> int:
 
 def child_headless(model: Path, stream: Path, warmup: Path, method: str, device: str) -> dict[str, Any]:
     """The plain engine loop on the main thread (read each image, step), after a warm-up."""
-    import torch
+    from engine import Session, list_images, read_image  # first, as in f2tta run (engine/_omp.py)
 
-    from engine import Session, list_images, read_image
+    # isort: split
+    import torch
 
     session = Session(model, method=method, device=None if device == "auto" else device)
     for path in list_images(warmup):

@@ -32,10 +32,11 @@ ORDERS = {"main thread": "main", "second thread": "thread", "second thread after
 
 
 def loop(images: int) -> str:
-    import torch
-
-    from engine import Session
+    from engine import Session  # first, as in f2tta run: the engine picks OpenMP's wait policy
     from engine.data.synth import generate_arrays
+
+    # isort: split
+    import torch
 
     arrays, _ = generate_arrays("histo", "site4", images + 5, size=96, seed=1)
     session = Session(ROOT / "resources" / "demo" / "model.safetensors", device="cpu")

@@ -5,6 +5,11 @@ The desktop app and the CLI use only the names exported here.
 
 from __future__ import annotations
 
+# First of all: libgomp reads OpenMP's wait policy once, when torch loads it (engine/_omp.py).
+from engine import _omp  # noqa: F401
+
+# isort: split
+
 from engine._atomic import atomic_write_bytes
 from engine._device import select_device
 from engine._guard import GuardConfig, GuardEvent
