@@ -229,7 +229,8 @@ def shoot(display: Display, out: Path, tmp: Path, inputs: dict[str, Path], only:
         app.wait_log("Reports written", timeout=1800)
         app.focus()
         x, y, w, h = app.geometry()
-        display.click(x + int(w * 0.20), y + int(h * 0.30))  # a tile near the middle of the slide
+        display.click(x + int(w * 0.6), y + int(h * 0.5))  # the table
+        display.key("ctrl+Home", *(["n"] * 150), delay_ms=15)  # a tile in the middle of the slide
         display.key("z")
         time.sleep(2.5)  # the region is read from the pyramid
         display.capture(out / "06_slide_full_resolution_heat_map.png")

@@ -113,3 +113,17 @@ def test_no_rate_or_time_left_unless_running() -> None:
     meter.add(2)
     assert "img/s" in meter.progress().text() and "left" in meter.progress().text()
     assert meter.progress(running=False).text() == "4 / 10"
+
+
+def test_every_shortcut_is_live(qtbot: object) -> None:
+    """An action's shortcut works only when the action sits in a menu or on a widget."""
+    from PySide6.QtGui import QAction
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    keyed = [a for a in window.findChildren(QAction) if not a.shortcut().isEmpty()]
+    assert len(keyed) >= 25
+    dead = [a.text() for a in keyed if not a.associatedObjects()]
+    assert not dead, f"shortcuts that never fire: {dead}"
+    sequences = [a.shortcut().toString() for a in keyed]
+    assert len(sequences) == len(set(sequences)), "no shortcut is bound twice"

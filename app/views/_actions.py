@@ -114,7 +114,13 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     view_menu.addActions(list(w.pane_actions.values()))
     view_menu.addSeparator()
     view_menu.addActions(
-        [w.toggle_overlay_action, w.fit_action, w.full_resolution_action, w.fit_slide_action]
+        [
+            w.toggle_overlay_action,
+            w.fit_action,
+            w.full_resolution_action,
+            w.fit_slide_action,
+            w.heat_mode_action,
+        ]
     )
     help_menu = menu.addMenu("&Help")
     help_menu.addAction(w.about_action)
