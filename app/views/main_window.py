@@ -174,8 +174,12 @@ class MainWindow(QMainWindow):
         status.addWidget(self.progress_label, 2)
         status.addWidget(self.profile_label, 2)
         status.addWidget(self.model_label, 3)
-        available = QGuiApplication.primaryScreen().availableGeometry()
-        self.resize(min(1320, available.width()), min(860, available.height()))
+        screen = QGuiApplication.primaryScreen().availableGeometry()
+        # At least 1320x860 where the screen allows; most of a larger screen (main() maximises
+        # the window on screens smaller than 1500x950).
+        width = min(max(1320, int(screen.width() * 0.85)), screen.width())
+        height = min(max(860, int(screen.height() * 0.85)), screen.height())
+        self.resize(width, height)
         self.table.rowSelected.connect(self._on_table_row_selected)
         self.table.filterChanged.connect(self.filterChanged)
         self.table.reviewRequested.connect(self.reviewRequested)
