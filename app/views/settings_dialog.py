@@ -108,6 +108,10 @@ class SettingsDialog(QDialog):
         self.seed_spin.setRange(0, 2**31 - 1)
         self.seed_spin.setValue(settings.order_seed)
         self.seed_spin.setToolTip("The same seed gives the same interleaved order of the same files")
+        self.seed_spin.setEnabled(settings.order == "interleaved")
+        self.order_combo.currentIndexChanged.connect(
+            lambda _i: self.seed_spin.setEnabled(self.order_combo.currentData() == "interleaved")
+        )
         self.tissue_spin = QDoubleSpinBox()
         self.tissue_spin.setRange(0.0, 1.0)
         self.tissue_spin.setSingleStep(0.05)
@@ -162,7 +166,9 @@ class SettingsDialog(QDialog):
         self._build_advanced()
         self.model_edit.setFocus()
         screen = QGuiApplication.primaryScreen().availableGeometry()
-        self.resize(min(720, screen.width() - 40), min(560, screen.height() - 80))
+        self.resize(
+            min(720, screen.width() - 40), min(max(560, int(screen.height() * 0.7)), screen.height() - 80)
+        )
         self.setMaximumHeight(max(screen.height() - 40, 300))
 
     # -- result -------------------------------------------------------------------------------
