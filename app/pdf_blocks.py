@@ -8,89 +8,22 @@ table, the method and state, events and errors, and the hyper-parameters in an a
 
 from __future__ import annotations
 
-import html
-import json
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from app import APP_NAME, RESEARCH_NOTICE
+from app import APP_NAME
 from app.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
 from app.overlay import PROB_COLORS, PROB_STOPS
-from app.reports import ReportData, guard_events
+from app.pdf_html import MUTED, Block, breakable, chunked, esc, grid_table, h2, notice, pairs_table, pct
+from app.pdf_sections import card_pairs, guard_blocks, hyperparameter_rows, method_pairs
+from app.reports import ReportData
 
-TABLE_PART_ROWS = 22  # rows of a long table per block
-MAX_GUARD_EVENTS = 50  # guard events listed (the JSON and the CSV have them all)
+__all__ = ["Block", "colorbar_rgb", "report_blocks"]
+
 PER_ROW = 2  # gallery cases per row (each the image and the image with its overlay)
-MUTED = "#555555"
-
-
-@dataclass(frozen=True)
-class Block:
-    """An HTML fragment laid out as one piece."""
-
-    html: str
-    images: tuple[str, ...] = ()  # image resources it shows (img:<name>)
-    new_page: bool = False  # start a new page with this block
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def breakable(text: Any) -> str:
-    """Escaped text for a cell that may hold long file names or hashes.
-
-    The documents wrap anywhere a word does not fit (:mod:`app.pdf_report` sets the text option),
-    so no character has to be inserted: the PDF's text stays searchable and copyable as it is.
-    """
-    return esc(text)
-
-
-def pct(value: float) -> str:
-    return "n/a" if not math.isfinite(value) else f"{value:.1%}"
-
-
-def h2(text: str) -> str:
-    return f"<h2 style='margin-top:4px; margin-bottom:4px; font-size:12pt'>{esc(text)}</h2>"
-
-
-def pairs_table(pairs: Iterable[tuple[str, Any]], key_width: int = 210) -> str:
-    cells = "".join(
-        f"<tr><td width='{key_width}' style='color:{MUTED}'>{esc(k)}</td><td>{breakable(v)}</td></tr>"
-        for k, v in pairs
-    )
-    return f"<table cellspacing='0' cellpadding='2' width='100%'>{cells}</table>"
-
-
-def grid_table(head: Sequence[str], body: Sequence[Sequence[str]], align: str = "left") -> str:
-    """A bordered table; ``body`` cells are HTML already."""
-    th = "".join(f"<th align='{align}' style='background:#eeeeee'>{esc(h)}</th>" for h in head)
-    rows = "".join("<tr>" + "".join(f"<td align='{align}'>{c}</td>" for c in r) + "</tr>" for r in body)
-    return (
-        "<table cellspacing='0' cellpadding='3' border='1' style='border-collapse:collapse; "
-        f"border-color:#bbbbbb'><tr>{th}</tr>{rows}</table>"
-    )
-
-
-def chunked(title: str, head: Sequence[str], body: Sequence[Sequence[str]], intro: str = "") -> list[Block]:
-    """A long table as blocks of :data:`TABLE_PART_ROWS` rows, the title with the first part."""
-    blocks = []
-    for start in range(0, max(len(body), 1), TABLE_PART_ROWS):
-        part = body[start : start + TABLE_PART_ROWS]
-        lead = h2(title) + intro if start == 0 else f"<p style='color:{MUTED}'>{esc(title)} (continued)</p>"
-        blocks.append(Block(lead + grid_table(head, part)))
-    return blocks
-
-
-def notice() -> str:
-    return (
-        "<table width='100%' cellpadding='5' style='border: 1px solid #b3261e; background:#fdecea'>"
-        f"<tr><td><b style='color:#b3261e'>{esc(RESEARCH_NOTICE)}</b></td></tr></table>"
-    )
 
 
 def colorbar_rgb(width: int = 300, height: int = 12) -> np.ndarray:
@@ -292,85 +225,9 @@ def _legend() -> str:
     )
 
 
-# -- model, method, appendix -------------------------------------------------------------------
-def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
-    """The model card as rows of a table (what a reader needs, not the raw JSON)."""
-    card = data.card
-    classes = card.get("classes", [])
-    positive = card.get("positive_class", 1)
-    pairs: list[tuple[str, Any]] = [
-        ("Checkpoint", data.model_path),
-        ("Architecture", f"{data.model_description} (timm template {card.get('arch', '?')})"),
-        ("Classes", ", ".join(str(c) for c in classes)),
-        (
-            "Positive class",
-            classes[positive] if isinstance(positive, int) and positive < len(classes) else positive,
-        ),
-        ("Input", f"{card.get('img_size')} px, mean {card.get('mean')}, std {card.get('std')}"),
-        ("Trained on", card.get("source_domain") or "not recorded"),
-        ("Training resolution", f"{card['mpp']} µm/px" if card.get("mpp") else "not recorded"),
-        ("Weights SHA-256 (file, checked at load)", data.weights_sha256 or "not recorded in the card"),
-        ("Model fingerprint (architecture and tensors)", data.model_fingerprint),
-    ]
-    training = card.get("training") or {}
-    if isinstance(training, dict) and training:
-        epochs = training.get("epochs")
-        best = training.get("best_epoch")
-        pairs.append(
-            (
-                "Training",
-                f"{training.get('optimizer', '?')}, lr {training.get('lr')}, {epochs} epochs"
-                + (f" (best {best})" if best is not None else "")
-                + f", batch {training.get('batch_size')}",
-            )
-        )
-        for key, label in (("val_acc", "Validation accuracy"), ("test_acc", "Test accuracy")):
-            if isinstance(training.get(key), int | float):
-                pairs.append((label, pct(float(training[key]))))
-        per_site = training.get("domain_test_acc")
-        if isinstance(per_site, dict) and per_site:
-            pairs.append(
-                (
-                    "Test accuracy per site",
-                    ", ".join(f"{k} {pct(float(v))}" for k, v in sorted(per_site.items())),
-                )
-            )
-        aug = training.get("augmentation")
-        if isinstance(aug, dict):
-            pairs.append(("Augmentation", ", ".join(k for k, v in aug.items() if v) or "none"))
-        dataset = training.get("dataset")
-        if isinstance(dataset, dict):
-            synth = dataset.get("synth")
-            origin = (
-                f"generated ({synth.get('kind')}, seed {synth.get('seed')})"
-                if isinstance(synth, dict)
-                else dataset.get("root")
-            )
-            pairs.append(("Training data", origin))
-    return pairs
-
-
-def method_pairs(data: ReportData) -> list[tuple[str, Any]]:
-    pairs: list[tuple[str, Any]] = [
-        ("Method", f"{data.method_label or data.method} (registered as '{data.method}')"),
-        ("Device", data.device),
-        ("Seed", data.run_config.get("seed", "")),
-        ("State fingerprint", data.state_fingerprint),
-    ]
-    return pairs + [(f"Profile {k}", v) for k, v in data.profile.items() if v is not None]
-
-
-def hyperparameter_rows(data: ReportData) -> list[list[str]]:
-    config = data.run_config.get("method_config", {})
-    rows = []
-    for key, value in config.items() if isinstance(config, dict) else []:
-        text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        rows.append([esc(key), breakable(text)])
-    return rows
-
-
 def report_blocks(data: ReportData, width: int, with_images: bool = True) -> list[Block]:
     """Every block of the report in reading order."""
+
     blocks = [title_block(data), summary_block(data)]
     if data.metrics is not None and data.metrics.labelled:
         blocks += [metrics_block(data.metrics), confusion_block(data.metrics)]
@@ -412,17 +269,4 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
         appendix[0] = Block(appendix[0].html, new_page=True)
         blocks += appendix
     blocks.append(Block(notice()))
-    return blocks
-
-
-def guard_blocks(data: ReportData) -> list[Block]:
-    """The collapse guard's actions: image index, item and what was reset."""
-    events = guard_events(data.rows)
-    if not events:
-        return [Block(h2("Guard events") + "<p>The collapse guard did not act on these images.</p>")]
-    shown = events[:MAX_GUARD_EVENTS]
-    body = [[str(r.index), breakable(r.name), esc(r.guard_message)] for r in shown]
-    blocks = chunked("Guard events", ["Image", "Item", "What the guard did"], body)
-    if len(events) > len(shown):
-        blocks.append(Block(f"<p>… and {len(events) - len(shown)} more (see run_config.json).</p>"))
     return blocks

@@ -30,7 +30,8 @@ from PySide6.QtGui import (
 )
 
 from app import APP_NAME, RESEARCH_NOTICE
-from app.pdf_blocks import Block, report_blocks
+from app.pdf_blocks import report_blocks
+from app.pdf_html import Block
 from app.reports import ReportData
 
 RESOLUTION = 96  # layout units per inch: CSS pixels

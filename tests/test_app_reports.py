@@ -94,7 +94,8 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
 def test_pdf_headings_travel_with_their_content_and_long_tables_are_cut(tmp_path: Path, qapp: object) -> None:
     import re
 
-    from app.pdf_blocks import TABLE_PART_ROWS, report_blocks
+    from app.pdf_blocks import report_blocks
+    from app.pdf_html import TABLE_PART_ROWS
     from app.pdf_report import write_pdf
 
     rows = tuple(

@@ -1,0 +1,102 @@
+"""The report's back pages as blocks (see :mod:`app.pdf_blocks`): the model card as a table, the
+method and state, the guard events and the hyper-parameters appendix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.pdf_html import Block, breakable, chunked, esc, h2, pct
+from app.reports import ReportData, guard_events
+
+MAX_GUARD_EVENTS = 50  # guard events listed (the JSON and the CSV have them all)
+
+
+# -- model, method, appendix -------------------------------------------------------------------
+def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
+    """The model card as rows of a table (what a reader needs, not the raw JSON)."""
+    card = data.card
+    classes = card.get("classes", [])
+    positive = card.get("positive_class", 1)
+    pairs: list[tuple[str, Any]] = [
+        ("Checkpoint", data.model_path),
+        ("Architecture", f"{data.model_description} (timm template {card.get('arch', '?')})"),
+        ("Classes", ", ".join(str(c) for c in classes)),
+        (
+            "Positive class",
+            classes[positive] if isinstance(positive, int) and positive < len(classes) else positive,
+        ),
+        ("Input", f"{card.get('img_size')} px, mean {card.get('mean')}, std {card.get('std')}"),
+        ("Trained on", card.get("source_domain") or "not recorded"),
+        ("Training resolution", f"{card['mpp']} µm/px" if card.get("mpp") else "not recorded"),
+        ("Weights SHA-256 (file, checked at load)", data.weights_sha256 or "not recorded in the card"),
+        ("Model fingerprint (architecture and tensors)", data.model_fingerprint),
+    ]
+    training = card.get("training") or {}
+    if isinstance(training, dict) and training:
+        epochs = training.get("epochs")
+        best = training.get("best_epoch")
+        pairs.append(
+            (
+                "Training",
+                f"{training.get('optimizer', '?')}, lr {training.get('lr')}, {epochs} epochs"
+                + (f" (best {best})" if best is not None else "")
+                + f", batch {training.get('batch_size')}",
+            )
+        )
+        for key, label in (("val_acc", "Validation accuracy"), ("test_acc", "Test accuracy")):
+            if isinstance(training.get(key), int | float):
+                pairs.append((label, pct(float(training[key]))))
+        per_site = training.get("domain_test_acc")
+        if isinstance(per_site, dict) and per_site:
+            pairs.append(
+                (
+                    "Test accuracy per site",
+                    ", ".join(f"{k} {pct(float(v))}" for k, v in sorted(per_site.items())),
+                )
+            )
+        aug = training.get("augmentation")
+        if isinstance(aug, dict):
+            pairs.append(("Augmentation", ", ".join(k for k, v in aug.items() if v) or "none"))
+        dataset = training.get("dataset")
+        if isinstance(dataset, dict):
+            synth = dataset.get("synth")
+            origin = (
+                f"generated ({synth.get('kind')}, seed {synth.get('seed')})"
+                if isinstance(synth, dict)
+                else dataset.get("root")
+            )
+            pairs.append(("Training data", origin))
+    return pairs
+
+
+def method_pairs(data: ReportData) -> list[tuple[str, Any]]:
+    pairs: list[tuple[str, Any]] = [
+        ("Method", f"{data.method_label or data.method} (registered as '{data.method}')"),
+        ("Device", data.device),
+        ("Seed", data.run_config.get("seed", "")),
+        ("State fingerprint", data.state_fingerprint),
+    ]
+    return pairs + [(f"Profile {k}", v) for k, v in data.profile.items() if v is not None]
+
+
+def hyperparameter_rows(data: ReportData) -> list[list[str]]:
+    config = data.run_config.get("method_config", {})
+    rows = []
+    for key, value in config.items() if isinstance(config, dict) else []:
+        text = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        rows.append([esc(key), breakable(text)])
+    return rows
+
+
+def guard_blocks(data: ReportData) -> list[Block]:
+    """The collapse guard's actions: image index, item and what was reset."""
+    events = guard_events(data.rows)
+    if not events:
+        return [Block(h2("Guard events") + "<p>The collapse guard did not act on these images.</p>")]
+    shown = events[:MAX_GUARD_EVENTS]
+    body = [[str(r.index), breakable(r.name), esc(r.guard_message)] for r in shown]
+    blocks = chunked("Guard events", ["Image", "Item", "What the guard did"], body)
+    if len(events) > len(shown):
+        blocks.append(Block(f"<p>… and {len(events) - len(shown)} more (see run_config.json).</p>"))
+    return blocks
