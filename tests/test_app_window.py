@@ -127,3 +127,23 @@ def test_every_shortcut_is_live(qtbot: object) -> None:
     assert not dead, f"shortcuts that never fire: {dead}"
     sequences = [a.shortcut().toString() for a in keyed]
     assert len(sequences) == len(set(sequences)), "no shortcut is bound twice"
+
+
+def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
+    studio: Studio, qtbot: object
+) -> None:
+    from app.settings import FUNDUS_DEMO_MODEL, available_demos
+
+    if available_demos() != {"histology", "fundus"}:
+        pytest.skip("the demo models or sets are not in this checkout")
+    c = studio.open(method="source", method_config={})
+    window = c.window
+    assert window.left.currentWidget() is window.welcome, "nothing open: the window says what to do"
+    assert window.welcome.fundus_button.isEnabled() and window.welcome.histology_button.isEnabled()
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        window.welcome.fundus_button.click()
+    source = blocker.args[0].source
+    assert c.state.info is not None and c.state.info.card.classes == ("glaucoma", "normal")
+    assert c.state.settings.model == str(FUNDUS_DEMO_MODEL) and c.state.settings.profile == "Demo fundus"
+    assert len(source.items) == 48 and all(it.ground_truth is not None for it in source.items)
+    assert window.left.currentWidget() is not window.welcome and not window.banners.items
