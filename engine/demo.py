@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     data, stream_dir = args.out / "data", args.out / "stream"
     for folder in (data, stream_dir, args.out / "state"):
         shutil.rmtree(folder, ignore_errors=True)
+    for old in args.out.glob("predictions.*"):  # the last demo's outputs: this run writes them anew
+        old.unlink()
     print(f"generating {args.per_domain} images per site (synth histo, seed {args.seed}) in {data}")
     write_synth("histo", data, per_domain=args.per_domain, size=card.img_size, seed=args.seed, overwrite=True)
     ds = open_dataset(data)
@@ -73,19 +75,28 @@ def main(argv: list[str] | None = None) -> int:
         return code
     with preds.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    print(f"\n{'site':<8} {'images':>6} {'adapted %':>10} {'source %':>9}")
+    print(f"\n{args.method} against the source model, per site ({len(rows)} images)")
+    print(f"{'site':<12} {'images':>6} {'adapted %':>10} {'source %':>9}")
     totals = [0, 0, 0]
+    target_acc: list[tuple[float, float]] = []
     for domain in ds.domains:
-        mine = [r for r in rows if truth[r["path"]][0] == domain]
-        hit_a = sum(r["prediction"] == truth[r["path"]][1] for r in mine)
-        hit_s = sum(r["source_prediction"] == truth[r["path"]][1] for r in mine)
+        mine = [r for r in rows if truth[r["item"]][0] == domain]
+        if not mine:
+            continue
+        hit_a = sum(r["prediction"] == truth[r["item"]][1] for r in mine)
+        hit_s = sum(r["source_prediction"] == truth[r["item"]][1] for r in mine)
         totals = [totals[0] + len(mine), totals[1] + hit_a, totals[2] + hit_s]
+        acc_a, acc_s = 100 * hit_a / len(mine), 100 * hit_s / len(mine)
         tag = " (source)" if domain == card.source_domain else ""
-        print(
-            f"{domain:<8} {len(mine):>6} {100 * hit_a / len(mine):>10.1f} {100 * hit_s / len(mine):>9.1f}{tag}"
-        )
+        if domain != card.source_domain:
+            target_acc.append((acc_a, acc_s))
+        print(f"{domain + tag:<12} {len(mine):>6} {acc_a:>10.1f} {acc_s:>9.1f}")
+    if target_acc:
+        mean_a = sum(a for a, _ in target_acc) / len(target_acc)
+        mean_s = sum(s for _, s in target_acc) / len(target_acc)
+        print(f"{'target mean':<12} {'':>6} {mean_a:>10.1f} {mean_s:>9.1f}")
     print(
-        f"{'all':<8} {totals[0]:>6} {100 * totals[1] / totals[0]:>10.1f} {100 * totals[2] / totals[0]:>9.1f}"
+        f"{'all':<12} {totals[0]:>6} {100 * totals[1] / totals[0]:>10.1f} {100 * totals[2] / totals[0]:>9.1f}"
     )
     print(f"\npredictions: {preds}   state: {args.out / 'state'}")
     return 0
