@@ -100,8 +100,8 @@ def metrics_block(m: ClinicalMetrics) -> Block:
         "Sensitivity",
         "Specificity",
         "Precision",
-        "Source: sensitivity",
-        "specificity",
+        "Sensitivity, source model",
+        "Specificity, source model",
     ]
     body = [
         [esc(a.name), str(a.support), *_metric_cells(a), pct(b.sensitivity), pct(b.specificity)]

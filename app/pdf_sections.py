@@ -81,11 +81,15 @@ def method_pairs(data: ReportData) -> list[tuple[str, Any]]:
 
 
 def hyperparameter_rows(data: ReportData) -> list[list[str]]:
+    """Setting, value used, default and meaning (the field's help) of each hyper-parameter."""
     config = data.run_config.get("method_config", {})
+    known = {name: (default, meaning) for name, default, meaning in data.hyperparameters}
     rows = []
     for key, value in config.items() if isinstance(config, dict) else []:
         text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        rows.append([esc(key), breakable(text)])
+        default, meaning = known.get(key, ("", ""))
+        changed = "" if not default or default == text else " (changed)"
+        rows.append([esc(key), breakable(text) + changed, esc(default), esc(meaning)])
     return rows
 
 

@@ -172,6 +172,8 @@ def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) 
         "Sensitivity",
         "Confusion matrix",
         "Cases to look at",
+        "Appendix: hyper-parameters",
+        "mc_passes 2 (changed) 10 D: Monte-Carlo dropout passes",
     ):
         assert needle in flat, needle
 
