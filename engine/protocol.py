@@ -1,6 +1,6 @@
 """The F²TTA test streams: domain fragments of Dirichlet lengths, shuffled into one stream.
 
-The protocol of the paper (Experiments, "Experimental Setting"), as fixed by ``METHOD.md``:
+The protocol of the paper (Experiments, "Experimental Setting"), as fixed in ``docs/method.md`` (decision 1):
 
 1. per domain, the seeded random 60/15/25 train/val/test split (:func:`engine.data.split_dataset`;
    the *split* seed is the one the source model was trained with, so no training image is streamed);

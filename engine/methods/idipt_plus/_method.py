@@ -32,11 +32,16 @@ Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
   fitted to ŷ_w as in I-DiPT. With the option on, the evidence check still compares each masked
   view with the *source* class on the full image: it detects evidence removed by masking, not a
   changed target.
-* **Decision** (``decision``): where the guard accepts, the reported probabilities are the
-  mixture's posterior (``posterior``) or the source features shifted class-conditionally toward
+* **Decision** (``decision``): where the guard accepts, the image is decided by the threshold on
+  the source logit margin that best separates the neighbourhood as the mixture does: the reported
+  logits are the source logits with the margin taken relative to that threshold
+  (``threshold``, two classes; it keeps the source model's ranking, so the probabilities still
+  order the images of a site). Alternatives: the mixture's posterior (``posterior``; also the
+  choice for more than two classes), or the source features shifted class-conditionally toward
   the source class means and classified by the frozen head (``realign``, FOA's back-to-source
   shift made class-conditional by the mixture's soft assignments, so a genuine prevalence
-  difference is not erased). Elsewhere the prompted model's prediction is reported, as in I-DiPT.
+  difference is not erased). Elsewhere the prompted model's prediction is reported, as in
+  I-DiPT.
 """
 
 from __future__ import annotations
@@ -74,8 +79,10 @@ class IDiPTPlusConfig(IDiPTConfig):
     prompt_target: bool = setting(
         False, "fit the prompts to the corrected target (measured: hurts the source site, off)"
     )
-    decision: Literal["posterior", "realign"] = setting(
-        "posterior", "accepted images: mixture posterior, or class-conditional shift to the source"
+    decision: Literal["threshold", "posterior", "realign"] = setting(
+        "threshold",
+        "accepted images: the source margin against the neighbourhood's threshold, the mixture's "
+        "posterior, or a class-conditional shift toward the source",
     )
     memory: int = setting(2000, "recent stream images remembered for neighbourhoods", low=1, high=100000)
     neighbours: int = setting(100, "nearest remembered images a neighbourhood may hold", low=2, high=100000)
@@ -92,8 +99,8 @@ class IDiPTPlusConfig(IDiPTConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.decision not in ("posterior", "realign"):
-            raise ValueError("decision must be 'posterior' or 'realign'")
+        if self.decision not in ("threshold", "posterior", "realign"):
+            raise ValueError("decision must be 'threshold', 'posterior' or 'realign'")
 
 
 @register_method("idipt+")
@@ -106,6 +113,7 @@ class IDiPTPlus(IDiPT):
         (("operating_point", False),),
         (("source_gate", False),),
         (("prompt_target", True),),
+        (("decision", "posterior"),),
         (("decision", "realign"),),
         (("use_uom", False),),
         (("use_pgd", False),),
@@ -115,7 +123,10 @@ class IDiPTPlus(IDiPT):
     def configure_model(self) -> None:
         super().configure_model()
         self._last: Decision | None = None
-        self._pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Decision] | None = None
+        self._pending: (
+            tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Decision, torch.Tensor | None]
+            | None
+        ) = None
         self._build_memory()
 
     def _build_memory(self) -> None:
@@ -159,6 +170,7 @@ class IDiPTPlus(IDiPT):
     # ------------------------------------------------------------------ hooks
     def _consistency_target(self, source: SourcePass) -> torch.Tensor:
         probs = source.logits.softmax(dim=-1)
+        logits = source.logits[0]
         ref = self.reference
         if self.memory is None or ref is None:
             self._pending = None
@@ -169,38 +181,49 @@ class IDiPTPlus(IDiPT):
         if self.config.source_gate and float(app.norm()) <= ref.radius:
             # The image looks like the source domain, where the source threshold was learned.
             decision = Decision(probs[0], False, 0.0, 0.0, 0.0, source_like=True)
+            corrected = None
         else:
             decision = decide(
                 self.memory,
                 app,
                 coords,
-                probs[0],
+                logits,
                 ref.bandwidth,
                 self._settings(),
                 full if self.config.decision == "realign" else None,
                 ref.class_means,
             )
-        self._pending = (app, coords, probs[0], full, decision)
-        if decision.accepted and self.config.prompt_target:
-            return decision.probs[None]
+            corrected = self._decided_logits(decision, source) if decision.accepted else None
+        self._pending = (app, coords, logits, full, decision, corrected)
+        if corrected is not None and self.config.prompt_target:
+            return corrected.softmax(dim=-1)
         return probs
+
+    def _decided_logits(self, decision: Decision, source: SourcePass) -> torch.Tensor:
+        """The reported logits ``(1, C)`` of an image the neighbourhood decides (``decision`` mode)."""
+        mode = self.config.decision
+        if mode == "realign" and decision.shift is not None:
+            shifted: torch.Tensor = self.model.vit.head(source.features + decision.shift)
+            return shifted
+        if mode == "threshold" and decision.threshold is not None:
+            # l_1 - l_0 becomes the margin over the neighbourhood's threshold: the source ranking
+            # is kept, only where the two classes are divided moves.
+            offset = torch.zeros_like(source.logits)
+            offset[0, 1] = decision.threshold
+            return source.logits - offset
+        return torch.log(decision.posterior.clamp_min(1e-6))[None]
 
     def _final_logits(self, adapted: torch.Tensor, source: SourcePass) -> torch.Tensor:
         pending, self._pending = self._pending, None
         if pending is None or self.memory is None:
             self._last = None
             return adapted
-        app, coords, probs, full, decision = pending
-        self.memory.add(app, coords, probs, full)
+        app, coords, logits, full, decision, corrected = pending
+        self.memory.add(app, coords, logits, full)
         self._last = decision
         if decision.source_like:
             return source.logits
-        if not decision.accepted:
-            return adapted
-        if self.config.decision == "realign" and decision.shift is not None:
-            out: torch.Tensor = self.model.vit.head(source.features + decision.shift)
-            return out
-        return torch.log(decision.probs.clamp_min(1e-6))[None]
+        return adapted if corrected is None else corrected
 
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:

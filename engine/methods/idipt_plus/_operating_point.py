@@ -50,21 +50,25 @@ class Decision:
     """The outcome for one image.
 
     Attributes:
-        probs: ``(C,)`` the corrected class probabilities (the source's when not accepted).
+        posterior: ``(C,)`` the mixture's class posterior of the image (the source model's
+            probabilities when not accepted).
         accepted: whether the neighbourhood's mixture decides this image.
         weight: summed kernel weight of the neighbourhood (the current image not counted).
         separation: smallest component separation in tied std (0 when no mixture was fitted).
         share: smallest component share (0 when no mixture was fitted).
         shift: ``(D,)`` class-conditional feature shift toward the source (``realign``), or None.
+        threshold: two classes: the neighbourhood's threshold on the source logit margin
+            ``l_1 - l_0`` that agrees best with the mixture (None otherwise).
         source_like: the image looks like the source domain and kept the source decision.
     """
 
-    probs: torch.Tensor
+    posterior: torch.Tensor
     accepted: bool
     weight: float
     separation: float
     share: float
     shift: torch.Tensor | None = None
+    threshold: float | None = None
     source_like: bool = False
 
 
@@ -91,18 +95,22 @@ class NeighbourhoodMemory:
         self.capacity = capacity
         self.appearance = torch.zeros(capacity, appearance_dim, device=device)
         self.features = torch.zeros(capacity, feature_dim, device=device)
-        self.probs = torch.zeros(capacity, classes, device=device)
+        self.logits = torch.zeros(capacity, classes, device=device)  # the source model's
         self.full = torch.zeros(capacity, full_dim, device=device) if full_dim else None
         self.count = 0  # images ever added
         self.size = 0  # images held (<= capacity)
 
     def add(
-        self, appearance: torch.Tensor, features: torch.Tensor, probs: torch.Tensor, full: torch.Tensor | None
+        self,
+        appearance: torch.Tensor,
+        features: torch.Tensor,
+        logits: torch.Tensor,
+        full: torch.Tensor | None,
     ) -> None:
         slot = self.count % self.capacity
         self.appearance[slot] = appearance
         self.features[slot] = features
-        self.probs[slot] = probs
+        self.logits[slot] = logits
         if self.full is not None and full is not None:
             self.full[slot] = full
         self.count += 1
@@ -116,7 +124,7 @@ class NeighbourhoodMemory:
         out = {
             f"{prefix}.appearance": self.appearance[: self.size],
             f"{prefix}.features": self.features[: self.size],
-            f"{prefix}.probs": self.probs[: self.size],
+            f"{prefix}.logits": self.logits[: self.size],
         }
         if self.full is not None:
             out[f"{prefix}.full"] = self.full[: self.size]
@@ -129,7 +137,7 @@ class NeighbourhoodMemory:
             raise ValueError(
                 f"memory of {size} images does not fit capacity {self.capacity} and count {count}"
             )
-        targets = [("appearance", self.appearance), ("features", self.features), ("probs", self.probs)]
+        targets = [("appearance", self.appearance), ("features", self.features), ("logits", self.logits)]
         if self.full is not None:
             targets.append(("full", self.full))
         elif f"{prefix}.full" in tensors:
@@ -219,11 +227,31 @@ def name_components(resp: torch.Tensor, weights: torch.Tensor, probs: torch.Tens
     return names
 
 
+def margin_threshold(margins: torch.Tensor, positive: torch.Tensor, weights: torch.Tensor) -> float:
+    """The threshold on ``margins`` whose split disagrees least (weighted) with the labels ``positive``.
+
+    Returned between two neighbouring margins (or one unit beyond the extremes when every point is
+    on one side), so that ``margin - threshold`` ranks the images as the margins do.
+    """
+    order = torch.argsort(margins)
+    m, pos, w = margins[order], positive[order].to(weights.dtype), weights[order]
+    # errors when the first j points (lowest margins) are called negative: positives among them
+    # plus negatives among the rest
+    below = torch.cat([w.new_zeros(1), torch.cumsum(w * pos, dim=0)])
+    above = torch.cat([torch.flip(torch.cumsum(torch.flip(w * (1 - pos), [0]), dim=0), [0]), w.new_zeros(1)])
+    j = int(torch.argmin(below + above))
+    if j == 0:
+        return float(m[0]) - 1.0
+    if j == len(m):
+        return float(m[-1]) + 1.0
+    return 0.5 * float(m[j - 1] + m[j])
+
+
 def decide(
     memory: NeighbourhoodMemory,
     appearance: torch.Tensor,
     features: torch.Tensor,
-    probs: torch.Tensor,
+    logits: torch.Tensor,
     bandwidth: float,
     settings: OperatingPointSettings,
     full: torch.Tensor | None = None,
@@ -235,15 +263,15 @@ def decide(
         memory: the recent stream (the current image not yet added).
         appearance: ``(R,)`` the image's class-removed appearance coordinates.
         features: ``(K,)`` its whitened feature coordinates.
-        probs: ``(C,)`` the source model's probabilities.
+        logits: ``(C,)`` the source model's logits.
         bandwidth: the source images' median pairwise appearance distance.
         settings: the estimator's settings.
         full: ``(D,)`` pre-logit features, to compute the realignment shift (with the next argument).
         source_class_means: ``(C, D)`` the source classes' mean features.
     """
-    none = Decision(probs, False, 0.0, 0.0, 0.0)
+    probs = logits.softmax(dim=-1)
     if memory.size == 0:
-        return none
+        return Decision(probs, False, 0.0, 0.0, 0.0)
     size = memory.size
     dist2 = ((memory.appearance[:size] - appearance) ** 2).sum(dim=1).double()
     k = min(settings.neighbours, size)
@@ -254,7 +282,8 @@ def decide(
     if weight < settings.min_weight:
         return Decision(probs, False, weight, 0.0, 0.0)
     x = torch.cat([memory.features[idx], features[None]]).double()
-    p = torch.cat([memory.probs[idx], probs[None]]).double()
+    lg = torch.cat([memory.logits[idx], logits[None]]).double()
+    p = lg.softmax(dim=1)
     wt = torch.cat([w, w.new_ones(1)])
     classes = p.shape[1]
     init = torch.nn.functional.one_hot(p.argmax(dim=1), classes).double()
@@ -270,14 +299,15 @@ def decide(
     if share < settings.min_share or separation < settings.min_separation or not math.isfinite(separation):
         return Decision(probs, False, weight, separation, share)
     names = name_components(resp, wt, p)
-    corrected = torch.zeros_like(resp[-1])
-    for j, c in enumerate(names):
-        corrected[c] = resp[-1, j]
+    by_class = resp[:, torch.tensor([names.index(c) for c in range(classes)])]  # columns: classes
+    threshold = None
+    if classes == 2:
+        threshold = margin_threshold(lg[:, 1] - lg[:, 0], by_class[:, 1] > 0.5, wt)
     shift = None
     if full is not None and source_class_means is not None and memory.full is not None:
         group_full = torch.cat([memory.full[idx], full[None]]).double()
-        rw = resp * wt[:, None]
-        group_means = (rw.T @ group_full) / rw.sum(dim=0).clamp_min(1e-12)[:, None]  # per component
-        offsets = torch.stack([source_class_means[c].double() - group_means[j] for j, c in enumerate(names)])
-        shift = (resp[-1][:, None] * offsets).sum(dim=0).to(full.dtype)
-    return Decision(corrected.to(probs.dtype), True, weight, separation, share, shift)
+        rw = by_class * wt[:, None]
+        group_means = (rw.T @ group_full) / rw.sum(dim=0).clamp_min(1e-12)[:, None]  # per class
+        offsets = source_class_means.double() - group_means
+        shift = (by_class[-1][:, None] * offsets).sum(dim=0).to(full.dtype)
+    return Decision(by_class[-1].to(probs.dtype), True, weight, separation, share, shift, threshold)
