@@ -63,12 +63,18 @@ LIMITS: dict[str, tuple[float, float]] = {
     "reg_tokens": (0, 64),
     "in_chans": (3, 3),  # the engine feeds RGB
     "init_values": (0.0, 10.0),
-    "drop_rate": (0.0, 1.0),
-    "pos_drop_rate": (0.0, 1.0),
-    "patch_drop_rate": (0.0, 1.0),
-    "proj_drop_rate": (0.0, 1.0),
-    "attn_drop_rate": (0.0, 1.0),
-    "drop_path_rate": (0.0, 1.0),
+    # Dropout probabilities, all within [0, 1].
+    **dict.fromkeys(
+        (
+            "drop_rate",
+            "pos_drop_rate",
+            "patch_drop_rate",
+            "proj_drop_rate",
+            "attn_drop_rate",
+            "drop_path_rate",
+        ),
+        (0.0, 1.0),
+    ),
 }
 _INT_SETTINGS = frozenset(
     {"img_size", "depth", "embed_dim", "num_heads", "patch_size", "reg_tokens", "in_chans"}

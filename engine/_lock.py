@@ -15,9 +15,9 @@ import socket
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
+from engine._closing import Closing
 from engine.errors import StateError
 
 LOCK_FILE = "lock"
@@ -53,8 +53,8 @@ def describe_holder(data: dict[str, Any]) -> str:
     return f"process {pid} on {host}" + (f" ({what}, since {since})" if what else "")
 
 
-class DirectoryLock:
-    """Holds ``directory/lock`` exclusively until :meth:`release` (or the end of a ``with`` block).
+class DirectoryLock(Closing):
+    """Holds ``directory/lock`` exclusively until :meth:`close` (or the end of a ``with`` block).
 
     Args:
         directory: an existing directory.
@@ -94,17 +94,9 @@ class DirectoryLock:
     def held(self) -> bool:
         return self._fh is not None
 
-    def release(self) -> None:
+    def close(self) -> None:
         """Give the lock up (the file stays; its content no longer matters)."""
         if self._fh is not None:
             with contextlib.suppress(OSError):
                 self._fh.close()  # closing the descriptor releases flock and msvcrt locks
             self._fh = None
-
-    def __enter__(self) -> DirectoryLock:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()

@@ -128,7 +128,7 @@ class Journal:
             self._remove_orphans()
             self._meta = self._read_meta()
         except BaseException:
-            self._lock.release()
+            self._lock.close()
             raise
 
     # -- opening ---------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ class Journal:
         """Close the rows files and release the lock (unsaved rows are dropped at the next open)."""
         for source_id in list(self._handles):
             self._close_handle(source_id)
-        self._lock.release()
+        self._lock.close()
 
     @property
     def is_open(self) -> bool:

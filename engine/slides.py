@@ -16,11 +16,11 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import numpy as np
 from PIL import Image
 
+from engine._closing import Closing
 from engine._files import describe_kind
 from engine.errors import F2TTAError
 
@@ -129,7 +129,7 @@ def tissue_mask(rgb: np.ndarray) -> tuple[np.ndarray, float]:
     return (saturation > threshold) & valid, threshold
 
 
-class Slide:
+class Slide(Closing):
     """An open whole-slide image. Use as a context manager or call :meth:`close`.
 
     Raises:
@@ -163,14 +163,6 @@ class Slide:
         except Exception as exc:
             raise SlideError(f"{self.path}: OpenSlide could not open this {fmt} slide ({exc})") from exc
         self.format = fmt
-
-    def __enter__(self) -> Slide:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         self._slide.close()

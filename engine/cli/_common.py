@@ -1,12 +1,31 @@
-"""Arguments shared by the sub-commands that build a method."""
+"""Arguments shared by the sub-commands: the model, the card overrides, the device, the method."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from engine.config import build_config, parse_assignments
 from engine.methods import DEFAULT_METHOD, list_methods, method_config_class
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", required=True, type=Path, help="source checkpoint (.safetensors) with its .json card"
+    )
+
+
+def add_card_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--source-domain`` and ``--split-seed``: the model card's values, replaced for this run."""
+    parser.add_argument("--source-domain", default=None, help="override the model card's source domain")
+    parser.add_argument("--split-seed", type=int, default=None, help="split seed (default: the model card's)")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--no-progress``."""
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from engine._atomic import atomic_write_bytes
 from engine.bench import BenchResult, BenchSettings, parse_seeds, plan_bench, run_plan
+from engine.cli._common import add_card_override_arguments, add_device_arguments, add_model_argument
 from engine.errors import F2TTAError
 from engine.metrics import SEGMENTS, format_mean_std
 from engine.protocol import parse_prior
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", required=True, type=Path, help="dataset root or CSV (domain folders, manifest, WILDS)"
     )
-    parser.add_argument("--model", required=True, type=Path, help="source checkpoint with its .json card")
+    add_model_argument(parser)
     parser.add_argument(
         "--methods",
         default=None,
@@ -90,9 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "| METHOD:FIELD=V1,V2 for any method's setting",
     )
     parser.add_argument("--positive-class", default=None, help="class name or index for precision/recall/AUC")
-    parser.add_argument("--split-seed", type=int, default=None, help="split seed (default: the model card's)")
-    parser.add_argument("--source-domain", default=None, help="override the model card's source domain")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
+    add_card_override_arguments(parser)
     parser.add_argument(
         "--cache",
         type=Path,
@@ -110,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give VPTTA and DPCore N source-domain training images as their statistics reference, "
         "as the original methods read it from source data (default 0: the first stream images)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_device_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:

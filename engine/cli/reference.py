@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from engine._atomic import atomic_write_bytes
+from engine.cli._common import add_card_override_arguments, add_model_argument
 from engine.data import open_dataset, split_dataset
 from engine.errors import F2TTAError
 from engine.model_card import card_path_for, load_model
@@ -20,10 +21,9 @@ from engine.training import compute_reference, describe_reference, load_items
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, type=Path, help="checkpoint with its .json card")
+    add_model_argument(parser)
     parser.add_argument("--data", required=True, type=Path, help="the dataset the model was trained on")
-    parser.add_argument("--source-domain", default=None, help="override the model card's source domain")
-    parser.add_argument("--split-seed", type=int, default=None, help="split seed (default: the model card's)")
+    add_card_override_arguments(parser)
     parser.add_argument(
         "--max-images", type=int, default=4000, metavar="N", help="use at most N train images (default 4000)"
     )

@@ -11,7 +11,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.cli._common import add_method_arguments, method_config_from_args
+from engine.cli._common import (
+    add_device_arguments,
+    add_method_arguments,
+    add_model_argument,
+    method_config_from_args,
+)
 from engine.errors import F2TTAError
 from engine.outputs import skipped_path
 from engine.runner import (
@@ -27,9 +32,7 @@ from engine.stream import Predicted, Skipped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model", required=True, type=Path, help="checkpoint (.safetensors) with its .json card"
-    )
+    add_model_argument(parser)
     parser.add_argument("--input", required=True, type=Path, help="folder of images (searched recursively)")
     parser.add_argument(
         "--state",
@@ -59,9 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit with code 3 when more than this share of the images could not be processed "
         "(default 0.5; none processed always gives 3)",
     )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_device_arguments(parser)
     add_method_arguments(parser)
 
 

@@ -1,14 +1,16 @@
-"""Config fields several methods share, with one help text each (see :func:`engine.config.setting`).
+"""Config fields and checks several methods share, with one help text each (see :func:`engine.config.setting`).
 
 Each helper returns a fresh field specifier, so a config dataclass writes
-``beta1: float = adam_beta1()`` instead of repeating the default and its help;
-:func:`adam_optimizer` turns a config's Adam fields into the optimiser.
+``beta1: float = adam_beta1()`` instead of repeating the default and its help; the configs of
+methods that adapt with Adam derive from :class:`AdamConfig`, which :func:`adam_optimizer` turns
+into the optimiser. :func:`check_positive` and its siblings are the common ``__post_init__`` checks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -56,19 +58,42 @@ def check_param_scope(scope: str) -> None:
         raise ValueError("params must be 'norm' or 'all'")
 
 
-class AdamSettings(Protocol):
-    """A config with Adam's learning rate and decays (``beta1``/``beta2`` from the helpers above)."""
-
-    @property
-    def lr(self) -> float: ...
-
-    @property
-    def beta1(self) -> float: ...
-
-    @property
-    def beta2(self) -> float: ...
+def _listed(names: tuple[str, ...]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def adam_optimizer(params: Iterable[nn.Parameter], cfg: AdamSettings) -> torch.optim.Adam:
+def check_positive(config: object, *names: str) -> None:
+    """Raise ValueError unless every named field of ``config`` is above 0 (the message names them all)."""
+    if any(getattr(config, name) <= 0 for name in names):
+        raise ValueError(f"{_listed(names)} must be positive")
+
+
+def check_at_least_one(config: object, *names: str) -> None:
+    """Raise ValueError unless every named field of ``config`` is at least 1."""
+    if any(getattr(config, name) < 1 for name in names):
+        raise ValueError(f"{_listed(names)} must be at least 1")
+
+
+def check_unit_interval(config: object, *names: str) -> None:
+    """Raise ValueError unless every named field of ``config`` lies in [0, 1]."""
+    if any(not 0.0 <= getattr(config, name) <= 1.0 for name in names):
+        raise ValueError(f"{_listed(names)} must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class AdamConfig:
+    """Base of the configs of methods that adapt with Adam: ``lr``, ``beta1``, ``beta2`` come first.
+
+    A subclass declares ``lr`` again with its default and help text (it keeps its place first), and
+    may give ``beta2`` another default the same way.
+    """
+
+    lr: float
+    beta1: float = adam_beta1()
+    beta2: float = adam_beta2()
+
+
+def adam_optimizer(params: Iterable[nn.Parameter], cfg: AdamConfig) -> torch.optim.Adam:
     """Adam over ``params`` with the config's learning rate and decays (no weight decay)."""
     return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))

@@ -216,3 +216,10 @@ def scope_param_names(vit: nn.Module, scope: ParamScope) -> list[str]:
     if scope == "all":
         return [n for n, _ in vit.named_parameters()]
     raise ValueError(f"unknown parameter scope {scope!r}; expected 'norm' or 'all'")
+
+
+class ScopedCopyMethod(AdaptedCopyMethod):
+    """An adapted copy whose config's ``params`` field (:data:`ParamScope`) names what adapts (CoTTA, C-MAE)."""
+
+    def adapted_param_names(self, vit: nn.Module) -> list[str]:
+        return scope_param_names(vit, self.config.params)

@@ -127,15 +127,23 @@ class StatisticsAlignedMethod(TTAMethod):
         """Use source-domain images ``(B, 3, H, W)`` (model input) as the statistics reference."""
         self.source_stats.fit(*self.reference_statistics(x))
 
+    def alignment_loss(self, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+        """Mean distance of statistics ``(B, C)`` x 2 to the reference (the config's ``std_weight``)."""
+        ref_mean, ref_std = self.source_stats.reference()
+        return statistics_distance(mean, std, ref_mean, ref_std, self.config.std_weight).mean()
+
     def warm_up(
         self, mean: torch.Tensor, std: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float
     ) -> MethodOutput:
         """A step while the reference is not ready: record the image's statistics, predict with the source."""
         self.source_stats.observe(mean, std)
-        self.steps += 1
-        return MethodOutput(
-            logits=source_logits, source_logits=source_logits, diagnostics={"warmup": 1.0, **diagnostics}
-        )
+        return self.finish(source_logits, source_logits, warmup=1.0, **diagnostics)
+
+    def adapted_output(
+        self, logits: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float
+    ) -> MethodOutput:
+        """A step after the warm-up: the adapted prediction and the step's scalars."""
+        return self.finish(logits, source_logits, warmup=0.0, **diagnostics)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         tensors = super().state_tensors()

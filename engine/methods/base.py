@@ -106,6 +106,11 @@ class TTAMethod(ABC):
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         """Adapt on the batch ``x`` ``(B, 3, H, W)`` and return predictions."""
 
+    def finish(self, logits: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float) -> MethodOutput:
+        """The end of a step: count it and return its prediction with the step's scalars."""
+        self.steps += 1
+        return MethodOutput(logits=logits, source_logits=source_logits, diagnostics=diagnostics)
+
     def reset(self) -> None:
         """Restore the source model and the method's initial state exactly."""
         self.generator.manual_seed(self.seed)
@@ -224,6 +229,12 @@ def load_optimizer_state(
     for idx, values in meta.get("scalars", {}).items():
         state.setdefault(int(idx), {}).update(values)
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def require_one_image(x: torch.Tensor, who: str) -> None:
+    """Raise ValueError unless the batch ``x`` holds one image (methods that adapt image by image)."""
+    if x.shape[0] != 1:
+        raise ValueError(f"{who} adapts image by image: batch size must be 1")
 
 
 def check_shapes(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:

@@ -50,9 +50,8 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._fields import (
+    AdamConfig,
     ParamScope,
-    adam_beta1,
-    adam_beta2,
     check_param_scope,
     mc_dropout_setting,
     mc_passes_setting,
@@ -62,23 +61,16 @@ from engine.methods._fields import (
 )
 from engine.methods._hog import hog_dim, patch_hog
 from engine.methods._losses import soft_cross_entropy
-from engine.methods._norm import (
-    AdaptedCopyMethod,
-    prediction_after_update,
-    scope_param_names,
-    stochastic_restore,
-)
+from engine.methods._norm import ScopedCopyMethod, prediction_after_update, stochastic_restore
 from engine.methods._uom import mc_dropout_uncertainty, select_tokens
 from engine.methods.base import MethodOutput, register_method
 
 
 @dataclass(frozen=True)
-class CMAEConfig:
+class CMAEConfig(AdamConfig):
     """Hyper-parameters of C-MAE; defaults are the paper's (ViT-Base settings of its code)."""
 
     lr: float = setting(1e-5, "Adam learning rate (backbone parameters, head and mask token)")
-    beta1: float = adam_beta1()
-    beta2: float = adam_beta2()
     mask_percent: float = setting(50.0, "K: percent of patches masked (the most uncertain ones)")
     mc_passes: int = mc_passes_setting()
     mc_dropout: float = mc_dropout_setting()
@@ -100,14 +92,11 @@ class CMAEConfig:
 
 
 @register_method("cmae")
-class CMAE(AdaptedCopyMethod):
+class CMAE(ScopedCopyMethod):
     """Uncertainty-masked consistency plus HOG reconstruction on a copy of the source ViT."""
 
     config_class = CMAEConfig
     config: CMAEConfig
-
-    def adapted_param_names(self, vit: nn.Module) -> list[str]:
-        return scope_param_names(vit, self.config.params)
 
     def configure_extra(self) -> None:
         cfg = self.config
@@ -161,17 +150,14 @@ class CMAE(AdaptedCopyMethod):
         restored = stochastic_restore(
             self.backbone_params(), self.source_params(), cfg.restore_prob, self.generator
         )
-        self.steps += 1
         logits = prediction_after_update(cfg.predict_after_update, teacher.logits, lambda: self.adapted(x))
-        return MethodOutput(
-            logits=logits,
-            source_logits=source_logits,
-            uncertainty=uncertainty,
-            uncertain_tokens=masked,
-            diagnostics={
-                "loss": float(loss.detach()),
-                "loss_consistency": float(consistency.detach()),
-                "loss_hog": float(reconstruction.detach()),
-                "restored": float(restored),
-            },
+        out = self.finish(
+            logits,
+            source_logits,
+            loss=float(loss.detach()),
+            loss_consistency=float(consistency.detach()),
+            loss_hog=float(reconstruction.detach()),
+            restored=float(restored),
         )
+        out.uncertainty, out.uncertain_tokens = uncertainty, masked
+        return out

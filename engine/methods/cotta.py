@@ -39,38 +39,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from engine.config import setting
 from engine.methods._augment import augment
 from engine.methods._fields import (
+    AdamConfig,
     ParamScope,
-    adam_beta1,
-    adam_beta2,
+    check_at_least_one,
     check_param_scope,
+    check_positive,
+    check_unit_interval,
     param_scope_setting,
     predict_after_update_setting,
     restore_prob_setting,
 )
 from engine.methods._losses import soft_cross_entropy
 from engine.methods._norm import (
-    AdaptedCopyMethod,
+    ScopedCopyMethod,
     copy_backbone,
     ema_update,
     prediction_after_update,
-    scope_param_names,
     stochastic_restore,
 )
 from engine.methods.base import MethodOutput, register_method
 
 
 @dataclass(frozen=True)
-class CoTTAConfig:
+class CoTTAConfig(AdamConfig):
     """Hyper-parameters of CoTTA; defaults are the paper's (CIFAR / few-class settings)."""
 
     lr: float = setting(1e-3, "Adam learning rate of the student")
-    beta1: float = adam_beta1()
-    beta2: float = adam_beta2()
     ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student")
     restore_prob: float = restore_prob_setting()
     confidence_threshold: float = setting(0.92, "ap: below this anchor confidence the teacher averages views")
@@ -79,22 +77,18 @@ class CoTTAConfig:
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
-        if self.lr <= 0 or self.aug_views < 1:
-            raise ValueError("lr must be positive and aug_views at least 1")
-        if not 0.0 <= self.ema_momentum <= 1.0 or not 0.0 <= self.restore_prob <= 1.0:
-            raise ValueError("ema_momentum and restore_prob must be in [0, 1]")
+        check_positive(self, "lr")
+        check_at_least_one(self, "aug_views")
+        check_unit_interval(self, "ema_momentum", "restore_prob")
         check_param_scope(self.params)
 
 
 @register_method("cotta")
-class CoTTA(AdaptedCopyMethod):
+class CoTTA(ScopedCopyMethod):
     """Mean teacher with augmentation-averaged pseudo-labels and stochastic restore."""
 
     config_class = CoTTAConfig
     config: CoTTAConfig
-
-    def adapted_param_names(self, vit: nn.Module) -> list[str]:
-        return scope_param_names(vit, self.config.params)
 
     def configure_extra(self) -> None:
         self.teacher = copy_backbone(self.model)
@@ -121,17 +115,14 @@ class CoTTA(AdaptedCopyMethod):
         student = self.backbone_params()
         ema_update(self.teacher_params(), list(student), cfg.ema_momentum)
         restored = stochastic_restore(student, self.source_params(), cfg.restore_prob, self.generator)
-        self.steps += 1
         logits = prediction_after_update(cfg.predict_after_update, teacher_logits, lambda: self.teacher(x))
-        return MethodOutput(
-            logits=logits,
-            source_logits=source_logits,
-            diagnostics={
-                "loss": float(loss.detach()),
-                "anchor_confidence": anchor_conf,
-                "augmented": float(augmented),
-                "restored": float(restored),
-            },
+        return self.finish(
+            logits,
+            source_logits,
+            loss=float(loss.detach()),
+            anchor_confidence=anchor_conf,
+            augmented=float(augmented),
+            restored=float(restored),
         )
 
     def adapted_state(self) -> dict[str, torch.Tensor]:

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from engine.config import setting
-from engine.methods._fields import adam_beta1, adam_beta2
+from engine.methods._fields import AdamConfig, check_at_least_one, check_positive
 from engine.methods._losses import softmax_entropy
 from engine.methods._memory import KeyValueMemory
 from engine.methods._norm import AdaptedCopyMethod, forward_features_and_logits, symmetric_kl
@@ -40,23 +40,19 @@ from engine.methods.base import MethodOutput, register_method
 
 
 @dataclass(frozen=True)
-class DLTTAConfig:
+class DLTTAConfig(AdamConfig):
     """Hyper-parameters of DLTTA; defaults are the authors' Camelyon17 settings."""
 
     lr: float = setting(
         1e-3, "base Adam learning rate (Tent's), scaled by the discrepancy when memory is full"
     )
-    beta1: float = adam_beta1()
-    beta2: float = adam_beta2()
     memory_size: int = setting(800, "number of (feature, logits) pairs kept, FIFO")
     neighbours: int = setting(4, "k nearest stored features averaged into the past prediction")
     temperature: float = setting(2.0, "softmax temperature of the current prediction in the discrepancy")
 
     def __post_init__(self) -> None:
-        if self.lr <= 0 or self.temperature <= 0:
-            raise ValueError("lr and temperature must be positive")
-        if self.memory_size < 1 or self.neighbours < 1:
-            raise ValueError("memory_size and neighbours must be at least 1")
+        check_positive(self, "lr", "temperature")
+        check_at_least_one(self, "memory_size", "neighbours")
 
 
 @register_method("dltta")
@@ -101,16 +97,13 @@ class DLTTA(AdaptedCopyMethod):
             new_features, adapted = forward_features_and_logits(vit, x)
             for f, z in zip(new_features, adapted, strict=True):
                 self.memory.push(f, z)
-        self.steps += 1
-        return MethodOutput(
-            logits=adapted,
-            source_logits=source_logits,
-            diagnostics={
-                "loss": float(loss.detach()),
-                "lr": lr,
-                "discrepancy": discrepancy,
-                "memory_size": float(len(self.memory)),
-            },
+        return self.finish(
+            adapted,
+            source_logits,
+            loss=float(loss.detach()),
+            lr=lr,
+            discrepancy=discrepancy,
+            memory_size=float(len(self.memory)),
         )
 
     def state_tensors(self) -> dict[str, torch.Tensor]:

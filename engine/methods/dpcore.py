@@ -46,10 +46,15 @@ import torch
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import predict_after_update_setting, source_images_setting
+from engine.methods._fields import (
+    check_at_least_one,
+    check_positive,
+    predict_after_update_setting,
+    source_images_setting,
+)
 from engine.methods._norm import prediction_after_update
 from engine.methods._token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
-from engine.methods.base import MethodOutput, check_shapes, register_method
+from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,8 @@ class DPCoreConfig:
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
-        if self.num_prompts < 1 or self.id_steps < 1 or self.ood_steps < 1:
-            raise ValueError("num_prompts, id_steps and ood_steps must be at least 1")
-        if self.lr <= 0 or self.temperature <= 0:
-            raise ValueError("lr and temperature must be positive")
+        check_at_least_one(self, "num_prompts", "id_steps", "ood_steps")
+        check_positive(self, "lr", "temperature")
         if self.max_coreset < 0 or self.source_images < 1:
             raise ValueError("max_coreset must be >= 0 and source_images >= 1")
 
@@ -122,10 +125,6 @@ class DPCore(StatisticsAlignedMethod):
         mean, std = token_statistics(features)
         return logits, mean, std
 
-    def _loss(self, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-        ref_mean, ref_std = self.source_stats.reference()
-        return statistics_distance(mean, std, ref_mean, ref_std, self.config.std_weight).mean()
-
     def reference_statistics(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _, mean, std = self.run(x, None)
         return mean, std
@@ -140,7 +139,7 @@ class DPCore(StatisticsAlignedMethod):
         loss_value = math.nan
         for _ in range(steps):
             logits, mean, std = self.run(x, prompt)
-            loss = self._loss(mean, std)
+            loss = self.alignment_loss(mean, std)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
@@ -150,8 +149,7 @@ class DPCore(StatisticsAlignedMethod):
     # ------------------------------------------------------------------ the step
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
-        if x.shape[0] != 1:
-            raise ValueError("DPCore here adapts image by image: batch size must be 1")
+        require_one_image(x, "DPCore here")
         cfg = self.config
         with torch.no_grad():
             source_logits, raw_mean, raw_std = self.run(x, None)
@@ -159,7 +157,7 @@ class DPCore(StatisticsAlignedMethod):
             return self.warm_up(raw_mean, raw_std, source_logits)
         mean, std = raw_mean[0], raw_std[0]
         with torch.no_grad():
-            loss_raw = float(self._loss(raw_mean, raw_std))
+            loss_raw = float(self.alignment_loss(raw_mean, raw_std))
         loss_weighted = math.nan
         weights: torch.Tensor | None = None
         weighted: torch.Tensor | None = None
@@ -170,7 +168,7 @@ class DPCore(StatisticsAlignedMethod):
                 weights = torch.softmax(-dist / cfg.temperature, dim=0)
                 weighted = torch.einsum("n,npc->pc", weights, self.core_prompts)
                 _, w_mean, w_std = self.run(x, weighted)
-                loss_weighted = float(self._loss(w_mean, w_std))
+                loss_weighted = float(self.alignment_loss(w_mean, w_std))
             in_distribution = loss_weighted < cfg.ratio_threshold * loss_raw
             if cfg.max_coreset and self.coreset_size() >= cfg.max_coreset:
                 in_distribution = True
@@ -181,18 +179,14 @@ class DPCore(StatisticsAlignedMethod):
             prompt, logits, loss = self._learn(x, self.prompt_init, cfg.ood_steps)
             self._append(mean, std, prompt)
         logits = prediction_after_update(cfg.predict_after_update, logits, lambda: self.run(x, prompt)[0])
-        self.steps += 1
-        return MethodOutput(
-            logits=logits,
-            source_logits=source_logits,
-            diagnostics={
-                "warmup": 0.0,
-                "loss": loss,
-                "loss_unprompted": loss_raw,
-                "loss_weighted": loss_weighted,
-                "in_distribution": float(in_distribution),
-                "coreset_size": float(self.coreset_size()),
-            },
+        return self.adapted_output(
+            logits,
+            source_logits,
+            loss=loss,
+            loss_unprompted=loss_raw,
+            loss_weighted=loss_weighted,
+            in_distribution=float(in_distribution),
+            coreset_size=float(self.coreset_size()),
         )
 
     @torch.no_grad()

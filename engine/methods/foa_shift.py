@@ -66,9 +66,8 @@ class FOAShift(TTAMethod):
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         source = self.model.source_pass(x)
-        self.steps += 1
         if self.reference is None or self.running is None:
-            return MethodOutput(logits=source.logits, source_logits=source.logits)
+            return self.finish(source.logits, source.logits)
         cfg = self.config
         feats = source.features
         for row in feats:  # one image per step in the protocol; a batch updates the mean in order
@@ -76,9 +75,7 @@ class FOAShift(TTAMethod):
         shifted = feats + cfg.gamma * (self.reference.feature_mean - self.running)
         logits = self.model.vit.head(shifted)
         shift_norm = float((self.reference.feature_mean - self.running).norm())
-        return MethodOutput(
-            logits=logits, source_logits=source.logits, diagnostics={"shift_norm": shift_norm}
-        )
+        return self.finish(logits, source.logits, shift_norm=shift_norm)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         tensors = super().state_tensors()

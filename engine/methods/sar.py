@@ -152,14 +152,13 @@ class SAR(AdaptedCopyMethod):
             self.resets += 1
             diagnostics["reset"] = 1.0
         diagnostics["entropy_ema"] = math.nan if self.entropy_ema is None else self.entropy_ema
-        self.steps += 1
         # Parameters are touched only when a sample passed the first filter (the SAM ascent and
         # descent) or on recovery; otherwise the first pass already is the model's prediction.
         touched = bool(reliable.any()) or diagnostics["reset"] == 1.0
         logits = prediction_after_update(
             cfg.predict_after_update and touched, logits, lambda: self.adapted(x)
         )
-        return MethodOutput(logits=logits, source_logits=source_logits, diagnostics=diagnostics)
+        return self.finish(logits, source_logits, **diagnostics)
 
     @torch.no_grad()
     def _ascend(self, params: list[nn.Parameter]) -> list[torch.Tensor]:

@@ -14,5 +14,4 @@ class SourceOnly(TTAMethod):
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         logits = self.model(x)
-        self.steps += 1
-        return MethodOutput(logits=logits, source_logits=logits)
+        return self.finish(logits, logits)

@@ -71,11 +71,8 @@ class T3A(TTAMethod):
         self.support_labels = torch.cat([self.support_labels, labels])
         self.support_entropy = torch.cat([self.support_entropy, entropy])
         self._filter()
-        self.steps += 1
         logits = z @ self._prototypes().T
-        return MethodOutput(
-            logits=logits, source_logits=source.logits, diagnostics={"supports": float(len(self.supports))}
-        )
+        return self.finish(logits, source.logits, supports=float(len(self.supports)))
 
     def _filter(self) -> None:
         keep: list[torch.Tensor] = []

@@ -29,25 +29,22 @@ import torch
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import adam_beta1, adam_beta2, predict_after_update_setting
+from engine.methods._fields import AdamConfig, check_positive, predict_after_update_setting
 from engine.methods._losses import softmax_entropy
 from engine.methods._norm import AdaptedCopyMethod, prediction_after_update
 from engine.methods.base import MethodOutput, register_method
 
 
 @dataclass(frozen=True)
-class TentConfig:
+class TentConfig(AdamConfig):
     """Hyper-parameters of Tent; defaults are the paper's (Adam setting of its code)."""
 
     lr: float = setting(1e-3, "Adam learning rate of the single step per batch")
-    beta1: float = adam_beta1()
-    beta2: float = adam_beta2()
     weight_decay: float = setting(0.0, "L2 weight decay on the LayerNorm parameters")
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError("lr must be positive")
+        check_positive(self, "lr")
 
 
 @register_method("tent")
@@ -70,8 +67,5 @@ class Tent(AdaptedCopyMethod):
         logits = self.adapted(x)
         loss = softmax_entropy(logits).mean()
         self.descend(loss)
-        self.steps += 1
         logits = prediction_after_update(self.config.predict_after_update, logits, lambda: self.adapted(x))
-        return MethodOutput(
-            logits=logits, source_logits=source_logits, diagnostics={"loss": float(loss.detach())}
-        )
+        return self.finish(logits, source_logits, loss=float(loss.detach()))

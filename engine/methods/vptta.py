@@ -41,18 +41,24 @@ from torch import nn
 
 from engine.config import setting
 from engine.methods._fft import low_freq_amplitude, low_freq_window
-from engine.methods._fields import adam_beta1, adam_beta2, adam_optimizer, source_images_setting
+from engine.methods._fields import (
+    AdamConfig,
+    adam_beta2,
+    adam_optimizer,
+    check_at_least_one,
+    check_positive,
+    source_images_setting,
+)
 from engine.methods._memory import KeyValueMemory
-from engine.methods._token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
-from engine.methods.base import MethodOutput, check_shapes, register_method
+from engine.methods._token_stats import StatisticsAlignedMethod, token_statistics
+from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
 
 
 @dataclass(frozen=True)
-class VPTTAConfig:
+class VPTTAConfig(AdamConfig):
     """Hyper-parameters of VPTTA; defaults are the paper's (fundus setting) unless noted."""
 
     lr: float = setting(0.05, "Adam learning rate of the prompt")
-    beta1: float = adam_beta1()
     beta2: float = adam_beta2(0.99)
     iters: int = setting(1, "optimisation steps per image")
     prompt_alpha: float = setting(0.01, "prompt window side as a fraction of the image side")
@@ -65,12 +71,10 @@ class VPTTAConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.prompt_alpha <= 1.0:
             raise ValueError("prompt_alpha must be in (0, 1]")
-        if self.lr <= 0 or self.temperature <= 0 or self.iters < 1:
-            raise ValueError("lr and temperature must be positive, iters at least 1")
+        check_positive(self, "lr", "temperature")
+        check_at_least_one(self, "iters", "source_images")
         if self.memory_size < 1 or not 1 <= self.neighbours <= self.memory_size:
             raise ValueError("need 1 <= neighbours <= memory_size")
-        if self.source_images < 1:
-            raise ValueError("source_images must be at least 1")
 
 
 @register_method("vptta")
@@ -130,8 +134,7 @@ class VPTTA(StatisticsAlignedMethod):
     # ------------------------------------------------------------------ the step
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
-        if x.shape[0] != 1:
-            raise ValueError("VPTTA adapts image by image: batch size must be 1")
+        require_one_image(x, "VPTTA")
         cfg = self.config
         with torch.no_grad():
             source_logits = self.model(x)
@@ -139,14 +142,13 @@ class VPTTA(StatisticsAlignedMethod):
             with torch.no_grad():
                 mean, std = self.block1_statistics(x)
             return self.warm_up(mean, std, source_logits, loss=0.0)
-        ref_mean, ref_std = self.source_stats.reference()
         key = low_freq_amplitude(x[0], self.beta)
         with torch.no_grad():
             self.prompt.copy_(self._initial_prompt(key))
         loss = torch.zeros(())
         for _ in range(cfg.iters):
             mean, std = self.block1_statistics(self.apply_prompt(x, self.prompt))
-            loss = statistics_distance(mean, std, ref_mean, ref_std, cfg.std_weight).mean()
+            loss = self.alignment_loss(mean, std)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             self.optimizer.step()
@@ -154,16 +156,12 @@ class VPTTA(StatisticsAlignedMethod):
         with torch.no_grad():
             logits = self.model(self.apply_prompt(x, self.prompt))
             self.memory.push(key, self.prompt)
-        self.steps += 1
-        return MethodOutput(
-            logits=logits,
-            source_logits=source_logits,
-            diagnostics={
-                "warmup": 0.0,
-                "loss": float(loss.detach()),
-                "prompt_mean": float(self.prompt.detach().mean()),
-                "memory_size": float(len(self.memory)),
-            },
+        return self.adapted_output(
+            logits,
+            source_logits,
+            loss=float(loss.detach()),
+            prompt_mean=float(self.prompt.detach().mean()),
+            memory_size=float(len(self.memory)),
         )
 
     # ------------------------------------------------------------------ state
