@@ -17,6 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app import advice, notices
+from app._bool_refs import protect_bools
 from app.applicability import Collapse, model_kind, one_class_collapse
 from app.log_bridge import LogBridge
 from app.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
@@ -81,6 +82,7 @@ class Controller(QObject):
         state_dir: Path | None = None,
     ) -> None:
         super().__init__()
+        protect_bools()  # a long session emits more signals than True has references (see the module)
         self.window = window
         self.state = SessionState(settings, home, state_dir, persist_settings)
         self.model = RunModel(settings.low_confidence)
