@@ -238,6 +238,13 @@ class SessionController(QObject):
         if sel.keep_view:
             self.window.scroll_to_newest()
 
+    @Slot(int, str)
+    def _on_worker_preview_failed(self, position: int, message: str) -> None:
+        """An image chosen for display cannot be read again: say so instead of "Loading …"."""
+        self._log("warning", f"The image cannot be shown: {message}")
+        if position == self.model.selected:
+            self.window.show_image(None, None, f"Cannot be shown: {message}")
+
     @Slot(int, int)
     def _on_window_tile_clicked(self, row: int, col: int) -> None:
         position = self.model.position_of_cell(row, col)

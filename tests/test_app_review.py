@@ -113,3 +113,22 @@ def test_overlays_come_back_after_a_restart_and_reach_the_pdf(
     _, text = read_pdf_text(out / "report.pdf")
     assert "Cases to look at" in text and "Shown as:" in text
     assert "no overlay kept" not in text, "every case shown has its overlay"
+
+
+def test_an_image_that_cannot_be_read_again_is_named_not_left_loading(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = make_folder(tmp_path, 6, labelled="csv")
+    c = studio.open(profile="Gone")
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
+    studio.close(c)
+    (folder / "img003.png").write_bytes(b"not an image any more")  # damaged after the run
+
+    again = studio.open(profile="Gone")
+    studio.open_folder(again, folder)
+    index = next(i for i, r in enumerate(again.model.rows) if r.name == "img003.png")
+    _select(again, index)  # an image of an earlier session: read again from disk, which fails
+    view = again.window.image_view
+    qtbot.waitUntil(lambda: "Loading" not in view.title.text(), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    assert view.title.text().startswith("Cannot be shown") and "img003.png" in view.title.text()
