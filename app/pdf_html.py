@@ -45,8 +45,10 @@ def h2(text: str) -> str:
 
 
 def pairs_table(pairs: Iterable[tuple[str, Any]], key_width: int = 210) -> str:
+    """A two-column table of names and values (booleans read "yes"/"no", not Python's True/False)."""
     cells = "".join(
-        f"<tr><td width='{key_width}' style='color:{MUTED}'>{esc(k)}</td><td>{breakable(v)}</td></tr>"
+        f"<tr><td width='{key_width}' style='color:{MUTED}'>{esc(k)}</td>"
+        f"<td>{breakable('yes' if v is True else 'no' if v is False else v)}</td></tr>"
         for k, v in pairs
     )
     return f"<table cellspacing='0' cellpadding='2' width='100%'>{cells}</table>"

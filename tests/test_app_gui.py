@@ -206,7 +206,7 @@ def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, 
     assert (ring[2][0] - ring[0][0], ring[2][1] - ring[0][1]) == (64, 64)
     assert all(v % 64 == 0 for v in ring[0]), "level-0 pixel coordinates"
     _, text = read_pdf_text(out / "report.pdf")
-    assert "Tile predictions" in text and "resolution matched" in text
+    assert "Tile predictions" in text and "resolution matched yes" in text, "booleans read yes/no"
 
 
 def test_slide_resolution_mismatch_is_warned(

@@ -49,9 +49,15 @@ class ElidedLabel(QLabel):
     The full text is the tooltip, so nothing is lost on a small screen.
     """
 
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        text: str = "",
+        parent: QWidget | None = None,
+        mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle,
+    ) -> None:
         super().__init__(parent)
         self._full = ""
+        self._mode = mode
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setMinimumWidth(60)
         self.set_full_text(text)
@@ -69,8 +75,6 @@ class ElidedLabel(QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        shown = self.fontMetrics().elidedText(
-            self._full, Qt.TextElideMode.ElideMiddle, max(self.width() - 4, 20)
-        )
+        shown = self.fontMetrics().elidedText(self._full, self._mode, max(self.width() - 4, 20))
         if shown != self.text():
             self.setText(shown)

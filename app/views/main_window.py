@@ -165,9 +165,10 @@ class MainWindow(QMainWindow):
         self.progress_bar.setRange(0, 1)
         self.progress_bar.setValue(0)
         self.progress_bar.setMaximumWidth(180)
-        self.progress_label = ElidedLabel("")
-        self.model_label = ElidedLabel("")
-        self.profile_label = ElidedLabel("")
+        self.progress_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+        self.model_label = ElidedLabel("")  # the file name and the method/device stay readable
+        # "Profile 'x': n images seen" stays whole; the time of the last save goes first.
+        self.profile_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         status = self.statusBar()
         status.addWidget(self.phase_label)
         status.addWidget(self.progress_bar)
