@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, QModelIndex, QPoint, Qt, Signal, Slot
+from PySide6.QtCore import (
+    QItemSelection,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    Qt,
+    QTimer,
+    Signal,
+    Slot,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -128,6 +137,14 @@ class PredictionTable(QWidget):
         self.table.selectRow(index.row())
         self.table.selectionModel().blockSignals(False)
         self.table.scrollTo(index)
+        # Rows just appended are laid out later (Qt defers it), so this scroll can stop short of
+        # them; scroll again once the layout is done (a screenshot showed the newest rows hidden).
+        target = QPersistentModelIndex(index)
+        QTimer.singleShot(0, self, lambda: self._scroll_to(target))
+
+    def _scroll_to(self, target: QPersistentModelIndex) -> None:
+        if target.isValid():
+            self.table.scrollTo(self.proxy.index(target.row(), target.column()))
 
     def set_mode(self, mode: str) -> None:
         """Choose a filter mode as the user would (the filter is announced)."""
