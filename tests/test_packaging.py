@@ -116,13 +116,29 @@ def test_wheel_carries_the_packages_and_the_run_time_resources(tmp_path: Path) -
         names = set(zf.namelist())
         site = tmp_path / "site"
         zf.extractall(site)
-    assert {"engine/__init__.py", "engine/methods/idipt.py", "app/__init__.py", "app/main.py"} <= names
+    sources = {
+        path.relative_to(ROOT).as_posix()
+        for package in ("engine", "app")
+        for path in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert {
+        "engine/methods/idipt/__init__.py",
+        "engine/methods/idipt_plus/__init__.py",
+        "app/main.py",
+    } <= sources
+    absent = sorted(sources - names)
+    assert not absent, f"the wheel lacks modules of the checkout: {absent[:10]}"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     scripts = (site / entry_points).read_text(encoding="utf-8")
     assert "f2tta-studio = app.main:main" in scripts and "f2tta = engine.cli:main" in scripts
     wanted = {"resources/icons/f2tta-studio.svg", "resources/icons/f2tta-studio-256.png"}
     if DEMO_MODEL.exists():
-        wanted |= {"resources/demo/model.safetensors", "resources/demo/model.json"}
+        wanted |= {
+            "resources/demo/model.safetensors",
+            "resources/demo/model.json",
+            "resources/demo/model.reference.safetensors",  # idipt+ and foa-shift need it
+        }
     missing = sorted(wanted - names)
     assert not missing, f"the wheel lacks run-time resources {missing} (see packaging/README.md, pipx)"
 
