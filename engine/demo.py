@@ -2,8 +2,9 @@
 
 ``python -m engine.demo`` (``make demo``) writes fresh synthetic H&E-like patches from five sites
 (never seen in training: another seed), cuts them into the paper's free-form stream (Dirichlet
-fragments of every site, shuffled), runs the headless job (``f2tta run``) on them with I-DiPT, and
-prints the accuracy of the adapted and of the source model per site. Everything is generated
+fragments of every site, shuffled), runs the headless job (``f2tta run``) on them with the default method (I-DiPT+,
+``--method idipt`` for the paper's), and prints the accuracy of the adapted and of the source model
+per site. Everything is generated
 here; nothing is downloaded.
 """
 

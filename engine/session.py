@@ -21,7 +21,7 @@ from engine._version import __version__
 from engine.config import build_config, differences
 from engine.errors import StateError
 from engine.images import read_image, to_rgb
-from engine.methods import DEFAULT_METHOD, TTAMethod, get_method_class
+from engine.methods import DEFAULT_METHOD, TTAMethod, get_method_class, method_for_config
 from engine.model_card import LoadedModel, ModelCard, load_model
 from engine.prompted_vit import PromptedViT
 from engine.source_reference import SourceReference, find_reference
@@ -46,7 +46,8 @@ class Session:
 
     Args:
         model: checkpoint path (card JSON beside it) or an already loaded model.
-        method: a registered method name (``engine.list_methods()``).
+        method: a registered method name (``engine.list_methods()``); by default the method whose
+            config class ``method_config`` is, else :data:`engine.DEFAULT_METHOD`.
         method_config: the method's config dataclass (its defaults when None).
         device: ``None``/``"auto"`` (CUDA, MPS, CPU) or an explicit device.
         seed: seeds every random choice of the method.
@@ -56,7 +57,7 @@ class Session:
     def __init__(
         self,
         model: str | Path | LoadedModel,
-        method: str = DEFAULT_METHOD,
+        method: str | None = None,
         method_config: Any = None,
         device: str | torch.device | None = None,
         seed: int = 0,
@@ -68,6 +69,8 @@ class Session:
         self.fingerprint = loaded.fingerprint
         self.device = select_device(device)
         self.model = PromptedViT(loaded.model.to(self.device))
+        if method is None:  # the method whose config was given, else the default
+            method = method_for_config(method_config) if method_config is not None else DEFAULT_METHOD
         self.method_name = method
         self.seed = seed
         cls = get_method_class(method)

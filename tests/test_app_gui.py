@@ -18,6 +18,7 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text, table_keys
 from app.profiles import ProfileStore
 from app.settings import AppSettings
 from app.state import Phase
+from engine import DEFAULT_METHOD
 
 
 def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) 
     assert len(records) == 12 and {r["item"] for r in records} >= {'tumor/odd, "quoted".png'}
     assert all(r["ground_truth"] in ("normal", "tumor") for r in records)
     config = json.loads((out / "run_config.json").read_text())
-    assert config["method"] == "idipt" and config["run"]["method_config"]["mc_passes"] == 2
+    assert config["method"] == DEFAULT_METHOD and config["run"]["method_config"]["mc_passes"] == 2
     assert config["state_fingerprint"] == ended.state_fingerprint  # type: ignore[attr-defined]
     assert config["summary"]["images"] == 12
     pages, text = read_pdf_text(out / "report.pdf")

@@ -16,13 +16,14 @@ from app_studio import RUN_TIMEOUT_MS, Studio
 from app.profiles import ProfileError, ProfileStore
 from app.settings import AppSettings, available_devices, method_fields
 from app.views.main_window import MainWindow
+from engine import DEFAULT_METHOD
 
 
 def test_each_profile_remembers_its_model_and_method(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     other_model = make_model(tmp_path, mpp=None, img_size=32)
-    c = studio.open(profile="Site A")  # the studio's model, I-DiPT
+    c = studio.open(profile="Site A")  # the studio's model, the default method
     info = ProfileStore(studio.home).info("Site A")
-    assert info is not None and info.model_path == str(studio.model) and info.method == "idipt"
+    assert info is not None and info.model_path == str(studio.model) and info.method == DEFAULT_METHOD
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         settings = dataclasses.replace(
             c.state.settings, model=str(other_model), method="source", method_config={}
@@ -32,7 +33,7 @@ def test_each_profile_remembers_its_model_and_method(studio: Studio, tmp_path: P
     # Back to Site A: its model and method come with it.
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.profileSelected.emit("Site A")
-    assert c.state.settings.model == str(studio.model) and c.state.settings.method == "idipt"
+    assert c.state.settings.model == str(studio.model) and c.state.settings.method == DEFAULT_METHOD
     assert c.state.settings.method_config == {"mc_passes": 2} and c.state.usable
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.profileSelected.emit("Site B")

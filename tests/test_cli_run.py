@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine import CSV_COLUMNS, Predicted, Session, StepResult
+from engine import CSV_COLUMNS, DEFAULT_METHOD, Predicted, Session, StepResult
 from engine.cli import main as cli_main
 from engine.runner import open_folder_job
 from engine.state import read_state
@@ -140,5 +140,5 @@ def test_state_of_another_method_is_refused(
     inp = _folder(tmp_path / "in", 3)
     assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s") == 0
     assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s", "--method", "source") == 2
-    assert "method 'idipt'" in capsys.readouterr().err
+    assert f"method '{DEFAULT_METHOD}'" in capsys.readouterr().err
     assert np.isfinite([float(r["confidence"]) for r in read_rows(tmp_path / "o.csv")]).all()

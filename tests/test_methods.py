@@ -377,3 +377,14 @@ def test_patch_hog_is_normalised_per_cell() -> None:
     assert h.shape == (2, 4, 3 * 9 * 4)
     norms = h.view(2, 4, 3, 9, 4).norm(dim=3)
     torch.testing.assert_close(norms, torch.ones_like(norms))
+
+
+def test_session_takes_the_method_of_its_config_or_the_default(tiny_model_path: Path) -> None:
+    from engine import DEFAULT_METHOD, IDiPTConfig, Session
+    from engine.methods.tent import TentConfig
+
+    assert Session(tiny_model_path, method_config=IDiPTConfig(bank_size=2)).method_name == "idipt"
+    assert Session(tiny_model_path, method_config=TentConfig()).method_name == "tent"
+    assert Session(tiny_model_path).method_name == DEFAULT_METHOD == "idipt+"
+    with pytest.raises(TypeError, match="idipt\\+ expects"):
+        Session(tiny_model_path, method="idipt+", method_config=IDiPTConfig())

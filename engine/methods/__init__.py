@@ -16,6 +16,7 @@ from engine.methods.base import (
     get_method_class,
     list_methods,
     method_config_class,
+    method_for_config,
     register_method,
 )
 from engine.methods.idipt import IDiPT, IDiPTConfig
@@ -35,5 +36,6 @@ __all__ = [
     "get_method_class",
     "list_methods",
     "method_config_class",
+    "method_for_config",
     "register_method",
 ]

@@ -165,8 +165,9 @@ class TTAMethod(ABC):
 #: Name prefix of a saved optimiser's tensors (``optim.<param index>.<key>``).
 _OPTIM = "optim"
 
-#: The method ``f2tta run``, the demo and the app use unless told otherwise.
-DEFAULT_METHOD = "idipt"
+#: The method ``f2tta run``, the demo and the app use unless told otherwise: the project's I-DiPT+
+#: (the paper's I-DiPT stays selectable as ``idipt``; measured figures in ``docs/benchmark.md``).
+DEFAULT_METHOD = "idipt+"
 
 _REGISTRY: dict[str, type[TTAMethod]] = {}
 M = TypeVar("M", bound=type[TTAMethod])
@@ -198,6 +199,14 @@ def list_methods() -> list[str]:
 
 def method_config_class(name: str) -> type[Any] | None:
     return get_method_class(name).config_class
+
+
+def method_for_config(config: Any) -> str:
+    """The registered method whose config class is exactly ``type(config)``."""
+    names = [name for name, cls in sorted(_REGISTRY.items()) if cls.config_class is type(config)]
+    if len(names) != 1:
+        raise TypeError(f"no single registered method takes a {type(config).__name__}; name the method")
+    return names[0]
 
 
 def optimizer_state(
