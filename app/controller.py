@@ -48,7 +48,7 @@ def connect_by_name(source: QObject, target: object, prefix: str) -> None:
 class Controller(QObject):
     """Connects a :class:`MainWindow` (or anything with its methods and signals) to the engine.
 
-    Signals:
+    Signals (the first three are its :class:`SessionController`'s, offered here):
         sessionChanged(object): a session was loaded (:class:`~app.messages.SessionInfo`).
         sourceOpened(object): a source was opened (:class:`~app.messages.SourceOpened`).
         loadFailed(str): the model, the profile's state or a source could not be opened.
@@ -57,9 +57,6 @@ class Controller(QObject):
         exportFinished(object): reports were written (list of paths). exportError(str): they were not.
     """
 
-    sessionChanged = Signal(object)
-    sourceOpened = Signal(object)
-    loadFailed = Signal(str)
     runFinished = Signal(object)
     exportFinished = Signal(object)
     exportError = Signal(str)
@@ -100,6 +97,9 @@ class Controller(QObject):
         self.sessions = SessionController(
             window, self.model, self.worker, self.state, self._set_phase, self.log
         )
+        self.sessionChanged = self.sessions.sessionChanged
+        self.sourceOpened = self.sessions.sourceOpened
+        self.loadFailed = self.sessions.loadFailed
         self._connect()
         self.engine_thread.start()
         window.set_preferences(settings.low_confidence, settings.overlay_opacity)
@@ -127,14 +127,11 @@ class Controller(QObject):
             (win.positionSelected, m.select),
             (self.flush_timer.timeout, self._on_flush_timer_timeout),
             (self.log_bridge.recordLogged, self._on_engine_logged),
-            (self.sessions.sessionChanged, self.sessionChanged),
-            (self.sessions.sourceOpened, self.sourceOpened),
-            (self.sessions.loadFailed, self.loadFailed),
         ):
             request.connect(slot)
         connect_by_name(w, self, "worker")  # resultsReady -> _on_worker_results_ready, ...
         connect_by_name(w, self.sessions, "worker")  # sessionReady, sourceReady, resetDone, ...
-        connect_by_name(win, self.sessions, "window")  # openFolderRequested, tileClicked, ...
+        connect_by_name(win, self.sessions, "window")  # tileClicked, filterChanged, ...
         connect_by_name(win, self.sessions.profiles, "window")  # profileSelected, settingsRequested, ...
         connect_by_name(win, self, "window")  # reviewRequested, regionRequested
         # Direct: quit() is called on the worker thread right after close(), which is thread-safe.

@@ -69,6 +69,8 @@ class ProfileActions(QObject):
         self._requestRename.connect(worker.rename_profile)
         self._requestDelete.connect(worker.delete_profile)
         worker.profileFailed.connect(self._on_worker_profile_failed)
+        sessions.window.profileSelected.connect(self.select)
+        sessions.window.newProfileRequested.connect(self.create)
 
     def refresh(self) -> None:
         st = self.sessions.state
@@ -109,14 +111,6 @@ class ProfileActions(QObject):
             return
         st.state_dir = None
         self.sessions.apply_settings(dataclasses.replace(settings or st.settings, profile=name))
-
-    @Slot(str)
-    def _on_window_profile_selected(self, name: str) -> None:
-        self.select(name)
-
-    @Slot(str)
-    def _on_window_new_profile_requested(self, name: str) -> None:
-        self.create(name)
 
     @Slot(str)
     def _on_window_rename_profile_requested(self, name: str) -> None:

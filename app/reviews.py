@@ -23,12 +23,14 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
 from app._engine import atomic_write_bytes
 from app.overlay import Overlay
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -111,30 +113,49 @@ class _JsonLines:
             self._fh = None
 
 
-class ReviewStore:
-    """The review marks of one source in a profile.
+class _SourceStore:
+    """One source's JSON-lines file in a profile's review folder.
 
     Args:
         folder: the profile's review folder.
         source_id: the source's identity (as in the journal).
     """
 
+    SUFFIX = ""  # the file's name after the source's hash
+
     def __init__(self, folder: Path, source_id: str) -> None:
-        self._file = _JsonLines(source_file(folder, source_id, "marks.jsonl"))
+        self._file = _JsonLines(source_file(folder, source_id, self.SUFFIX))
 
     @property
     def path(self) -> Path:
         return self._file.path
 
-    def load(self) -> dict[str, ReviewMark]:
-        records = self._file.read(lambda r: r.get("label") is not None)
-        marks = {}
-        for key, r in records.items():
+    def _load(
+        self, keep: Callable[[dict[str, Any]], bool], parse: Callable[[str, dict[str, Any]], T]
+    ) -> dict[str, T]:
+        """The records ``keep`` accepts, parsed by key; records ``parse`` cannot read are dropped."""
+        out = {}
+        for key, record in self._file.read(keep).items():
             try:
-                marks[key] = ReviewMark(key, int(r["label"]), int(r["prediction"]), str(r.get("at", "")))
+                out[key] = parse(key, record)
             except (KeyError, TypeError, ValueError):
                 continue
-        return marks
+        return out
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ReviewStore(_SourceStore):
+    """The review marks of one source in a profile (see :class:`_SourceStore` for the arguments)."""
+
+    SUFFIX = "marks.jsonl"
+
+    def load(self) -> dict[str, ReviewMark]:
+        return self._load(
+            lambda r: r.get("label") is not None,
+            lambda key, r: ReviewMark(key, int(r["label"]), int(r["prediction"]), str(r.get("at", ""))),
+        )
 
     def put(self, mark: ReviewMark) -> None:
         """Record ``mark`` durably (a reviewer's work must survive a crash).
@@ -153,9 +174,6 @@ class ReviewStore:
             OSError: it cannot be written.
         """
         self._file.append({"k": key, "label": None}, durable=True)
-
-    def close(self) -> None:
-        self._file.close()
 
 
 def _b64(array: np.ndarray) -> str:
@@ -199,28 +217,20 @@ def overlay_from_record(record: dict[str, Any]) -> Overlay:
     return Overlay((gh, gw), heat, tokens[0], tokens[1])
 
 
-class OverlayStore:
-    """The overlays of one source's images in a profile (written by the engine worker).
+class OverlayStore(_SourceStore):
+    """The overlays of one source's images in a profile, written by the engine worker (see
+    :class:`_SourceStore` for the arguments)."""
 
-    Args:
-        folder: the profile's review folder.
-        source_id: the source's identity (as in the journal).
-    """
+    SUFFIX = "overlays.jsonl"
 
     def __init__(self, folder: Path, source_id: str) -> None:
-        self._file = _JsonLines(source_file(folder, source_id, "overlays.jsonl"))
+        super().__init__(folder, source_id)
         self.failed = False  # a write failed: overlays are no longer kept for this source
 
     def load(self, keys: Iterable[str]) -> dict[str, Overlay]:
         """The overlays of ``keys`` (those of images no longer in the journal are dropped)."""
         wanted = set(keys)
-        out = {}
-        for key, record in self._file.read(lambda r: str(r.get("k")) in wanted).items():
-            try:
-                out[key] = overlay_from_record(record)
-            except (KeyError, TypeError, ValueError):
-                continue
-        return out
+        return self._load(lambda r: str(r.get("k")) in wanted, lambda _key, r: overlay_from_record(r))
 
     def add(self, key: str, overlay: Overlay) -> None:
         """Append an overlay; a failure is logged once and overlays stop being kept (the run goes on)."""
@@ -233,6 +243,3 @@ class OverlayStore:
             logger.warning(
                 "overlays are not kept from here on: %s cannot be written (%s)", self._file.path, exc
             )
-
-    def close(self) -> None:
-        self._file.close()

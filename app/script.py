@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.controller import Controller
+from app.controller import Controller, connect_by_name
 from app.messages import RunEnded, SessionInfo, SourceOpened
 
 EXIT_OK = 0
@@ -51,12 +51,10 @@ class ScriptedRun(QObject):
         self.controller, self.options = controller, options
         self.exit_code = EXIT_OK
         self.stage = Stage.SESSION if options.path is not None else Stage.DONE
-        controller.sessionChanged.connect(self._on_controller_session_changed)
-        controller.sourceOpened.connect(self._on_controller_source_opened)
-        controller.loadFailed.connect(self._on_controller_load_failed)
-        controller.runFinished.connect(self._on_controller_run_finished)
-        controller.exportFinished.connect(self._on_controller_export_finished)
-        controller.exportError.connect(self._on_controller_export_error)
+        # sessionChanged -> _on_controller_session_changed, ...; the first three are the session
+        # controller's (the controller offers them under its own name).
+        connect_by_name(controller.sessions, self, "controller")
+        connect_by_name(controller, self, "controller")
 
     @Slot(object)
     def _on_controller_session_changed(self, info: SessionInfo) -> None:

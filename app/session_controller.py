@@ -69,6 +69,10 @@ class SessionController(QObject):
         self._requestSession.connect(worker.open_session)
         self._requestSource.connect(worker.open_source)
         self._requestReset.connect(worker.reset_state)
+        # The window's requests that are public methods here (reset: the window asked to confirm).
+        window.openFolderRequested.connect(self.open_folder)
+        window.openSlideRequested.connect(self.open_slide)
+        window.resetRequested.connect(self.request_reset)
         self.profiles = ProfileActions(self, worker)
 
     def log(self, level: str, message: str) -> None:
@@ -303,11 +307,6 @@ class SessionController(QObject):
             self._set_phase(Phase.LOADING)
             self._requestReset.emit()
 
-    @Slot()
-    def _on_window_reset_requested(self) -> None:
-        """Reset the profile to the source model (the window asked the user to confirm)."""
-        self.request_reset()
-
     @Slot(object)
     def _on_worker_reset_done(self, info: SessionInfo) -> None:
         self.state.adopt(info)
@@ -320,12 +319,3 @@ class SessionController(QObject):
     @Slot()
     def _on_window_about_requested(self) -> None:
         self.window.show_about(notices.about(self.state.info))
-
-    # -- requests from the window named like the public API -----------------------------------
-    @Slot(str)
-    def _on_window_open_folder_requested(self, path: str) -> None:
-        self.open_folder(path)
-
-    @Slot(str)
-    def _on_window_open_slide_requested(self, path: str) -> None:
-        self.open_slide(path)

@@ -4,7 +4,8 @@ The per-image work is the engine's stream loop (:class:`engine.StreamRun`); the 
 generator worker around it, as napari's ``thread_worker``: it pulls one outcome per turn of its
 thread's event loop, so queued requests (previews, reports, pause, stop) are served between
 images. Results leave as immutable dataclasses (:mod:`app.messages`), batched so a fast GPU does
-not flood the UI thread with one event per image.
+not flood the UI thread with one event per image. What it opens (session, journal, source) is
+:mod:`app._worker_open`'s; the messages it sends are made by :mod:`app._worker_messages`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app import notices
 from app._engine import (
     F2TTAError,
     Failed,
@@ -30,44 +30,28 @@ from app._engine import (
     PredictionRow,
     Saved,
     Session,
-    SettingsMismatchError,
     Skipped,
     Slide,
     SlideSource,
     Source,
     SourceError,
-    StateError,
     StreamRun,
-    build_config,
-    method_config_class,
-    open_folder,
-    open_slide_source,
     read_item,
     tile_reader,
-    tissue_mask,
 )
-from app._worker_io import (
-    PREVIEW_SIZE,
-    card_checksum,
-    frozen,
-    judge_kind,
-    read_preview,
-    read_region,
-    write_reports,
-)
-from app.arrival import engine_order, interleave
+from app._worker_io import judge_kind, read_preview, read_region, write_reports
+from app._worker_messages import item_failure, item_result, run_ended, session_info
+from app._worker_open import load_session, open_journal, open_profile, open_source
 from app.messages import (
-    ItemFailure,
     ItemResult,
     RegionRequest,
     RunEnded,
-    RunReason,
     SessionInfo,
     SessionRequest,
     SourceOpened,
     SourceRequest,
 )
-from app.overlay import Overlay, preview_array
+from app.overlay import Overlay
 from app.profiles import Profile, ProfileError, ProfileStore
 from app.reports import ReportData
 from app.reviews import REVIEW_DIR, OverlayStore
@@ -131,29 +115,19 @@ class EngineWorker(QObject):
     def open_session(self, request: SessionRequest) -> None:
         self._release()
         try:
-            cls = method_config_class(request.method)
-            config = build_config(cls, request.method_config) if cls is not None else None
-            session = Session(
-                request.model,
-                method=request.method,
-                method_config=config,
-                device=None if request.device in ("", "auto") else request.device,
-            )
+            session = load_session(request)
         except Exception as exc:  # ModelLoadError, unknown method, bad settings, unavailable device, ...
             if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
                 logger.exception("loading %s failed", request.model)
             self.sessionFailed.emit(f"Cannot load the model {request.model}: {exc}")
             return
         try:
-            if request.state_dir is not None:
-                profile = Profile(request.state_dir, external=True)
-            else:
-                profile = ProfileStore(request.home).open(request.profile)
+            profile = open_profile(request)
         except (ProfileError, OSError) as exc:
             self.sessionFailed.emit(f"Cannot open profile {request.profile!r}: {exc}")
             return
         self._session, self._request, self._profile = session, request, profile
-        self._profile_error = self._open_journal(profile, session)
+        self._journal, self._profile_error = open_journal(profile, session)
         if self._profile_error is None:
             try:
                 profile.note_model(str(request.model), request.method, dict(request.method_config))
@@ -189,40 +163,9 @@ class EngineWorker(QObject):
             return
         self.open_session(dataclasses.replace(request, profile=name))
 
-    def _open_journal(self, profile: Profile, session: Session) -> str | None:
-        """Open and restore the profile's journal; the user-facing reason when it cannot be used."""
-        try:
-            journal = profile.open_journal()
-        except (StateError, OSError) as exc:
-            return notices.profile_unusable(profile.name, exc)
-        try:
-            journal.restore(session)
-            journal.check_space(session)
-        except SettingsMismatchError as exc:
-            journal.close()
-            return notices.settings_differ(profile.name, exc.differences)
-        except StateError as exc:
-            self._journal = journal  # kept open (locked): a reset replaces the state
-            return notices.state_unusable(profile.name, exc)
-        self._journal = journal
-        return None
-
     def _info(self) -> SessionInfo:
         assert self._session is not None and self._profile is not None and self._request is not None
-        s = self._session
-        return SessionInfo(
-            card=s.card,
-            model_path=str(self._request.model),
-            method=s.method_name,
-            device=str(s.device),
-            fingerprint=s.fingerprint,
-            state_fingerprint=s.state_fingerprint(),
-            images_seen=int(s.images_seen),
-            config=s.config_dict(),
-            profile=self._profile.info(),
-            profile_error=self._profile_error,
-            weights_sha256=card_checksum(self._request.model),
-        )
+        return session_info(self._session, self._request, self._profile, self._profile_error)
 
     @Slot()
     def reset_state(self) -> None:
@@ -249,21 +192,9 @@ class EngineWorker(QObject):
         if self._session is None or self._journal is None:
             self.sourceFailed.emit("Load a model before opening images.")
             return
-        card = self._session.card
         slide: Slide | None = None
-        tissue = None
         try:
-            source: Source
-            if request.kind == "slide":
-                source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
-                tissue = tissue_mask(source.thumbnail)[0]
-                slide = Slide(request.path)
-            else:
-                source = open_folder(
-                    request.path, card.classes, engine_order(request.order), request.manifest
-                )
-                if request.order == "interleaved":
-                    source = interleave(source, request.seed)
+            source, slide, tissue = open_source(request, self._session.card)
             rows = tuple(self._journal.rows(source.source_id))
         except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
             if slide is not None:
@@ -379,21 +310,10 @@ class EngineWorker(QObject):
 
     def _handle(self, outcome: Outcome) -> None:
         if isinstance(outcome, Predicted):
-            step = outcome.step
-            overlay = Overlay.from_step(
-                step.grid, step.uncertainty, step.uncertain_tokens, step.reliable_tokens
-            )
-            preview = preview_array(outcome.image, PREVIEW_SIZE)
-            if self._overlays is not None:
-                self._overlays.add(outcome.row.key, overlay)
-            self._pending.append(ItemResult(outcome.row, overlay, preview, frozen(step.probs)))
+            self._pending.append(item_result(outcome, self._overlays))
         elif isinstance(outcome, Skipped):
             self._flush()
-            item = outcome.item
-            text = f"{item.name}: {outcome.reason}" if item.name not in outcome.reason else outcome.reason
-            if outcome.transient:
-                text += " (tried again next run)"
-            self.itemFailed.emit(ItemFailure(item.position, item.name, text, outcome.transient))
+            self.itemFailed.emit(item_failure(outcome))
         elif isinstance(outcome, Saved):
             if outcome.error is not None:
                 name = self._profile.name if self._profile else "?"
@@ -417,13 +337,9 @@ class EngineWorker(QObject):
         self._stop.clear()
         self._pause.clear()
         assert run is not None
-        s = run.summary
-        message = error or (s.failure.message if s.failure else s.save_error or "")
-        reason: RunReason = "failed" if error or s.failed else "stopped" if s.stopped else "finished"
         fingerprint = self._session.state_fingerprint() if self._session is not None else ""
         profile = self._profile.info() if self._profile is not None else None
-        failed = len(s.skipped)
-        self.runEnded.emit(RunEnded(reason, s.processed, failed, s.saved, profile, fingerprint, message))
+        self.runEnded.emit(run_ended(run.summary, error, fingerprint, profile))
 
     # -- jobs between images: previews for the viewer, reports ---------------------------------
     @Slot(int)

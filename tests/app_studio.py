@@ -44,6 +44,18 @@ class Studio:
         with self.qtbot.waitSignal(controller.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             controller.open_folder(str(folder))
 
+    def open_with(self, folder: Path, profile: str = "default") -> Controller:
+        """A controller on ``profile`` with ``folder`` open (as the user reopens it after a restart)."""
+        controller = self.open(profile=profile)
+        self.open_folder(controller, folder)
+        return controller
+
+    def processed(self, folder: Path, profile: str = "default") -> Controller:
+        """A controller on ``profile`` that has run through ``folder`` to the end."""
+        controller = self.open_with(folder, profile)
+        self.run_to_end(controller)
+        return controller
+
     def start_and_wait(self, controller: Controller, folder: Path, rows: int) -> None:
         """Open ``folder``, start the run and return once ``rows`` results reached the model."""
         self.open_folder(controller, folder)

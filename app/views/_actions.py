@@ -11,6 +11,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
 
 from app.arrival import ORDER_LABELS
+from app.views import _prompts as ask
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
@@ -37,15 +38,17 @@ def action(
 
 
 def make_actions(w: MainWindow) -> None:
-    w.open_folder_action = action(w, "Open folder…", w._on_open_folder_triggered, "Ctrl+O", "Open folder")
-    w.open_slide_action = action(w, "Open slide…", w._on_open_slide_triggered, "Ctrl+Shift+O", "Open slide")
-    w.export_action = action(w, "Export reports…", w._on_export_triggered, "Ctrl+E", "Export")
+    w.open_folder_action = action(w, "Open folder…", lambda: ask.open_folder(w), "Ctrl+O", "Open folder")
+    w.open_slide_action = action(w, "Open slide…", lambda: ask.open_slide(w), "Ctrl+Shift+O", "Open slide")
+    w.export_action = action(w, "Export reports…", lambda: ask.export(w), "Ctrl+E", "Export")
     w.quit_action = action(w, "Quit", w.close, QKeySequence.StandardKey.Quit)
     w.start_action = action(w, "Start", w.startRequested.emit, "F5", tip="Process the images (F5)")
     w.pause_action = action(w, "Pause", w.pauseRequested.emit, "F6", tip="Pause after this image (F6)")
     w.resume_action = action(w, "Resume", w.resumeRequested.emit, "F7", tip="Resume (F7)")
     w.stop_action = action(w, "Stop", w.stopRequested.emit, "F8", tip="Stop after this image and save (F8)")
-    w.reset_action = action(w, "Reset profile to the source model…", w._on_reset_triggered, short="Reset…")
+    w.reset_action = action(
+        w, "Reset profile to the source model…", lambda: ask.reset_profile(w), short="Reset…"
+    )
     w.settings_action = action(w, "Settings…", w.settingsRequested.emit, "Ctrl+,", "Settings")
     w.about_action = action(w, "About", w.aboutRequested.emit)
     w.toggle_overlay_action = action(w, "Toggle overlay", w.image_view.toggle_overlay, "O")
@@ -53,9 +56,9 @@ def make_actions(w: MainWindow) -> None:
     w.full_resolution_action = action(w, "Slide at full resolution", w.slide_view.full_resolution, "Z")
     w.fit_slide_action = action(w, "Whole slide", w.slide_view.fit, "Shift+Z")
     w.heat_mode_action = action(w, "Slide heat map: filled, outlines, off", w.slide_view.cycle_heat_mode, "H")
-    w.new_profile_action = action(w, "New profile…", w._on_new_profile_triggered, short="New…")
-    w.rename_profile_action = action(w, "Rename profile…", w._on_rename_profile_triggered)
-    w.delete_profile_action = action(w, "Delete profile…", w._on_delete_profile_triggered)
+    w.new_profile_action = action(w, "New profile…", lambda: ask.new_profile(w), short="New…")
+    w.rename_profile_action = action(w, "Rename profile…", lambda: ask.rename_profile(w))
+    w.delete_profile_action = action(w, "Delete profile…", lambda: ask.delete_profile(w))
     w.next_action = action(w, "Next image", lambda: w.table.step(1), "N")
     w.previous_action = action(w, "Previous image", lambda: w.table.step(-1), "P")
     w.confirm_action = action(w, "Confirm prediction", w.table.confirm_selected, "C")
@@ -71,7 +74,7 @@ def make_actions(w: MainWindow) -> None:
     for key, text in ORDER_LABELS.items():
         act = QAction(text, w, checkable=True)
         act.setData(key)
-        act.triggered.connect(w._on_order_triggered)
+        act.triggered.connect(lambda: _emit_order(w))
         w.order_group.addAction(act)
         w.order_actions[key] = act
     w.order_actions["name"].setChecked(True)
@@ -86,6 +89,12 @@ def make_actions(w: MainWindow) -> None:
         act.setShortcut(QKeySequence(shortcut))
         act.toggled.connect(lambda on, k=key: w.show_pane(k, on))
         w.pane_actions[key] = act
+
+
+def _emit_order(w: MainWindow) -> None:
+    act = w.order_group.checkedAction()
+    if act is not None:
+        w.orderChanged.emit(str(act.data()))
 
 
 def make_menus_and_toolbar(w: MainWindow) -> None:
@@ -145,4 +154,4 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     bar.addSeparator()
     bar.addActions([w.settings_action, w.export_action])
     w.addToolBar(bar)
-    w.profile_combo.activated.connect(w._on_profile_combo_activated)
+    w.profile_combo.activated.connect(lambda _index: w.profileSelected.emit(w.profile_combo.currentText()))

@@ -11,12 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QGuiApplication, QIcon
+from PySide6.QtCore import QUrl, Signal, Slot
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
-    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -24,7 +22,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QStackedWidget,
     QTabWidget,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -38,8 +35,10 @@ from app.run_items import RowChange
 from app.settings import AppSettings, ModelCheck
 from app.state import Actions, Phase, Progress
 from app.stats import PlotData
+from app.views import _prompts as ask
 from app.views._actions import make_actions, make_menus_and_toolbar
 from app.views._canvas import ElidedLabel
+from app.views._layout import fit_to_screen, make_panes, make_status_bar
 from app.views.banner import BannerBar
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
@@ -50,9 +49,6 @@ from app.views.table_view import PredictionTable
 from app.views.welcome import WelcomePanel
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
-SLIDE_FILTER = (
-    "Slides (*.svs *.tif *.tiff *.ndpi *.vms *.vmu *.scn *.mrxs *.svslide *.bif *.dcm);;All files (*)"
-)
 LOG_TAB = 2
 
 
@@ -114,6 +110,17 @@ class MainWindow(QMainWindow):
     order_actions: dict[str, QAction]
     pane_actions: dict[str, QAction]
     profile_combo: QComboBox
+    # made by app.views._layout
+    image_split: QSplitter  # the slide over the image
+    left: QStackedWidget  # the welcome panel or image_split
+    bottom_tabs: QTabWidget  # plots, metrics, log
+    right: QSplitter  # the table over bottom_tabs
+    main_split: QSplitter
+    phase_label: QLabel
+    progress_bar: QProgressBar
+    progress_label: ElidedLabel
+    model_label: ElidedLabel
+    profile_label: ElidedLabel
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -131,56 +138,11 @@ class MainWindow(QMainWindow):
         self.banners = BannerBar()
         self.welcome = WelcomePanel()
 
-        self.image_split = QSplitter(Qt.Orientation.Vertical)
-        self.image_split.addWidget(self.slide_view)
-        self.image_split.addWidget(self.image_view)
-        self.slide_view.setVisible(False)
-        self.left = QStackedWidget()
-        self.left.addWidget(self.welcome)
-        self.left.addWidget(self.image_split)
-        self.bottom_tabs = QTabWidget()
-        self.bottom_tabs.addTab(self.plots, "&Plots")
-        self.bottom_tabs.addTab(self.metrics, "&Metrics")
-        self.bottom_tabs.addTab(self.log, "&Log")
-        self.right = QSplitter(Qt.Orientation.Vertical)
-        self.right.addWidget(self.table)
-        self.right.addWidget(self.bottom_tabs)
-        self.right.setSizes([420, 300])
-        self.main_split = QSplitter(Qt.Orientation.Horizontal)
-        self.main_split.addWidget(self.left)
-        self.main_split.addWidget(self.right)
-        self.main_split.setSizes([560, 720])
-        central = QWidget()
-        column = QVBoxLayout(central)
-        column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(0)
-        column.addWidget(self.banners)
-        column.addWidget(self.main_split, 1)
-        self.setCentralWidget(central)
-
+        make_panes(self)
         make_actions(self)
         make_menus_and_toolbar(self)
-        self.phase_label = QLabel(Phase.EMPTY.value)
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setRange(0, 1)
-        self.progress_bar.setValue(0)
-        self.progress_bar.setMaximumWidth(180)
-        self.progress_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
-        self.model_label = ElidedLabel("")  # the file name and the method/device stay readable
-        # "Profile 'x': n images seen" stays whole; the time of the last save goes first.
-        self.profile_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
-        status = self.statusBar()
-        status.addWidget(self.phase_label)
-        status.addWidget(self.progress_bar)
-        status.addWidget(self.progress_label, 2)
-        status.addWidget(self.profile_label, 2)
-        status.addWidget(self.model_label, 3)
-        screen = QGuiApplication.primaryScreen().availableGeometry()
-        # At least 1320x860 where the screen allows; most of a larger screen (main() maximises
-        # the window on screens smaller than 1500x950).
-        width = min(max(1320, int(screen.width() * 0.85)), screen.width())
-        height = min(max(860, int(screen.height() * 0.85)), screen.height())
-        self.resize(width, height)
+        make_status_bar(self)
+        fit_to_screen(self)
         self.table.rowSelected.connect(self._on_table_row_selected)
         self.table.filterChanged.connect(self.filterChanged)
         self.table.reviewRequested.connect(self.reviewRequested)
@@ -189,8 +151,8 @@ class MainWindow(QMainWindow):
         self.image_view.opacityChanged.connect(self.opacityChanged)
         self.banners.actionTriggered.connect(self.bannerActionTriggered)
         self.metrics.confidentErrorsRequested.connect(lambda: self.table.set_mode("confident_errors"))
-        self.welcome.openFolderClicked.connect(self._on_open_folder_triggered)
-        self.welcome.openSlideClicked.connect(self._on_open_slide_triggered)
+        self.welcome.openFolderClicked.connect(lambda: ask.open_folder(self))
+        self.welcome.openSlideClicked.connect(lambda: ask.open_slide(self))
         self.welcome.demoClicked.connect(self.demoRequested)
         self.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
 
@@ -418,71 +380,9 @@ class MainWindow(QMainWindow):
         self.close()
 
     # -- slots --------------------------------------------------------------------------------
-    @Slot()
-    def _on_open_folder_triggered(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Open a folder of images")
-        if path:
-            self.openFolderRequested.emit(path)
-
-    @Slot()
-    def _on_open_slide_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a slide", "", SLIDE_FILTER)
-        if path:
-            self.openSlideRequested.emit(path)
-
-    @Slot()
-    def _on_export_triggered(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Export reports into folder")
-        if path:
-            self.exportRequested.emit(path)
-
-    @Slot()
-    def _on_reset_triggered(self) -> None:
-        name = self.profile_combo.currentText()
-        if self.confirm(
-            "Reset to source model",
-            f"Reset profile '{name}' to the source model?\n\nIts adaptation state and its record of "
-            "processed images are deleted (review marks are kept). This cannot be undone.",
-        ):
-            self.resetRequested.emit()
-
-    @Slot()
-    def _on_new_profile_triggered(self) -> None:
-        name, ok = QInputDialog.getText(self, "New site profile", "Profile name (e.g. the site):")
-        if ok and name.strip():
-            self.newProfileRequested.emit(name.strip())
-
-    @Slot()
-    def _on_rename_profile_triggered(self) -> None:
-        old = self.profile_combo.currentText()
-        name, ok = QInputDialog.getText(
-            self, "Rename site profile", f"New name for profile '{old}':", text=old
-        )
-        if ok and name.strip() and name.strip() != old:
-            self.renameProfileRequested.emit(name.strip())
-
-    @Slot()
-    def _on_delete_profile_triggered(self) -> None:
-        name = self.profile_combo.currentText()
-        if self.confirm(
-            "Delete site profile",
-            f"Delete profile '{name}' with its adaptation state, rows and review marks?\n\nThis cannot be undone.",
-        ):
-            self.deleteProfileRequested.emit(name)
-
     @Slot(int)
     def _on_table_row_selected(self, source_row: int) -> None:
         self.positionSelected.emit(self.table.model.row_at(source_row).position)
-
-    @Slot(int)
-    def _on_profile_combo_activated(self, _index: int) -> None:
-        self.profileSelected.emit(self.profile_combo.currentText())
-
-    @Slot()
-    def _on_order_triggered(self) -> None:
-        act = self.order_group.checkedAction()
-        if act is not None:
-            self.orderChanged.emit(str(act.data()))
 
     @Slot(int)
     def _on_bottom_tabs_current_changed(self, index: int) -> None:

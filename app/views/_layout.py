@@ -1,0 +1,83 @@
+"""The main window's panes, status bar and first size (built here so the window file stays about
+its surface, as :mod:`app.views._actions` builds its actions and menus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QLabel,
+    QProgressBar,
+    QSplitter,
+    QStackedWidget,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.state import Phase
+from app.views._canvas import ElidedLabel
+
+# The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
+MainWindow = Any
+
+
+def make_panes(w: MainWindow) -> None:
+    """The welcome panel or the images on the left, the table over the tabs on the right, the
+    banners above both."""
+    w.image_split = QSplitter(Qt.Orientation.Vertical)
+    w.image_split.addWidget(w.slide_view)
+    w.image_split.addWidget(w.image_view)
+    w.slide_view.setVisible(False)
+    w.left = QStackedWidget()
+    w.left.addWidget(w.welcome)
+    w.left.addWidget(w.image_split)
+    w.bottom_tabs = QTabWidget()
+    w.bottom_tabs.addTab(w.plots, "&Plots")
+    w.bottom_tabs.addTab(w.metrics, "&Metrics")
+    w.bottom_tabs.addTab(w.log, "&Log")
+    w.right = QSplitter(Qt.Orientation.Vertical)
+    w.right.addWidget(w.table)
+    w.right.addWidget(w.bottom_tabs)
+    w.right.setSizes([420, 300])
+    w.main_split = QSplitter(Qt.Orientation.Horizontal)
+    w.main_split.addWidget(w.left)
+    w.main_split.addWidget(w.right)
+    w.main_split.setSizes([560, 720])
+    central = QWidget()
+    column = QVBoxLayout(central)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(0)
+    column.addWidget(w.banners)
+    column.addWidget(w.main_split, 1)
+    w.setCentralWidget(central)
+
+
+def make_status_bar(w: MainWindow) -> None:
+    """Phase, progress, profile and model, the long texts cut where they matter least."""
+    w.phase_label = QLabel(Phase.EMPTY.value)
+    w.progress_bar = QProgressBar()
+    w.progress_bar.setRange(0, 1)
+    w.progress_bar.setValue(0)
+    w.progress_bar.setMaximumWidth(180)
+    w.progress_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+    w.model_label = ElidedLabel("")  # the file name and the method/device stay readable
+    # "Profile 'x': n images seen" stays whole; the time of the last save goes first.
+    w.profile_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+    status = w.statusBar()
+    status.addWidget(w.phase_label)
+    status.addWidget(w.progress_bar)
+    status.addWidget(w.progress_label, 2)
+    status.addWidget(w.profile_label, 2)
+    status.addWidget(w.model_label, 3)
+
+
+def fit_to_screen(w: MainWindow) -> None:
+    """At least 1320x860 where the screen allows; most of a larger screen (main() maximises the
+    window on screens smaller than 1500x950)."""
+    screen = QGuiApplication.primaryScreen().availableGeometry()
+    width = min(max(1320, int(screen.width() * 0.85)), screen.width())
+    height = min(max(860, int(screen.height() * 0.85)), screen.height())
+    w.resize(width, height)
