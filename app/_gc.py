@@ -62,7 +62,8 @@ _installed: GuiThreadCollector | None = None
 
 
 def collect_on_gui_thread() -> GuiThreadCollector:
-    """Install the collector for this process (idempotent); call on the GUI thread after the app exists."""
+    """Install the collector for this process (idempotent); :class:`~app.controller.Controller` calls it
+    on the GUI thread before it starts the engine's thread."""
     global _installed
     if _installed is None:
         _installed = GuiThreadCollector(QCoreApplication.instance())
@@ -70,7 +71,7 @@ def collect_on_gui_thread() -> GuiThreadCollector:
 
 
 def give_back() -> None:
-    """Undo :func:`collect_on_gui_thread` (tests that leave the GUI behind call this)."""
+    """Undo :func:`collect_on_gui_thread` (the tests call it after each test)."""
     global _installed
     if _installed is not None:
         _installed.stop()

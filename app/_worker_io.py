@@ -90,17 +90,21 @@ def read_region(slide: Slide, request: RegionRequest) -> RegionRead | None:
     return RegionRead(request, out)
 
 
-def write_reports(directory: Path, data: ReportData, read: Callable[[int], np.ndarray | None]) -> list[Path]:
-    """The CSV, JSON, GeoJSON and PDF reports; ``read`` gives the gallery's previews not at hand.
+def write_reports(
+    directory: Path, data: ReportData, read: Callable[[int], np.ndarray | None]
+) -> tuple[list[Path], ReportData]:
+    """The CSV, JSON and GeoJSON reports; ``read`` gives the gallery's previews not at hand.
+
+    Returns the files written and ``data`` with its gallery complete, from which the GUI thread
+    writes the PDF (:func:`app.pdf_report.write_pdf`): its text layout takes Qt's connection
+    mutexes while PySide holds the GIL, and on this thread that deadlocked against the GUI thread
+    destroying Qt objects (it holds the mutex and waits for the GIL).
 
     Raises:
         OSError: a report cannot be written (anything else is a bug, raised as it is).
     """
-    from app.pdf_report import write_pdf
     from app.report_data import complete_gallery
-    from app.reports import PDF_NAME, write_tabular_reports
+    from app.reports import write_tabular_reports
 
     data = complete_gallery(data, read)
-    written = write_tabular_reports(directory, data)
-    written.append(write_pdf(directory / PDF_NAME, data))
-    return written
+    return write_tabular_reports(directory, data), data

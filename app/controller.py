@@ -2,26 +2,29 @@
 
 It holds no results: they live in :class:`~app.run_model.RunModel`, whose notifiers are connected
 to the window's methods; the engine work happens in :class:`~app.worker.EngineWorker` on its own
-QThread. This class starts, pauses and stops runs, exports reports and shuts down; what is open
-(session, source, profile, settings) is :class:`~app.session_controller.SessionController`'s.
-Scripted use (``--run --export --quit-when-done``) is :mod:`app.script`.
+QThread. This class starts, pauses and stops runs, exports reports (the PDF on this thread) and
+shuts down; what is open (session, source, profile, settings) is the
+:class:`~app.session_controller.SessionController`'s; scripted use is :mod:`app.script`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app import advice, notices
 from app._bool_refs import protect_bools
+from app._gc import collect_on_gui_thread
+from app._wiring import connect_by_name
 from app.applicability import Collapse, model_kind, one_class_collapse
 from app.log_bridge import LogBridge
 from app.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
+from app.pdf_report import add_pdf
 from app.profiles import ProfileInfo
+from app.report_data import collect_report_data
 from app.reports import ReportData
 from app.rows import PredictionRow
 from app.run_model import RunModel
@@ -34,15 +37,6 @@ from app.worker import EngineWorker
 logger = logging.getLogger(__name__)
 RUNNING = (Phase.RUNNING, Phase.PAUSING, Phase.PAUSED, Phase.STOPPING)
 _LEVELS = {"error": logging.ERROR, "warning": logging.WARNING}
-
-
-def connect_by_name(source: QObject, target: object, prefix: str) -> None:
-    """Connect each signal ``fooBar`` of ``source`` to ``target._on_<prefix>_foo_bar`` where it exists."""
-    for name in dir(type(source)):
-        if isinstance(getattr(type(source), name, None), Signal):
-            slot = getattr(target, f"_on_{prefix}_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(), None)
-            if slot is not None:
-                getattr(source, name).connect(slot)
 
 
 class Controller(QObject):
@@ -101,6 +95,7 @@ class Controller(QObject):
         self.sourceOpened = self.sessions.sourceOpened
         self.loadFailed = self.sessions.loadFailed
         self._connect()
+        collect_on_gui_thread()  # from now on no collection runs on the engine's thread (see the module)
         self.engine_thread.start()
         window.set_preferences(settings.low_confidence, settings.overlay_opacity)
         window.set_order(settings.order)
@@ -209,8 +204,7 @@ class Controller(QObject):
 
     @Slot(int, object)
     def _on_worker_preview_ready(self, position: int, image: object) -> None:
-        # A slot of this QObject, so the view is updated on the UI thread (a plain callable
-        # connected to the worker's signal would run on the worker's thread).
+        # A slot of this QObject, so the view is updated on the UI thread (not the worker's).
         self.model.preview_loaded(position, image)  # type: ignore[arg-type]
 
     @Slot(int, int, int, int, int)
@@ -336,7 +330,7 @@ class Controller(QObject):
     # -- export -------------------------------------------------------------------------------
     @Slot(str)
     def export(self, directory: str) -> None:
-        """Write every report kind into ``directory`` (on the worker thread)."""
+        """Write every report kind into ``directory`` (tables on the worker thread, the PDF here)."""
         try:
             data = self.report_data()
         except Exception as exc:  # a report must never leave a scripted run waiting forever
@@ -351,15 +345,16 @@ class Controller(QObject):
 
     def report_data(self) -> ReportData | None:
         """What the reports need, read from the run model and the session (None: no rows yet)."""
-        from app.report_data import collect_report_data
-
         return collect_report_data(self.model, self.state, self.window.plot_png)
 
-    @Slot(object)
-    def _on_worker_exported(self, paths: list[Path]) -> None:
+    @Slot(object, object)
+    def _on_worker_exported(self, written: list[Path], data: ReportData) -> None:
+        paths = add_pdf(written, data)  # on this thread, see app._worker_io.write_reports
+        if isinstance(paths, str):
+            self._on_worker_export_failed(paths)
+            return
         self.log("info", "Reports written: " + ", ".join(str(p) for p in paths))
-        if paths:
-            self.window.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
+        self.window.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
         self.exportFinished.emit(paths)
 
     @Slot(str)

@@ -124,7 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app._bool_refs import protect_bools
-    from app._gc import collect_on_gui_thread
     from app.controller import Controller
     from app.profiles import ProfileError, check_name
     from app.script import ScriptedRun, ScriptOptions
@@ -162,7 +161,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName(APP_NAME)
     app.setApplicationVersion(__version__)
-    collect_on_gui_thread()  # before the worker thread starts: no Qt object freed by a collection there
     if ICON.exists():
         app.setWindowIcon(QIcon(str(ICON)))
     window = MainWindow()

@@ -32,7 +32,7 @@ from PySide6.QtGui import (
 from app import APP_NAME, RESEARCH_NOTICE
 from app.pdf_blocks import report_blocks
 from app.pdf_html import Block
-from app.reports import ReportData
+from app.reports import PDF_NAME, ReportData, report_failure
 
 RESOLUTION = 96  # layout units per inch: CSS pixels
 FOOTER_PX = 28  # room kept at the bottom of each page for the footer
@@ -100,6 +100,18 @@ def paginate(heights: list[float], page_height: float, breaks: list[bool]) -> li
         pages[-1].append(i)
         used += gap + h
     return pages
+
+
+def add_pdf(written: list[Path], data: ReportData) -> list[Path] | str:
+    """The tabular reports ``written`` (``predictions.csv`` first) and the PDF written beside them,
+    or what to tell the user when it cannot be written.
+
+    Called on the GUI thread: see :func:`app._worker_io.write_reports`.
+    """
+    try:
+        return [*written, write_pdf(written[0].parent / PDF_NAME, data)]
+    except Exception as exc:  # the scripted mode waits for an answer either way
+        return report_failure(exc, written[0].parent)
 
 
 def write_pdf(path: Path, data: ReportData) -> Path:

@@ -6,6 +6,7 @@ The PDF report is written by :mod:`app.pdf_report` from the same :class:`ReportD
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from app.clinical import ClinicalMetrics
 from app.overlay import Overlay
 from app.reviews import ReviewMark
 from app.stats import Summary
+
+logger = logging.getLogger(__name__)
 
 CSV_NAME = "predictions.csv"
 REVIEWS_NAME = "reviews.csv"
@@ -275,6 +278,13 @@ def geojson_document(
 def write_geojson(path: Path, data: ReportData) -> Path:
     _write_text(path, json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n")
     return path
+
+
+def report_failure(exc: Exception, directory: Path) -> str:
+    """What to tell the user when reports could not be written (anything but an OSError is a bug: logged)."""
+    if not isinstance(exc, OSError):
+        logger.error("writing reports failed", exc_info=exc)
+    return f"Reports cannot be written to {directory}: {exc}"
 
 
 def write_tabular_reports(directory: Path, data: ReportData) -> list[Path]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.controller import Controller, connect_by_name
+from app._wiring import connect_by_name
+from app.controller import Controller
 from app.messages import RunEnded, SessionInfo, SourceOpened
 
 EXIT_OK = 0

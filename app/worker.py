@@ -53,7 +53,7 @@ from app.messages import (
 )
 from app.overlay import Overlay
 from app.profiles import Profile, ProfileError, ProfileStore
-from app.reports import ReportData
+from app.reports import ReportData, report_failure
 from app.reviews import REVIEW_DIR, OverlayStore
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class EngineWorker(QObject):
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
-    exported = Signal(object)  # list[Path]
+    exported = Signal(object, object)  # list[Path] written here, ReportData with its gallery complete
     exportFailed = Signal(str)
     closed = Signal()
 
@@ -363,16 +363,15 @@ class EngineWorker(QObject):
 
     @Slot(str, object)
     def export_reports(self, directory: str, data: ReportData) -> None:
-        """Every report kind into ``directory``; the gallery's missing previews are read here."""
+        """The tabular reports into ``directory``; the gallery's missing previews are read here (the PDF
+        is written on the GUI thread, see :func:`app._worker_io.write_reports`)."""
         source, slide = self._source, self._slide
         try:
-            written = write_reports(Path(directory), data, lambda p: read_preview(source, slide, p))
+            written, complete = write_reports(Path(directory), data, lambda p: read_preview(source, slide, p))
         except Exception as exc:  # the scripted mode waits for one of the two answers
-            if not isinstance(exc, OSError):
-                logger.exception("writing reports failed")
-            self.exportFailed.emit(f"Reports cannot be written to {directory}: {exc}")
+            self.exportFailed.emit(report_failure(exc, Path(directory)))
             return
-        self.exported.emit(written)
+        self.exported.emit(written, complete)
 
     def _release(self) -> None:
         """Close the slide and the journal (its lock), forget the session."""

@@ -272,3 +272,23 @@ def test_log_view_stays_bounded_and_counts_everything(qtbot: object) -> None:
     assert log.counts.text() == "2 errors · 3 warnings"
     log.clear()
     assert not log.entries and log.count("warning") == 0
+
+
+def test_a_pdf_that_cannot_be_written_is_reported(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PDF is written on the GUI thread after the worker's tables; its failure still ends the export."""
+    import app.pdf_report
+
+    def refuse(path: Path, data: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(app.pdf_report, "write_pdf", refuse)
+    c = studio.open()
+    studio.open_folder(c, make_folder(tmp_path, 4, labelled="csv"))
+    studio.run_to_end(c)
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportError, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        c.export(str(out))
+    assert "No space left on device" in blocker.args[0] and str(out) in blocker.args[0]
+    assert (out / "predictions.csv").exists() and not (out / "report.pdf").exists()
