@@ -1,11 +1,12 @@
 """The report's back pages as blocks (see :mod:`app.pdf_blocks`): the model card as a table, the
-method and state, the guard events and the hyper-parameters appendix."""
+method and state, the guard events, what adaptation changed and the hyper-parameters appendix."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from app._engine import decision_summary
 from app.pdf_html import Block, breakable, chunked, esc, h2, pct
 from app.reports import ReportData, guard_events
 
@@ -104,3 +105,31 @@ def guard_blocks(data: ReportData) -> list[Block]:
     if len(events) > len(shown):
         blocks.append(Block(f"<p>… and {len(events) - len(shown)} more (see run_config.json).</p>"))
     return blocks
+
+
+def change_blocks(data: ReportData) -> list[Block]:
+    """What adaptation changed, per site group and decision path (methods that record decisions)."""
+    entries = decision_summary(data.rows)
+    if not entries:
+        return []
+    body = []
+    for e in entries:
+        labelled = e["labelled"]
+        body.append(
+            [
+                "none" if e["group"] is None else str(e["group"]),
+                esc(e["path"]),
+                str(e["images"]),
+                str(e["changed"]),
+                str(e["fixed"]) if labelled else "n/a",
+                str(e["broken"]) if labelled else "n/a",
+            ]
+        )
+    intro = (
+        "<p>Each decision is the source model's, or the source model's margin against its site "
+        "group's operating point where every guard accepted one (path <i>accepted</i>). Fixed and "
+        "broken count labelled images only.</p>"
+    )
+    return chunked(
+        "What adaptation changed", ["Site group", "Path", "Images", "Changed", "Fixed", "Broken"], body, intro
+    )

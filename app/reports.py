@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from app import RESEARCH_NOTICE, __version__
-from app._engine import PredictionRow, escape_cell, predictions_csv
+from app._engine import PredictionRow, decision_summary, escape_cell, predictions_csv
 from app.clinical import ClinicalMetrics
 from app.overlay import Overlay
 from app.reviews import ReviewMark
@@ -221,6 +221,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
         ],
+        "adaptation_changes": decision_summary(data.rows),
         "errors": list(data.errors),
     }
 

@@ -16,6 +16,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QBrush, QColor
 
+from app._engine import describe_decision
 from app.rows import PredictionRow, RowFilter
 
 COLUMNS = (
@@ -106,6 +107,9 @@ class PredictionTableModel(QAbstractTableModel):
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
+        decision = describe_decision(row)
+        if decision:
+            tip += f"\n{decision}"
         if row.update_skipped:
             tip += "\nupdate skipped: non-finite loss or gradient"
         if row.guard_message:

@@ -40,7 +40,15 @@ from engine.methods import (
 )
 from engine.model_card import LoadedModel, ModelCard, load_model, save_model
 from engine.prompted_vit import PrefixPrompts, PromptedViT
-from engine.rows import CSV_COLUMNS, PredictionRow, escape_cell, make_row, predictions_csv
+from engine.rows import (
+    CSV_COLUMNS,
+    PredictionRow,
+    decision_summary,
+    describe_decision,
+    escape_cell,
+    make_row,
+    predictions_csv,
+)
 from engine.session import Session
 from engine.slides import Slide, SlideError, Tile, TilePlan, tissue_mask
 from engine.sources import (
@@ -120,6 +128,8 @@ __all__ = [
     "atomic_write_bytes",
     "build_config",
     "coerce",
+    "decision_summary",
+    "describe_decision",
     "escape_cell",
     "fields_of",
     "get_method_class",

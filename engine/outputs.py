@@ -24,6 +24,7 @@ from engine.journal import Journal
 from engine.rows import (
     CSV_COLUMNS,
     CSV_ERRORS,
+    LEGACY_CSV_COLUMNS,
     OutputError,
     PredictionRow,
     csv_cells,
@@ -116,7 +117,7 @@ class CsvOutputs:
             )
         # The file may lag behind the journal (the app continued it) or run ahead of the saved state
         # (rows made after the last save): what it holds must agree with the journal's rows.
-        records = read_csv_records(self.path, CSV_COLUMNS)
+        records = read_csv_records(self.path, CSV_COLUMNS, legacy=[LEGACY_CSV_COLUMNS])
         written = [(_whole(r["index"]), unescape_cell(r["item"])) for r in records[: len(rows)]]
         expected = [(r.index, r.name) for r in rows[: len(written)]]
         if written != expected:

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.errors import F2TTAError
 from engine.sources import StreamItem
-from engine.step import StepResult
+from engine.step import DecisionRecord, StepResult
 
 CSV_COLUMNS = (
     "index",
@@ -47,8 +47,14 @@ CSV_COLUMNS = (
     "seconds",
     "update_skipped",
     "guard_event",
+    "decision_path",
+    "site_group",
+    "decision_threshold",
+    "decision_reason",
 )
-SKIP_COLUMNS = ("item", "reason")
+#: The columns of predictions CSVs written before decision paths were recorded; such a file is
+#: still read back (resuming an older run) and is rewritten with :data:`CSV_COLUMNS`.
+LEGACY_CSV_COLUMNS = CSV_COLUMNS[:22]
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # File names that are not valid UTF-8 (possible on Linux) round-trip through the CSVs byte for byte.
 CSV_ERRORS = "surrogateescape"
@@ -81,6 +87,10 @@ class PredictionRow:
     tile: tuple[int, int, int, int, int, int] | None = None  # (col, row, x, y, width, height) of a slide tile
     guard_message: str = ""  # what the collapse guard did after this image (empty: it did not act)
     update_skipped: bool = False  # the method skipped its update on this image (non-finite loss)
+    decision_path: str = ""  # where the decision came from (I-DiPT+: engine.step.DecisionRecord.path)
+    site_group: int | None = None  # the site group it was judged in (I-DiPT+; None: none)
+    decision_threshold: float | None = None  # threshold on the source margin it was decided by
+    decision_reason: str = ""  # why that path (the guard that failed, ...)
     restored: bool = False  # True for rows read back from a journal (no overlay available)
 
     @property
@@ -115,6 +125,9 @@ class PredictionRow:
             data.pop("guard_message")
         if not self.update_skipped:
             data.pop("update_skipped")
+        for key in ("decision_path", "site_group", "decision_threshold", "decision_reason"):
+            if data[key] in ("", None):
+                data.pop(key)
         if self.tile is not None:
             data["tile"] = list(self.tile)
         for key in _FLOATS:
@@ -143,6 +156,12 @@ class PredictionRow:
                 raise ValueError("a tile has six numbers")
         kwargs["guard_message"] = str(kwargs.get("guard_message") or "")
         kwargs["update_skipped"] = bool(kwargs.get("update_skipped", False))
+        kwargs["decision_path"] = str(kwargs.get("decision_path") or "")
+        kwargs["decision_reason"] = str(kwargs.get("decision_reason") or "")
+        group = kwargs.get("site_group")
+        kwargs["site_group"] = None if group is None else int(group)
+        threshold = kwargs.get("decision_threshold")
+        kwargs["decision_threshold"] = None if threshold is None else float(threshold)
         kwargs["restored"] = True
         return cls(**kwargs)
 
@@ -176,7 +195,67 @@ def make_row(
         tile=tile,
         guard_message="" if step.guard_event is None else step.guard_event.message,
         update_skipped=step.update_skipped,
+        **decision_fields(step.decision),
     )
+
+
+def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
+    """The row fields of a step's decision record (empty for methods without one)."""
+    if decision is None:
+        return {}
+    return {
+        "decision_path": decision.path,
+        "site_group": decision.group if decision.group >= 0 else None,
+        "decision_threshold": float(decision.threshold),
+        "decision_reason": decision.reason,
+    }
+
+
+def describe_decision(row: PredictionRow) -> str:
+    """One line for people: where the row's decision came from (empty when the method records none)."""
+    if not row.decision_path:
+        return ""
+    where = f" in site group {row.site_group}" if row.site_group is not None else ""
+    threshold = row.decision_threshold
+    at = f", threshold {threshold:+.2f} on the source margin" if threshold else ", the source threshold"
+    reason = (
+        f" ({row.decision_reason})"
+        if row.decision_reason and row.decision_reason != row.decision_path
+        else ""
+    )
+    return f"decision: {row.decision_path}{where}{at}{reason}"
+
+
+def decision_summary(rows: Iterable[PredictionRow]) -> list[dict[str, Any]]:
+    """What adaptation changed, per site group and decision path (rows with a recorded decision).
+
+    One entry per (group, path) in order of the group's first image: ``images``, ``changed``
+    (decisions that differ from the source model's) and, where the truth is known, ``fixed``
+    and ``broken``, with ``labelled`` the images whose truth is known.
+    """
+    out: dict[tuple[int | None, str], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r.index):
+        if not row.decision_path:
+            continue
+        entry = out.setdefault(
+            (row.site_group, row.decision_path),
+            {
+                "group": row.site_group,
+                "path": row.decision_path,
+                "images": 0,
+                "changed": 0,
+                "labelled": 0,
+                "fixed": 0,
+                "broken": 0,
+            },
+        )
+        entry["images"] += 1
+        entry["changed"] += int(row.changed)
+        if row.correct is not None:
+            entry["labelled"] += 1
+            entry["fixed"] += int(bool(row.correct) and not row.source_correct)
+            entry["broken"] += int(not row.correct and bool(row.source_correct))
+    return list(out.values())
 
 
 def escape_cell(text: str) -> str:
@@ -216,6 +295,10 @@ def csv_cells(row: PredictionRow) -> list[str]:
         _num(row.seconds, 4),
         str(int(row.update_skipped)),
         escape_cell(row.guard_message),
+        row.decision_path,
+        "" if row.site_group is None else str(row.site_group),
+        "" if row.decision_threshold is None else _num(row.decision_threshold),
+        escape_cell(row.decision_reason),
     ]
 
 
@@ -233,12 +316,16 @@ def predictions_csv(rows: Iterable[PredictionRow]) -> str:
     return csv_text(CSV_COLUMNS, (csv_cells(r) for r in sorted(rows, key=lambda r: r.index)))
 
 
-def read_csv_records(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
+def read_csv_records(
+    path: Path, columns: Sequence[str], legacy: Sequence[Sequence[str]] = ()
+) -> list[dict[str, str]]:
     """The records of a CSV this project wrote, read back as a spreadsheet may have left it.
 
     A byte-order mark, Windows line ends and quoting that differs from ours are accepted; a
-    header that is not ``columns`` (columns renamed, dropped, reordered) is refused, and so is a
-    record with more cells than the header. A last line cut short by a crash is dropped.
+    header that is not ``columns`` (columns renamed, dropped, reordered) is refused unless it is
+    one of the ``legacy`` headers an earlier version wrote (its records then get empty cells for
+    the newer columns), and so is a record with more cells than the header. A last line cut short
+    by a crash is dropped.
 
     Raises:
         OutputError: the file was changed beyond reading back; the message says how.
@@ -256,6 +343,8 @@ def read_csv_records(path: Path, columns: Sequence[str]) -> list[dict[str, str]]
     if not lines:
         return []
     header = [c.strip() for c in lines[0]]
+    if header in [list(h) for h in legacy]:
+        columns = header
     if header != list(columns):
         raise OutputError(
             f"{path}: its columns are not the ones this program writes (found {', '.join(header[:8])}"

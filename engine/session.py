@@ -160,7 +160,7 @@ class Session:
         if out.uncertainty is not None:
             unc = out.uncertainty[0].detach().float().cpu().numpy().reshape(grid)
         event: GuardEvent | None = None
-        action = self.guard.observe(self.images_seen, pred, src)
+        action = self.guard.observe(self.images_seen, pred, src) if self.method.collapse_check else None
         if action is not None:
             if action == "recover":
                 what = self.method.recover()
@@ -185,6 +185,7 @@ class Session:
             guard_event=event,
             update_skipped=out.update_skipped,
             views_kept=out.views_kept,
+            decision=out.decision,
             hist_adapted=tuple(self.hist_adapted),
             hist_source=tuple(self.hist_source),
         )

@@ -109,15 +109,19 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import dataclasses
-    import functools
 
     import app._worker_open
     from engine import GuardConfig, Session
 
     # A two-image window in which any majority counts as collapse: the real guard acts after
     # images 1, 3 and 5 (first recovering, then resetting because the collapse "came back").
+    # The guard watches methods whose predictions can drift (I-DiPT), not idipt+'s guarded decisions.
     guard = GuardConfig(window=2, adapted_share=0.5, source_share=1.0)
-    monkeypatch.setattr(app._worker_open, "Session", functools.partial(Session, guard=guard))
+
+    def session(model: object, method: str, method_config: object, device: object) -> Session:
+        return Session(model, method="idipt", device=device, guard=guard)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app._worker_open, "Session", session)
     real_step = Session.step
 
     def step(self: Session, image: object) -> object:

@@ -38,6 +38,7 @@ METHOD_KEYS = {
     "auc",
     "segment_acc",
     "seconds_per_image",
+    "paired",
 }
 
 
@@ -150,6 +151,10 @@ def test_cli_end_to_end_json_csv_png(
         for seg in entry["segment_acc"]:
             _stat(seg)
         assert 0.0 <= entry["all_acc"]["mean"] <= 100.0
+        for d, p in entry["paired"].items():  # against the source model on the same images
+            assert d in DOMAINS and p["streams"] == 2 and p["low"] <= p["high"]
+            assert p["fixed"] >= 0 and p["broken"] >= 0
+    assert all(p["fixed"] == p["broken"] == 0 for p in data["methods"]["source"]["paired"].values())
     with (tmp_path / "res" / "bench.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["method"] for r in rows] == ["source", "idipt"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -13,8 +14,15 @@ import torch
 from engine import Session, load_model
 from engine.errors import StateError
 from engine.methods.foa_shift import FOAShiftConfig
-from engine.methods.idipt_plus import IDiPTPlus, IDiPTPlusConfig, NeighbourhoodMemory, decide, fit_mixture
-from engine.methods.idipt_plus._operating_point import OperatingPointSettings, name_components
+from engine.methods.idipt_plus import (
+    IDiPTPlus,
+    IDiPTPlusConfig,
+    Observation,
+    OperatingPoint,
+    fit_operating_point,
+)
+from engine.methods.idipt_plus._mixture import margin_threshold
+from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
 from engine.methods.t3a import T3AConfig
 from engine.prompted_vit import PromptedViT
 from engine.source_reference import (
@@ -28,151 +36,120 @@ from engine.source_reference import (
 from tests.conftest import random_images
 
 SMALL = {"bank_size": 2, "graph_dim": 16, "mc_passes": 3}
-SETTINGS = OperatingPointSettings(
-    neighbours=100, bandwidth=1.0, min_weight=10.0, min_separation=4.0, min_share=0.05, iterations=50
-)
+SETTINGS = IDiPTPlusConfig().operating_point_settings()
 
 
-def _memory(appearance: torch.Tensor, features: torch.Tensor, logits: torch.Tensor) -> NeighbourhoodMemory:
-    mem = NeighbourhoodMemory(
-        1000, appearance.shape[1], features.shape[1], logits.shape[1], None, torch.device("cpu")
-    )
-    for a, f, lg in zip(appearance, features, logits, strict=True):
-        mem.add(a, f, lg, None)
-    return mem
+def _site(n: int, positive_share: float, threshold_shift: float, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """One generated "site": two feature clusters whose source margin puts the threshold off.
 
-
-def _site(n: int, positive_share: float, threshold_shift: float, seed: int = 0) -> tuple[torch.Tensor, ...]:
-    """One generated "site": two feature clusters whose source logits put the threshold off.
-
-    Class 0 sits at -3, class 1 at +3 along the first feature axis (noise sd 0.8). The source
-    model's logit margin is ``2 (x - threshold_shift)``: with a shift of 3.5 it calls most
-    positives negative, yet still ranks them above the negatives.
+    Class 0 sits at -3, class 1 at +3 along the first of four feature axes (noise sd 0.8); the
+    source margin is ``2 (x - threshold_shift)``, so with a shift of 3.5 the source model calls
+    most positives negative, yet still ranks them above the negatives.
     """
-    gen = torch.Generator().manual_seed(seed)
-    labels = (torch.rand(n, generator=gen) < positive_share).long()
-    feats = torch.randn(n, 2, generator=gen) * 0.8
-    feats[:, 0] += torch.where(labels == 1, 3.0, -3.0)
-    logits = torch.stack([torch.zeros(n), 2.0 * (feats[:, 0] - threshold_shift)], dim=1)
-    appearance = torch.randn(n, 3, generator=gen) * 0.1  # one site: everybody looks alike
-    return appearance, feats, logits, labels
-
-
-def _accuracy(
-    appearance: torch.Tensor, feats: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor
-) -> tuple[float, float]:
-    """Leave-one-out accuracy of the threshold and the posterior decisions (the source's where refused).
-
-    Each image is decided from all the others (the memory never holds the image itself).
-    """
-    hits_threshold = hits_posterior = 0
-    for i in range(len(labels)):
-        rest = torch.cat([torch.arange(i), torch.arange(i + 1, len(labels))])
-        mem = _memory(appearance[rest], feats[rest], logits[rest])
-        d = decide(mem, appearance[i], feats[i], logits[i], bandwidth=1.0, settings=SETTINGS)
-        margin = float(logits[i, 1] - logits[i, 0])
-        by_threshold = int(margin > d.threshold) if d.threshold is not None else int(margin > 0)
-        hits_threshold += int(by_threshold == int(labels[i]))
-        hits_posterior += int(int(d.posterior.argmax()) == int(labels[i]))
-    return hits_threshold / len(labels), hits_posterior / len(labels)
+    rng = np.random.default_rng(seed)
+    labels = (rng.random(n) < positive_share).astype(np.int64)
+    feats = rng.normal(0.0, 0.8, (n, 4))
+    feats[:, 0] += np.where(labels == 1, 3.0, -3.0)
+    margins = 2.0 * (feats[:, 0] - threshold_shift)
+    return feats, margins, labels
 
 
 # ------------------------------------------------------------------------------------ the estimator
-def test_mixture_recovers_separated_clusters_and_their_shares() -> None:
-    gen = torch.Generator().manual_seed(0)
-    x = torch.cat([torch.randn(80, 2, generator=gen) - 4.0, torch.randn(20, 2, generator=gen) + 4.0]).double()
-    init = torch.nn.functional.one_hot((x[:, 0] > -3.0).long(), 2).double()  # a badly placed start
-    resp, means, var, shares = fit_mixture(x, torch.ones(100, dtype=torch.float64), init, 100)
-    assert shares.tolist() == pytest.approx([0.8, 0.2], abs=0.01)
-    assert var.tolist() == pytest.approx([1.0, 1.0], abs=0.3)  # the clusters' unit noise, tied
-    assert means[0, 0] == pytest.approx(-4.0, abs=0.35) and means[1, 0] == pytest.approx(4.0, abs=0.5)
-    assert bool((resp.argmax(dim=1)[:80] == 0).all()) and bool((resp.argmax(dim=1)[80:] == 1).all())
-    # weights count: the same points, the second cluster weighted five times over
-    w = torch.cat([torch.ones(80), torch.full((20,), 5.0)]).double()
-    _, _, _, weighted = fit_mixture(x, w, init, 100)
-    assert weighted.tolist() == pytest.approx([80 / 180, 100 / 180], abs=0.01)
-
-
-def test_components_are_named_by_ranking_not_by_vote() -> None:
-    # The source calls class 1 in neither component, but ranks the second one higher.
-    resp = torch.tensor([[1.0, 0.0]] * 5 + [[0.0, 1.0]] * 5).double()
-    probs = torch.tensor([[0.98, 0.02]] * 5 + [[0.7, 0.3]] * 5).double()
-    assert name_components(resp, torch.ones(10).double(), probs) == [0, 1]
-    assert name_components(resp.flip(1), torch.ones(10).double(), probs) == [1, 0]
-
-
-@pytest.mark.parametrize("share", [0.5, 0.2, 0.8])
-def test_a_moved_threshold_is_corrected_under_any_prior(share: float) -> None:
-    appearance, feats, logits, labels = _site(160, share, threshold_shift=3.5)
-    source_acc = float((logits.argmax(dim=1) == labels).float().mean())
-    assert source_acc < 0.9  # the source threshold cuts into the positives
-    by_threshold, by_posterior = _accuracy(appearance, feats, logits, labels)
-    assert by_threshold >= 0.97 and by_posterior >= 0.97
+def test_a_moved_threshold_is_found_and_moved_pessimistically() -> None:
+    feats, margins, labels = _site(300, 0.5, 3.5)
+    fit = fit_operating_point(margins, feats, SETTINGS, np.random.default_rng(0))
+    assert fit.accepted and fit.reason == "accepted"
+    # the truth sits near margin -7 (x = 0); the estimate moves there, the move stops at the
+    # interval's edge nearest the source threshold
+    assert fit.estimate < -4.0 and fit.low <= fit.estimate <= fit.high < 0.0
+    assert fit.pessimistic == fit.high
+    before = np.mean((margins > 0) == labels)
+    after = np.mean((margins > fit.pessimistic) == labels)
+    assert before < 0.8 and after > 0.95
 
 
 @pytest.mark.parametrize("share", [0.5, 0.2, 0.8])
 def test_a_right_threshold_is_kept(share: float) -> None:
-    appearance, feats, logits, labels = _site(160, share, threshold_shift=0.0)
-    source_acc = float((logits.argmax(dim=1) == labels).float().mean())
-    by_threshold, by_posterior = _accuracy(appearance, feats, logits, labels)
-    assert min(by_threshold, by_posterior) >= source_acc - 0.01
+    feats, margins, _ = _site(300, share, 0.0, seed=2)
+    fit = fit_operating_point(margins, feats, SETTINGS, np.random.default_rng(0))
+    assert not fit.accepted or abs(fit.pessimistic) < 1.0
 
 
-def test_guard_keeps_the_source_decision_without_class_structure() -> None:
-    gen = torch.Generator().manual_seed(3)
-    feats = torch.randn(200, 2, generator=gen)  # one Gaussian: any split is an artefact
-    logits = torch.stack([torch.zeros(200), 3.0 * feats[:, 0]], dim=1)
-    appearance = torch.zeros(200, 3)
-    mem = _memory(appearance[1:], feats[1:], logits[1:])
-    d = decide(mem, appearance[0], feats[0], logits[0], 1.0, SETTINGS)
-    assert not d.accepted and 2.0 < d.separation < SETTINGS.min_separation
-    assert torch.equal(d.posterior, logits[0].softmax(dim=-1)) and d.threshold is None
+def test_one_correlated_gaussian_never_poses_as_two_classes() -> None:
+    """The audit's counter-example: one 4-D Gaussian, equal correlation 0.8, 101 points.
+
+    The old tied-diagonal separation test passed it in about 189 of 200 draws; every guard
+    together must accept none.
+    """
+    cov = np.full((4, 4), 0.8) + 0.2 * np.eye(4)
+    passed_separation = accepted = 0
+    for trial in range(60):
+        rng = np.random.default_rng(trial)
+        x = rng.multivariate_normal(np.zeros(4), cov, 101)
+        fit = fit_operating_point(3.0 * x[:, 0] - 1.0, x, SETTINGS, np.random.default_rng([trial, 1]))
+        passed_separation += int(fit.separation >= SETTINGS.min_separation)
+        accepted += int(fit.accepted)
+    assert passed_separation >= 45  # the separation alone would be fooled ...
+    assert accepted == 0  # ... the edge and stability guards are not
 
 
-def test_guard_needs_a_neighbourhood_that_looks_alike() -> None:
-    appearance, feats, logits, _ = _site(100, 0.5, threshold_shift=3.5)
-    empty = NeighbourhoodMemory(10, 3, 2, 2, None, torch.device("cpu"))
-    assert not decide(empty, appearance[0], feats[0], logits[0], 1.0, SETTINGS).accepted
-    mem = _memory(appearance[1:], feats[1:], logits[1:])
-    far = appearance[0] + 25.0  # another site: kernel weights vanish
-    d = decide(mem, far, feats[0], logits[0], 1.0, SETTINGS)
-    assert not d.accepted and d.weight < SETTINGS.min_weight
-    near = decide(mem, appearance[0], feats[0], logits[0], 1.0, SETTINGS)
-    assert near.accepted and near.weight > 90
+def test_a_site_of_one_spread_class_is_not_split() -> None:
+    """A group that holds one class whose margins spread evenly (a nuisance): no cluster edge."""
+    rng = np.random.default_rng(4)
+    margins = rng.uniform(-6.0, 4.0, 200)
+    feats = np.c_[margins / 3.0, rng.normal(0, 1, (200, 3))]
+    feats[:, 1] += np.where(margins > -2, 2.5, -2.5)  # a nuisance direction that splits it
+    fit = fit_operating_point(margins, feats, SETTINGS, np.random.default_rng(0))
+    assert not fit.accepted
 
 
-def test_two_sites_are_told_apart_by_appearance() -> None:
-    # Site A's threshold is moved one way, site B's the other; they look different.
-    a_app, a_feat, a_prob, a_lab = _site(120, 0.5, threshold_shift=3.5, seed=1)
-    b_app, b_feat, b_prob, b_lab = _site(120, 0.5, threshold_shift=-3.5, seed=2)
-    b_app = b_app + 5.0
-    app, feat, prob, lab = (
-        torch.cat(p) for p in ((a_app, b_app), (a_feat, b_feat), (a_prob, b_prob), (a_lab, b_lab))
-    )
-    source_acc = float((prob.argmax(dim=1) == lab).float().mean())
-    assert source_acc < 0.85
-    assert min(_accuracy(app, feat, prob, lab)) >= 0.95
+def test_margin_threshold_reports_its_disagreement() -> None:
+    margins = np.array([-3.0, -2.0, -1.0, 1.0, 2.0, 3.0])
+    t, dis = margin_threshold(margins, np.array([0, 0, 0, 1, 1, 1]))
+    assert -1.0 < t < 1.0 and dis == 0.0
+    t, dis = margin_threshold(margins, np.array([0, 1, 0, 1, 0, 1]))
+    assert dis > 0.3  # no threshold reproduces an alternating split
 
 
-def test_memory_is_a_ring_and_round_trips() -> None:
-    mem = NeighbourhoodMemory(3, 2, 1, 2, 4, torch.device("cpu"))
-    for i in range(5):
-        mem.add(
-            torch.full((2,), float(i)),
-            torch.full((1,), float(i)),
-            torch.tensor([0.5, 0.5]),
-            torch.full((4,), float(i)),
-        )
-    assert mem.size == 3 and mem.count == 5
-    assert sorted(mem.appearance[:, 0].tolist()) == [2.0, 3.0, 4.0]
-    saved = mem.state_tensors("m")
-    other = NeighbourhoodMemory(3, 2, 1, 2, 4, torch.device("cpu"))
-    other.load_state("m", saved, 5)
-    assert torch.equal(other.appearance, mem.appearance) and torch.equal(other.full, mem.full)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        NeighbourhoodMemory(2, 2, 1, 2, 4, torch.device("cpu")).load_state("m", saved, 5)
-    with pytest.raises(ValueError):
-        NeighbourhoodMemory(3, 2, 1, 2, None, torch.device("cpu")).load_state("m", saved, 5)
+def test_groups_follow_appearance_and_decide_by_their_own_threshold() -> None:
+    """Two sites, far apart in appearance, one with a moved threshold: only that one moves."""
+    a_feats, a_margins, a_labels = _site(240, 0.5, 3.5, seed=1)
+    b_feats, b_margins, b_labels = _site(240, 0.5, 0.0, seed=3)
+    op = OperatingPoint(SETTINGS, bandwidth=1.0, radius=0.5, seed=0)
+    rng = np.random.default_rng(0)
+    order = rng.permutation(480)
+    feats, margins = np.r_[a_feats, b_feats], np.r_[a_margins, b_margins]
+    appearance = np.r_[np.full((240, 3), 10.0), np.full((240, 3), -10.0)] + rng.normal(0, 0.2, (480, 3))
+    labels = np.r_[a_labels, b_labels]
+    decided = np.zeros(480, dtype=bool)
+    paths = []
+    for i in order:
+        d = op.step(Observation(float(margins[i]), feats[i], appearance[i]))
+        decided[i] = d.positive(float(margins[i]))
+        paths.append((i < 240, d.path, d.group))
+    assert len(op.groups.groups) == 2
+    site_a = np.arange(480) < 240
+    assert np.mean(decided[site_a] == labels[site_a]) > np.mean((margins[site_a] > 0) == labels[site_a]) + 0.1
+    assert np.array_equal(decided[~site_a], margins[~site_a] > 0)  # the right threshold is kept
+    assert {g for a, p, g in paths if a}.isdisjoint({g for a, p, g in paths if not a})
+    assert any(p == "accepted" for a, p, _ in paths if a)
+
+
+def test_operating_point_state_round_trips_and_continues_identically() -> None:
+    feats, margins, _ = _site(200, 0.5, 3.5, seed=5)
+    appearance = np.random.default_rng(1).normal(5.0, 0.1, (200, 3))
+    one = OperatingPoint(SETTINGS, 1.0, 0.5, seed=2)
+    for i in range(120):
+        one.step(Observation(float(margins[i]), feats[i], appearance[i]))
+    tensors, meta = operating_point_state(one)
+    two = OperatingPoint(SETTINGS, 1.0, 0.5, seed=2)
+    load_operating_point(two, tensors, json.loads(json.dumps(meta)))
+    for i in range(120, 200):
+        obs = Observation(float(margins[i]), feats[i], appearance[i])
+        assert one.step(obs) == two.step(obs)
+    meta["groups"][0]["threshold"] = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        load_operating_point(OperatingPoint(SETTINGS, 1.0, 0.5, seed=2), tensors, meta)
 
 
 # ------------------------------------------------------------------------------------ the reference
@@ -224,89 +201,81 @@ def test_damaged_reference_is_refused_with_a_warning(
     with caplog.at_level(logging.WARNING):
         assert find_reference(path, loaded.fingerprint, 2, PromptedViT(loaded.model)) is None
         session = Session(path, method="idipt+", method_config=IDiPTPlusConfig(**SMALL))
-    assert "source reference ignored" in caplog.text and "behaves as idipt" in caplog.text
+    assert "source reference ignored" in caplog.text and "operating point is off" in caplog.text
     assert session.reference is None
 
 
 # ------------------------------------------------------------------------------------ the method
-def test_without_a_reference_idipt_plus_is_idipt(tiny_model_path: Path) -> None:
-    from engine import IDiPTConfig
-
-    plus = Session(tiny_model_path, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=4)
-    plain = Session(tiny_model_path, method="idipt", method_config=IDiPTConfig(**SMALL), seed=4)
+def test_without_a_reference_every_decision_is_the_source_models(
+    tiny_model_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        plus = Session(tiny_model_path, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=4)
+    assert "every decision is the source model's" in caplog.text
     for img in random_images(6, size=32):
-        a, b = plus.step(img), plain.step(img)
-        assert np.array_equal(a.probs, b.probs)
+        r = plus.step(img)
+        assert np.array_equal(r.probs, r.source_probs)
+        assert r.decision is not None and r.decision.path == "not-accepted"
+        assert r.decision.reason == "no source reference"
 
 
-def test_with_a_reference_the_stream_is_remembered_and_resumes_exactly(
+def test_not_accepted_images_report_the_source_model_not_the_prompts(referenced_model: Path) -> None:
+    """The fallback is the source model: I-DiPT's prompted prediction is never reported."""
+    cfg = IDiPTPlusConfig(**SMALL, source_gate=False, lr=0.5)  # a large step: the prompts do move
+    session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
+    results = [session.step(img) for img in random_images(12, size=32, seed=1)]
+    assert all(r.decision is not None and r.decision.path == "not-accepted" for r in results)
+    assert all(np.array_equal(r.probs, r.source_probs) for r in results)
+    assert results[0].decision is not None and results[0].decision.reason == "too few images"
+    method = session.method
+    assert isinstance(method, IDiPTPlus) and method.operating_point is not None
+    assert sum(g.count for g in method.operating_point.groups.groups) == 12
+    assert float(method.phi_i.detach().abs().sum()) > 0  # I-DiPT still runs inside
+
+
+def test_with_a_reference_the_groups_are_saved_and_resume_exactly(
     referenced_model: Path, tmp_path: Path
 ) -> None:
-    # any neighbourhood decides; the reference was fitted on images like these, so no source gate
-    cfg = IDiPTPlusConfig(
-        **SMALL, min_weight=0.0, min_separation=0.0, min_share=0.0, source_gate=False, prompt_target=True
-    )
+    cfg = IDiPTPlusConfig(**SMALL, source_gate=False, min_images=10, min_edge=0.0, bootstrap=4)
     session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
-    method = session.method
-    assert isinstance(method, IDiPTPlus) and method.memory is not None
-    imgs = random_images(12, size=32, seed=1)  # the source calls the first one class 0, the rest 1
-    results = [session.step(img) for img in imgs[:6]]
-    assert method.memory.size == 6
-    assert results[0].diagnostics["op_accepted"] == 0.0  # nothing remembered yet
-    assert any(r.diagnostics["op_accepted"] == 1.0 for r in results[1:])
+    imgs = random_images(30, size=32, seed=1)
+    for img in imgs[:20]:
+        session.step(img)
     session.save(tmp_path / "state")
-    rest = [session.step(img).probs for img in imgs[6:]]
+    rest = [session.step(img) for img in imgs[20:]]
     again = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
     again.load(tmp_path / "state")
-    assert again.method.memory.size == 6  # type: ignore[attr-defined]
-    for img, expected in zip(imgs[6:], rest, strict=True):
-        assert np.array_equal(again.step(img).probs, expected)
+    for img, expected in zip(imgs[20:], rest, strict=True):
+        got = again.step(img)
+        assert np.array_equal(got.probs, expected.probs) and repr(got.decision) == repr(expected.decision)
     session.reset()
-    assert method.memory.size == 0 and session.reference is not None
-
-
-def test_prompts_are_fitted_to_the_source_prediction_unless_asked(referenced_model: Path) -> None:
-    imgs = random_images(5, size=32, seed=1)
-    for prompt_target in (False, True):
-        cfg = IDiPTPlusConfig(
-            **SMALL,
-            min_weight=0.0,
-            min_separation=0.0,
-            min_share=0.0,
-            source_gate=False,
-            prompt_target=prompt_target,
-        )
-        session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
-        for img in imgs[:4]:
-            session.step(img)
-        method = session.method
-        assert isinstance(method, IDiPTPlus)
-        with torch.no_grad():
-            source = method.model.source_pass(session.preprocess(imgs[4]))
-            target = method._consistency_target(source)
-        decision = method._pending[4] if method._pending is not None else None
-        assert decision is not None and decision.accepted
-        corrected = method._pending[5] if method._pending is not None else None
-        assert corrected is not None  # the threshold decision's logits
-        expected = corrected.softmax(dim=-1) if prompt_target else source.logits.softmax(dim=-1)
-        assert torch.equal(target, expected)
+    method = session.method
+    assert isinstance(method, IDiPTPlus) and method.operating_point is not None
+    assert not method.operating_point.groups.groups and session.reference is not None
 
 
 def test_source_like_images_keep_the_source_decision(referenced_model: Path) -> None:
-    cfg = IDiPTPlusConfig(**SMALL, min_weight=0.0, min_separation=0.0, min_share=0.0)
+    cfg = IDiPTPlusConfig(**SMALL, source_gate=True)  # the gate is off by default
     session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
     # the reference was fitted on random images of this kind: most look like the source domain
     results = [session.step(img) for img in random_images(12, size=32, seed=1)]
-    gated = [r for r in results if r.diagnostics["op_source_like"] == 1.0]
+    gated = [r for r in results if r.decision is not None and r.decision.path == "source-like"]
     assert len(gated) >= 6
-    assert all(r.diagnostics["op_accepted"] == 0.0 for r in gated)
-    assert all(np.array_equal(r.probs, r.source_probs) for r in gated)  # the source model's prediction
+    assert all(r.decision is not None and r.decision.group == -1 for r in gated)
+    assert all(np.array_equal(r.probs, r.source_probs) for r in gated)
     # a flat grey image is nothing like the noise the reference saw: outside the source radius
     shifted = session.step(np.full((32, 32, 3), 128, dtype=np.uint8))
-    assert shifted.diagnostics["op_source_like"] == 0.0
+    assert shifted.decision is not None and shifted.decision.path != "source-like"
 
 
-def test_state_with_a_memory_needs_the_reference(
+def test_a_site_of_one_class_does_not_trip_the_collapse_guard(referenced_model: Path) -> None:
+    """The collapse guard does not watch idipt+ (it would wipe the evidence of a one-class site)."""
+    session = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=1)
+    assert session.method.collapse_check is False
+    assert Session(referenced_model, method="idipt", seed=1).method.collapse_check is True
+
+
+def test_state_with_groups_needs_the_reference(
     referenced_model: Path, tiny_model_path: Path, tmp_path: Path
 ) -> None:
     session = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL))

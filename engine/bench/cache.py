@@ -39,8 +39,19 @@ from engine.model_card import _sha256_file
 
 logger = logging.getLogger(__name__)
 
-_FORMAT = 1
-_ARRAYS = ("labels", "preds", "source_preds", "probs", "domain", "fragment", "seconds")
+_FORMAT = 2
+_ARRAYS = (
+    "labels",
+    "preds",
+    "source_preds",
+    "probs",
+    "domain",
+    "fragment",
+    "seconds",
+    "path",
+    "group",
+    "threshold",
+)
 _UNUSABLE = (OSError, ValueError, KeyError, TypeError, SafetensorError)  # what read_records raises
 
 

@@ -22,6 +22,7 @@ import torch
 from engine.bench.plan import LISTINGS, BenchError, BenchJob, make_config
 from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import ImageReadError
+from engine.methods.idipt_plus import PATHS
 from engine.model_card import load_model
 from engine.protocol import dataset_stream
 from engine.session import Session
@@ -48,6 +49,9 @@ class JobRecords:
     domain: np.ndarray  # (n,) int32
     fragment: np.ndarray  # (n,) int32 fragment number in the stream
     seconds: np.ndarray  # (n,) float64 wall time of each step
+    path: np.ndarray  # (n,) int8 index into engine.methods.idipt_plus.PATHS (-1: no decision record)
+    group: np.ndarray  # (n,) int32 site group of the decision (-1: none)
+    threshold: np.ndarray  # (n,) float32 threshold on the source margin of the decision (0: source's)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
@@ -115,6 +119,9 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
     source_preds: list[int] = []
     probs: list[np.ndarray] = []
     seconds: list[float] = []
+    paths: list[int] = []
+    groups: list[int] = []
+    thresholds: list[float] = []
     skipped: list[tuple[str, str]] = []
     for outcome in run.outcomes():
         if isinstance(outcome, Failed):
@@ -130,6 +137,12 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
             source_preds.append(step.source_prediction)
             probs.append(step.probs.astype(np.float32))
             seconds.append(step.seconds)
+            decision = step.decision
+            paths.append(
+                PATHS.index(decision.path) if decision is not None and decision.path in PATHS else -1
+            )
+            groups.append(decision.group if decision is not None else -1)
+            thresholds.append(decision.threshold if decision is not None else 0.0)
         else:
             continue
         if on_image is not None:
@@ -147,6 +160,9 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         domain=np.asarray([dom_index[stream.items[p].domain] for p in kept], dtype=np.int32),
         fragment=frag_of[kept].astype(np.int32) if kept else np.zeros(0, dtype=np.int32),
         seconds=np.asarray(seconds, dtype=np.float64),
+        path=np.asarray(paths, dtype=np.int8),
+        group=np.asarray(groups, dtype=np.int32),
+        threshold=np.asarray(thresholds, dtype=np.float32),
         skipped=skipped,
     )
 

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from engine.bench.job import JobRecords
+from engine.bench.paired import paired
 from engine.bench.plan import BenchPlan
+from engine.methods.idipt_plus import PATHS
 from engine.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
 
 logger = logging.getLogger(__name__)
@@ -77,9 +79,59 @@ def summarize(plan: BenchPlan, records: Sequence[JobRecords]) -> BenchResult:
                 notes.setdefault(row, []).append(f"seed {rec.seed}: {note}")
             skipped.update(rec.skipped)
         methods[row] = aggregate(runs[row])
+        methods[row]["paired"] = paired_by_domain(recs, plan.domains)
+        paths = decision_paths(recs)
+        if paths:
+            methods[row]["paths"] = paths
     for row, lines in notes.items():
         for line in lines:
             logger.warning("%s, %s", row, line)
     plan.config["notes"] = notes
     plan.config["skipped_images"] = [{"path": p, "reason": r} for p, r in sorted(skipped.items())]
     return BenchResult(plan, by_row, runs, methods)
+
+
+def paired_by_domain(recs: Sequence[JobRecords], domains: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per domain: the adapted model against the source model on the same images, per stream.
+
+    ``fixed``/``broken`` are summed over the streams (the same images in other orders, so not
+    independent: no interval is pooled); ``delta`` is the mean paired difference over streams;
+    ``low``/``high`` are the exact 95 % interval of the stream whose lower end is lowest.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for d in domains:
+        per_stream = []
+        for rec in recs:
+            mask = np.asarray(rec.domains, dtype=object)[rec.domain] == d
+            if mask.any():
+                per_stream.append(paired(rec.labels[mask], rec.source_preds[mask], rec.preds[mask]))
+        if not per_stream:
+            continue
+        worst = min(per_stream, key=lambda p: p.low)
+        out[d] = {
+            "streams": len(per_stream),
+            "images_per_stream": per_stream[0].images,
+            "delta": float(np.mean([p.delta for p in per_stream])),
+            "fixed": sum(p.fixed for p in per_stream),
+            "broken": sum(p.broken for p in per_stream),
+            "low": worst.low,
+            "high": worst.high,
+        }
+    return out
+
+
+def decision_paths(recs: Sequence[JobRecords]) -> dict[str, dict[str, int]]:
+    """Per decision path (I-DiPT+): images, changed decisions, fixed and broken, summed over streams."""
+    out: dict[str, dict[str, int]] = {}
+    for rec in recs:
+        for k, name in enumerate(PATHS):
+            mask = rec.path == k
+            if not mask.any():
+                continue
+            entry = out.setdefault(name, {"images": 0, "changed": 0, "fixed": 0, "broken": 0})
+            y, src, pred = rec.labels[mask], rec.source_preds[mask], rec.preds[mask]
+            entry["images"] += int(mask.sum())
+            entry["changed"] += int(np.sum(src != pred))
+            entry["fixed"] += int(np.sum((pred == y) & (src != y)))
+            entry["broken"] += int(np.sum((pred != y) & (src == y)))
+    return out

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-source": ("engine.cli.train_source", "train a source ViT on one domain"),
     "reference": ("engine.cli.reference", "compute a model's source reference (for idipt+)"),
     "bench": ("engine.cli.bench", "run the F²TTA benchmark over methods and seeds"),
+    "bench-suite": ("engine.cli.bench_suite", "run a committed evaluation suite from cached source passes"),
     "methods": ("engine.cli.methods", "list the registered adaptation methods"),
 }
 

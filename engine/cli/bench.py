@@ -18,6 +18,7 @@ from engine._atomic import atomic_write_bytes
 from engine.bench import BenchResult, BenchSettings, parse_seeds, plan_bench, run_plan
 from engine.cli._common import add_card_override_arguments, add_device_arguments, add_model_argument
 from engine.errors import F2TTAError
+from engine.methods import get_method_class
 from engine.metrics import SEGMENTS, format_mean_std
 from engine.protocol import parse_prior
 
@@ -167,6 +168,12 @@ def main(args: argparse.Namespace) -> int:
         )
     print(format_table(result))
     print()
+    print(format_paired(result))
+    paths = format_paths(result)
+    if paths:
+        print()
+        print(paths)
+    print()
     print(format_segments(result))
     try:
         if args.json is not None:
@@ -237,6 +244,45 @@ def format_table(result: BenchResult) -> str:
         f"positive class {plan.classes[plan.positive_class]!r}"
     )
     return title + "\n" + _render(header, rows)
+
+
+def format_paired(result: BenchResult) -> str:
+    """Per domain, each row against the source model on the same images: fixed/broken and the interval."""
+    plan = result.plan
+    header = [
+        "method",
+        "source data",
+        *(f"{d} (source)" if d == plan.source_domain else d for d in plan.domains),
+    ]
+    rows = []
+    for name, m in result.methods.items():
+        cells = []
+        for d in plan.domains:
+            p = m["paired"].get(d)
+            cells.append(
+                "n/a"
+                if p is None
+                else f"{p['delta']:+.1f} ({p['fixed']}/{p['broken']}) [{p['low']:+.1f}, {p['high']:+.1f}]"
+            )
+        method = name.split("[", 1)[0]
+        rows.append([name, get_method_class(method).source_access, *cells])
+    return (
+        "Paired difference from the source model on the same images (points, mean over streams), "
+        "images fixed/broken summed over streams, and the exact 95 % interval of the worst stream\n"
+        + _render(header, rows)
+    )
+
+
+def format_paths(result: BenchResult) -> str:
+    """Per decision path (methods that record one): images, changed, fixed and broken, over all streams."""
+    rows = []
+    for name, m in result.methods.items():
+        for path, c in m.get("paths", {}).items():
+            rows.append([name, path, str(c["images"]), str(c["changed"]), str(c["fixed"]), str(c["broken"])])
+    if not rows:
+        return ""
+    header = ["method", "decision path", "images", "changed", "fixed", "broken"]
+    return "Where the decisions came from (summed over streams)\n" + _render(header, rows)
 
 
 def format_segments(result: BenchResult) -> str:

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from engine.prompted_vit import PromptedViT
+from engine.step import DecisionRecord
 
 if TYPE_CHECKING:
     from engine.source_reference import SourceReference
@@ -39,6 +40,7 @@ class MethodOutput:
             finite (I-DiPT's guard); reported to the user with the image.
         views_kept: how many masked views entered the loss (I-DiPT's evidence check), None for
             methods without views.
+        decision: where the reported decision came from (I-DiPT+'s operating point), or None.
     """
 
     logits: torch.Tensor
@@ -49,6 +51,7 @@ class MethodOutput:
     diagnostics: dict[str, float] = field(default_factory=dict)
     update_skipped: bool = False
     views_kept: int | None = None
+    decision: DecisionRecord | None = None
 
 
 class TTAMethod(ABC):
@@ -69,6 +72,12 @@ class TTAMethod(ABC):
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
     #: Whether the method reads the model's source reference (``engine.source_reference``).
     uses_reference: ClassVar[bool] = False
+    #: Whether the session's collapse guard (``engine._guard``) watches the method's predictions.
+    #: A method whose reported decisions are guarded by its own tests against the source model
+    #: (I-DiPT+) turns it off: a site that truly is 95 % one class must not wipe its evidence.
+    collapse_check: ClassVar[bool] = True
+    #: What the method reads of the source domain besides the model (stated in benchmark tables).
+    source_access: ClassVar[str] = "none"
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:

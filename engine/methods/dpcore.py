@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -84,6 +84,8 @@ class DPCoreConfig:
 @register_method("dpcore")
 class DPCore(StatisticsAlignedMethod):
     """Prompt coreset with distance-weighted initialisation and the ID/OOD update (batch size 1)."""
+
+    source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"
 
     config_class = DPCoreConfig
     config: DPCoreConfig

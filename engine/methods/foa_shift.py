@@ -49,6 +49,7 @@ class FOAShift(TTAMethod):
 
     config_class = FOAShiftConfig
     uses_reference: ClassVar[bool] = True
+    source_access: ClassVar[str] = "source reference: feature mean (unlabelled)"
     config: FOAShiftConfig
 
     def configure_model(self) -> None:

@@ -33,7 +33,7 @@ Departures:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -80,6 +80,8 @@ class VPTTAConfig(AdamConfig):
 @register_method("vptta")
 class VPTTA(StatisticsAlignedMethod):
     """Frequency-domain input prompt per image on the frozen ViT (batch size 1)."""
+
+    source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"
 
     config_class = VPTTAConfig
     config: VPTTAConfig

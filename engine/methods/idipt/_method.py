@@ -190,6 +190,12 @@ class IDiPT(TTAMethod):
     # ------------------------------------------------------------------ one step
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
+        output, _ = self.adapt_with_source(x)
+        return output
+
+    @torch.enable_grad()
+    def adapt_with_source(self, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
+        """One I-DiPT step; returns its output and the source pass it started from (I-DiPT+ reads it)."""
         if x.shape[0] != 1:
             raise ValueError("I-DiPT adapts image by image: batch size must be 1")
         cfg = self.config
@@ -198,7 +204,7 @@ class IDiPT(TTAMethod):
 
         with torch.no_grad():
             source = model.source_pass(x)
-            target = self._consistency_target(source)
+            target = source.logits.softmax(dim=-1)  # ŷ_w
             uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
@@ -273,7 +279,6 @@ class IDiPT(TTAMethod):
                 if cfg.use_pgd:
                     self.bank.enqueue(key, phi_s.detach(), carry_i)
                 self.phi_i.copy_(carry_i)
-            adapted = self._final_logits(adapted, source)
 
         self.steps += 1
         diagnostics.update(
@@ -288,7 +293,7 @@ class IDiPT(TTAMethod):
                 else 0.0,
             }
         )
-        return MethodOutput(
+        output = MethodOutput(
             logits=adapted,
             source_logits=source.logits,
             uncertainty=uncertainty,
@@ -298,15 +303,7 @@ class IDiPT(TTAMethod):
             update_skipped=update_skipped,
             views_kept=views_kept,
         )
-
-    # ------------------------------------------------------------------ hooks (I-DiPT+)
-    def _consistency_target(self, source: SourcePass) -> torch.Tensor:
-        """ŷ_w, the probabilities both masked views are fitted to: the source prediction."""
-        return source.logits.softmax(dim=-1)
-
-    def _final_logits(self, adapted: torch.Tensor, source: SourcePass) -> torch.Tensor:
-        """The reported prediction: the prompted model's logits (I-DiPT+ may decide otherwise)."""
-        return adapted
+        return output, source
 
     def recover(self) -> str:
         """Forget the image-specific history: the bank (whose prompts pre-initialise φ_S) is cleared."""

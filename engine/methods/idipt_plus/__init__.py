@@ -1,8 +1,40 @@
-"""I-DiPT+: I-DiPT with a per-appearance operating point (``_method``) and its estimator (``_operating_point``)."""
+"""I-DiPT+: I-DiPT whose reported decisions come from guarded per-site operating points.
+
+``_method`` (the method), ``_operating_point`` (site groups' thresholds and their guards),
+``_groups`` (site groups by appearance), ``_mixture`` (the two-class mixture and margin
+thresholds), ``_observe`` (source pass -> observation) and ``_state`` (saving the groups).
+"""
 
 from __future__ import annotations
 
-from engine.methods.idipt_plus._method import IDiPTPlus, IDiPTPlusConfig
-from engine.methods.idipt_plus._operating_point import Decision, NeighbourhoodMemory, decide, fit_mixture
+from engine.methods.idipt_plus._method import IDiPTPlus, IDiPTPlusConfig, decision_record
+from engine.methods.idipt_plus._observe import ReferenceArrays
+from engine.methods.idipt_plus._operating_point import (
+    ACCEPTED,
+    NOT_ACCEPTED,
+    PATHS,
+    SOURCE_LIKE,
+    Decision,
+    Fit,
+    Observation,
+    OperatingPoint,
+    OperatingPointSettings,
+    fit_operating_point,
+)
 
-__all__ = ["Decision", "IDiPTPlus", "IDiPTPlusConfig", "NeighbourhoodMemory", "decide", "fit_mixture"]
+__all__ = [
+    "ACCEPTED",
+    "NOT_ACCEPTED",
+    "PATHS",
+    "SOURCE_LIKE",
+    "Decision",
+    "Fit",
+    "IDiPTPlus",
+    "IDiPTPlusConfig",
+    "Observation",
+    "OperatingPoint",
+    "OperatingPointSettings",
+    "ReferenceArrays",
+    "decision_record",
+    "fit_operating_point",
+]

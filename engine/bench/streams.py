@@ -1,0 +1,118 @@
+"""Streams for replayed benchmarks: sites resampled to a class mix, cut into fragments, interleaved.
+
+The same construction serves the settings choice on simulated source shifts
+(``scripts/choose_settings.py``) and the committed evaluation suite (``f2tta bench-suite``):
+
+* :func:`resample_site` draws ``n`` images of one site whose positive share is ``share``
+  (without replacement), or, with ``share="drift"``, a balanced draw whose positive share rises
+  from 10 % to 90 % along the site's sequence;
+* :func:`interleave` cuts every site's sequence into Dirichlet(δ) fragments (the F²TTA protocol,
+  ``engine.protocol``) and shuffles them into one stream; a drifting site's fragments keep their
+  order, so its drift survives the shuffle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.protocol import fragment_lengths
+
+DRIFT = "drift"
+DRIFT_RANGE = (0.1, 0.9)  # a drifting site's positive share at its start and its end
+
+
+class StreamError(ValueError):
+    """A site cannot be resampled as asked (too few images of a class)."""
+
+
+def resample_site(
+    candidates: np.ndarray, labels: np.ndarray, share: float | str, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n`` indices of ``candidates`` with a positive share of ``share`` (or a drift), in site order.
+
+    Args:
+        candidates: ``(m,)`` indices of the site's images.
+        labels: labels indexed by those indices (1 = positive).
+        share: the positive share in (0, 1), or :data:`DRIFT`.
+        n: images to draw.
+        rng: the site's generator.
+
+    Raises:
+        StreamError: the site lacks the positives or negatives the share needs.
+    """
+    pos = candidates[labels[candidates] == 1]
+    neg = candidates[labels[candidates] != 1]
+    target = 0.5 if share == DRIFT else float(share)
+    n_pos = round(target * n)
+    if n_pos > len(pos) or n - n_pos > len(neg):
+        raise StreamError(
+            f"{n} images at a positive share of {share} need {n_pos} positives and {n - n_pos} negatives; "
+            f"the site has {len(pos)} and {len(neg)}"
+        )
+    picked_pos = rng.permutation(pos)[:n_pos]
+    picked_neg = rng.permutation(neg)[: n - n_pos]
+    if share != DRIFT:
+        return rng.permutation(np.concatenate([picked_pos, picked_neg]))
+    # Drift: position j takes a positive with probability rising linearly along the sequence,
+    # as long as both piles last.
+    start, end = DRIFT_RANGE
+    out = np.empty(n, dtype=candidates.dtype)
+    i_pos = i_neg = 0
+    for j in range(n):
+        p = start + (end - start) * j / max(n - 1, 1)
+        take_pos = (rng.random() < p and i_pos < n_pos) or i_neg >= n - n_pos
+        if take_pos:
+            out[j] = picked_pos[i_pos]
+            i_pos += 1
+        else:
+            out[j] = picked_neg[i_neg]
+            i_neg += 1
+    return out
+
+
+def interleave(
+    sites: Sequence[np.ndarray],
+    delta: float,
+    fragments: int,
+    seed: int,
+    keep_order: Sequence[bool] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One stream from per-site sequences: Dirichlet(δ) fragments of each, shuffled together.
+
+    Args:
+        sites: each site's image indices, in the site's own order.
+        delta: the Dirichlet concentration of fragment lengths.
+        fragments: F, fragments per site.
+        seed: the stream seed.
+        keep_order: per site, whether its fragments keep their order (a drifting site).
+
+    Returns:
+        ``(order, site_of)``: the stream's image indices and each position's site number.
+    """
+    rng = np.random.default_rng([seed, 7])
+    pieces: list[tuple[int, np.ndarray]] = []
+    for s, seq in enumerate(sites):
+        start = 0
+        for length in fragment_lengths(len(seq), fragments, delta, rng):
+            pieces.append((s, seq[start : start + length]))
+            start += length
+    order = rng.permutation(len(pieces))
+    if keep_order is not None and any(keep_order):
+        # Shuffle the slots, then hand each ordered site its own fragments back in sequence.
+        slots_of: dict[int, list[int]] = {}
+        for slot, k in enumerate(order):
+            slots_of.setdefault(pieces[int(k)][0], []).append(slot)
+        per_site = {s: [k for k in range(len(pieces)) if pieces[k][0] == s] for s in range(len(sites))}
+        for s, keep in enumerate(keep_order):
+            if keep:
+                for slot, k in zip(slots_of.get(s, []), per_site[s], strict=True):
+                    order[slot] = k
+    stream = np.concatenate([pieces[int(k)][1] for k in order]) if pieces else np.zeros(0, dtype=np.int64)
+    site_of = (
+        np.concatenate([np.full(len(pieces[int(k)][1]), pieces[int(k)][0]) for k in order])
+        if pieces
+        else np.zeros(0, dtype=np.int64)
+    )
+    return stream, site_of

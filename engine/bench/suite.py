@@ -1,0 +1,338 @@
+"""The committed evaluation suite: a recipe fixed before it is run, replayed from cached source passes.
+
+A recipe (JSON, e.g. ``benchmarks/suites/safe-adaptation-1.json``) names, per kind of generated
+image, a generator seed for the training data and another for the evaluation data (so no
+evaluation image was ever trained on, the source site's included), the source models' training
+seeds, the class mixes (a positive share given to every site, or ``drift``: a share rising from
+10 % to 90 % along each site's sequence), the stream δs, the images per site and the methods.
+:func:`prepare` generates the data, trains the models and computes every evaluation image's
+source pass, each once (cached under the work folder); :func:`run_suite` then replays every
+method over every (kind, model, mix, δ) stream (``engine.bench.replay``) and returns one
+:class:`SuiteCell` per site with each method's paired comparison against the source model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.bench.paired import Paired, paired
+from engine.bench.replay import REPLAYABLE, PassCache, SourcePasses, replay
+from engine.bench.streams import DRIFT, interleave, resample_site
+from engine.data.readers import Dataset, open_dataset
+from engine.data.synth import KINDS, default_workers, write_synth
+from engine.errors import F2TTAError
+from engine.model_card import load_model
+from engine.prompted_vit import PromptedViT
+from engine.source_reference import find_reference
+from engine.training import TrainConfig, train_source
+
+logger = logging.getLogger(__name__)
+
+NO_HARM_POINT = -1.0  # a cell's paired difference must be at least this (points) ...
+NO_HARM_LOW = -2.0  # ... and the lower end of its exact 95 % interval at least this
+
+
+class SuiteError(F2TTAError):
+    """A recipe is malformed, or its data or models cannot be made."""
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    kind: str
+    train_seed: int  # generator seed of the training data
+    eval_seed: int  # generator seed of the evaluation data (differs from train_seed)
+    fragments: int  # F per site in the streams
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the suite runs (see the module docstring); every field is in the JSON file."""
+
+    name: str
+    kinds: tuple[KindSpec, ...]
+    training_seeds: tuple[int, ...]
+    train_per_site: int
+    eval_per_site: int
+    size: int
+    source: str
+    epochs: int
+    patience: int
+    mixes: tuple[float | str, ...]
+    deltas: tuple[float, ...]
+    images_per_site: int
+    stream_seed: int
+    methods: tuple[str, ...]
+
+    @classmethod
+    def load(cls, path: Path) -> Recipe:
+        """Read and check a recipe file.
+
+        Raises:
+            SuiteError: the file is unreadable or a field is missing or out of range.
+        """
+        try:
+            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            kinds = tuple(
+                KindSpec(str(k["kind"]), int(k["train_seed"]), int(k["eval_seed"]), int(k["fragments"]))
+                for k in raw["kinds"]
+            )
+            recipe = cls(
+                name=str(raw["name"]),
+                kinds=kinds,
+                training_seeds=tuple(int(s) for s in raw["training_seeds"]),
+                train_per_site=int(raw["train_per_site"]),
+                eval_per_site=int(raw["eval_per_site"]),
+                size=int(raw["size"]),
+                source=str(raw["source"]),
+                epochs=int(raw["epochs"]),
+                patience=int(raw["patience"]),
+                mixes=tuple(m if m == DRIFT else float(m) for m in raw["mixes"]),
+                deltas=tuple(float(d) for d in raw["deltas"]),
+                images_per_site=int(raw["images_per_site"]),
+                stream_seed=int(raw["stream_seed"]),
+                methods=tuple(str(m) for m in raw["methods"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SuiteError(f"{path}: not a usable suite recipe ({exc})") from exc
+        recipe.check()
+        return recipe
+
+    def check(self) -> None:
+        for k in self.kinds:
+            if k.kind not in KINDS:
+                raise SuiteError(f"unknown kind {k.kind!r}; choose from {', '.join(KINDS)}")
+            if k.train_seed == k.eval_seed:
+                raise SuiteError(
+                    f"{k.kind}: the evaluation data must come from another seed than the training data"
+                )
+        for m in self.mixes:
+            if m != DRIFT and not (isinstance(m, float) and 0.0 < m < 1.0):
+                raise SuiteError(f"bad class mix {m!r}: a share in (0, 1) or 'drift'")
+        unknown = [m for m in self.methods if m not in REPLAYABLE]
+        if unknown or "source" not in self.methods:
+            raise SuiteError(f"methods must include 'source' and be replayable ({', '.join(REPLAYABLE)})")
+        if not self.training_seeds or not self.deltas or not self.mixes or self.images_per_site < 10:
+            raise SuiteError("a recipe needs training seeds, deltas, mixes and at least 10 images per site")
+
+
+@dataclass
+class Prepared:
+    """Paths of what :func:`prepare` made, per kind."""
+
+    train_data: dict[str, Path] = field(default_factory=dict)
+    eval_data: dict[str, Path] = field(default_factory=dict)
+    models: dict[tuple[str, int], Path] = field(default_factory=dict)
+
+
+def prepare(
+    recipe: Recipe, work: Path, device: str = "cpu", log: Callable[[str], None] = print, passes: bool = True
+) -> Prepared:
+    """Generate the data, train the models and (``passes``) compute the source passes not there yet."""
+    out = Prepared()
+    for k in recipe.kinds:
+        for role, seed, per_site in (
+            ("train", k.train_seed, recipe.train_per_site),
+            ("eval", k.eval_seed, recipe.eval_per_site),
+        ):
+            folder = work / "data" / f"{k.kind}-{role}-{seed}-{per_site}"
+            if not (folder / "synth.json").is_file():
+                log(f"generating {folder.name}")
+                write_synth(
+                    k.kind,
+                    folder,
+                    per_domain=per_site,
+                    size=recipe.size,
+                    seed=seed,
+                    overwrite=True,
+                    workers=default_workers(),
+                )
+            (out.train_data if role == "train" else out.eval_data)[k.kind] = folder
+        for tseed in recipe.training_seeds:
+            model = work / "models" / f"{k.kind}-{k.train_seed}-s{tseed}.safetensors"
+            if not model.is_file():
+                log(f"training {model.name}")
+                model.parent.mkdir(parents=True, exist_ok=True)
+                cfg = TrainConfig(
+                    img_size=recipe.size,
+                    epochs=recipe.epochs,
+                    patience=recipe.patience,
+                    seed=tseed,
+                    device=device,
+                )
+                train_source(open_dataset(out.train_data[k.kind]), recipe.source, cfg, out=str(model))
+            out.models[(k.kind, tseed)] = model
+            if not passes:
+                continue
+            ds = open_dataset(out.eval_data[k.kind])
+            started = time.perf_counter()
+            PassCache(work / "passes").passes(model, [it.path for it in ds.items], device)
+            log(
+                f"source passes of {model.name} on {len(ds.items)} images ready ({time.perf_counter() - started:.0f} s)"
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class SuiteCell:
+    """One site of one stream: each method against the source model."""
+
+    kind: str
+    model: str
+    mix: str
+    delta: float
+    site: str
+    source: bool  # the model's source site
+    results: dict[str, Paired]
+
+    def harmful(self, method: str) -> bool:
+        r = self.results[method]
+        return r.delta < NO_HARM_POINT or r.low < NO_HARM_LOW
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "mix": self.mix,
+            "delta": self.delta,
+            "site": self.site,
+            "source_site": self.source,
+            "methods": {m: r.to_json() for m, r in self.results.items()},
+        }
+
+
+@dataclass(frozen=True)
+class StreamJob:
+    kind: str
+    model: str
+    model_path: str
+    eval_data: str
+    passes_dir: str
+    mix: float | str
+    delta: float
+    fragments: int
+    images_per_site: int
+    stream_seed: int
+    source: str
+    methods: tuple[str, ...]
+
+
+def stream_jobs(recipe: Recipe, prepared: Prepared, work: Path) -> list[StreamJob]:
+    jobs = []
+    for k in recipe.kinds:
+        for tseed in recipe.training_seeds:
+            for mix in recipe.mixes:
+                for delta in recipe.deltas:
+                    jobs.append(
+                        StreamJob(
+                            k.kind,
+                            f"{k.kind}-s{tseed}",
+                            str(prepared.models[(k.kind, tseed)]),
+                            str(prepared.eval_data[k.kind]),
+                            str(work / "passes"),
+                            mix,
+                            delta,
+                            k.fragments,
+                            recipe.images_per_site,
+                            recipe.stream_seed,
+                            recipe.source,
+                            recipe.methods,
+                        )
+                    )
+    return jobs
+
+
+def _sites(ds: Dataset, job: StreamJob) -> tuple[list[np.ndarray], np.ndarray]:
+    labels = np.array([1 if it.label == ds.positive_class else 0 for it in ds.items], dtype=np.int64)
+    domain_of = np.array([ds.domains.index(it.domain) for it in ds.items])
+    seqs = []
+    for d, name in enumerate(ds.domains):
+        rng = np.random.default_rng(
+            [job.stream_seed, d, 5]
+        )  # a site's images: the same for every δ and model
+        seqs.append(resample_site(np.flatnonzero(domain_of == d), labels, job.mix, job.images_per_site, rng))
+        del name
+    return seqs, labels
+
+
+def run_stream(job: StreamJob) -> list[SuiteCell]:
+    """Replay every method of ``job`` over its stream; one cell per site."""
+    torch.set_num_threads(1)
+    ds = open_dataset(job.eval_data)
+    loaded = load_model(job.model_path)
+    ref = find_reference(loaded.path, loaded.fingerprint, loaded.card.num_classes, PromptedViT(loaded.model))
+    all_passes: SourcePasses = PassCache(Path(job.passes_dir)).passes(
+        Path(job.model_path), [it.path for it in ds.items]
+    )
+    seqs, labels = _sites(ds, job)
+    order, site_of = interleave(
+        seqs, job.delta, job.fragments, job.stream_seed, [job.mix == DRIFT] * len(seqs)
+    )
+    passes = all_passes.take(order)
+    y = labels[order]
+    replayed = {m: replay(m, passes, ref, loaded, None, seed=job.stream_seed) for m in job.methods}
+    source_preds = replayed["source"].preds
+    cells = []
+    for s, name in enumerate(ds.domains):
+        mask = site_of == s
+        results = {
+            m: paired(y[mask], source_preds[mask], r.preds[mask])
+            for m, r in replayed.items()
+            if m != "source"
+        }
+        mix = job.mix if isinstance(job.mix, str) else f"{job.mix:g}"
+        cells.append(SuiteCell(job.kind, job.model, mix, job.delta, name, name == job.source, results))
+    return cells
+
+
+def run_suite(
+    recipe: Recipe, prepared: Prepared, work: Path, workers: int = 1, log: Callable[[str], None] = print
+) -> list[SuiteCell]:
+    """Every stream of the recipe, in parallel processes when ``workers`` > 1."""
+    jobs = stream_jobs(recipe, prepared, work)
+    cells: list[SuiteCell] = []
+    started = time.perf_counter()
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            for i, out in enumerate(pool.map(run_stream, jobs), 1):
+                cells += out
+                log(f"stream {i}/{len(jobs)} done ({time.perf_counter() - started:.0f} s)")
+    else:
+        for i, job in enumerate(jobs, 1):
+            cells += run_stream(job)
+            log(f"stream {i}/{len(jobs)} done ({time.perf_counter() - started:.0f} s)")
+    return cells
+
+
+def summary(cells: Sequence[SuiteCell], methods: Sequence[str]) -> dict[str, Any]:
+    """Per method: harmful cells, the worst cell, the source site's worst, and target error closed."""
+    out: dict[str, Any] = {}
+    for m in methods:
+        if m == "source":
+            continue
+        targets = [c for c in cells if not c.source]
+        worst = min(cells, key=lambda c: c.results[m].delta)
+        lowest = min(cells, key=lambda c: c.results[m].low)
+        errors = sum(100.0 - c.results[m].source_acc for c in targets)
+        gains = sum(c.results[m].delta for c in targets)
+        out[m] = {
+            "cells": len(cells),
+            "harmful_cells": sum(c.harmful(m) for c in cells),
+            "worst_cell": {**worst.to_json(), "difference": worst.results[m].delta},
+            "lowest_interval": {**lowest.to_json(), "low": lowest.results[m].low},
+            "source_site_worst": min((c.results[m].delta for c in cells if c.source), default=0.0),
+            "target_mean_gain": gains / len(targets) if targets else 0.0,
+            "target_error_closed": gains / errors if errors > 0 else 0.0,
+            "fixed": sum(c.results[m].fixed for c in cells),
+            "broken": sum(c.results[m].broken for c in cells),
+        }
+    return out

@@ -1,0 +1,106 @@
+"""Decision paths in prediction rows: the journal's JSON, the CSV (and an older CSV), the summaries."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from engine.rows import (
+    CSV_COLUMNS,
+    LEGACY_CSV_COLUMNS,
+    PredictionRow,
+    csv_cells,
+    decision_summary,
+    describe_decision,
+    make_row,
+    read_csv_records,
+)
+from engine.sources import StreamItem
+from engine.step import DecisionRecord, StepResult
+
+
+def _row(
+    index: int,
+    pred: int,
+    src: int,
+    truth: int | None,
+    path: str = "",
+    group: int | None = None,
+    threshold: float | None = None,
+) -> PredictionRow:
+    return PredictionRow(
+        index=index,
+        position=index,
+        key=str(index),
+        name=f"img{index}.png",
+        prediction=pred,
+        prediction_label=str(pred),
+        confidence=0.9,
+        positive_prob=0.5,
+        source_prediction=src,
+        source_label=str(src),
+        source_confidence=0.8,
+        uncertainty=math.nan,
+        ground_truth=truth,
+        truth_label=None if truth is None else str(truth),
+        seconds=0.1,
+        decision_path=path,
+        site_group=group,
+        decision_threshold=threshold,
+        decision_reason="accepted" if path == "accepted" else "",
+    )
+
+
+def test_a_step_decision_reaches_the_row_its_json_and_its_csv() -> None:
+    probs = np.array([0.3, 0.7], dtype=np.float32)
+    decision = DecisionRecord("accepted", group=2, threshold=-3.25, reason="accepted", group_images=80)
+    step = StepResult(
+        index=4,
+        probs=probs,
+        prediction=1,
+        confidence=0.7,
+        source_probs=probs[::-1].copy(),
+        source_prediction=0,
+        uncertainty=None,
+        uncertain_tokens=np.zeros(0, int),
+        reliable_tokens=np.zeros(0, int),
+        grid=(2, 2),
+        seconds=0.01,
+        decision=decision,
+    )
+    row = make_row(StreamItem(4, "k", "a.png", ground_truth=1), step, ["normal", "tumor"], 1)
+    assert (row.decision_path, row.site_group, row.decision_threshold) == ("accepted", 2, -3.25)
+    back = PredictionRow.from_json(row.to_json())
+    fields = ("decision_path", "site_group", "decision_threshold", "decision_reason")
+    assert [getattr(back, f) for f in fields] == [getattr(row, f) for f in fields]
+    cells = dict(zip(CSV_COLUMNS, csv_cells(row), strict=True))
+    assert cells["decision_path"] == "accepted" and cells["site_group"] == "2"
+    assert float(cells["decision_threshold"]) == -3.25 and cells["changed_by_adaptation"] == "1"
+    assert "site group 2" in describe_decision(row) and "-3.25" in describe_decision(row)
+    plain = _row(1, 0, 0, None)  # a method without decision records: nothing added
+    assert "decision_path" not in plain.to_json() and describe_decision(plain) == ""
+
+
+def test_a_predictions_csv_of_the_earlier_columns_is_still_read(tmp_path: Path) -> None:
+    old = tmp_path / "preds.csv"
+    old.write_text(",".join(LEGACY_CSV_COLUMNS) + "\n" + ",".join(["0", "0", "a.png"] + [""] * 19) + "\n")
+    records = read_csv_records(old, CSV_COLUMNS, legacy=[LEGACY_CSV_COLUMNS])
+    assert records[0]["item"] == "a.png"
+
+
+def test_decision_summary_counts_changes_per_group_and_path() -> None:
+    rows = [
+        _row(0, 1, 0, 1, "accepted", 0, -2.0),  # fixed
+        _row(1, 1, 0, 0, "accepted", 0, -2.0),  # broken
+        _row(2, 0, 0, 0, "accepted", 0, -2.0),
+        _row(3, 1, 1, None, "not-accepted", 1, 0.0),
+        _row(4, 0, 0, 0, "source-like", None, 0.0),
+        _row(5, 1, 1, 1),  # no decision recorded
+    ]
+    summary = {(e["group"], e["path"]): e for e in decision_summary(rows)}
+    assert set(summary) == {(0, "accepted"), (1, "not-accepted"), (None, "source-like")}
+    accepted = summary[(0, "accepted")]
+    assert (accepted["images"], accepted["changed"], accepted["fixed"], accepted["broken"]) == (3, 2, 1, 1)
+    assert summary[(1, "not-accepted")]["labelled"] == 0

@@ -1,0 +1,64 @@
+"""The CUDA (or MPS) path: every method, the prompted ViT and I-DiPT+'s replay on the accelerator.
+
+Marked ``gpu``: skipped where no accelerator is present (``tests/conftest.py``). On a machine
+with one: ``python -m pytest -m gpu tests/test_gpu.py -o addopts=''`` (``benchmarks/gpu_check.sh``
+runs it with the step-cost benchmark).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine import PrefixPrompts, PromptedViT, Session, list_methods, load_model
+from engine.bench.replay import compute_passes, replay
+from engine.data.synth import generate_arrays
+from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig
+from tests.conftest import random_images
+from tests.test_methods import _config
+
+pytestmark = pytest.mark.gpu
+DEVICE = "cuda" if torch.cuda.is_available() else "mps"
+DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo" / "model.safetensors"
+
+
+@pytest.mark.parametrize("name", list_methods())
+def test_every_method_steps_on_the_accelerator(tiny_model_path: Path, name: str) -> None:
+    session = Session(tiny_model_path, method=name, method_config=_config(name), device=DEVICE, seed=0)
+    assert session.device.type == DEVICE
+    for img in random_images(4, size=36):
+        r = session.step(img)
+        assert np.isfinite(r.probs).all() and r.probs.sum() == pytest.approx(1.0, abs=1e-4)
+        assert np.isfinite(r.source_probs).all()
+
+
+def test_fresh_gated_prompts_reproduce_the_source_on_the_accelerator(tiny_model_path: Path) -> None:
+    vit = load_model(tiny_model_path).model.to(DEVICE)
+    pv = PromptedViT(vit)
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    prompts = PrefixPrompts.from_prompts([[torch.randn(pv.depth, 12, pv.attn_dim).to(DEVICE)]] * 3)
+    with torch.no_grad():
+        out = pv(x, prompts, torch.zeros(pv.depth, pv.num_heads, device=DEVICE))
+        assert torch.allclose(out, vit(x), atol=1e-5)
+        assert torch.equal(pv.source_pass(x).logits, vit(x))
+
+
+def test_idipt_plus_replay_decides_as_the_live_run_on_the_accelerator() -> None:
+    images = []
+    for site in ("site1", "site2", "site4"):
+        arrays, _ = generate_arrays("histo", site, 40, size=96, seed=7)
+        images += list(arrays)
+    stream = [images[i] for i in np.random.default_rng(0).permutation(len(images))]
+    config = IDiPTPlusConfig(min_images=10, bootstrap=8, join=1.5, source_gate=True)
+    live = Session(DEMO, method="idipt+", method_config=config, device=DEVICE, seed=3)
+    steps = [live.step(img) for img in stream]
+    passes = compute_passes(Session(load_model(DEMO), method="source", device=DEVICE), stream)
+    replayed = replay("idipt+", passes, live.reference, live.loaded, config, seed=3)
+    assert np.array_equal(np.array([s.prediction for s in steps]), replayed.preds)
+    assert np.array_equal(
+        np.array([PATHS.index(s.decision.path) for s in steps if s.decision]), replayed.path
+    )
+    assert int((replayed.path == PATHS.index("accepted")).sum()) > 0
