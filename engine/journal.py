@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from engine._atomic import atomic_write_bytes
+from engine._files import open_append
 from engine._lock import DirectoryLock
 from engine.errors import StateError
 from engine.rows import PredictionRow
@@ -236,7 +237,7 @@ class Journal:
         if fh is None:
             path = self.rows_file(source_id)
             path.parent.mkdir(parents=True, exist_ok=True)
-            fh = self._handles[source_id] = open(path, "a", encoding="utf-8", errors="surrogateescape")
+            fh = self._handles[source_id] = open_append(path, encoding="utf-8", errors="surrogateescape")
         fh.write(json.dumps(row.to_json()) + "\n")
         fh.flush()
         self.source(source_id).processed.append(row.key)

@@ -18,7 +18,7 @@ from engine.cli._common import (
     method_config_from_args,
 )
 from engine.errors import F2TTAError
-from engine.outputs import skipped_path
+from engine.outputs import config_path, skipped_path
 from engine.runner import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -112,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_run_config(args.out.with_suffix(".config.json"), job.session, record)
+    write_run_config(config_path(args.out), job.session, record)
     run = job.run
     bar = tqdm(
         total=run.summary.total, disable=args.no_progress, unit="img", file=sys.stderr, dynamic_ncols=True
