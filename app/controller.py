@@ -16,8 +16,8 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app import advice, notices
-from app._bool_refs import protect_bools
 from app._gc import collect_on_gui_thread
+from app._singleton_refs import protect_singletons
 from app._wiring import connect_by_name
 from app.applicability import Collapse, model_kind, one_class_collapse
 from app.log_bridge import LogBridge
@@ -73,7 +73,7 @@ class Controller(QObject):
         state_dir: Path | None = None,
     ) -> None:
         super().__init__()
-        protect_bools()  # a long session emits more signals than True has references (see the module)
+        protect_singletons()  # a long session makes more calls than None and True have references
         self.window = window
         self.state = SessionState(settings, home, state_dir, persist_settings)
         self.model = RunModel(settings.low_confidence)
