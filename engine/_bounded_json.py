@@ -53,8 +53,18 @@ def loads_bounded(data: bytes | str, *, max_bytes: int, max_depth: int) -> Any:
 def _type_name(value: object) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"the number {value!r}"
+        return f"the number {show_number(value)}"
     return names.get(type(value), type(value).__name__)
+
+
+def show_number(value: int | float) -> str:
+    """A number for a message: a huge integer as its count of digits, not its 400 digits."""
+    if isinstance(value, int) and abs(value) >= 10**18:
+        digits = int(abs(value).bit_length() * 0.30102999566398) + 1
+        if 10 ** (digits - 1) > abs(value):  # the estimate is one too many at most
+            digits -= 1
+        return f"<an integer of {digits} digits>"
+    return repr(value)
 
 
 def require_object(value: object, where: str) -> dict[str, Any]:
@@ -88,7 +98,7 @@ def require_int(value: object, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise SchemaError(f"{where} must be an integer, not {_type_name(value)}")
     if not lo <= value <= hi:
-        raise SchemaError(f"{where} = {value} is out of range [{lo}, {hi}]")
+        raise SchemaError(f"{where} = {show_number(value)} is out of range [{lo}, {hi}]")
     return value
 
 
@@ -96,9 +106,34 @@ def require_float(value: object, where: str, lo: float, hi: float, lo_open: bool
     """A finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchemaError(f"{where} must be a number, not {_type_name(value)}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float (400 digits): out of every range
+        number = math.inf
     below = number <= lo if lo_open else number < lo
     if not math.isfinite(number) or below or number > hi:
         bracket = "(" if lo_open else "["
-        raise SchemaError(f"{where} = {value!r} is out of range {bracket}{lo:g}, {hi:g}]")
+        raise SchemaError(f"{where} = {show_number(value)} is out of range {bracket}{lo:g}, {hi:g}]")
     return number
+
+
+def check_values(value: object, where: str, max_abs: float, max_len: int) -> None:
+    """Every number under ``value`` finite and within ``±max_abs``, every string at most ``max_len``.
+
+    The fence for the parts of a document no field check reads (a card's ``training`` record):
+    a 400-digit integer or an ``Infinity`` there reaches ``float()`` or a format later.
+
+    Raises:
+        SchemaError: naming the first value out of bounds, with its path.
+    """
+    pending: list[tuple[object, str]] = [(value, where)]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, dict):
+            pending.extend((v, f"{path}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            pending.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, str):
+            require_str(item, path, max_len)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            require_float(item, path, -max_abs, max_abs)

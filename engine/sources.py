@@ -111,9 +111,9 @@ def _find_column(header: Sequence[str], candidates: Sequence[str]) -> int | None
 def parse_label(value: str, classes: Sequence[str]) -> int | None:
     """A class index from a class name (any case) or an index; None when it is neither."""
     text = value.strip()
-    lowered = [c.lower() for c in classes]
-    if text.lower() in lowered:
-        return lowered.index(text.lower())
+    folded = [c.casefold() for c in classes]
+    if text.casefold() in folded:
+        return folded.index(text.casefold())
     try:
         index = int(float(text))
     except ValueError:
@@ -173,10 +173,10 @@ def _lookup(labels: dict[str, int], rel: str) -> int | None:
 
 
 def _label_from_folders(rel: str, classes: Sequence[str]) -> int | None:
-    lowered = [c.lower() for c in classes]
+    folded = [c.casefold() for c in classes]
     for part in reversed(Path(rel).parts[:-1]):
-        if part.lower() in lowered:
-            return lowered.index(part.lower())
+        if part.casefold() in folded:
+            return folded.index(part.casefold())
     return None
 
 

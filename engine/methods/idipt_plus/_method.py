@@ -90,8 +90,12 @@ class IDiPTPlusConfig(IDiPTConfig):
     bandwidth: float = setting(
         1.0, "neighbourhood kernel width, in source median pairwise appearance distances", low=1e-3, high=100
     )
-    min_weight: float = setting(10.0, "smallest summed kernel weight of a neighbourhood that decides", low=0)
-    min_separation: float = setting(4.0, "smallest distance of two class components, in tied std", low=0)
+    min_weight: float = setting(
+        10.0, "smallest summed kernel weight of a neighbourhood that decides", low=0, high=100_000
+    )
+    min_separation: float = setting(
+        4.0, "smallest distance of two class components, in tied std", low=0, high=1000
+    )
     min_share: float = setting(0.05, "smallest share of any class component", low=0, high=0.5)
     feature_dims: int = setting(
         4, "whitened pre-logit feature directions the mixture is fitted in", low=1, high=8
