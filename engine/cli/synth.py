@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine._text import shown
 from engine.data.synth import (
     DEFAULT_PER_DOMAIN,
     DEFAULT_SIZE,
@@ -65,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
             prevalence=prevalence,
         )
     except F2TTAError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     total = sum(sum(c.values()) for c in result.counts.values())
     for site, counts in result.counts.items():
