@@ -33,7 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="rendering processes (default: the available cores, at most 8)",
     )
-    parser.add_argument("--force", action="store_true", help="replace site folders written by an earlier run")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the site folders an earlier run wrote (only the files it wrote; a folder it did not write is refused)",
+    )
     parser.add_argument(
         "--prevalence",
         default=None,
