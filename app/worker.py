@@ -79,7 +79,7 @@ class EngineWorker(QObject):
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
-    exported = Signal(object, object)  # list[Path] written here, ReportData with its gallery complete
+    exported = Signal(object, object)  # StagedReports, ReportData with its gallery complete
     exportFailed = Signal(str)
     closed = Signal()
 
@@ -361,8 +361,8 @@ class EngineWorker(QObject):
             if read is not None:
                 self.regionReady.emit(read)
 
-    @Slot(str, object)
-    def export_reports(self, directory: str, data: ReportData) -> None:
+    @Slot(object, object)
+    def export_reports(self, directory: Path, data: ReportData) -> None:
         """The tabular reports into ``directory``; the gallery's missing previews are read here (the PDF
         is written on the GUI thread, see :func:`app._worker_io.write_reports`)."""
         source, slide = self._source, self._slide

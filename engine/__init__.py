@@ -12,8 +12,10 @@ from engine import _omp  # noqa: F401
 
 from engine._atomic import atomic_write_bytes
 from engine._device import select_device
+from engine._files import NotRegularOutputError, check_output, open_append
 from engine._guard import GuardConfig, GuardEvent
 from engine._lock import LockedError
+from engine._text import shown
 from engine._version import __version__
 from engine.config import FieldInfo, build_config, coerce, fields_of
 from engine.errors import (
@@ -52,6 +54,7 @@ from engine.sources import (
     open_folder,
     open_slide_source,
     parse_label,
+    source_hash,
 )
 from engine.step import SettingsMismatchError, StepResult
 from engine.stream import (
@@ -90,6 +93,7 @@ __all__ = [
     "MethodOutput",
     "ModelCard",
     "ModelLoadError",
+    "NotRegularOutputError",
     "Outcome",
     "Paused",
     "Picture",
@@ -119,6 +123,7 @@ __all__ = [
     "__version__",
     "atomic_write_bytes",
     "build_config",
+    "check_output",
     "coerce",
     "escape_cell",
     "fields_of",
@@ -128,6 +133,7 @@ __all__ = [
     "load_model",
     "make_row",
     "method_config_class",
+    "open_append",
     "open_folder",
     "open_slide_source",
     "parse_label",
@@ -137,6 +143,8 @@ __all__ = [
     "register_method",
     "save_model",
     "select_device",
+    "shown",
+    "source_hash",
     "tile_reader",
     "tissue_mask",
 ]
