@@ -181,6 +181,8 @@ def check_card(card: CardFields) -> None:
         raise SchemaError(f"classes: needs 2 to {MAX_CLASSES} class names, got {len(card.classes)}")
     for i, name in enumerate(card.classes):
         require_str(name, f"classes[{i}]", MAX_NAME, empty=False)
+        if not name.isprintable():  # a newline or bidi control forges console lines and report cells
+            raise SchemaError(f"classes[{i}] = {name!r} holds a control or formatting character")
     if len(set(card.classes)) != len(card.classes):
         raise SchemaError(f"classes: names must be distinct, got {list(card.classes)}")
     # Labels and class folders are matched ignoring case: 'normal' and 'NORMAL' would be one class.
