@@ -224,3 +224,41 @@ def test_a_save_without_room_is_refused_before_a_byte_is_written(
     assert (tmp_path / "st" / "state.safetensors").read_bytes() == saved, "the previous state is kept"
     assert not [p.name for p in (tmp_path / "st").iterdir() if p.name.endswith(".tmp")]
     journal.close()
+
+
+@pytest.mark.parametrize("which", ["journal.json", "lock", "rows"])
+def test_journal_files_that_are_not_regular_are_refused_at_once(
+    tiny_model_path: Path, tmp_path: Path, which: str
+) -> None:
+    """A tampered journal: a FIFO blocked the open for ever, ``/dev/zero`` was read without end."""
+    import os
+    import threading
+
+    from engine.journal import ROWS_DIR
+    from engine.sources import source_hash
+
+    state = tmp_path / "st"
+    state.mkdir()
+    if which == "rows":
+        (state / ROWS_DIR).mkdir()
+        (state / ROWS_DIR / f"{source_hash('src')}.jsonl").symlink_to("/dev/zero")
+    else:
+        os.mkfifo(state / which)
+    outcome: list[object] = []
+
+    def open_and_read() -> None:
+        try:
+            journal = Journal(state)
+            try:
+                journal.rows("src")
+            finally:
+                journal.close()
+            outcome.append("opened")
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=open_and_read, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert outcome, "still blocked after 10 s"
+    assert isinstance(outcome[0], OSError | StateError) and "not a regular file" in str(outcome[0]), outcome
