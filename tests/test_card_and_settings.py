@@ -93,7 +93,10 @@ def test_run_with_a_non_finite_checkpoint_exits_2_without_a_row(
         ({"training": {"notes": {"deep": [1, HUGE]}}}, r"training.notes.deep\[1\] = <an integer"),
         ({"training": {"augmentation": "all"}}, r"training.augmentation must be an object"),
         ({"classes": ["normal", "NORMAL"]}, r"'normal' and 'NORMAL' differ only in case"),
-        ({"classes": ["normal", "tumor\u202e"]}, r"classes\[1\] = .* holds a control or formatting character"),
+        (
+            {"classes": ["normal", "tumor\u202e"]},
+            r"classes\[1\] = .* holds a control or formatting character",
+        ),
     ],
     ids=[
         "mpp-400-digits",
