@@ -78,16 +78,24 @@ def prepare(directory: Path, names: Iterable[str]) -> None:
         OSError: the folder cannot be made, or a destination is not a regular file
             (:class:`~app._engine.NotRegularOutputError`).
     """
+    names = list(names)
     if directory.exists() or directory.is_symlink():
         check_output(directory / MARKER)
-        recover(directory)
+        recover(directory, names)
     for name in names:
         check_output(directory / name)
     directory.mkdir(parents=True, exist_ok=True)
 
 
-def recover(directory: Path) -> None:
-    """Complete an export cut short after its marker was written; remove staged files left before it."""
+def recover(directory: Path, names: Iterable[str]) -> None:
+    """Complete an export cut short after its marker was written; remove staged files left before it.
+
+    Args:
+        directory: the export folder.
+        names: the report files an export may write; a marker naming anything else (it is a file
+            in the user's folder, read back) is not followed for that name.
+    """
+    allowed = set(names)
     marker = directory / MARKER
     try:
         plan = json.loads(marker.read_bytes()[: 1 << 20])
@@ -98,22 +106,17 @@ def recover(directory: Path) -> None:
     if plan is not None:
         replace = plan.get("replace", []) if isinstance(plan, dict) else []
         remove = plan.get("remove", []) if isinstance(plan, dict) else []
-        for name in (n for n in replace if _plain(n)):
+        for name in (n for n in replace if n in allowed):
             staged = staged_path(directory, name)
             if staged.is_file():
                 os.replace(staged, directory / name)
-        for name in (n for n in remove if _plain(n)):
+        for name in (n for n in remove if n in allowed):
             with contextlib.suppress(FileNotFoundError):
                 (directory / name).unlink()
         _fsync_dir(directory)
         marker.unlink()
         logger.info("%s: completed the export that was cut short", directory)
     discard(directory)
-
-
-def _plain(name: object) -> bool:
-    """A bare file name (a marker is data read back: no path may leave the folder)."""
-    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and os.sep not in name
 
 
 def stage(directory: Path, name: str, data: bytes) -> None:

@@ -213,7 +213,7 @@ def test_an_export_killed_at_any_point_leaves_one_whole_set(tmp_path: Path, kill
         [sys.executable, "-c", KILL, str(out), str(kill_after)], env=env, capture_output=True
     )
     assert done.returncode == (0 if kill_after == 99 else -9), done.stderr[-2000:]
-    prepare(out, [])  # what the next export does first
+    prepare(out, [*REPORT_FILES, "tiles.geojson"])  # what the next export does first
     files = {p.name: p.read_bytes() for p in out.iterdir()}
     assert MARKER not in files and not any(n.endswith(".tmp") for n in files), sorted(files)
     marker_written = kill_after > 0
@@ -221,3 +221,25 @@ def test_an_export_killed_at_any_point_leaves_one_whole_set(tmp_path: Path, kill
         assert files == {name: b"new " + name.encode() for name in REPORT_FILES}, "the new set, whole"
     else:
         assert files == {name: b"old " + name.encode() for name in (*REPORT_FILES, "tiles.geojson")}
+
+
+def test_a_marker_names_only_report_files(tmp_path: Path) -> None:
+    """The marker is a file in the user's folder: what it names beyond the report kinds is not touched."""
+    import json
+
+    from app._export import MARKER, prepare
+    from app.reports import REPORT_KINDS
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "outside.txt").write_text("mine too")
+    plan = {
+        "format": "f2tta-export/1",
+        "replace": ["../outside.txt"],
+        "remove": ["notes.txt", "../outside.txt"],
+    }
+    (out / MARKER).write_text(json.dumps(plan))
+    prepare(out, REPORT_KINDS)
+    assert (out / "notes.txt").read_text() == "mine" and (tmp_path / "outside.txt").read_text() == "mine too"
+    assert not (out / MARKER).exists()
