@@ -14,6 +14,7 @@ staging, which reports a full disk (:mod:`app._export`).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from PySide6.QtGui import (
 
 from app import APP_NAME, RESEARCH_NOTICE
 from app._engine import atomic_write_bytes
-from app._export import check_pdf, commit, discard, stage
+from app._export import check_pdf, commit, recover, stage
 from app.pdf_blocks import report_blocks
 from app.pdf_html import Block
 from app.reports import PDF_NAME, REPORT_KINDS, ReportData, StagedReports, report_failure
@@ -116,6 +117,14 @@ def _pieces(docs: list[QTextDocument], blocks: list[Block], body: float) -> list
     return pieces
 
 
+def _clip(piece: Piece, doc: QTextDocument, width: float) -> QRectF:
+    """The part of ``doc`` a piece draws. A cut edge is moved in by half a pixel: Qt draws every line
+    that touches the clip, and a line ending (or starting) at the cut belongs to one piece only."""
+    top = piece.top + (0.5 if piece.top > 0 else 0.0)
+    bottom = piece.top + piece.height - (0.5 if piece.top + piece.height < doc.size().height() else 0.0)
+    return QRectF(0, top, width, bottom - top)
+
+
 def _line_spans(doc: QTextDocument) -> list[tuple[float, float]]:
     """``(top, bottom)`` of every laid-out line of ``doc`` (table cells included), in its coordinates."""
     layout = doc.documentLayout()
@@ -187,7 +196,8 @@ def add_pdf(staged: StagedReports, data: ReportData) -> list[Path] | str:
         stage(directory, PDF_NAME, content)
         return commit(directory, [*staged.names, PDF_NAME], REPORT_KINDS)
     except Exception as exc:  # the scripted mode waits for an answer either way
-        discard(directory)
+        with contextlib.suppress(OSError):  # staged files go; a commit already begun is completed
+            recover(directory, REPORT_KINDS)
         return report_failure(exc, directory)
 
 
@@ -229,8 +239,7 @@ def pdf_bytes(data: ReportData) -> bytes:
                 piece = pieces[i]
                 painter.save()
                 painter.translate(0, y - piece.top)
-                # Inset by half a pixel: a line that ends where the piece starts belongs to the one before.
-                docs[piece.block].drawContents(painter, QRectF(0, piece.top + 0.5, width, piece.height - 1.0))
+                docs[piece.block].drawContents(painter, _clip(piece, docs[piece.block], width))
                 painter.restore()
                 y += piece.height + BLOCK_GAP_PX
             _footer(painter, width, height, f"{number} / {len(pages)}")
