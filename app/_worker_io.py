@@ -17,7 +17,7 @@ from app._engine import F2TTAError, Picture, Slide, SlideSource, Source, Tile, r
 from app.applicability import dominant_kind
 from app.messages import RegionRead, RegionRequest
 from app.overlay import preview_array
-from app.reports import ReportData
+from app.reports import ReportData, StagedReports
 
 logger = logging.getLogger(__name__)
 
@@ -92,19 +92,19 @@ def read_region(slide: Slide, request: RegionRequest) -> RegionRead | None:
 
 def write_reports(
     directory: Path, data: ReportData, read: Callable[[int], np.ndarray | None]
-) -> tuple[list[Path], ReportData]:
-    """The CSV, JSON and GeoJSON reports; ``read`` gives the gallery's previews not at hand.
+) -> tuple[StagedReports, ReportData]:
+    """Stage the CSV, JSON and GeoJSON reports; ``read`` gives the gallery's previews not at hand.
 
-    Returns the files written and ``data`` with its gallery complete, from which the GUI thread
-    writes the PDF (:func:`app.pdf_report.write_pdf`): its text layout takes Qt's connection
-    mutexes while PySide holds the GIL, and on this thread that deadlocked against the GUI thread
-    destroying Qt objects (it holds the mutex and waits for the GIL).
+    Returns the files staged and ``data`` with its gallery complete, from which the GUI thread
+    renders the PDF and commits the set (:func:`app.pdf_report.add_pdf`): its text layout takes
+    Qt's connection mutexes while PySide holds the GIL, and on this thread that deadlocked against
+    the GUI thread destroying Qt objects (it holds the mutex and waits for the GIL).
 
     Raises:
         OSError: a report cannot be written (anything else is a bug, raised as it is).
     """
     from app.report_data import complete_gallery
-    from app.reports import write_tabular_reports
+    from app.reports import stage_tabular_reports
 
     data = complete_gallery(data, read)
-    return write_tabular_reports(directory, data), data
+    return stage_tabular_reports(directory, data), data

@@ -16,8 +16,9 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app import advice, notices
-from app._bool_refs import protect_bools
+from app._engine import shown as shown_name
 from app._gc import collect_on_gui_thread
+from app._singleton_refs import protect_singletons
 from app._wiring import connect_by_name
 from app.applicability import Collapse, model_kind, one_class_collapse
 from app.log_bridge import LogBridge
@@ -25,7 +26,7 @@ from app.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, Run
 from app.pdf_report import add_pdf
 from app.profiles import ProfileInfo
 from app.report_data import collect_report_data
-from app.reports import ReportData
+from app.reports import ReportData, StagedReports
 from app.rows import PredictionRow
 from app.run_model import RunModel
 from app.session_controller import SessionController
@@ -60,7 +61,7 @@ class Controller(QObject):
     _requestStop = Signal()
     _requestPreview = Signal(int)
     _requestRegion = Signal(object)
-    _requestExport = Signal(str, object)
+    _requestExport = Signal(object, object)  # Path (a str signal cuts a name that is not UTF-8), ReportData
     _requestClose = Signal()
 
     def __init__(
@@ -73,7 +74,7 @@ class Controller(QObject):
         state_dir: Path | None = None,
     ) -> None:
         super().__init__()
-        protect_bools()  # a long session emits more signals than True has references (see the module)
+        protect_singletons()  # a long session makes more calls than None and True have references
         self.window = window
         self.state = SessionState(settings, home, state_dir, persist_settings)
         self.model = RunModel(settings.low_confidence)
@@ -329,8 +330,9 @@ class Controller(QObject):
 
     # -- export -------------------------------------------------------------------------------
     @Slot(str)
-    def export(self, directory: str) -> None:
+    def export(self, directory: str | Path) -> None:
         """Write every report kind into ``directory`` (tables on the worker thread, the PDF here)."""
+        directory = Path(directory)
         try:
             data = self.report_data()
         except Exception as exc:  # a report must never leave a scripted run waiting forever
@@ -340,7 +342,7 @@ class Controller(QObject):
         if data is None:
             self._on_worker_export_failed("Nothing to export: open images and process them first.")
             return
-        self.log("info", f"Exporting reports to {directory} …")
+        self.log("info", f"Exporting reports to {shown_name(directory)} …")
         self._requestExport.emit(directory, data)
 
     def report_data(self) -> ReportData | None:
@@ -348,12 +350,12 @@ class Controller(QObject):
         return collect_report_data(self.model, self.state, self.window.plot_png)
 
     @Slot(object, object)
-    def _on_worker_exported(self, written: list[Path], data: ReportData) -> None:
-        paths = add_pdf(written, data)  # on this thread, see app._worker_io.write_reports
+    def _on_worker_exported(self, staged: StagedReports, data: ReportData) -> None:
+        paths = add_pdf(staged, data)  # on this thread, see app._worker_io.write_reports
         if isinstance(paths, str):
             self._on_worker_export_failed(paths)
             return
-        self.log("info", "Reports written: " + ", ".join(str(p) for p in paths))
+        self.log("info", "Reports written: " + ", ".join(shown_name(p) for p in paths))
         self.window.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
         self.exportFinished.emit(paths)
 

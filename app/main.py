@@ -123,14 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
-    from app._bool_refs import protect_bools
+    from app._singleton_refs import protect_singletons
     from app.controller import Controller
     from app.profiles import ProfileError, check_name
     from app.script import ScriptedRun, ScriptOptions
     from app.settings import load_settings
     from app.views.main_window import ICON, MainWindow
 
-    protect_bools()  # before the first signals: PySide6 takes a reference from True at each emit
+    protect_singletons()  # before the first signals: PySide6 takes references from True and None
     pg.setConfigOptions(antialias=True, imageAxisOrder="row-major")
     home = args.home.expanduser() if args.home else None
     settings = load_settings(None if home is None else home / "settings.json")

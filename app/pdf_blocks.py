@@ -18,7 +18,14 @@ from app import APP_NAME
 from app.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
 from app.overlay import PROB_COLORS, PROB_STOPS
 from app.pdf_html import MUTED, Block, breakable, chunked, esc, grid_table, h2, notice, pairs_table, pct
-from app.pdf_sections import card_pairs, change_blocks, guard_blocks, hyperparameter_rows, method_pairs
+from app.pdf_sections import (
+    card_pairs,
+    change_blocks,
+    class_blocks,
+    guard_blocks,
+    hyperparameter_rows,
+    method_pairs,
+)
 from app.reports import ReportData
 
 __all__ = ["Block", "colorbar_rgb", "report_blocks"]
@@ -254,6 +261,7 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
             Block(h2("Slide") + pairs_table([(k, v) for k, v in data.slide.items() if v is not None]))
         )
     blocks.append(Block(h2("Model") + pairs_table(card_pairs(data), key_width=250), new_page=True))
+    blocks += class_blocks(data)
     blocks.append(Block(h2("Method and adaptation state") + pairs_table(method_pairs(data), key_width=250)))
     blocks += guard_blocks(data)
     blocks += change_blocks(data)

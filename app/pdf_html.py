@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import RESEARCH_NOTICE
+from app._engine import shown
 
 TABLE_PART_ROWS = 22  # rows of a long table per block
 MUTED = "#555555"
@@ -24,7 +25,10 @@ class Block:
 
 
 def esc(value: Any) -> str:
-    return html.escape(str(value))
+    """``value`` as HTML text: markup escaped, control and bidirectional formatting characters made
+    visible escapes (a right-to-left override laid the rest of a name out reversed) and bytes that
+    are not UTF-8 shown as U+FFFD (:func:`app._engine.shown`)."""
+    return html.escape(shown(value))
 
 
 def breakable(text: Any) -> str:

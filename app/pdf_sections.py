@@ -11,6 +11,8 @@ from app.pdf_html import Block, breakable, chunked, esc, h2, pct
 from app.reports import ReportData, guard_events
 
 MAX_GUARD_EVENTS = 50  # guard events listed (the JSON and the CSV have them all)
+INLINE_CLASSES = 12  # more classes than this are listed in a table of their own
+CLASSES_PER_ROW = 8
 
 
 # -- model, method, appendix -------------------------------------------------------------------
@@ -22,7 +24,12 @@ def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
     pairs: list[tuple[str, Any]] = [
         ("Checkpoint", data.model_path),
         ("Architecture", f"{data.model_description} (timm template {card.get('arch', '?')})"),
-        ("Classes", ", ".join(str(c) for c in classes)),
+        (
+            "Classes",
+            ", ".join(str(c) for c in classes)
+            if len(classes) <= INLINE_CLASSES
+            else f"{len(classes)} classes, listed in the table below",
+        ),
         (
             "Positive class",
             classes[positive] if isinstance(positive, int) and positive < len(classes) else positive,
@@ -69,6 +76,22 @@ def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
             )
             pairs.append(("Training data", origin))
     return pairs
+
+
+def class_blocks(data: ReportData) -> list[Block]:
+    """Every class of a card with many, :data:`CLASSES_PER_ROW` a row (a card of 1 998 classes
+    showed 26 of them: one cell of 20 000 characters, cut at the page end)."""
+    classes = [str(c) for c in data.card.get("classes", [])]
+    if len(classes) <= INLINE_CLASSES:
+        return []
+    body = [
+        [
+            f"{start + 1}-{min(start + CLASSES_PER_ROW, len(classes))}",
+            esc(", ".join(classes[start : start + CLASSES_PER_ROW])),
+        ]
+        for start in range(0, len(classes), CLASSES_PER_ROW)
+    ]
+    return chunked(f"Classes of the model ({len(classes)})", ["#", "Classes"], body)
 
 
 def method_pairs(data: ReportData) -> list[tuple[str, Any]]:

@@ -1,6 +1,9 @@
 """Report exports (Qt-free part): predictions CSV, run-configuration JSON and slide GeoJSON.
 
-The PDF report is written by :mod:`app.pdf_report` from the same :class:`ReportData`.
+The PDF report is written by :mod:`app.pdf_report` from the same :class:`ReportData`. An export
+stages every file and commits them as one set (:mod:`app._export`): the tables on the worker's
+thread (:func:`stage_tabular_reports`), the PDF and the commit on the GUI thread. Names that are
+not UTF-8 keep their bytes in the CSVs (as ``f2tta run`` writes them) and are escaped in the JSON.
 """
 
 from __future__ import annotations
@@ -8,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from app import RESEARCH_NOTICE, __version__
-from app._engine import PredictionRow, decision_summary, escape_cell, predictions_csv
+from app._engine import (
+    PredictionRow,
+    atomic_write_bytes,
+    decision_summary,
+    escape_cell,
+    predictions_csv,
+    shown,
+)
+from app._export import discard, prepare, stage
 from app.clinical import ClinicalMetrics
 from app.overlay import Overlay
 from app.reviews import ReviewMark
@@ -30,6 +40,8 @@ REVIEWS_NAME = "reviews.csv"
 CONFIG_NAME = "run_config.json"
 GEOJSON_NAME = "tiles.geojson"
 PDF_NAME = "report.pdf"
+# Every file an export may write: an export replaces them as one set (see app._export).
+REPORT_KINDS = (CSV_NAME, CONFIG_NAME, REVIEWS_NAME, GEOJSON_NAME, PDF_NAME)
 REVIEW_COLUMNS = (
     "index",
     "position",
@@ -104,13 +116,31 @@ class ReportData:
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
 
 
-def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
+@dataclass(frozen=True)
+class StagedReports:
+    """The files an export staged in ``directory`` so far (committed with the PDF, see app._export)."""
+
+    directory: Path
+    names: tuple[str, ...]
+
+
+def _encoded(text: str) -> bytes:
+    """Text as UTF-8, names that are not UTF-8 with their own bytes (as the journal and f2tta run)."""
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def csv_bytes(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> bytes:
     """Every row in arrival order, in the columns of ``f2tta run``'s CSV (:data:`engine.rows.CSV_COLUMNS`)."""
-    _write_text(path, predictions_csv(rows))
+    return _encoded(predictions_csv(rows))
+
+
+def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
+    """:func:`csv_bytes` written to ``path`` on its own (atomically)."""
+    atomic_write_bytes(path, csv_bytes(rows))
     return path
 
 
-def write_reviews_csv(path: Path, data: ReportData) -> Path:
+def reviews_bytes(data: ReportData) -> bytes:
     """Every review mark: the image, the model's current prediction, the reviewer's class and verdict."""
     import csv
     import io
@@ -133,8 +163,7 @@ def write_reviews_csv(path: Path, data: ReportData) -> Path:
                 escape_cell(row.truth_label or ""),
             ]
         )
-    _write_text(path, buf.getvalue())
-    return path
+    return _encoded(buf.getvalue())
 
 
 def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
@@ -226,9 +255,9 @@ def config_document(data: ReportData) -> dict[str, Any]:
     }
 
 
-def write_config_json(path: Path, data: ReportData) -> Path:
-    _write_text(path, json.dumps(config_document(data), indent=2, default=str) + "\n")
-    return path
+def config_bytes(data: ReportData) -> bytes:
+    """The run configuration as JSON (ASCII: a name that is not UTF-8 keeps its escapes)."""
+    return (json.dumps(config_document(data), indent=2, default=str) + "\n").encode("ascii")
 
 
 def geojson_document(
@@ -276,33 +305,34 @@ def geojson_document(
     }
 
 
-def write_geojson(path: Path, data: ReportData) -> Path:
-    _write_text(path, json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n")
-    return path
+def geojson_bytes(data: ReportData) -> bytes:
+    return (json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n").encode("ascii")
 
 
 def report_failure(exc: Exception, directory: Path) -> str:
     """What to tell the user when reports could not be written (anything but an OSError is a bug: logged)."""
     if not isinstance(exc, OSError):
         logger.error("writing reports failed", exc_info=exc)
-    return f"Reports cannot be written to {directory}: {exc}"
+    return f"Reports cannot be written to {shown(directory)}: {shown(exc)}; the reports there are unchanged"
 
 
-def write_tabular_reports(directory: Path, data: ReportData) -> list[Path]:
-    """CSV, JSON and (for slides) GeoJSON into ``directory``; the PDF is written separately."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written = [
-        write_csv(directory / CSV_NAME, data.raw_rows or data.rows),
-        write_config_json(directory / CONFIG_NAME, data),
-    ]
+def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
+    """Stage the CSV, JSON and (for slides) GeoJSON in ``directory``; the PDF and the commit follow.
+
+    Raises:
+        OSError: the folder or a destination cannot be used, or a file cannot be staged (a full
+            disk); nothing of the earlier reports was changed.
+    """
+    prepare(directory, REPORT_KINDS)
+    files = [(CSV_NAME, csv_bytes(data.raw_rows or data.rows)), (CONFIG_NAME, config_bytes(data))]
     if data.marks:
-        written.append(write_reviews_csv(directory / REVIEWS_NAME, data))
+        files.append((REVIEWS_NAME, reviews_bytes(data)))
     if data.source_kind == "slide":
-        written.append(write_geojson(directory / GEOJSON_NAME, data))
-    return written
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+        files.append((GEOJSON_NAME, geojson_bytes(data)))
+    try:
+        for name, content in files:
+            stage(directory, name, content)
+    except BaseException:
+        discard(directory)
+        raise
+    return StagedReports(directory, tuple(name for name, _ in files))

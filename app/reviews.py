@@ -16,7 +16,6 @@ file is read, and reading rewrites the file with one line per key when it holds 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 
-from app._engine import atomic_write_bytes
+from app._engine import atomic_write_bytes, open_append, source_hash
 from app.overlay import Overlay
 
 T = TypeVar("T")
@@ -39,7 +38,7 @@ REVIEW_DIR = "review"
 
 def source_file(folder: Path, source_id: str, suffix: str) -> Path:
     """``<folder>/<hash of source_id>.<suffix>``."""
-    return folder / f"{hashlib.sha1(source_id.encode()).hexdigest()[:16]}.{suffix}"
+    return folder / f"{source_hash(source_id)}.{suffix}"
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ class _JsonLines:
         """
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8", errors="surrogateescape")
+            self._fh = open_append(self.path, encoding="utf-8", errors="surrogateescape")
         self._fh.write(json.dumps(record) + "\n")
         self._fh.flush()
         if durable:

@@ -3,7 +3,6 @@ changed rows, and the texts the image view and the table show for a row."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,10 +73,11 @@ def review_text(mark: ReviewMark | None, classes: Sequence[str]) -> str:
 
 
 def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str = "") -> str:
-    """The image view's caption for a row (rich text); ``#`` counts from 1 within the source."""
+    """The image view's caption for a row (plain text: it holds the file and class names as they
+    are, never markup); ``#`` counts from 1 within the source."""
     if row is None:
         return ""
-    text = f"<b>#{row.position + 1}</b> {html.escape(row.name)} — <b>{row.prediction_label}</b> ({row.confidence:.2f})"
+    text = f"#{row.position + 1} {row.name} — {row.prediction_label} ({row.confidence:.2f})"
     text += f", source: {row.source_label} ({row.source_confidence:.2f})"
     if row.truth_label:
         text += f", truth: {row.truth_label}"
@@ -86,5 +86,5 @@ def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str
     if math.isfinite(row.uncertainty):
         text += f", mean uncertainty {row.uncertainty:.4f}"
     if row.restored and not has_overlay:
-        text += " <i>(earlier session: no overlay kept)</i>"
+        text += " (earlier session: no overlay kept)"
     return text

@@ -95,7 +95,7 @@ class ScriptedRun(QObject):
     def _after_run(self) -> None:
         if self.options.export is not None:
             self.stage = Stage.EXPORT
-            self.controller.export(str(self.options.export))
+            self.controller.export(self.options.export)
         else:
             self._finish(self.exit_code)
 

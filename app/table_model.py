@@ -16,7 +16,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QBrush, QColor
 
-from app._engine import describe_decision
+from app._engine import describe_decision, shown
 from app.rows import PredictionRow, RowFilter
 
 COLUMNS = (
@@ -123,7 +123,7 @@ class PredictionTableModel(QAbstractTableModel):
         if col == 0:
             return str(row.position + 1)
         if col == 1:
-            return row.name
+            return shown(row.name)  # Qt drops bytes that are not UTF-8 and lays out bidi controls
         if col == 2:
             return row.prediction_label
         if col == 3:

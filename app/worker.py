@@ -37,6 +37,7 @@ from app._engine import (
     SourceError,
     StreamRun,
     read_item,
+    shown,
     tile_reader,
 )
 from app._worker_io import judge_kind, read_preview, read_region, write_reports
@@ -79,7 +80,7 @@ class EngineWorker(QObject):
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
-    exported = Signal(object, object)  # list[Path] written here, ReportData with its gallery complete
+    exported = Signal(object, object)  # StagedReports, ReportData with its gallery complete
     exportFailed = Signal(str)
     closed = Signal()
 
@@ -119,12 +120,12 @@ class EngineWorker(QObject):
         except Exception as exc:  # ModelLoadError, unknown method, bad settings, unavailable device, ...
             if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
                 logger.exception("loading %s failed", request.model)
-            self.sessionFailed.emit(f"Cannot load the model {request.model}: {exc}")
+            self.sessionFailed.emit(shown(f"Cannot load the model {request.model}: {exc}"))
             return
         try:
             profile = open_profile(request)
         except (ProfileError, OSError) as exc:
-            self.sessionFailed.emit(f"Cannot open profile {request.profile!r}: {exc}")
+            self.sessionFailed.emit(shown(f"Cannot open profile {request.profile!r}: {exc}"))
             return
         self._session, self._request, self._profile = session, request, profile
         self._journal, self._profile_error = open_journal(profile, session)
@@ -158,7 +159,7 @@ class EngineWorker(QObject):
             else:
                 store.delete(profile.name)
         except (ProfileError, OSError) as exc:
-            self.profileFailed.emit(str(exc))
+            self.profileFailed.emit(shown(exc))
             self.open_session(request)  # back to the profile as it was
             return
         self.open_session(dataclasses.replace(request, profile=name))
@@ -181,7 +182,9 @@ class EngineWorker(QObject):
             self._profile.note_cleared()
             self._profile_error = None
         except (OSError, F2TTAError) as exc:
-            self.saveFailed.emit(f"Profile '{self._profile.name}': the reset state cannot be written: {exc}")
+            self.saveFailed.emit(
+                shown(f"Profile '{self._profile.name}': the reset state cannot be written: {exc}")
+            )
         self.resetDone.emit(self._info())
         if self._source is not None and self._profile_error is None:
             self.sourceReady.emit(self._opened(()))
@@ -203,7 +206,7 @@ class EngineWorker(QObject):
             if not isinstance(exc, F2TTAError | SourceError | OSError):
                 logger.exception("opening %s failed", request.path)
                 message = f"{request.path}: cannot be opened ({type(exc).__name__}: {exc})"
-            self.sourceFailed.emit(message)
+            self.sourceFailed.emit(shown(message))
             return
         self._close_slide()
         self._slide, self._source, self._tissue = slide, source, tissue
@@ -317,7 +320,7 @@ class EngineWorker(QObject):
         elif isinstance(outcome, Saved):
             if outcome.error is not None:
                 name = self._profile.name if self._profile else "?"
-                self.saveFailed.emit(f"Profile '{name}': {outcome.error}")
+                self.saveFailed.emit(shown(f"Profile '{name}': {outcome.error}"))
             elif self._profile is not None and self._session is not None:
                 self.stateSaved.emit(self._profile.note_saved(self._session))
         elif isinstance(outcome, Failed):
@@ -348,7 +351,7 @@ class EngineWorker(QObject):
         try:
             preview = read_preview(self._source, self._slide, position)
         except (F2TTAError, OSError) as exc:
-            self.previewFailed.emit(position, str(exc))
+            self.previewFailed.emit(position, shown(exc))
             return
         if preview is not None:
             self.previewReady.emit(position, preview)
@@ -361,8 +364,8 @@ class EngineWorker(QObject):
             if read is not None:
                 self.regionReady.emit(read)
 
-    @Slot(str, object)
-    def export_reports(self, directory: str, data: ReportData) -> None:
+    @Slot(object, object)
+    def export_reports(self, directory: Path, data: ReportData) -> None:
         """The tabular reports into ``directory``; the gallery's missing previews are read here (the PDF
         is written on the GUI thread, see :func:`app._worker_io.write_reports`)."""
         source, slide = self._source, self._slide

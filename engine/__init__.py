@@ -12,8 +12,10 @@ from engine import _omp  # noqa: F401
 
 from engine._atomic import atomic_write_bytes
 from engine._device import select_device
+from engine._files import NotRegularOutputError, check_output, open_append
 from engine._guard import GuardConfig, GuardEvent
 from engine._lock import LockedError
+from engine._text import shown
 from engine._version import __version__
 from engine.config import FieldInfo, build_config, coerce, fields_of
 from engine.errors import (
@@ -60,6 +62,7 @@ from engine.sources import (
     open_folder,
     open_slide_source,
     parse_label,
+    source_hash,
 )
 from engine.step import SettingsMismatchError, StepResult
 from engine.stream import (
@@ -98,6 +101,7 @@ __all__ = [
     "MethodOutput",
     "ModelCard",
     "ModelLoadError",
+    "NotRegularOutputError",
     "Outcome",
     "Paused",
     "Picture",
@@ -127,6 +131,7 @@ __all__ = [
     "__version__",
     "atomic_write_bytes",
     "build_config",
+    "check_output",
     "coerce",
     "decision_summary",
     "describe_decision",
@@ -138,6 +143,7 @@ __all__ = [
     "load_model",
     "make_row",
     "method_config_class",
+    "open_append",
     "open_folder",
     "open_slide_source",
     "parse_label",
@@ -147,6 +153,8 @@ __all__ = [
     "register_method",
     "save_model",
     "select_device",
+    "shown",
+    "source_hash",
     "tile_reader",
     "tissue_mask",
 ]

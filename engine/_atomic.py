@@ -8,6 +8,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from engine._files import check_output
+
 BACKUP_SUFFIX = ".backup"
 
 
@@ -35,9 +37,12 @@ def atomic_write_bytes(path: str | Path, data: bytes, keep_backup: bool = False)
             previous good copy survives even if the new one later turns out to be bad.
 
     Raises:
+        NotRegularOutputError: ``path`` names a FIFO, a device, a socket or a folder (checked
+            before anything is created: the rename would replace it by a regular file).
         OSError: the directory is read-only, full, ...; the existing file is left untouched.
     """
     path = Path(path)
+    check_output(path)
     directory = path.parent
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     tmp = Path(tmp_name)

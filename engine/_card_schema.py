@@ -14,6 +14,7 @@ import timm
 
 from engine._bounded_json import (
     SchemaError,
+    check_values,
     require_float,
     require_int,
     require_list,
@@ -81,6 +82,39 @@ _INT_SETTINGS = frozenset(
 )
 # Any other numeric model_kwargs value must lie within +-this.
 OTHER_NUMBER_LIMIT = 1e6
+# Any number of the training record must lie within +-this, any string be at most this long.
+TRAINING_NUMBER_LIMIT = 1e15
+TRAINING_TEXT_LIMIT = 4096
+# The training record's fields that are read (reports, `f2tta reference`, the app's advice), with
+# their type: "text", "int" (>= 0), "number" (>= 0), "share" (0-1), "flag", "object", or an
+# object of shares ("shares"). Others are kept as they are, their values bounded.
+TRAINING_FIELDS: dict[str, str] = {
+    "optimizer": "text",
+    "schedule": "text",
+    "split": "text",
+    "torch": "text",
+    "timm": "text",
+    "lr": "number",
+    "weight_decay": "number",
+    "seconds": "number",
+    "batch_size": "int",
+    "epochs": "int",
+    "max_epochs": "int",
+    "patience": "int",
+    "best_epoch": "int",
+    "seed": "int",
+    "split_seed": "int",
+    "n_train": "int",
+    "n_val": "int",
+    "n_test": "int",
+    "val_acc": "share",
+    "test_acc": "share",
+    "pretrained": "flag",
+    "augmentation": "object",
+    "dataset": "object",
+    "source_reference": "object",
+    "domain_test_acc": "shares",
+}
 # timm.create_model arguments that load files, download, or clash with the card's own fields.
 FORBIDDEN_KWARGS = frozenset(
     {
@@ -132,6 +166,7 @@ def card_fields(data: object) -> dict[str, Any]:
         fields["mpp"] = require_float(data["mpp"], "mpp", -math.inf, math.inf)
     if "training" in data:
         fields["training"] = dict(require_object(data["training"], "training"))
+        check_training(fields["training"])
     if "positive_class" in data:
         fields["positive_class"] = require_int(data["positive_class"], "positive_class", -(2**31), 2**31)
     return fields
@@ -146,8 +181,19 @@ def check_card(card: CardFields) -> None:
         raise SchemaError(f"classes: needs 2 to {MAX_CLASSES} class names, got {len(card.classes)}")
     for i, name in enumerate(card.classes):
         require_str(name, f"classes[{i}]", MAX_NAME, empty=False)
+        if not name.isprintable():  # a newline or bidi control forges console lines and report cells
+            raise SchemaError(f"classes[{i}] = {name!r} holds a control or formatting character")
     if len(set(card.classes)) != len(card.classes):
         raise SchemaError(f"classes: names must be distinct, got {list(card.classes)}")
+    # Labels and class folders are matched ignoring case: 'normal' and 'NORMAL' would be one class.
+    seen: dict[str, str] = {}
+    for name in card.classes:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            raise SchemaError(
+                f"classes: {other!r} and {name!r} differ only in case; labels are matched ignoring case, "
+                "so class names must differ in more than case"
+            )
     _bounded("img_size", card.img_size)
     for key in ("mean", "std"):
         values = getattr(card, key)
@@ -159,9 +205,37 @@ def check_card(card: CardFields) -> None:
     if card.mpp is not None:
         _bounded("mpp", card.mpp)
     require_int(card.positive_class, "positive_class", 0, len(card.classes) - 1)
-    require_object(card.training, "training")
+    check_training(require_object(card.training, "training"))
     for key, value in require_object(card.model_kwargs, "model_kwargs").items():
         _check_kwarg(key, value)
+
+
+def check_training(training: dict[str, Any]) -> None:
+    """The training record: known fields of their type, every number and string bounded.
+
+    Raises:
+        SchemaError: naming the field (a string in ``domain_test_acc`` failed every PDF report).
+    """
+    check_values(training, "training", TRAINING_NUMBER_LIMIT, TRAINING_TEXT_LIMIT)
+    for key, kind in TRAINING_FIELDS.items():
+        if training.get(key) is None:
+            continue
+        value, where = training[key], f"training.{key}"
+        if kind == "text":
+            require_str(value, where, TRAINING_TEXT_LIMIT)
+        elif kind == "int":
+            require_int(value, where, 0 if key != "seed" else -(2**63), 2**63)
+        elif kind == "number":
+            require_float(value, where, 0.0, TRAINING_NUMBER_LIMIT)
+        elif kind == "share":
+            require_float(value, where, 0.0, 1.0)
+        elif kind == "flag" and not isinstance(value, bool):
+            raise SchemaError(f"{where} must be true or false")
+        elif kind in ("object", "shares"):
+            entries = require_object(value, where)
+            if kind == "shares":
+                for name, share in entries.items():
+                    require_float(share, f"{where}.{name}", 0.0, 1.0)
 
 
 def _class_name(value: object, where: str) -> str:

@@ -4,6 +4,12 @@
 a symlink can point anywhere. Every reader of user files (images, states, model cards, slides)
 goes through :func:`open_regular`, which checks the kind of file before and after opening it
 with ``O_NONBLOCK`` and so returns at once, whatever the path names.
+
+Outputs are only ever regular files: a path that names a FIFO, a device (``--out /dev/full``),
+a socket or a folder is refused by :func:`check_output` before anything is opened or created,
+whoever writes it (:func:`engine._atomic.atomic_write_bytes` would otherwise replace the device
+node by a regular file, and appending to a FIFO blocks); :func:`open_append` opens a file to
+append to without blocking and checks its kind again once it is open.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 # Errors of access that may go away by themselves (a file being copied, a share that hiccups);
 # others (a symlink loop, a name too long, a path through a file) stay until someone acts.
@@ -86,6 +92,64 @@ def open_regular(path: str | Path) -> tuple[BinaryIO, os.stat_result]:
         if kind is not None:  # replaced between the stat and the open
             raise UnsafeFileError(f"not a regular file: it is {kind}")
         return os.fdopen(fd, "rb"), st
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class NotRegularOutputError(OSError):
+    """An output path that names something other than a regular file; nothing was written.
+
+    An :class:`OSError`, so every writer's "cannot be written" path reports it as it is.
+    """
+
+    def __init__(self, path: str | Path, kind: str) -> None:
+        super().__init__(
+            f"{path} is {kind}, not a regular file: outputs are only written to regular files "
+            "(nothing was changed); choose a file name"
+        )
+        self.path = Path(path)
+        self.kind = kind
+
+
+def check_output(path: str | Path) -> None:
+    """Refuse an output path that exists and is not a regular file (symlinks followed).
+
+    A missing file (or a dangling symlink, which a rename replaces) is fine: it will be created.
+
+    Raises:
+        NotRegularOutputError: ``path`` is a FIFO, a device, a socket or a folder.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # a path through a file or an unreadable folder: the write itself reports it
+    kind = describe_kind(st.st_mode)
+    if kind is not None:
+        raise NotRegularOutputError(path, kind)
+
+
+def open_append(
+    path: str | Path, encoding: str = "utf-8", errors: str = "strict", newline: str | None = None
+) -> IO[str]:
+    """Open (or create) a regular text file for appending, without ever blocking.
+
+    Raises:
+        NotRegularOutputError: ``path`` is not a regular file (checked before and after opening).
+        OSError: it cannot be opened.
+    """
+    check_output(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    try:
+        kind = describe_kind(os.fstat(fd).st_mode)
+        if kind is not None:  # replaced between the check and the open
+            raise NotRegularOutputError(path, kind)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return open(fd, "a", newline=newline, encoding=encoding, errors=errors)
     except BaseException:
         os.close(fd)
         raise

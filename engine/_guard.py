@@ -22,9 +22,13 @@ class GuardConfig:
     """When the collapse guard steps in."""
 
     enabled: bool = setting(True, "watch for collapse at all")
-    window: int = setting(100, "images in the sliding window")
-    adapted_share: float = setting(0.95, "share of adapted predictions in one class that means collapse")
-    source_share: float = setting(0.75, "...if the source model gave that class at most this share")
+    window: int = setting(100, "images in the sliding window", low=1, high=100_000)
+    adapted_share: float = setting(
+        0.95, "share of adapted predictions in one class that means collapse", low=0.0, high=1.0
+    )
+    source_share: float = setting(
+        0.75, "...if the source model gave that class at most this share", low=0.0, high=1.0
+    )
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,20 @@ class ImageListing:
     problems: list[ListingProblem] = field(default_factory=list)
 
 
-def _natural_key(text: str) -> list[int | str]:
-    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
+_DIGITS = re.compile(r"([0-9]+)")
+
+NameKey = tuple[tuple[int | str, ...], str]
+
+
+def natural_key(text: str) -> NameKey:
+    """A sort key total over any name: numbers compared as numbers (``img2`` before ``img10``).
+
+    Only ASCII digit runs are numbers (``²`` or ``١`` are text: ``int()`` refused ``1²2``), parts
+    alternate text, number, text, ... so two keys compare like with like, and equal keys
+    (``A.png``, ``a.png``; ``01``, ``1``) are ordered by the name itself.
+    """
+    parts = _DIGITS.split(text)
+    return tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)), text
 
 
 def iter_image_files(
@@ -131,8 +143,8 @@ def scan_images(root: str | Path, order: Order = "name") -> ImageListing:
     listing = ImageListing(root)
     files = list(iter_image_files(root, listing.problems))
 
-    def name_key(p: Path) -> list[int | str]:
-        return _natural_key(p.relative_to(root).as_posix())
+    def name_key(p: Path) -> NameKey:
+        return natural_key(p.relative_to(root).as_posix())
 
     if order == "name":
         files.sort(key=name_key)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine._closing import Closing
+from engine._files import check_output
 from engine.errors import StateError
 
 LOCK_FILE = "lock"
@@ -67,6 +68,7 @@ class DirectoryLock(Closing):
 
     def __init__(self, directory: Path, command: str) -> None:
         self.path = directory / LOCK_FILE
+        check_output(self.path)  # a FIFO named lock would block the open
         fh = open(self.path, "a+", encoding="utf-8")
         fh.seek(0)  # msvcrt locks the byte at the current position: the same one for every process
         if not _try_lock(fh):

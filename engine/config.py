@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from engine._bounded_json import show_number
+
 T = TypeVar("T")
 SCALARS: tuple[type, ...] = (bool, int, float, str)
 _TRUE = ("1", "true", "yes", "on")
@@ -66,13 +68,16 @@ class FieldInfo:
                     raise ValueError(f"{self.name} expects a whole number, got {value!r}")
                 value = int(value)
             else:
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:  # an integer beyond any float: a 400-digit number
+                    value = math.inf
                 if not math.isfinite(value):
-                    raise ValueError(f"{self.name} expects a finite number, got {value!r}")
+                    raise ValueError(f"{self.name} expects a finite number, got {show_number(value)}")
             if self.low is not None and value < self.low:
-                raise ValueError(f"{self.name} must be at least {self.low:g}, got {value!r}")
+                raise ValueError(f"{self.name} must be at least {self.low:g}, got {show_number(value)}")
             if self.high is not None and value > self.high:
-                raise ValueError(f"{self.name} must be at most {self.high:g}, got {value!r}")
+                raise ValueError(f"{self.name} must be at most {self.high:g}, got {show_number(value)}")
         elif not isinstance(value, str):
             raise ValueError(f"{self.name} expects text, got {value!r}")
         if self.choices and value not in self.choices:

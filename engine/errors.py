@@ -15,6 +15,10 @@ class StateError(F2TTAError):
     """A saved adaptation state cannot be loaded (corrupt, foreign model, wrong version)."""
 
 
+class SourceError(F2TTAError, ValueError):
+    """A folder, manifest or labels table cannot be used; the message is meant for the user."""
+
+
 class ImageReadError(F2TTAError):
     """An image file cannot be read; the message names the path and the reason.
 

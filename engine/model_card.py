@@ -230,6 +230,28 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     return {str(k): v for k, v in obj.items()}
 
 
+def _refuse_non_finite(checkpoint: Path, weights: Mapping[str, torch.Tensor]) -> None:
+    """Refuse weights holding inf or NaN: such a model predicts one class with no confidence.
+
+    A checksum only proves the file is the one the card was written for; a model trained into
+    divergence (or edited) is written with its non-finite weights and a matching checksum.
+
+    Raises:
+        ModelLoadError: naming how many tensors hold non-finite values and the first of them.
+    """
+    bad = [
+        name
+        for name, t in weights.items()
+        if t.is_floating_point() or t.is_complex()
+        if not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        raise ModelLoadError(
+            f"checkpoint {checkpoint} holds non-finite weights (inf or NaN) in {len(bad)} tensor(s), e.g. "
+            f"{', '.join(sorted(bad)[:3])}: it was damaged or trained into divergence and cannot be used"
+        )
+
+
 def describe_mismatch(
     expected: Mapping[str, torch.Tensor | tuple[int, ...]],
     got: Mapping[str, torch.Tensor | tuple[int, ...]],
@@ -324,6 +346,7 @@ def load_model(checkpoint: str | Path, card: ModelCard | None = None) -> LoadedM
         refuse_if_mismatched(dict(_safetensors_shapes(checkpoint)))
     weights = _read_weights(checkpoint)
     refuse_if_mismatched(dict(weights))
+    _refuse_non_finite(checkpoint, weights)
     model = card._create()
     model.load_state_dict(weights, strict=True)
     model.eval()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from engine._atomic import atomic_write_bytes
+from engine._files import NotRegularOutputError, check_output, open_append
 from engine.journal import Journal
 from engine.rows import (
     CSV_COLUMNS,
@@ -58,14 +59,26 @@ def _has_content(path: Path) -> bool:
         return False
 
 
-def check_out_before_journal(out_csv: Path, state_dir: Path) -> None:
-    """Refuse at once when ``out_csv`` holds data but ``state_dir`` holds no journal that wrote it.
+def config_path(out_csv: Path) -> Path:
+    """``preds.csv`` -> ``preds.config.json``: the run's configuration, beside its predictions."""
+    return out_csv.with_suffix(".config.json")
 
-    Called before the journal directory is created, so a mistyped ``--state`` changes nothing.
+
+def check_out_before_journal(out_csv: Path, state_dir: Path) -> None:
+    """Refuse at once when an output is not a regular file, or when ``out_csv`` holds data but
+    ``state_dir`` holds no journal that wrote it.
+
+    Called before the journal directory is created, so a mistyped ``--state`` or an ``--out``
+    naming a device (``/dev/full``) or a FIFO changes nothing.
 
     Raises:
-        OutputError: the file would be overwritten.
+        OutputError: a file would be overwritten, or is not a regular file.
     """
+    for path in (out_csv, skipped_path(out_csv), config_path(out_csv)):
+        try:
+            check_output(path)
+        except NotRegularOutputError as exc:
+            raise OutputError(str(exc)) from exc
     if _has_content(out_csv) and not (state_dir / "journal.json").exists():
         raise OutputError(foreign_message(out_csv, state_dir))
 
@@ -128,7 +141,7 @@ class CsvOutputs:
 
     @staticmethod
     def _open(path: Path) -> IO[str]:
-        return open(path, "a", newline="", encoding="utf-8", errors=CSV_ERRORS)
+        return open_append(path, encoding="utf-8", errors=CSV_ERRORS, newline="")
 
     def add_row(self, row: PredictionRow) -> None:
         csv.writer(self._rows, lineterminator="\n").writerow(csv_cells(row))

@@ -8,13 +8,20 @@ full resolution and :attr:`TilePlan.warning` says why the resolutions could not 
 
 Tissue is found on the thumbnail with an Otsu threshold on the HSV saturation channel, which
 separates stained tissue from the white/grey glass of bright-field slides.
+
+A failed read leaves an OpenSlide handle in its error state: every later read of that handle
+fails too (one damaged tile of a tiled TIFF made 253 of 302 tiles fail). :class:`Slide` reopens
+its handle after any failed read and tries that read once more on the fresh handle, so a damaged
+tile is told from the readable ones: it fails on a fresh handle too. Plans are bounded
+(:data:`MAX_TILES`, :data:`MAX_GRID_CELLS`) and so is the overview (:data:`MAX_OVERVIEW_PIXELS`),
+each with a message that says what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,111 +29,63 @@ from PIL import Image
 
 from engine._closing import Closing
 from engine._files import describe_kind
+from engine._tile_plan import (
+    MIN_SATURATION_THRESHOLD,
+    MPP_TOLERANCE,
+    Tile,
+    TilePlan,
+    choose_downsample,
+    otsu_threshold,
+    tissue_cover,
+    tissue_mask,
+)
 from engine.errors import F2TTAError
 
 logger = logging.getLogger(__name__)
 
-# Saturation threshold floor (0-255): Otsu on a slide that is almost all glass would otherwise split noise.
-MIN_SATURATION_THRESHOLD = 20
-# Relative difference of resolutions tolerated before tiles are resampled (0.1 = 10 %).
-MPP_TOLERANCE = 0.10
+__all__ = [
+    "MAX_GRID_CELLS",
+    "MAX_OVERVIEW_PIXELS",
+    "MAX_TILES",
+    "MIN_SATURATION_THRESHOLD",
+    "MPP_TOLERANCE",
+    "THUMBNAIL_SIZE",
+    "Slide",
+    "SlideError",
+    "Tile",
+    "TilePlan",
+    "open_slide",
+    "otsu_threshold",
+    "tissue_mask",
+]
+
 # Longest side of the thumbnail used for tissue detection and display, in pixels.
 THUMBNAIL_SIZE = 1024
+# Most pixels read to make the overview: the level OpenSlide reads it from must be at most this
+# large (8 192 x 8 192; a slide without a reduced level of that size is refused, not read whole).
+MAX_OVERVIEW_PIXELS = 8192 * 8192
+# Most tissue tiles a plan may hold (each costs about 1 kB in the source, the journal and the app)
+# and most grid cells examined for tissue (a sparse 200 000-pixel slide planned 2.76 M tiles).
+MAX_TILES = 200_000
+MAX_GRID_CELLS = 1 << 24
 
 
 class SlideError(F2TTAError):
-    """A slide cannot be opened or read; the message names the file and the reason."""
+    """A slide cannot be opened or read; the message names the file and the reason.
 
-
-@dataclass(frozen=True)
-class Tile:
-    """One tile of a :class:`TilePlan`, in reading order."""
-
-    index: int  # position in reading order (0-based, tissue tiles only)
-    col: int  # grid column
-    row: int  # grid row
-    x: int  # left edge in level-0 pixels
-    y: int  # top edge in level-0 pixels
-    width: int  # footprint width in level-0 pixels
-    height: int  # footprint height in level-0 pixels
-    tissue: float  # fraction of the footprint detected as tissue (0-1)
-
-    @property
-    def key(self) -> str:
-        """A stable identifier of the tile within its slide and plan."""
-        return f"{self.x},{self.y}"
-
-    @property
-    def label(self) -> str:
-        return f"tile r{self.row} c{self.col} ({self.x}, {self.y})"
-
-
-@dataclass(frozen=True)
-class TilePlan:
-    """Where to cut tiles and at which resolution."""
-
-    tile_size: int  # model input side in pixels
-    level: int  # pyramid level that is read
-    level_downsample: float  # that level's downsample relative to level 0
-    downsample: float  # level-0 pixels per tile pixel (>= level_downsample)
-    slide_mpp: float | None  # slide's level-0 microns per pixel, if reported
-    target_mpp: float | None  # model card's training microns per pixel, if recorded
-    matched: bool  # True when tiles have the training resolution (within MPP_TOLERANCE)
-    warning: str | None  # user-facing explanation when they do not
-    grid: tuple[int, int]  # (rows, cols) of the full grid, tissue or not
-    tiles: tuple[Tile, ...]  # tissue tiles in reading order (row by row, left to right)
-    tissue_threshold: float  # saturation threshold used (0-255)
-
-    @property
-    def footprint(self) -> int:
-        """Tile side in level-0 pixels."""
-        return max(1, round(self.tile_size * self.downsample))
-
-    @property
-    def effective_mpp(self) -> float | None:
-        return None if self.slide_mpp is None else self.slide_mpp * self.downsample
-
-    def describe(self) -> str:
-        parts = [f"{len(self.tiles)} tissue tiles of {self.tile_size}px", f"level {self.level}"]
-        if self.effective_mpp is not None:
-            parts.append(f"{self.effective_mpp:.3g} µm/px")
-        return ", ".join(parts)
-
-
-def otsu_threshold(values: np.ndarray) -> float:
-    """Otsu's threshold of 8-bit values (maximises the between-class variance)."""
-    hist = np.bincount(values.astype(np.uint8).ravel(), minlength=256).astype(np.float64)
-    total = hist.sum()
-    if total == 0:
-        return 0.0
-    levels = np.arange(256, dtype=np.float64)
-    weight0 = np.cumsum(hist)
-    weight1 = total - weight0
-    mean0_num = np.cumsum(hist * levels)
-    mean_total = mean0_num[-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean0 = mean0_num / weight0
-        mean1 = (mean_total - mean0_num) / weight1
-        between = weight0 * weight1 * (mean0 - mean1) ** 2
-    between = np.nan_to_num(between, nan=0.0, posinf=0.0)
-    return float(np.argmax(between))
-
-
-def tissue_mask(rgb: np.ndarray) -> tuple[np.ndarray, float]:
-    """Tissue pixels of an RGB thumbnail.
-
-    Args:
-        rgb: ``(H, W, 3)`` uint8 image.
-
-    Returns:
-        A boolean ``(H, W)`` mask and the saturation threshold used (0-255).
+    Attributes:
+        transient: True when trying again later may succeed (the slide file could not be
+            opened again after a failed read: moved, or its share went away).
     """
-    hsv = np.asarray(Image.fromarray(np.ascontiguousarray(rgb[..., :3])).convert("HSV"))
-    saturation = hsv[..., 1]
-    # Pure black (scanner padding, pen) has undefined saturation; leave it out of the statistics.
-    valid = hsv[..., 2] > 30
-    threshold = max(otsu_threshold(saturation[valid]) if valid.any() else 0.0, MIN_SATURATION_THRESHOLD)
-    return (saturation > threshold) & valid, threshold
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def _why(exc: BaseException) -> str:
+    """An exception as a reason: its message, or its type when the message is empty."""
+    return str(exc) or type(exc).__name__
 
 
 class Slide(Closing):
@@ -161,11 +120,57 @@ class Slide(Closing):
         try:
             self._slide = openslide.OpenSlide(str(self.path))
         except Exception as exc:
-            raise SlideError(f"{self.path}: OpenSlide could not open this {fmt} slide ({exc})") from exc
+            raise SlideError(f"{self.path}: OpenSlide could not open this {fmt} slide ({_why(exc)})") from exc
         self.format = fmt
+        self._handle_open = True
 
     def close(self) -> None:
-        self._slide.close()
+        if self._handle_open:
+            self._handle_open = False
+            self._slide.close()
+
+    def _reopen(self) -> None:
+        """A fresh OpenSlide handle (the one that failed a read stays in its error state).
+
+        Raises:
+            SlideError: the file cannot be opened again; transient (it may come back).
+        """
+        import openslide
+
+        self.close()
+        try:
+            self._slide = openslide.OpenSlide(str(self.path))
+            self._handle_open = True
+        except Exception as exc:
+            raise SlideError(
+                f"{self.path}: the slide cannot be opened again after a failed read ({_why(exc)}); "
+                "tried again next run",
+                transient=True,
+            ) from exc
+
+    def _read_region(
+        self, location: tuple[int, int], level: int, size: tuple[int, int], what: str
+    ) -> Image.Image:
+        """``read_region`` that tells a damaged area from a handle left in OpenSlide's error state.
+
+        A failed read is tried once more on a fresh handle; failing there too, the area is damaged
+        (the handle is opened afresh again, so the next read starts clean).
+
+        Raises:
+            SlideError: the area is damaged (permanent), or the slide cannot be opened again (transient).
+        """
+        try:
+            region: Image.Image = self._slide.read_region(location, level, size)
+            return region
+        except Exception as first:
+            logger.debug("%s: reading %s failed, trying a fresh handle", self.path, what, exc_info=first)
+        self._reopen()
+        try:
+            region = self._slide.read_region(location, level, size)
+            return region
+        except Exception as exc:
+            self._reopen()
+            raise SlideError(f"{self.path}: cannot read {what}, damaged ({_why(exc)})") from exc
 
     @property
     def dimensions(self) -> tuple[int, int]:
@@ -199,11 +204,28 @@ class Slide(Closing):
         return sum(values) / len(values) if values else None
 
     def thumbnail(self, max_size: int = THUMBNAIL_SIZE) -> np.ndarray:
-        """An RGB ``(H, W, 3)`` uint8 overview whose longest side is at most ``max_size``."""
+        """An RGB ``(H, W, 3)`` uint8 overview whose longest side is at most ``max_size``.
+
+        Raises:
+            SlideError: no pyramid level is small enough to read whole (:data:`MAX_OVERVIEW_PIXELS`),
+                or the overview cannot be read; the message gives the reason.
+        """
+        width, height = self.dimensions
+        downsample = max(width / max_size, height / max_size, 1.0)
+        level = int(self._slide.get_best_level_for_downsample(downsample))
+        lw, lh = (int(v) for v in self._slide.level_dimensions[level])
+        if lw * lh > MAX_OVERVIEW_PIXELS:
+            raise SlideError(
+                f"{self.path}: cannot read the slide overview: it has no reduced level small enough to read "
+                f"whole (the smallest usable is level {level}, {lw} x {lh} pixels; the limit is "
+                f"{MAX_OVERVIEW_PIXELS:,} pixels). Save the slide again as a pyramid (reduced levels)"
+            )
         try:
             thumb = self._slide.get_thumbnail((max_size, max_size))
         except Exception as exc:
-            raise SlideError(f"{self.path}: cannot read the slide overview ({exc})") from exc
+            with contextlib.suppress(SlideError):
+                self._reopen()
+            raise SlideError(f"{self.path}: cannot read the slide overview ({_why(exc)})") from exc
         return np.asarray(_flatten_rgba(thumb))
 
     def plan_tiles(
@@ -222,7 +244,7 @@ class Slide(Closing):
             thumbnail: a thumbnail from :meth:`thumbnail`, to avoid reading it twice.
         """
         slide_mpp = self.mpp
-        downsample, matched, warning = self._choose_downsample(slide_mpp, target_mpp)
+        downsample, matched, warning = choose_downsample(slide_mpp, target_mpp)
         level = int(self._slide.get_best_level_for_downsample(downsample * (1 + 1e-6)))
         level_ds = self.level_downsamples[level]
         if level_ds > downsample:  # OpenSlide returns level 0 for downsamples below 1
@@ -232,19 +254,36 @@ class Slide(Closing):
         width, height = self.dimensions
         footprint = max(1, round(tile_size * downsample))
         cols, rows = math.ceil(width / footprint), math.ceil(height / footprint)
-        sx, sy = mask.shape[1] / width, mask.shape[0] / height
-        tiles: list[Tile] = []
-        for r in range(rows):
-            for c in range(cols):
-                x, y = c * footprint, r * footprint
-                tw, th = min(footprint, width - x), min(footprint, height - y)
-                x0, y0 = int(x * sx), int(y * sy)
-                x1 = max(x0 + 1, math.ceil((x + tw) * sx))
-                y1 = max(y0 + 1, math.ceil((y + th) * sy))
-                # Fraction of the whole footprint: tiles hanging over the slide edge count the overhang as glass.
-                covered = float(mask[y0:y1, x0:x1].mean()) * (tw * th) / (footprint * footprint)
-                if covered >= min_tissue and (covered > 0 or min_tissue <= 0):
-                    tiles.append(Tile(len(tiles), c, r, x, y, footprint, footprint, covered))
+        if rows * cols > MAX_GRID_CELLS:
+            raise SlideError(
+                f"{self.path}: a {width} x {height} slide cut into tiles of {footprint} pixels makes a grid of "
+                f"{rows:,} x {cols:,} cells, more than the limit of {MAX_GRID_CELLS:,}; use a model trained at a "
+                "coarser resolution, or a region of the slide"
+            )
+        covered = tissue_cover(mask, width, height, footprint, rows, cols)
+        keep = covered >= min_tissue
+        if min_tissue > 0:
+            keep &= covered > 0
+        count = int(keep.sum())
+        if count > MAX_TILES:
+            raise SlideError(
+                f"{self.path}: {count:,} tissue tiles of {footprint} level-0 pixels, more than the limit of "
+                f"{MAX_TILES:,}; raise the minimum tissue per tile, use a model trained at a coarser "
+                "resolution, or a region of the slide"
+            )
+        tiles = tuple(
+            Tile(
+                i,
+                int(c),
+                int(r),
+                int(c) * footprint,
+                int(r) * footprint,
+                footprint,
+                footprint,
+                float(covered[r, c]),
+            )
+            for i, (r, c) in enumerate(zip(*np.nonzero(keep), strict=True))
+        )
         return TilePlan(
             tile_size=tile_size,
             level=level,
@@ -255,62 +294,14 @@ class Slide(Closing):
             matched=matched,
             warning=warning,
             grid=(rows, cols),
-            tiles=tuple(tiles),
+            tiles=tiles,
             tissue_threshold=threshold,
         )
-
-    def _choose_downsample(
-        self, slide_mpp: float | None, target_mpp: float | None
-    ) -> tuple[float, bool, str | None]:
-        if slide_mpp is None and target_mpp is None:
-            return (
-                1.0,
-                False,
-                (
-                    "Neither the slide nor the model card records microns-per-pixel: tiles are cut at full "
-                    "resolution and may not match the magnification the model was trained at."
-                ),
-            )
-        if slide_mpp is None:
-            return (
-                1.0,
-                False,
-                (
-                    f"The slide does not report microns-per-pixel, so the model's training resolution "
-                    f"({target_mpp:.3g} µm/px) cannot be matched: tiles are cut at full resolution."
-                ),
-            )
-        if target_mpp is None:
-            return (
-                1.0,
-                False,
-                (
-                    f"The model card does not record its training resolution: tiles are cut at the slide's full "
-                    f"resolution ({slide_mpp:.3g} µm/px), which may not match what the model was trained on."
-                ),
-            )
-        ratio = target_mpp / slide_mpp
-        if ratio < 1 - MPP_TOLERANCE:
-            return (
-                1.0,
-                False,
-                (
-                    f"The slide's finest resolution ({slide_mpp:.3g} µm/px) is coarser than the model's training "
-                    f"resolution ({target_mpp:.3g} µm/px): tiles are cut at full resolution and show "
-                    f"{1 / ratio:.2g}x more tissue than the training images did."
-                ),
-            )
-        if abs(ratio - 1) <= MPP_TOLERANCE:
-            ratio = 1.0
-        return ratio, True, None
 
     def read_tile(self, plan: TilePlan, tile: Tile) -> np.ndarray:
         """The tile as an RGB ``(tile_size, tile_size, 3)`` uint8 array (glass outside the slide is white)."""
         side = max(1, round(tile.width / plan.level_downsample))
-        try:
-            region = self._slide.read_region((tile.x, tile.y), plan.level, (side, side))
-        except Exception as exc:
-            raise SlideError(f"{self.path}: cannot read {tile.label} ({exc})") from exc
+        region = self._read_region((tile.x, tile.y), plan.level, (side, side), tile.label)
         rgb = _flatten_rgba(region)
         if rgb.size != (plan.tile_size, plan.tile_size):
             rgb = rgb.resize((plan.tile_size, plan.tile_size), Image.Resampling.BILINEAR)
@@ -322,10 +313,7 @@ class Slide(Closing):
         level = int(self._slide.get_best_level_for_downsample(max(ds_wanted, 1.0)))
         ds = self.level_downsamples[level]
         size = (max(1, round(tile.width / ds)), max(1, round(tile.height / ds)))
-        try:
-            region = self._slide.read_region((tile.x, tile.y), level, size)
-        except Exception as exc:
-            raise SlideError(f"{self.path}: cannot read {tile.label} ({exc})") from exc
+        region = self._read_region((tile.x, tile.y), level, size, tile.label)
         rgb = _flatten_rgba(region)
         if max(rgb.size) > max_size:
             rgb.thumbnail((max_size, max_size), Image.Resampling.BILINEAR)

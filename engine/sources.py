@@ -8,7 +8,6 @@ sources, so a folder has the same identity (:attr:`FolderSource.source_id`) and 
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -18,22 +17,34 @@ from typing import Literal
 
 import numpy as np
 
-from engine.errors import F2TTAError
+from engine._tables import LABEL_COLUMNS, PATH_COLUMNS, FileIndex, parse_label, read_labels, read_order
+from engine.errors import SourceError
 from engine.images import list_images
 from engine.slides import Slide, Tile, TilePlan
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "LABEL_COLUMNS",
+    "LABEL_FILES",
+    "MANIFEST_FILES",
+    "ORDERS",
+    "PATH_COLUMNS",
+    "FolderSource",
+    "SlideSource",
+    "Source",
+    "SourceError",
+    "StreamItem",
+    "open_folder",
+    "open_slide_source",
+    "parse_label",
+    "source_hash",
+]
+
 Order = Literal["name", "mtime", "manifest"]
 ORDERS: tuple[str, ...] = ("name", "mtime", "manifest")
 LABEL_FILES = ("labels.csv", "ground_truth.csv", "labels.tsv")
 MANIFEST_FILES = ("manifest.csv", "manifest.txt")
-PATH_COLUMNS = ("file", "filename", "path", "image", "name", "relpath")
-LABEL_COLUMNS = ("label", "class", "ground_truth", "gt", "target", "y", "diagnosis")
-
-
-class SourceError(F2TTAError, ValueError):
-    """A folder or manifest cannot be used; the message is meant for the user."""
 
 
 @dataclass(frozen=True)
@@ -96,87 +107,19 @@ Source = FolderSource | SlideSource
 
 
 def source_hash(source_id: str) -> str:
-    """A short, file-name-safe digest of a source identifier."""
-    return hashlib.sha1(source_id.encode()).hexdigest()[:16]
-
-
-def _find_column(header: Sequence[str], candidates: Sequence[str]) -> int | None:
-    lowered = [h.strip().lower() for h in header]
-    for name in candidates:
-        if name in lowered:
-            return lowered.index(name)
-    return None
-
-
-def parse_label(value: str, classes: Sequence[str]) -> int | None:
-    """A class index from a class name (any case) or an index; None when it is neither."""
-    text = value.strip()
-    lowered = [c.lower() for c in classes]
-    if text.lower() in lowered:
-        return lowered.index(text.lower())
-    try:
-        index = int(float(text))
-    except ValueError:
-        return None
-    return index if 0 <= index < len(classes) and str(index) == text.split(".")[0] else None
-
-
-def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of a CSV/TSV file (delimiter sniffed); a headerless list gets header ['path']."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot be read ({exc})") from exc
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        return ["path"], []
-    delimiter = "\t" if "\t" in lines[0] else ","
-    rows = list(csv.reader(lines, delimiter=delimiter))
-    header = [h.strip() for h in rows[0]]
-    if _find_column(header, PATH_COLUMNS) is None:
-        return ["path"], rows  # a plain list of files, one a line
-    return header, rows[1:]
+    """A short, file-name-safe digest of a source identifier (any name the file system gives)."""
+    return hashlib.sha1(source_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def _relative(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def _labels_from_table(
-    header: list[str], rows: list[list[str]], classes: Sequence[str], origin: Path
-) -> tuple[dict[str, int], list[str]]:
-    path_col = _find_column(header, PATH_COLUMNS)
-    label_col = _find_column(header, LABEL_COLUMNS)
-    if path_col is None or label_col is None:
-        return {}, []
-    labels: dict[str, int] = {}
-    unknown: set[str] = set()
-    for row in rows:
-        if len(row) <= max(path_col, label_col):
-            continue
-        label = parse_label(row[label_col], classes)
-        if label is None:
-            unknown.add(row[label_col].strip())
-            continue
-        labels[row[path_col].strip().replace("\\", "/")] = label
-    notes = []
-    if unknown:
-        shown = ", ".join(sorted(unknown)[:5])
-        notes.append(f"{origin.name}: {len(unknown)} label value(s) are not model classes ({shown}); ignored")
-    return labels, notes
-
-
-def _lookup(labels: dict[str, int], rel: str) -> int | None:
-    if rel in labels:
-        return labels[rel]
-    return labels.get(Path(rel).name)
-
-
 def _label_from_folders(rel: str, classes: Sequence[str]) -> int | None:
-    lowered = [c.lower() for c in classes]
+    folded = [c.casefold() for c in classes]
     for part in reversed(Path(rel).parts[:-1]):
-        if part.lower() in lowered:
-            return lowered.index(part.lower())
+        if part.casefold() in folded:
+            return folded.index(part.casefold())
     return None
 
 
@@ -189,6 +132,9 @@ def open_folder(
 ) -> FolderSource:
     """List a folder's images (recursively) in arrival order, with ground truth when present.
 
+    Tables (manifest, labels) are read as streams and matched to the listed files
+    (:mod:`engine._tables`): a bare file name is used only when it names one file.
+
     Args:
         root: the folder.
         classes: the model's class names, to recognise class sub-folders and label values.
@@ -197,7 +143,8 @@ def open_folder(
         labels_csv: a labels CSV; ``labels.csv`` in ``root`` (or the manifest's label column) when omitted.
 
     Raises:
-        SourceError: the folder does not exist, holds no images, or the manifest is missing.
+        SourceError: the folder does not exist or holds no images, the manifest is missing, or a
+            table cannot be read or names a file ambiguously.
     """
     root = Path(root)
     if not root.is_dir():
@@ -206,7 +153,9 @@ def open_folder(
         raise SourceError(f"unknown arrival order {order!r}; use one of {', '.join(ORDERS)}")
     notes: list[str] = []
     files = list_images(root, order="mtime" if order == "mtime" else "name")
-    manifest_table: tuple[list[str], list[list[str]]] | None = None
+    by_rel = {_relative(root, p): p for p in files}
+    index = FileIndex(list(by_rel))
+    manifest_path: Path | None = None
     if order == "manifest":
         manifest_path = (
             Path(manifest)
@@ -215,8 +164,14 @@ def open_folder(
         )
         if manifest_path is None:
             raise SourceError(f"{root}: arrival order 'manifest' needs a {' or '.join(MANIFEST_FILES)} file")
-        manifest_table = read_table(manifest_path)
-        files = _manifest_order(root, files, manifest_table, notes, manifest_path.name)
+        ordered, missing = read_order(manifest_path, index, manifest_path.name)
+        if missing:
+            notes.append(f"{manifest_path.name}: {missing} listed file(s) were not found under {root}")
+        if len(files) > len(ordered):
+            notes.append(
+                f"{manifest_path.name}: {len(files) - len(ordered)} image(s) not in the manifest were left out"
+            )
+        files = [by_rel[rel] for rel in ordered]
     if not files:
         raise SourceError(f"{root}: no images found (looked for .png, .jpg, .tif, .bmp recursively)")
 
@@ -228,11 +183,11 @@ def open_folder(
         else next((root / n for n in LABEL_FILES if (root / n).is_file()), None)
     )
     if table_path is not None:
-        labels, label_notes = _labels_from_table(*read_table(table_path), classes, table_path)
+        labels, label_notes = read_labels(table_path, index, classes, table_path.name)
         notes += label_notes
         label_origin = table_path.name if labels else None
-    elif manifest_table is not None:
-        labels, label_notes = _labels_from_table(*manifest_table, classes, Path("manifest"))
+    elif manifest_path is not None:
+        labels, label_notes = read_labels(manifest_path, index, classes, "manifest")
         notes += label_notes
         label_origin = "manifest" if labels else None
 
@@ -240,7 +195,7 @@ def open_folder(
     from_folders = 0
     for position, path in enumerate(files):
         rel = _relative(root, path)
-        truth = _lookup(labels, rel) if labels else None
+        truth = labels.get(rel) if labels else None
         if truth is None and not labels:
             truth = _label_from_folders(rel, classes)
             from_folders += truth is not None
@@ -248,35 +203,6 @@ def open_folder(
     if from_folders:
         label_origin = "class sub-folders"
     return FolderSource(root, order, tuple(items), label_origin, tuple(notes))
-
-
-def _manifest_order(
-    root: Path, files: list[Path], table: tuple[list[str], list[list[str]]], notes: list[str], name: str
-) -> list[Path]:
-    header, rows = table
-    col = _find_column(header, PATH_COLUMNS) or 0
-    by_rel = {_relative(root, p): p for p in files}
-    by_name: dict[str, Path | None] = {}
-    for p in files:
-        by_name[p.name] = None if p.name in by_name else p  # ambiguous names map to None
-    ordered: list[Path] = []
-    seen: set[Path] = set()
-    missing = 0
-    for row in rows:
-        if len(row) <= col or not row[col].strip():
-            continue
-        entry = row[col].strip().replace("\\", "/")
-        path = by_rel.get(entry) or by_name.get(entry)
-        if path is None:
-            missing += 1
-        elif path not in seen:
-            seen.add(path)
-            ordered.append(path)
-    if missing:
-        notes.append(f"{name}: {missing} listed file(s) were not found under {root}")
-    if len(files) > len(ordered):
-        notes.append(f"{name}: {len(files) - len(ordered)} image(s) not in the manifest were left out")
-    return ordered
 
 
 def open_slide_source(

@@ -142,7 +142,7 @@ def skip_for(item: StreamItem, exc: Exception) -> Skipped:
     if isinstance(exc, OSError):  # the file system, not the content: try again next time
         return Skipped(item, f"cannot be read now ({exc.strerror or exc})", transient=True)
     if isinstance(exc, F2TTAError):
-        return Skipped(item, str(exc))
+        return Skipped(item, str(exc), transient=bool(getattr(exc, "transient", False)))
     logger.debug("reading %s failed", item.name, exc_info=exc)
     return Skipped(item, f"unreadable ({type(exc).__name__}: {exc})")
 

@@ -277,13 +277,14 @@ def test_log_view_stays_bounded_and_counts_everything(qtbot: object) -> None:
 def test_a_pdf_that_cannot_be_written_is_reported(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The PDF is written on the GUI thread after the worker's tables; its failure still ends the export."""
+    """The PDF is written on the GUI thread after the worker's tables; its failure still ends the
+    export, and the reports are replaced as one set: none of them is written (issue 21)."""
     import app.pdf_report
 
-    def refuse(path: Path, data: object) -> Path:
+    def refuse(data: object) -> bytes:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(app.pdf_report, "write_pdf", refuse)
+    monkeypatch.setattr(app.pdf_report, "pdf_bytes", refuse)
     c = studio.open()
     studio.open_folder(c, make_folder(tmp_path, 4, labelled="csv"))
     studio.run_to_end(c)
@@ -291,4 +292,4 @@ def test_a_pdf_that_cannot_be_written_is_reported(
     with qtbot.waitSignal(c.exportError, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         c.export(str(out))
     assert "No space left on device" in blocker.args[0] and str(out) in blocker.args[0]
-    assert (out / "predictions.csv").exists() and not (out / "report.pdf").exists()
+    assert not any(out.iterdir()), "no report, and no staged file left behind"

@@ -171,3 +171,94 @@ def test_journal_records_are_validated() -> None:
         parse_record({"format": "something else"}, "x")
     legacy = parse_record({"format": "f2tta-studio/profile-1", "processed": {"s": ["a", "b"]}}, "x")
     assert legacy["s"].processed == ["a", "b"] and json.dumps(legacy["s"].skipped) == "[]"
+
+
+def _state_bytes(session: Session) -> int:
+    return sum(t.numel() * t.element_size() for t in session.method.state_tensors().values())
+
+
+def test_the_start_up_check_leaves_room_for_the_state_to_grow(
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: the check asked for two copies of the state before any image (2.0 MB) and the
+    state grew to 5.7 MB within 35 images, so the saves failed after the work was done."""
+    import shutil
+
+    grown = Session(tiny_model_path)  # the default method
+    initial = _state_bytes(grown)
+    for image in random_images(40, size=32):
+        grown.step(image)
+    assert _state_bytes(grown) > 2 * initial, "the state grows"
+    journal = Journal(tmp_path / "st")
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2 * initial + 2**20 + 1))
+    with pytest.raises(StateError, match="MiB free, the state needs"):
+        journal.check_space(Session(tiny_model_path))  # room for two initial states is not enough
+    from engine.journal import STATE_GROWTH
+
+    assert _state_bytes(grown) <= STATE_GROWTH * initial, "the allowance covers what the state grew to"
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda path: usage._replace(free=2 * STATE_GROWTH * initial + 2**20)
+    )
+    journal.check_space(Session(tiny_model_path))  # room for two grown states is enough
+    journal.close()
+
+
+def test_a_save_without_room_is_refused_before_a_byte_is_written(
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import shutil
+
+    session = Session(tiny_model_path)
+    journal = Journal(tmp_path / "st")
+    session.step(random_images(1, size=32)[0])
+    journal.save(session)
+    saved = (tmp_path / "st" / "state.safetensors").read_bytes()
+    session.step(random_images(2, size=32)[1])
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=len(saved) // 2))
+    with pytest.raises(OSError, match="MiB free, saving the state needs") as info:
+        journal.save(session)
+    assert info.value.errno == errno.ENOSPC
+    assert (tmp_path / "st" / "state.safetensors").read_bytes() == saved, "the previous state is kept"
+    assert not [p.name for p in (tmp_path / "st").iterdir() if p.name.endswith(".tmp")]
+    journal.close()
+
+
+@pytest.mark.parametrize("which", ["journal.json", "lock", "rows"])
+def test_journal_files_that_are_not_regular_are_refused_at_once(
+    tiny_model_path: Path, tmp_path: Path, which: str
+) -> None:
+    """A tampered journal: a FIFO blocked the open for ever, ``/dev/zero`` was read without end."""
+    import os
+    import threading
+
+    from engine.journal import ROWS_DIR
+    from engine.sources import source_hash
+
+    state = tmp_path / "st"
+    state.mkdir()
+    if which == "rows":
+        (state / ROWS_DIR).mkdir()
+        (state / ROWS_DIR / f"{source_hash('src')}.jsonl").symlink_to("/dev/zero")
+    else:
+        os.mkfifo(state / which)
+    outcome: list[object] = []
+
+    def open_and_read() -> None:
+        try:
+            journal = Journal(state)
+            try:
+                journal.rows("src")
+            finally:
+                journal.close()
+            outcome.append("opened")
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=open_and_read, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert outcome, "still blocked after 10 s"
+    assert isinstance(outcome[0], OSError | StateError) and "not a regular file" in str(outcome[0]), outcome

@@ -55,7 +55,7 @@ def test_write_synth_layout(tmp_path: Path, kind: str) -> None:
         counts = result.counts[site.name]
         assert sum(counts.values()) == 7 and max(counts.values()) - min(counts.values()) <= 1
         ext = ".png" if site.jpeg_quality is None else ".jpg"
-        files = sorted((out / site.name).rglob("*.*"))
+        files = sorted(p for p in (out / site.name).rglob("*.*") if p.name != ".f2tta-synth.json")
         assert len(files) == 7 and {f.suffix for f in files} == {ext}
         assert meta["sites"][site.name]["jpeg_quality"] == site.jpeg_quality
         with Image.open(files[0]) as img:
@@ -103,7 +103,34 @@ def test_write_synth_refuses_to_overwrite(tmp_path: Path) -> None:
     with pytest.raises(SynthError, match="already exists"):
         write_synth("lesion", tmp_path, per_domain=2, size=32)
     write_synth("lesion", tmp_path, per_domain=3, size=32, overwrite=True)
-    assert len(list((tmp_path / "site1").rglob("*.*"))) == 3
+    images = [p for p in (tmp_path / "site1").rglob("*.*") if not p.name.startswith(".")]
+    assert len(images) == 3
+
+
+def test_force_never_removes_a_folder_it_did_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21, case 10: --force deleted a site folder of the same name that the user made."""
+    (tmp_path / "site3").mkdir()
+    (tmp_path / "site3" / "notes.txt").write_text("my notes")
+    args = ["synth", "lesion", "--out", str(tmp_path), "--per-domain", "2", "--size", "32", "--force"]
+    assert cli_main(args) == 1
+    assert "was not written by f2tta synth" in capsys.readouterr().err
+    assert (tmp_path / "site3" / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site3"], "no site was touched"
+
+
+def test_force_replaces_only_the_files_it_wrote(tmp_path: Path) -> None:
+    write_synth("lesion", tmp_path, per_domain=4, size=32)
+    site = tmp_path / "site1"
+    first_class = sorted(p for p in site.iterdir() if p.is_dir())[0]
+    (site / "notes.txt").write_text("beside the images")
+    (first_class / "my_drawing.png").write_bytes(b"mine")
+    write_synth("lesion", tmp_path, per_domain=2, size=32, seed=1, overwrite=True)
+    assert (site / "notes.txt").read_text() == "beside the images"
+    assert (first_class / "my_drawing.png").read_bytes() == b"mine"
+    generated = sorted(p.name for p in site.rglob("0*.*"))
+    assert len(generated) == 2, "the four images of the first run were replaced by the two of the second"
 
 
 def test_bad_arguments() -> None:

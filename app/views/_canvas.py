@@ -7,14 +7,23 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from app._engine import shown
+from app.views._plain import plain_label, plain_tooltip
+
 
 def two_line_title(text: str) -> QLabel:
-    """A label of fixed two-line height: new text must not re-lay out (and repaint) the window."""
-    title = QLabel(text)
+    """A plain-text label of fixed two-line height: new text must not re-lay out (and repaint) the
+    window; its captions hold file and class names, never markup (set them with :func:`set_plain`)."""
+    title = plain_label(text)
     title.setWordWrap(True)
     title.setFixedHeight(title.fontMetrics().lineSpacing() * 2 + 4)
     title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
     return title
+
+
+def set_plain(label: QLabel, text: str) -> None:
+    """Show ``text`` (names included) in a plain-text label, as the text it is."""
+    label.setText(shown(text))
 
 
 def image_canvas() -> tuple[pg.GraphicsLayoutWidget, pg.ViewBox]:
@@ -56,6 +65,7 @@ class ElidedLabel(QLabel):
         mode: Qt.TextElideMode = Qt.TextElideMode.ElideMiddle,
     ) -> None:
         super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
         self._full = ""
         self._mode = mode
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -63,8 +73,8 @@ class ElidedLabel(QLabel):
         self.set_full_text(text)
 
     def set_full_text(self, text: str) -> None:
-        self._full = text
-        self.setToolTip(text)
+        self._full = shown(text)
+        self.setToolTip(plain_tooltip(text))
         self._elide()
 
     def full_text(self) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
-    QLabel,
     QProgressBar,
     QSplitter,
     QStackedWidget,
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 
 from app.state import Phase
 from app.views._canvas import ElidedLabel
+from app.views._plain import plain_label
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
@@ -57,7 +57,7 @@ def make_panes(w: MainWindow) -> None:
 
 def make_status_bar(w: MainWindow) -> None:
     """Phase, progress, profile and model, the long texts cut where they matter least."""
-    w.phase_label = QLabel(Phase.EMPTY.value)
+    w.phase_label = plain_label(Phase.EMPTY.value)
     w.progress_bar = QProgressBar()
     w.progress_bar.setRange(0, 1)
     w.progress_bar.setValue(0)

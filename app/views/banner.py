@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from app.notices import Banner
+from app.views._plain import plain_label
 
 STYLES = {
     "error": ("#fdecea", "#b3261e"),
@@ -30,7 +31,7 @@ class BannerItem(QFrame):
             f"QFrame#banner {{ background: {back}; border: 1px solid {ink}; border-radius: 3px; }}"
             f"QFrame#banner QLabel {{ color: {ink}; }}"
         )
-        self.label = QLabel(banner.text)
+        self.label = plain_label(banner.text)  # messages name files, folders and classes
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QHBoxLayout(self)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from app.names import RELIABLE_TOKENS, UNCERTAIN_TOKENS
 from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
-from app.views._canvas import add_colorbar, image_canvas, stack, two_line_title
+from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
 
 HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")
 
@@ -125,7 +125,7 @@ class ImageView(QWidget):
         resized = (float(w), float(h)) != self._size
         self._size = (float(w), float(h))
         self._overlay = overlay
-        self.title.setText(title)
+        set_plain(self.title, title)
         self.image_item.setImage(image, autoLevels=False, levels=(0, 255))
         self.image_item.setRect(QRectF(0, 0, w, h))
         if overlay is not None and overlay.uncertainty is not None:
@@ -147,7 +147,7 @@ class ImageView(QWidget):
             self.fit()
 
     def clear(self, message: str = "No image selected") -> None:
-        self.title.setText(message)
+        set_plain(self.title, message)
         self._overlay = None
         self.image_item.clear()
         self.heat_item.clear()

@@ -8,6 +8,8 @@ from datetime import datetime
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from app._engine import shown
+
 LEVEL_COLORS = {"info": "#303030", "warning": "#9a6700", "error": "#b3261e"}
 
 
@@ -43,7 +45,7 @@ class LogView(QWidget):
         weight = "bold" if level == "error" else "normal"
         self.text.appendHtml(
             f'<span style="color:#777">{stamp}</span> '
-            f'<span style="color:{colour}; font-weight:{weight}">{level.upper()}: {html.escape(message)}</span>'
+            f'<span style="color:{colour}; font-weight:{weight}">{level.upper()}: {html.escape(shown(message))}</span>'
         )
         self._update_counts()
 

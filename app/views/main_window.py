@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QProgressBar,
     QSplitter,
     QStackedWidget,
@@ -39,6 +38,7 @@ from app.views import _prompts as ask
 from app.views._actions import make_actions, make_menus_and_toolbar
 from app.views._canvas import ElidedLabel
 from app.views._layout import fit_to_screen, make_panes, make_status_bar
+from app.views._plain import ask_yes_no, warn
 from app.views.banner import BannerBar
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
@@ -344,13 +344,10 @@ class MainWindow(QMainWindow):
 
     # -- questions the controller may ask -----------------------------------------------------
     def confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(
-            self, title, text, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        return ask_yes_no(self, title, text)
 
     def show_error(self, title: str, text: str) -> None:
-        QMessageBox.warning(self, title, text)
+        warn(self, title, text)
 
     def edit_settings(
         self,

@@ -31,9 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app._engine import shown
 from app.arrival import ORDER_LABELS
 from app.names import method_label, readable_help
 from app.settings import FUNDUS_DEMO_MODEL, AppSettings, FieldSpec, ModelCheck, clean_overrides
+from app.views._plain import plain_label
 
 
 def _decimals(value: float) -> int:
@@ -84,7 +86,7 @@ class SettingsDialog(QDialog):
         model_row.addWidget(browse)
         model_row.addWidget(demo)
         model_row.addWidget(fundus)
-        self.model_error = QLabel("")
+        self.model_error = plain_label("")
         self.model_error.setWordWrap(True)
         self.model_error.setStyleSheet("color: #b3261e;")
         self.model_error.setVisible(False)
@@ -276,7 +278,7 @@ class SettingsDialog(QDialog):
         if self._check_model is not None and text != self._settings.model:
             problem = self._check_model(text)
             if problem:
-                self.model_error.setText(f"This model cannot be used: {problem}")
+                self.model_error.setText(shown(f"This model cannot be used: {problem}"))
                 self.model_error.setVisible(True)
                 self.model_edit.setFocus()
                 self.scroll_area.ensureWidgetVisible(self.model_edit)

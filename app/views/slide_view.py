@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
-from app.views._canvas import add_colorbar, image_canvas, stack, two_line_title
+from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
 HEAT_MODES = {"filled": "Heat map: filled", "outline": "Heat map: outlines", "off": "Heat map: off"}
@@ -173,7 +173,7 @@ class SlideView(QWidget):
             title: the caption.
             tissue: the tissue mask on the thumbnail's grid (None: not drawn).
         """
-        self.title.setText(title)
+        set_plain(self.title, title)
         self._dims = (max(1, int(dimensions[0])), max(1, int(dimensions[1])))
         self._footprint = max(float(footprint), 1e-6)
         self._thumb_width = max(1, thumbnail.shape[1])

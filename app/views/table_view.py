@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.rows import FILTER_MODES, PredictionRow, RowFilter
 from app.table_model import PredictionFilterProxy, PredictionTableModel
+from app.views._plain import PlainToolTips
 
 
 class PredictionTable(QWidget):
@@ -71,6 +72,7 @@ class PredictionTable(QWidget):
         self.count_label = QLabel("0 rows")
 
         self.table = QTableView()
+        self.table.setItemDelegate(PlainToolTips(self.table))  # tooltips hold file and class names
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)

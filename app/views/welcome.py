@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.views._plain import plain_label
+
 
 class WelcomePanel(QWidget):
     """First-launch guidance: open a folder or a slide, or try a demo set.
@@ -34,7 +36,7 @@ class WelcomePanel(QWidget):
         self.slide_button = QPushButton("Open slide… (Ctrl+Shift+O)")
         self.histology_button = QPushButton("Try the histology demo")
         self.fundus_button = QPushButton("Try the fundus demo")
-        self.model_label = QLabel("")
+        self.model_label = plain_label("")
         self.model_label.setWordWrap(True)
         self.model_label.setStyleSheet("color: #555;")
         buttons = QGridLayout()

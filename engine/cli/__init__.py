@@ -41,6 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if top.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    from engine._text import EscapingFilter
+
+    for handler in logging.getLogger().handlers:  # names in log lines never forge a line
+        if not any(isinstance(f, EscapingFilter) for f in handler.filters):
+            handler.addFilter(EscapingFilter())
     if top.command is None:
         parser.print_help()
         return 2

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from engine._atomic import atomic_write_bytes
+from engine._text import shown
 from engine.cli._common import add_card_override_arguments, add_model_argument
 from engine.data import open_dataset, split_dataset
 from engine.errors import F2TTAError
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
         card_json.setdefault("training", {})["source_reference"] = about
         atomic_write_bytes(card_file, (json.dumps(card_json, indent=2) + "\n").encode())
     except (F2TTAError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     print(
         f"wrote {path} from {ref.images} {source} train images "

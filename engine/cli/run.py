@@ -11,6 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine._text import shown
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
@@ -18,7 +19,7 @@ from engine.cli._common import (
     method_config_from_args,
 )
 from engine.errors import F2TTAError
-from engine.outputs import skipped_path
+from engine.outputs import config_path, skipped_path
 from engine.runner import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -87,7 +88,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
 
 def main(args: argparse.Namespace) -> int:
     if not args.input.is_dir():
-        print(f"error: input folder not found: {args.input}", file=sys.stderr)
+        print(f"error: input folder not found: {shown(args.input)}", file=sys.stderr)
         return EXIT_USAGE
     if not 0.0 <= args.max_skipped <= 1.0:
         print("error: --max-skipped must be between 0 and 1", file=sys.stderr)
@@ -95,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         job = _open(args)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         return _run(job, args)
@@ -112,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_run_config(args.out.with_suffix(".config.json"), job.session, record)
+    write_run_config(config_path(args.out), job.session, record)
     run = job.run
     bar = tqdm(
         total=run.summary.total, disable=args.no_progress, unit="img", file=sys.stderr, dynamic_ncols=True
@@ -132,11 +133,16 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
             if isinstance(outcome, Predicted):
                 bar.update(1)
                 if outcome.step.guard_event is not None:
-                    tqdm.write(f"{outcome.item.name}: {outcome.step.guard_event.message}", file=sys.stderr)
+                    tqdm.write(
+                        f"{shown(outcome.item.name)}: {shown(outcome.step.guard_event.message)}",
+                        file=sys.stderr,
+                    )
             elif isinstance(outcome, Skipped):
                 bar.update(0 if outcome.transient else 1)
                 when = " (tried again next run)" if outcome.transient else ""
-                tqdm.write(f"skipped {outcome.item.name}: {outcome.reason}{when}", file=sys.stderr)
+                tqdm.write(
+                    f"skipped {shown(outcome.item.name)}: {shown(outcome.reason)}{when}", file=sys.stderr
+                )
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
@@ -147,11 +153,11 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
     done = job.resumed_rows + summary.processed
     print(
         f"{done} of {summary.total} images processed ({summary.processed} now, {job.resumed_rows} before), "
-        f"{skipped} skipped, {deferred} to retry; predictions: {args.out}; skipped: {skipped_path(args.out)}; "
-        f"state: {args.state}",
+        f"{skipped} skipped, {deferred} to retry; predictions: {shown(args.out)}; "
+        f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
     if code:
-        print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {why}", file=sys.stderr)
+        print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
     return code

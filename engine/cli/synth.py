@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine._text import shown
 from engine.data.synth import (
     DEFAULT_PER_DOMAIN,
     DEFAULT_SIZE,
@@ -32,7 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="rendering processes (default: the available cores, at most 8)",
     )
-    parser.add_argument("--force", action="store_true", help="replace site folders written by an earlier run")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the site folders an earlier run wrote (only the files it wrote; a folder it did not write is refused)",
+    )
     parser.add_argument(
         "--prevalence",
         default=None,
@@ -65,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
             prevalence=prevalence,
         )
     except F2TTAError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     total = sum(sum(c.values()) for c in result.counts.values())
     for site, counts in result.counts.items():

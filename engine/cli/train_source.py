@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from engine._text import shown
 from engine.data.readers import open_dataset
 from engine.errors import F2TTAError
 from engine.training import (
@@ -98,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
             ds, args.source, cfg, out=args.out, on_epoch=show, eval_domains=args.eval_domains
         )
     except F2TTAError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     t = result.card.training
     print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.data._synth_marker import SynthError
 from engine.data.readers import (
     Dataset,
     DatasetError,
@@ -13,7 +14,7 @@ from engine.data.readers import (
     split_dataset,
     split_items,
 )
-from engine.data.synth import KINDS, SynthError, SynthResult, generate_arrays, site_names, write_synth
+from engine.data.synth import KINDS, SynthResult, generate_arrays, site_names, write_synth
 
 __all__ = [
     "KINDS",

@@ -17,7 +17,6 @@ import io
 import json
 import logging
 import os
-import shutil
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +30,7 @@ from PIL import Image
 
 from engine._atomic import atomic_write_bytes
 from engine.data._drawing import SynthSpec
-from engine.errors import F2TTAError
+from engine.data._synth_marker import SynthError, check_ours, mark, remove_ours
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +40,6 @@ DEFAULT_PER_DOMAIN = 1000  # images per site
 DEFAULT_SIZE = 96  # square side in pixels
 SYNTH_JSON = "synth.json"
 _LABEL_STREAM = 2**31 - 1  # the per-site label shuffle's stream, never an image index
-
-
-class SynthError(F2TTAError):
-    """Generated data cannot be written (unknown kind, bad size, output folder in the way)."""
 
 
 def get_spec(kind: str) -> SynthSpec:
@@ -235,7 +230,9 @@ def write_synth(
         size: square side in pixels (16 to 1024).
         seed: the whole dataset is a function of ``(kind, per_domain, size, seed)``.
         workers: processes rendering in parallel (the output does not depend on it).
-        overwrite: replace the site folders of an earlier run; without it an existing one is an error.
+        overwrite: replace the site folders an earlier run wrote (they hold its marker; only the
+            files it wrote are removed); without it an existing site folder is an error, and a
+            site folder without the marker is one with it too.
         progress: called with ``(done, total)`` after each chunk of images.
         prevalence: site -> share of the positive class (label shift); other sites are balanced.
 
@@ -253,14 +250,19 @@ def write_synth(
         raise SynthError(f"--prevalence names unknown site(s) {', '.join(unknown)}; {kind} has {names}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    for site in spec.sites:  # every site is checked before any is touched
+        site_dir = out / site.name
+        if site_dir.exists() or site_dir.is_symlink():
+            if not overwrite:
+                raise SynthError(f"{site_dir} already exists; choose another folder or overwrite it")
+            check_ours(site_dir)
     for site in spec.sites:
         site_dir = out / site.name
         if site_dir.exists():
-            if not overwrite:
-                raise SynthError(f"{site_dir} already exists; choose another folder or overwrite it")
-            shutil.rmtree(site_dir)
+            remove_ours(site_dir)
         for cls in spec.classes:
-            (site_dir / cls).mkdir(parents=True)
+            (site_dir / cls).mkdir(parents=True, exist_ok=True)
+        mark(site_dir, kind, site.name, spec.classes)
     start = time.perf_counter()
     tasks: list[tuple[str, Path, int, list[tuple[int, int]], int, int]] = []
     counts: dict[str, dict[str, int]] = {}

@@ -21,27 +21,29 @@ ParamScope = Literal["norm", "all"]
 
 
 def adam_beta1() -> float:
-    return setting(0.9, "Adam's first-moment decay", low=0.0, high=1.0)
+    return setting(0.9, "Adam's first-moment decay", low=0.0, high=0.9999)  # torch refuses 1
 
 
 def adam_beta2(default: float = 0.999) -> float:
-    return setting(default, "Adam's second-moment decay", low=0.0, high=1.0)
+    return setting(default, "Adam's second-moment decay", low=0.0, high=0.9999)
 
 
 def restore_prob_setting() -> float:
-    return setting(0.01, "probability that an adapted element is reset to its source value")
+    return setting(
+        0.01, "probability that an adapted element is reset to its source value", low=0.0, high=1.0
+    )
 
 
 def mc_passes_setting() -> int:
-    return setting(10, "D: Monte-Carlo dropout passes for the token uncertainty")
+    return setting(10, "D: Monte-Carlo dropout passes for the token uncertainty", low=2, high=100)
 
 
 def mc_dropout_setting() -> float:
-    return setting(0.1, "dropout probability in block 1's MLP during the MC passes")
+    return setting(0.1, "dropout probability in block 1's MLP during the MC passes", low=0.0, high=0.9)
 
 
 def source_images_setting() -> int:
-    return setting(20, "ours: first test images that estimate the source statistics")
+    return setting(20, "ours: first test images that estimate the source statistics", low=1, high=100_000)
 
 
 def predict_after_update_setting() -> bool:

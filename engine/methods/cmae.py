@@ -70,13 +70,21 @@ from engine.methods.base import MethodOutput, register_method
 class CMAEConfig(AdamConfig):
     """Hyper-parameters of C-MAE; defaults are the paper's (ViT-Base settings of its code)."""
 
-    lr: float = setting(1e-5, "Adam learning rate (backbone parameters, head and mask token)")
-    mask_percent: float = setting(50.0, "K: percent of patches masked (the most uncertain ones)")
+    lr: float = setting(
+        1e-5, "Adam learning rate (backbone parameters, head and mask token)", low=0.0, high=1.0
+    )
+    mask_percent: float = setting(
+        50.0, "K: percent of patches masked (the most uncertain ones)", low=0.0, high=50.0
+    )
     mc_passes: int = mc_passes_setting()
     mc_dropout: float = mc_dropout_setting()
-    hog_weight: float = setting(0.5, "weight of the HOG reconstruction loss (the authors' run script)")
-    hog_bins: int = setting(9, "orientation bins of the HOG targets")
-    hog_cell: int = setting(8, "HOG cell side in pixels (one cell per patch if it does not divide the patch)")
+    hog_weight: float = setting(
+        0.5, "weight of the HOG reconstruction loss (the authors' run script)", low=0.0, high=100.0
+    )
+    hog_bins: int = setting(9, "orientation bins of the HOG targets", low=1, high=360)
+    hog_cell: int = setting(
+        8, "HOG cell side in pixels (one cell per patch if it does not divide the patch)", low=1, high=256
+    )
     restore_prob: float = restore_prob_setting()
     params: ParamScope = param_scope_setting()
     predict_after_update: bool = predict_after_update_setting()

@@ -68,11 +68,15 @@ from engine.methods.base import MethodOutput, register_method
 class CoTTAConfig(AdamConfig):
     """Hyper-parameters of CoTTA; defaults are the paper's (CIFAR / few-class settings)."""
 
-    lr: float = setting(1e-3, "Adam learning rate of the student")
-    ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student")
+    lr: float = setting(1e-3, "Adam learning rate of the student", low=0.0, high=1.0)
+    ema_momentum: float = setting(0.999, "teacher <- m * teacher + (1 - m) * student", low=0.0, high=1.0)
     restore_prob: float = restore_prob_setting()
-    confidence_threshold: float = setting(0.92, "ap: below this anchor confidence the teacher averages views")
-    aug_views: int = setting(32, "N: augmented views averaged into the teacher's pseudo-label")
+    confidence_threshold: float = setting(
+        0.92, "ap: below this anchor confidence the teacher averages views", low=0.0, high=1.0
+    )
+    aug_views: int = setting(
+        32, "N: augmented views averaged into the teacher's pseudo-label", low=1, high=256
+    )
     params: ParamScope = param_scope_setting()
     predict_after_update: bool = predict_after_update_setting()
 

@@ -44,11 +44,18 @@ class DLTTAConfig(AdamConfig):
     """Hyper-parameters of DLTTA; defaults are the authors' Camelyon17 settings."""
 
     lr: float = setting(
-        1e-3, "base Adam learning rate (Tent's), scaled by the discrepancy when memory is full"
+        1e-3,
+        "base Adam learning rate (Tent's), scaled by the discrepancy when memory is full",
+        low=0.0,
+        high=1.0,
     )
-    memory_size: int = setting(800, "number of (feature, logits) pairs kept, FIFO")
-    neighbours: int = setting(4, "k nearest stored features averaged into the past prediction")
-    temperature: float = setting(2.0, "softmax temperature of the current prediction in the discrepancy")
+    memory_size: int = setting(800, "number of (feature, logits) pairs kept, FIFO", low=1, high=100_000)
+    neighbours: int = setting(
+        4, "k nearest stored features averaged into the past prediction", low=1, high=100_000
+    )
+    temperature: float = setting(
+        2.0, "softmax temperature of the current prediction in the discrepancy", low=0.001, high=1000.0
+    )
 
     def __post_init__(self) -> None:
         check_positive(self, "lr", "temperature")

@@ -61,16 +61,32 @@ from engine.methods.base import MethodOutput, check_shapes, register_method, req
 class DPCoreConfig:
     """Hyper-parameters of DPCore; defaults are the paper's (ViT-Base, ImageNet-C)."""
 
-    num_prompts: int = setting(8, "visual prompt tokens inserted after the CLS token")
-    lr: float = setting(0.1, "AdamW learning rate of the prompt (fresh optimiser per batch)")
-    weight_decay: float = setting(0.01, "AdamW weight decay (torch's default, as in the code)")
-    temperature: float = setting(3.0, "τ: softmax temperature of the coreset weights")
-    ema_alpha: float = setting(0.999, "α: step of the coreset update towards an in-distribution batch")
-    ratio_threshold: float = setting(0.8, "ρ: in-distribution if loss(p_w) < ρ * loss(no prompt)")
-    id_steps: int = setting(1, "AdamW steps on the weighted prompt for an in-distribution batch")
-    ood_steps: int = setting(50, "AdamW steps learning a new prompt for an out-of-distribution batch")
-    std_weight: float = setting(1.0, "λ: weight of the std term in the loss and the distances")
-    max_coreset: int = setting(0, "ours: cap on the coreset size; 0 = unbounded (the paper)")
+    num_prompts: int = setting(8, "visual prompt tokens inserted after the CLS token", low=1, high=256)
+    lr: float = setting(
+        0.1, "AdamW learning rate of the prompt (fresh optimiser per batch)", low=0.0, high=10.0
+    )
+    weight_decay: float = setting(
+        0.01, "AdamW weight decay (torch's default, as in the code)", low=0.0, high=1.0
+    )
+    temperature: float = setting(3.0, "τ: softmax temperature of the coreset weights", low=0.001, high=1000.0)
+    ema_alpha: float = setting(
+        0.999, "α: step of the coreset update towards an in-distribution batch", low=0.0, high=1.0
+    )
+    ratio_threshold: float = setting(
+        0.8, "ρ: in-distribution if loss(p_w) < ρ * loss(no prompt)", low=0.0, high=10.0
+    )
+    id_steps: int = setting(
+        1, "AdamW steps on the weighted prompt for an in-distribution batch", low=1, high=1000
+    )
+    ood_steps: int = setting(
+        50, "AdamW steps learning a new prompt for an out-of-distribution batch", low=1, high=1000
+    )
+    std_weight: float = setting(
+        1.0, "λ: weight of the std term in the loss and the distances", low=0.0, high=100.0
+    )
+    max_coreset: int = setting(
+        0, "ours: cap on the coreset size; 0 = unbounded (the paper)", low=0, high=100_000
+    )
     source_images: int = source_images_setting()
     predict_after_update: bool = predict_after_update_setting()
 

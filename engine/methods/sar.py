@@ -60,14 +60,20 @@ from engine.methods.base import MethodOutput, register_method
 class SARConfig:
     """Hyper-parameters of SAR; defaults are the paper's (ViT-Base, batch size 1)."""
 
-    lr: float = setting(2 * 0.001 / 64, "SGD learning rate (ViT rate per image, doubled for batch size 1)")
-    momentum: float = setting(0.9, "SGD momentum")
-    rho: float = setting(0.05, "SAM neighbourhood radius ρ")
-    margin_factor: float = setting(0.4, "entropy filter E0 = margin_factor * ln(C)")
-    reset_entropy: float = setting(0.2, "e_m: reset when the entropy moving average drops below this (nats)")
+    lr: float = setting(
+        2 * 0.001 / 64, "SGD learning rate (ViT rate per image, doubled for batch size 1)", low=0.0, high=10.0
+    )
+    momentum: float = setting(0.9, "SGD momentum", low=0.0, high=1.0)
+    rho: float = setting(0.05, "SAM neighbourhood radius ρ", low=0.0, high=10.0)
+    margin_factor: float = setting(0.4, "entropy filter E0 = margin_factor * ln(C)", low=0.0, high=10.0)
+    reset_entropy: float = setting(
+        0.2, "e_m: reset when the entropy moving average drops below this (nats)", low=0.0, high=100.0
+    )
     scale_reset_entropy: bool = setting(True, "ours: e_m (for 1000 classes) scaled by ln C / ln 1000 like E0")
-    ema_decay: float = setting(0.9, "decay of the entropy moving average")
-    top_fraction: float = setting(0.25, "fraction of top blocks whose LayerNorms stay frozen (3 of 12)")
+    ema_decay: float = setting(0.9, "decay of the entropy moving average", low=0.0, high=1.0)
+    top_fraction: float = setting(
+        0.25, "fraction of top blocks whose LayerNorms stay frozen (3 of 12)", low=0.0, high=0.95
+    )
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:

@@ -39,8 +39,8 @@ from engine.methods.base import MethodOutput, register_method
 class TentConfig(AdamConfig):
     """Hyper-parameters of Tent; defaults are the paper's (Adam setting of its code)."""
 
-    lr: float = setting(1e-3, "Adam learning rate of the single step per batch")
-    weight_decay: float = setting(0.0, "L2 weight decay on the LayerNorm parameters")
+    lr: float = setting(1e-3, "Adam learning rate of the single step per batch", low=0.0, high=1.0)
+    weight_decay: float = setting(0.0, "L2 weight decay on the LayerNorm parameters", low=0.0, high=1.0)
     predict_after_update: bool = predict_after_update_setting()
 
     def __post_init__(self) -> None:

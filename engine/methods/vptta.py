@@ -58,14 +58,18 @@ from engine.methods.base import MethodOutput, check_shapes, register_method, req
 class VPTTAConfig(AdamConfig):
     """Hyper-parameters of VPTTA; defaults are the paper's (fundus setting) unless noted."""
 
-    lr: float = setting(0.05, "Adam learning rate of the prompt")
+    lr: float = setting(0.05, "Adam learning rate of the prompt", low=0.0, high=10.0)
     beta2: float = adam_beta2(0.99)
-    iters: int = setting(1, "optimisation steps per image")
-    prompt_alpha: float = setting(0.01, "prompt window side as a fraction of the image side")
-    memory_size: int = setting(40, "bank capacity (FIFO)")
-    neighbours: int = setting(16, "nearest keys whose prompts initialise a new one")
-    temperature: float = setting(0.2, "softmax temperature of the neighbours' cosine similarities")
-    std_weight: float = setting(1.0, "weight of the std term of the alignment loss")
+    iters: int = setting(1, "optimisation steps per image", low=1, high=100)
+    prompt_alpha: float = setting(
+        0.01, "prompt window side as a fraction of the image side", low=0.0, high=1.0
+    )
+    memory_size: int = setting(40, "bank capacity (FIFO)", low=1, high=100_000)
+    neighbours: int = setting(16, "nearest keys whose prompts initialise a new one", low=1, high=100_000)
+    temperature: float = setting(
+        0.2, "softmax temperature of the neighbours' cosine similarities", low=0.001, high=1000.0
+    )
+    std_weight: float = setting(1.0, "weight of the std term of the alignment loss", low=0.0, high=100.0)
     source_images: int = source_images_setting()
 
     def __post_init__(self) -> None:

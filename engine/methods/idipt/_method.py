@@ -75,19 +75,29 @@ PromptMode = Literal["gated", "prefix"]
 class IDiPTConfig:
     """Hyper-parameters of I-DiPT; defaults are the paper's (Implementation Detail)."""
 
-    prompt_len_specific: int = setting(8, "L_S: image-specific prompt tokens per layer (half K, half V)")
-    prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer")
+    prompt_len_specific: int = setting(
+        8, "L_S: image-specific prompt tokens per layer (half K, half V)", low=2, high=256
+    )
+    prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer", low=2, high=256)
     mc_passes: int = mc_passes_setting()
     mc_dropout: float = mc_dropout_setting()
-    mask_percent: float = setting(30.0, "K: percent of patch tokens in T_U and in T_R (disjoint up to 50)")
-    bank_size: int = setting(20, "N_B: prompt bank capacity (FIFO)")
-    beta: float = setting(0.1, "low-frequency window half-size as a fraction of the image side")
-    gamma: float = setting(0.9, "EMA decay for the image-invariant prompt in G_I")
-    graph_dim: int = setting(512, "D_g: node width of both graphs")
-    lr: float = setting(1e-3, "Adam learning rate of the single step per image")
-    bank_temperature: float = setting(0.05, "softmax temperature of the bank's cosine-similarity weights")
+    mask_percent: float = setting(
+        30.0, "K: percent of patch tokens in T_U and in T_R (disjoint up to 50)", low=0.0, high=99.0
+    )
+    bank_size: int = setting(20, "N_B: prompt bank capacity (FIFO)", low=1, high=10_000)
+    beta: float = setting(
+        0.1, "low-frequency window half-size as a fraction of the image side", low=0.001, high=0.5
+    )
+    gamma: float = setting(0.9, "EMA decay for the image-invariant prompt in G_I", low=0.0, high=1.0)
+    graph_dim: int = setting(512, "D_g: node width of both graphs", low=1, high=4096)
+    lr: float = setting(1e-3, "Adam learning rate of the single step per image", low=0.0, high=1.0)
+    bank_temperature: float = setting(
+        0.05, "softmax temperature of the bank's cosine-similarity weights", low=0.001, high=100.0
+    )
     prompt_mode: PromptMode = setting("gated", "gated zero-init prompt path, or the paper's prefix")
-    prompt_init_std: float = setting(0.02, "std of the normal initialisation of both prompts")
+    prompt_init_std: float = setting(
+        0.02, "std of the normal initialisation of both prompts", low=0.0, high=1.0
+    )
     use_uom: bool = setting(True, "ablation switch: uncertainty-oriented masking (off: pseudo-label loss)")
     use_pgd: bool = setting(True, "ablation switch: prompt bank + parallel graph distillation")
     use_graphs: bool = setting(True, "ablation switch: graphs (off: bank pre-initialisation only)")
