@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from engine.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site
-from engine.bench.suite import Recipe, SuiteError
+from engine.bench.suite import Recipe, StreamJob, SuiteError, site_sequences
 from engine.bench.tuning import choose, parse_grid
 from engine.cli import main as cli
-from engine.data.synth import generate_arrays
+from engine.data.readers import open_dataset
+from engine.data.synth import generate_arrays, write_synth
 
 RECIPE = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "safe-adaptation-1.json"
 
@@ -64,6 +65,23 @@ def test_bench_suite_prints_every_cell_and_writes_json(
     # a second run reuses the data, the model and the passes
     assert cli(["bench-suite", str(_tiny(tmp_path)), "--work", str(tmp_path / "work")]) == 0
     assert "training" not in capsys.readouterr().out
+
+
+def test_a_positive_class_of_index_zero_is_scored_against_class_indices(tmp_path: Path) -> None:
+    """Generated lesion images' positive class is class 0: shares count it, accuracies use indices.
+
+    (The first run of the committed suite scored against 1 = positive and so inverted every
+    fundus and lesion accuracy.)
+    """
+    data = tmp_path / "lesion"
+    write_synth("lesion", data, per_domain=40, size=32, seed=1)
+    ds = open_dataset(data)
+    assert ds.positive_class == 0
+    job = StreamJob("lesion", "m", "", str(data), "", 0.2, 1.0, 4, 20, 0, "site1", ("source",))
+    seqs, labels = site_sequences(ds, job)
+    assert np.array_equal(labels, [it.label for it in ds.items])  # class indices, as models predict
+    for seq in seqs:
+        assert np.mean(labels[seq] == 0) == pytest.approx(0.2)  # the share is the positive class's
 
 
 @pytest.mark.parametrize(

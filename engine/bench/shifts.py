@@ -92,7 +92,7 @@ def _jittered(value: float, rng: np.random.Generator) -> float:
 
 def corrupt(img: np.ndarray, site: SiteShift, rng: np.random.Generator) -> np.ndarray:
     """``img`` (uint8 ``(H, W, 3)``) as ``site`` would show it, with this image's own jitter and flip."""
-    out = random_flip(img, rng)
+    out = _flip(img, rng)
     strength = _jittered(_STRENGTH[site.family][site.level - 1], rng)
     family = site.family
     if family == "stain":
@@ -126,8 +126,7 @@ def corrupt(img: np.ndarray, site: SiteShift, rng: np.random.Generator) -> np.nd
     return np.clip(np.asarray(out, dtype=np.float64), 0, 255).round().astype(np.uint8)
 
 
-def random_flip(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``img`` turned by a random multiple of 90 degrees and perhaps mirrored (label-preserving)."""
+def _flip(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     out = np.rot90(img, int(rng.integers(4)))
     if rng.random() < 0.5:
         out = out[:, ::-1]

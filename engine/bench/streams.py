@@ -28,13 +28,14 @@ class StreamError(ValueError):
 
 
 def resample_site(
-    candidates: np.ndarray, labels: np.ndarray, share: float | str, n: int, rng: np.random.Generator
+    candidates: np.ndarray, positive: np.ndarray, share: float | str, n: int, rng: np.random.Generator
 ) -> np.ndarray:
     """``n`` indices of ``candidates`` with a positive share of ``share`` (or a drift), in site order.
 
     Args:
         candidates: ``(m,)`` indices of the site's images.
-        labels: labels indexed by those indices (1 = positive).
+        positive: booleans indexed by those indices: the image is of the positive class (which
+            need not be class 1: the generated fundus and lesion sets' positive class is 0).
         share: the positive share in (0, 1), or :data:`DRIFT`.
         n: images to draw.
         rng: the site's generator.
@@ -42,8 +43,8 @@ def resample_site(
     Raises:
         StreamError: the site lacks the positives or negatives the share needs.
     """
-    pos = candidates[labels[candidates] == 1]
-    neg = candidates[labels[candidates] != 1]
+    pos = candidates[positive[candidates]]
+    neg = candidates[~positive[candidates]]
     target = 0.5 if share == DRIFT else float(share)
     n_pos = round(target * n)
     if n_pos > len(pos) or n - n_pos > len(neg):

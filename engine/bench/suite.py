@@ -251,15 +251,19 @@ def stream_jobs(recipe: Recipe, prepared: Prepared, work: Path) -> list[StreamJo
     return jobs
 
 
-def _sites(ds: Dataset, job: StreamJob) -> tuple[list[np.ndarray], np.ndarray]:
-    labels = np.array([1 if it.label == ds.positive_class else 0 for it in ds.items], dtype=np.int64)
+def site_sequences(ds: Dataset, job: StreamJob) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each site's images in the job's class mix (indices into ``ds.items``) and every item's class index."""
+    labels = np.array([it.label for it in ds.items], dtype=np.int64)  # class indices, as the models predict
+    positive = labels == ds.positive_class
     domain_of = np.array([ds.domains.index(it.domain) for it in ds.items])
     seqs = []
     for d, name in enumerate(ds.domains):
         rng = np.random.default_rng(
             [job.stream_seed, d, 5]
         )  # a site's images: the same for every δ and model
-        seqs.append(resample_site(np.flatnonzero(domain_of == d), labels, job.mix, job.images_per_site, rng))
+        seqs.append(
+            resample_site(np.flatnonzero(domain_of == d), positive, job.mix, job.images_per_site, rng)
+        )
         del name
     return seqs, labels
 
@@ -273,7 +277,7 @@ def run_stream(job: StreamJob) -> list[SuiteCell]:
     all_passes: SourcePasses = PassCache(Path(job.passes_dir)).passes(
         Path(job.model_path), [it.path for it in ds.items]
     )
-    seqs, labels = _sites(ds, job)
+    seqs, labels = site_sequences(ds, job)
     order, site_of = interleave(
         seqs, job.delta, job.fragments, job.stream_seed, [job.mix == DRIFT] * len(seqs)
     )

@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 
 from engine.bench.paired import Paired, paired
 from engine.bench.replay import SourcePasses, compute_passes, read_passes, replay, write_passes
-from engine.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site, random_flip
+from engine.bench.shifts import FAMILIES, LEVELS, _flip, corrupt, draw_site
 from engine.bench.streams import interleave, resample_site
 from engine.config import FieldInfo, coerce, fields_of
 from engine.data.readers import open_dataset, read_array, split_dataset
@@ -48,13 +48,15 @@ class SimulatedPool:
 
     Attributes:
         passes: source passes of every pool image.
-        labels: ``(N,)`` their labels (1 = the positive class).
+        labels: ``(N,)`` their class indices.
+        positive: ``(N,)`` whether each is of the positive class.
         site_of: ``(N,)`` index into ``names``.
         names: ``clean`` and ``FAMILYLEVEL`` (e.g. ``blur2``).
     """
 
     passes: SourcePasses
     labels: np.ndarray
+    positive: np.ndarray
     site_of: np.ndarray
     names: tuple[str, ...]
 
@@ -81,13 +83,15 @@ def simulated_pool(
     key = h.hexdigest()
     path = (cache / f"pool-{key[:32]}.safetensors") if cache is not None else None
     positive = ds.positive_class
-    labels_val = np.array([1 if it.label == positive else 0 for it in val], dtype=np.int64)
+    labels_val = np.array([it.label for it in val], dtype=np.int64)
     n = len(val) * variants
     site_of = np.repeat(np.arange(len(names)), n)
     labels = np.tile(np.tile(labels_val, variants), len(names))
     if path is not None and path.is_file():
         try:
-            return SimulatedPool(read_passes(path, key, len(names) * n), labels, site_of, names)
+            return SimulatedPool(
+                read_passes(path, key, len(names) * n), labels, labels == positive, site_of, names
+            )
         except (OSError, ValueError, KeyError, SafetensorError):
             pass
     images = [read_array(it.path, card.img_size) for it in val]
@@ -96,12 +100,12 @@ def simulated_pool(
         rng = np.random.default_rng([seed, s])
         site = None if name == "clean" else draw_site(name[:-1], int(name[-1]), rng)
         for _ in range(variants):
-            arrays += [random_flip(im, rng) if site is None else corrupt(im, site, rng) for im in images]
+            arrays += [_flip(im, rng) if site is None else corrupt(im, site, rng) for im in images]
     session = Session(loaded, method="source", device=device)
     passes = compute_passes(session, arrays)
     if path is not None:
         write_passes(path, key, passes)
-    return SimulatedPool(passes, labels, site_of, names)
+    return SimulatedPool(passes, labels, labels == positive, site_of, names)
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def simulated_streams(
         for name in chosen:
             share = float(rng.choice(SHARES))
             candidates = np.flatnonzero(pool.site_of == pool.names.index(name))
-            seqs.append(resample_site(candidates, pool.labels, share, per_site, rng))
+            seqs.append(resample_site(candidates, pool.positive, share, per_site, rng))
             labels.append(f"{name}@{share:g}")
         delta = DELTAS[k % len(DELTAS)]
         order, site_of = interleave(seqs, delta, 10, seed * 1000 + k)

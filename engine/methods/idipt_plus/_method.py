@@ -107,7 +107,7 @@ class IDiPTPlusConfig(IDiPTConfig):
     )
     bootstrap: int = setting(30, "bootstrap refits behind each accepted operating point", low=0, high=1000)
     quantile: float = setting(
-        0.1,
+        0.05,
         "the bootstrap interval's lower quantile (and the share of refits allowed to fail)",
         low=0.0,
         high=0.5,
