@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app._engine import decision_summary
+from app._engine import decision_summary, get_method_class, list_methods
 from app.pdf_html import Block, breakable, chunked, esc, h2, pct
 from app.reports import ReportData, guard_events
 
@@ -121,7 +121,14 @@ def guard_blocks(data: ReportData) -> list[Block]:
     """The collapse guard's actions: image index, item and what was reset."""
     events = guard_events(data.rows)
     if not events:
-        return [Block(h2("Guard events") + "<p>The collapse guard did not act on these images.</p>")]
+        watched = data.method not in list_methods() or get_method_class(data.method).collapse_check
+        text = (
+            "The collapse guard did not act on these images."
+            if watched
+            else "The collapse guard does not watch this method: its decisions are the source model's "
+            "or guarded per site group (see below)."
+        )
+        return [Block(h2("Guard events") + f"<p>{esc(text)}</p>")]
     shown = events[:MAX_GUARD_EVENTS]
     body = [[str(r.index), breakable(r.name), esc(r.guard_message)] for r in shown]
     blocks = chunked("Guard events", ["Image", "Item", "What the guard did"], body)

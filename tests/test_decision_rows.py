@@ -104,3 +104,13 @@ def test_decision_summary_counts_changes_per_group_and_path() -> None:
     accepted = summary[(0, "accepted")]
     assert (accepted["images"], accepted["changed"], accepted["fixed"], accepted["broken"]) == (3, 2, 1, 1)
     assert summary[(1, "not-accepted")]["labelled"] == 0
+
+
+def test_the_tables_tooltip_says_where_a_decision_came_from() -> None:
+    from app.table_model import PredictionTableModel
+
+    row = _row(3, 1, 0, 1, "accepted", 4, -2.5)
+    tip = PredictionTableModel._tooltip(row)
+    assert "adaptation changed the prediction" in tip
+    assert "decision: accepted in site group 4, threshold -2.50 on the source margin" in tip
+    assert "decision:" not in PredictionTableModel._tooltip(_row(1, 0, 0, None))
