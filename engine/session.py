@@ -206,7 +206,11 @@ class Session:
         try:
             cfg = build_config(cls, saved) if cls is not None else None
         except ValueError as exc:
-            raise StateError(f"{origin}: the saved method settings are invalid: {exc}") from exc
+            raise StateError(
+                f"{origin}: the saved method settings are invalid: {exc}. A state saved by an earlier "
+                f"version of {self.method_name} cannot be continued by this one: start a new state "
+                "directory (or profile); the old one is left as it is"
+            ) from exc
         logger.info("state %s: continuing with its saved %s settings", origin, self.method_name)
         return cfg
 

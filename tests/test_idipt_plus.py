@@ -304,3 +304,15 @@ def test_t3a_keeps_filter_k_supports_per_class(tiny_model_path: Path) -> None:
     method = session.method
     counts = torch.bincount(method.support_labels, minlength=2)  # type: ignore[attr-defined]
     assert int(counts.max()) <= 2 and int(counts.sum()) >= 2
+
+
+def test_a_state_of_the_earlier_idipt_plus_is_refused_with_what_to_do(referenced_model: Path) -> None:
+    session = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL))
+    saved = {
+        **session.method.config_dict(),
+        "neighbours": 100,
+        "memory": 2000,
+    }  # the earlier version's fields
+    with pytest.raises(StateError, match="earlier version of idipt\\+ cannot be continued") as info:
+        session._saved_config("old-state", saved, keep_saved=True)
+    assert "memory, neighbours" in str(info.value)

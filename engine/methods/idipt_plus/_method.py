@@ -19,7 +19,7 @@ Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
   is I-DiPT's.
 * **Operating point** (``operating_point``): site groups by class-removed appearance, per group a
   two-Gaussian mixture in whitened pre-logit features translated into a threshold on the source
-  margin, accepted only when its share, separation, ranking and bootstrap-stability guards pass,
+  margin, accepted only when its share, separation, ranking, edge and bootstrap-stability guards pass,
   and moved pessimistically (the bootstrap interval's edge nearest the source threshold, two fits
   in a row agreeing). Two classes only: with more, every image keeps the source decision.
   Needs the model's source reference (``engine.source_reference``); without one the operating
