@@ -147,7 +147,7 @@ def parse_sweep(text: str) -> tuple[str, list[tuple[str, Any]]]:
 
     The key is ``delta``, ``k`` (``mask_percent``), ``bank`` (``bank_size``) or any other field of
     the swept method's config (I-DiPT's unless the text starts with ``METHOD:``, e.g.
-    ``idipt+:neighbours=50,100``; see :func:`split_sweep`). Each value keeps its text for the row name.
+    ``idipt+:join=1,1.5``; see :func:`split_sweep`). Each value keeps its text for the row name.
     """
     method, text = split_sweep(text)
     key, sep, values = text.partition("=")
