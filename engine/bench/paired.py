@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 CONFIDENCE = 0.95
+NO_HARM_POINT = -1.0  # a site's paired difference must be at least this (points) ...
+NO_HARM_LOW = -2.0  # ... and the lower end of its exact 95 % interval at least this
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Paired:
     @property
     def delta(self) -> float:
         return self.adapted_acc - self.source_acc
+
+    @property
+    def harmful(self) -> bool:
+        """Adaptation lowered these images: difference below :data:`NO_HARM_POINT` or interval below :data:`NO_HARM_LOW`."""
+        return self.delta < NO_HARM_POINT or self.low < NO_HARM_LOW
 
     def to_json(self) -> dict[str, float | int]:
         return {

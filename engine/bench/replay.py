@@ -194,23 +194,22 @@ def replay(
         config: the method's config (defaults when None).
         seed: the session seed (I-DiPT+'s bootstraps).
     """
+    if method not in REPLAYABLE:
+        raise ReplayError(f"{method!r} cannot be replayed; replayable: {', '.join(REPLAYABLE)}")
     n = len(passes)
     source_preds = passes.logits.argmax(axis=1)
     path = np.full(n, -1, dtype=np.int8)
     group = np.full(n, -1, dtype=np.int32)
     threshold = np.zeros(n, dtype=np.float32)
-    if method == "source" or reference is None:
-        if method not in REPLAYABLE:
-            raise ReplayError(f"{method!r} cannot be replayed; replayable: {', '.join(REPLAYABLE)}")
+    if method == "source":
         return Replayed(source_preds.copy(), source_preds, path, group, threshold)
     if method == "foa-shift":
-        return Replayed(_foa_shift(passes, reference, loaded, config), source_preds, path, group, threshold)
-    if method != "idipt+":
-        raise ReplayError(f"{method!r} cannot be replayed; replayable: {', '.join(REPLAYABLE)}")
+        preds = source_preds.copy() if reference is None else _foa_shift(passes, reference, loaded, config)
+        return Replayed(preds, source_preds, path, group, threshold)
     cfg: IDiPTPlusConfig = config if config is not None else IDiPTPlusConfig()
     preds = source_preds.copy()
-    if not cfg.operating_point or passes.logits.shape[1] != 2:
-        path[:] = PATHS.index("not-accepted")
+    if reference is None or not cfg.operating_point or passes.logits.shape[1] != 2:
+        path[:] = PATHS.index("not-accepted")  # as the live method records it: the source decision
         return Replayed(preds, source_preds, path, group, threshold)
     arrays = ReferenceArrays.from_reference(reference, cfg.feature_dims)
     op = OperatingPoint(cfg.operating_point_settings(), reference.bandwidth, reference.radius, seed)

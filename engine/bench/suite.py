@@ -38,9 +38,6 @@ from engine.training import TrainConfig, train_source
 
 logger = logging.getLogger(__name__)
 
-NO_HARM_POINT = -1.0  # a cell's paired difference must be at least this (points) ...
-NO_HARM_LOW = -2.0  # ... and the lower end of its exact 95 % interval at least this
-
 
 class SuiteError(F2TTAError):
     """A recipe is malformed, or its data or models cannot be made."""
@@ -195,8 +192,7 @@ class SuiteCell:
     results: dict[str, Paired]
 
     def harmful(self, method: str) -> bool:
-        r = self.results[method]
-        return r.delta < NO_HARM_POINT or r.low < NO_HARM_LOW
+        return self.results[method].harmful
 
     def to_json(self) -> dict[str, Any]:
         return {

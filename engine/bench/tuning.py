@@ -38,8 +38,6 @@ from engine.source_reference import SourceReference, find_reference
 
 SHARES = (0.1, 0.2, 0.5, 0.8, 0.9)
 DELTAS = (0.1, 1.0, 10.0)
-NO_HARM_POINT = -1.0  # a cell's paired difference must be at least this (points)
-NO_HARM_LOW = -2.0  # and the lower end of its 95 % interval at least this
 
 
 @dataclass(frozen=True)
@@ -179,7 +177,7 @@ class Cell:
 
     @property
     def harmful(self) -> bool:
-        return self.result.delta < NO_HARM_POINT or self.result.low < NO_HARM_LOW
+        return self.result.harmful
 
 
 def score(dev: Sequence[DevModel], overrides: Mapping[str, Any]) -> list[Cell]:

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from engine._atomic import atomic_write_bytes
-from engine.bench.suite import NO_HARM_LOW, NO_HARM_POINT, Recipe, prepare, run_suite, summary
+from engine.bench.paired import NO_HARM_LOW, NO_HARM_POINT
+from engine.bench.suite import Recipe, prepare, run_suite, summary
 from engine.errors import F2TTAError
 
 

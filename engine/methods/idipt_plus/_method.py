@@ -199,11 +199,12 @@ class IDiPTPlus(IDiPT):
         logits = source.logits
         op, arrays = self.operating_point, self.arrays
         if op is None or arrays is None:
-            reason = "operating point off" if self.config.operating_point else "ablation: operating point off"
-            if self.reference is not None and int(self.reference.class_means.shape[0]) != 2:
-                reason = "more than two classes"
+            if not self.config.operating_point:
+                reason = "operating point off"
             elif self.reference is None:
                 reason = "no source reference"
+            else:
+                reason = "more than two classes"
             record = DecisionRecord(NOT_ACCEPTED, reason=reason)
         else:
             stats = appearance_statistics(source.block1_out, self.model.num_prefix_tokens)
