@@ -1,9 +1,14 @@
 """F²TTA Studio: review images from a new site while the model adapts to it (PySide6 desktop app).
 
-The app follows the ndv/napari split: passive views in :mod:`app.views` emit Qt signals, the
-:class:`~app.controller.Controller` wires them to an engine session that lives in one worker thread
-(:mod:`app.worker`), and Qt-free state (:mod:`app.state`, :mod:`app.stats`, :mod:`app.profiles`,
-:mod:`app.sources`, :mod:`app.settings`) is unit-tested without a display.
+The app follows the ndv/napari split (``docs/architecture.md``), one package per role:
+
+* :mod:`app.core`: Qt-free state and logic (the run model, statistics, profiles, review marks,
+  settings, names and words), unit-tested without a display; import-linter keeps it Qt-free.
+* :mod:`app.worker`: the engine session in its own thread (:mod:`app.worker.engine_worker`).
+* :mod:`app.reports`: the PDF, CSV, JSON and GeoJSON reports and the data they are made from.
+* :mod:`app.views`: passive widgets that emit Qt signals.
+* :mod:`app.control`: the controller that joins the views, the worker and the core.
+* :mod:`app.runtime`: process-wide guards (garbage collection, malloc arenas, Qt singletons).
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from app._malloc import limit_malloc_arenas
+    from app.runtime.malloc import limit_malloc_arenas
 
     limit_malloc_arenas()  # before Qt, torch and the worker threads allocate
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -123,11 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
-    from app._singleton_refs import protect_singletons
-    from app.controller import Controller
-    from app.profiles import ProfileError, check_name
-    from app.script import ScriptedRun, ScriptOptions
-    from app.settings import load_settings
+    from app.control.controller import Controller
+    from app.control.script import ScriptedRun, ScriptOptions
+    from app.core.profiles import ProfileError, check_name
+    from app.core.settings import load_settings
+    from app.runtime.singleton_refs import protect_singletons
     from app.views.main_window import ICON, MainWindow
 
     protect_singletons()  # before the first signals: PySide6 takes references from True and None

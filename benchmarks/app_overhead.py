@@ -94,9 +94,9 @@ def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **
     """The main window offscreen with ``stream`` opened and the session loaded; returns the controller."""
     from PySide6.QtWidgets import QApplication
 
-    from app.controller import Controller
-    from app.settings import AppSettings
-    from app.state import Phase
+    from app.control.controller import Controller
+    from app.core.phase import Phase
+    from app.core.settings import AppSettings
     from app.views.main_window import MainWindow
 
     QApplication.instance() or QApplication([])

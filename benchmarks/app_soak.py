@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.profiles import ProfileStore
+    from app.core.profiles import ProfileStore
 
     app = QApplication.instance() or QApplication([])
     controller = open_app(args.model, stream, args.method, args.device, home)
@@ -200,7 +200,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from app._malloc import limit_malloc_arenas
+    from app.runtime.malloc import limit_malloc_arenas
 
     arenas = limit_malloc_arenas(args.malloc_arenas)  # as app.main does, before anything allocates
     print(f"malloc arena cap: {arenas or 'glibc default'}")

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import IDiPTConfig, LoadedModel, MethodOutput, ModelCard, Session, select_device
 from engine.methods.idipt_plus import IDiPTPlus, IDiPTPlusConfig, Observation
-from engine.source_reference import fit_reference
+from engine.model.source_reference import fit_reference
 
 
 def _sync(device: torch.device) -> None:

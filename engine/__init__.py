@@ -10,12 +10,6 @@ from engine import _omp  # noqa: F401
 
 # isort: split
 
-from engine._atomic import atomic_write_bytes
-from engine._device import select_device
-from engine._files import NotRegularOutputError, check_output, open_append
-from engine._guard import GuardConfig, GuardEvent
-from engine._lock import LockedError
-from engine._text import shown
 from engine._version import __version__
 from engine.config import FieldInfo, build_config, coerce, fields_of
 from engine.errors import (
@@ -26,8 +20,19 @@ from engine.errors import (
     ModelLoadError,
     StateError,
 )
-from engine.images import IMAGE_EXTENSIONS, list_images, read_image
-from engine.journal import Journal
+from engine.io.images import IMAGE_EXTENSIONS, list_images, read_image
+from engine.io.slides import Slide, SlideError, Tile, TilePlan, tissue_mask
+from engine.io.sources import (
+    FolderSource,
+    SlideSource,
+    Source,
+    SourceError,
+    StreamItem,
+    open_folder,
+    open_slide_source,
+    parse_label,
+    source_hash,
+)
 from engine.methods import (
     DEFAULT_METHOD,
     IDiPT,
@@ -40,9 +45,12 @@ from engine.methods import (
     method_config_class,
     register_method,
 )
-from engine.model_card import LoadedModel, ModelCard, load_model, save_model
-from engine.prompted_vit import PrefixPrompts, PromptedViT
-from engine.rows import (
+from engine.model.card import LoadedModel, ModelCard, load_model, save_model
+from engine.model.prompted_vit import PrefixPrompts, PromptedViT
+from engine.run.guard import GuardConfig, GuardEvent
+from engine.run.journal import Journal
+from engine.run.lock import LockedError
+from engine.run.rows import (
     CSV_COLUMNS,
     PredictionRow,
     decision_summary,
@@ -51,21 +59,9 @@ from engine.rows import (
     make_row,
     predictions_csv,
 )
-from engine.session import Session
-from engine.slides import Slide, SlideError, Tile, TilePlan, tissue_mask
-from engine.sources import (
-    FolderSource,
-    SlideSource,
-    Source,
-    SourceError,
-    StreamItem,
-    open_folder,
-    open_slide_source,
-    parse_label,
-    source_hash,
-)
-from engine.step import SettingsMismatchError, StepResult
-from engine.stream import (
+from engine.run.session import Session
+from engine.run.step import SettingsMismatchError, StepResult
+from engine.run.stream import (
     Failed,
     Outcome,
     Paused,
@@ -79,6 +75,10 @@ from engine.stream import (
     read_item,
     tile_reader,
 )
+from engine.util.atomic import atomic_write_bytes
+from engine.util.device import select_device
+from engine.util.files import NotRegularOutputError, check_output, open_append
+from engine.util.text import shown
 
 __all__ = [
     "CSV_COLUMNS",

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from engine._bounded_json import show_number
+from engine.util.bounded_json import show_number
 
 T = TypeVar("T")
 SCALARS: tuple[type, ...] = (bool, int, float, str)

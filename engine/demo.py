@@ -16,11 +16,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from engine.bench.protocol import build_stream
 from engine.cli import main as cli_main
 from engine.data import open_dataset, write_synth
 from engine.methods import DEFAULT_METHOD
-from engine.model_card import read_card
-from engine.protocol import build_stream
+from engine.model.card import read_card
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "resources" / "demo" / "model.safetensors"

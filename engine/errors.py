@@ -26,7 +26,7 @@ class ImageReadError(F2TTAError):
         reason: the reason alone, without the path (what a skip list records).
         transient: True when reading again later may succeed: the file vanished, permission
             was denied, an I/O error occurred, or it is empty, changed while it was read, or
-            failed to decode within :data:`engine.images.RECENT_WRITE_SECONDS` of its last
+            failed to decode within :data:`engine.io.images.RECENT_WRITE_SECONDS` of its last
             modification (it may still be being copied). False when the content itself is
             unusable (corrupt, unsupported format, too large): reading again gives the same result.
     """

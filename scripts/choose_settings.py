@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from engine._atomic import atomic_write_bytes
 from engine.bench.tuning import DevModel, choose, load_dev_model, parse_grid, score, summarise, to_json
+from engine.util.atomic import atomic_write_bytes
 
 _DEV: list[DevModel] = []
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.data import generate_arrays, open_dataset, site_names, write_synth  # noqa: E402
 from engine.data.synth import default_workers  # noqa: E402
-from engine.model_card import load_model, save_model  # noqa: E402
+from engine.model.card import load_model, save_model  # noqa: E402
 from engine.training import EpochStats, TrainConfig, evaluate, train_source  # noqa: E402
 
 SEED = 0

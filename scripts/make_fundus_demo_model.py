@@ -54,7 +54,7 @@ def train(out_dir: Path) -> None:
 
 def write_readme(out_dir: Path) -> str:
     from engine.data import generate_arrays, site_names
-    from engine.model_card import load_model
+    from engine.model.card import load_model
     from engine.training import evaluate
 
     loaded = load_model(out_dir / "model.safetensors")

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import Session
 from engine.data import open_dataset, split_dataset
-from engine.source_reference import appearance_statistics
+from engine.model.source_reference import appearance_statistics
 
 
 def purities(

@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.bench.metrics import oracle_threshold_accuracy, roc_auc
 from engine.data import open_dataset
 from engine.data.readers import split_dataset
-from engine.metrics import oracle_threshold_accuracy, roc_auc
-from engine.model_card import load_model
+from engine.model.card import load_model
 from engine.training import load_items, predict_logits
 
 

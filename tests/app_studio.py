@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.controller import Controller
-from app.settings import AppSettings
+from app.control.controller import Controller
+from app.core.settings import AppSettings
 from app.views.main_window import MainWindow
 
 RUN_TIMEOUT_MS = 90_000

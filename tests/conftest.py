@@ -87,6 +87,6 @@ def studio(qtbot: object, home: Path, model: Path) -> Iterator[object]:
 def _collection_given_back() -> Iterator[None]:
     """After a test that built a Controller (its worker threads ended), CPython collects as usual."""
     yield
-    collector = sys.modules.get("app._gc")
+    collector = sys.modules.get("app.runtime.collector")
     if collector is not None:
         collector.give_back()

@@ -12,13 +12,19 @@ import numpy as np
 import pytest
 from app_fixtures import CLASSES, make_folder, sample_row
 
-from app.applicability import dominant_kind, image_kind, model_kind, one_class_collapse, subfolder_warning
-from app.arrival import class_runs, class_sorted_warning, interleave
-from app.clinical import clinical_metrics, confident_errors
-from app.names import METHOD_LABELS, describe_model, method_label, readable_help
-from app.overlay import Overlay
-from app.pdf_report import paginate
-from app.reviews import OverlayStore, ReviewMark, ReviewStore
+from app.core.applicability import (
+    dominant_kind,
+    image_kind,
+    model_kind,
+    one_class_collapse,
+    subfolder_warning,
+)
+from app.core.arrival import class_runs, class_sorted_warning, interleave
+from app.core.clinical import clinical_metrics, confident_errors
+from app.core.names import METHOD_LABELS, describe_model, method_label, readable_help
+from app.core.overlay import Overlay
+from app.core.reviews import OverlayStore, ReviewMark, ReviewStore
+from app.reports.pdf import paginate
 from engine import DEFAULT_METHOD, ModelCard, list_methods, open_folder
 
 

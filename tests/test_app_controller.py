@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from app_fixtures import make_folder, make_model, sample_row
 
-from app.controller import Controller
-from app.messages import ItemResult
-from app.overlay import Overlay
-from app.run_items import Cell, Selection
-from app.run_model import RunModel
-from app.settings import AppSettings
-from app.state import Phase
+from app.control.controller import Controller
+from app.core.messages import ItemResult
+from app.core.overlay import Overlay
+from app.core.phase import Phase
+from app.core.run_items import Cell, Selection
+from app.core.run_model import RunModel
+from app.core.settings import AppSettings
 from app.views.main_window import MainWindow
 from engine import FolderSource, PredictionRow, StreamItem
 

@@ -22,8 +22,8 @@ import pytest
 from app_fixtures import CLASSES, make_folder, sample_row
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 
-from app.reports import ReportData
-from app.stats import RunStatistics
+from app.core.stats import RunStatistics
+from app.reports.files import ReportData
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT_FILES = {"predictions.csv", "run_config.json", "report.pdf"}
@@ -51,7 +51,7 @@ def _data(rows: tuple[object, ...], **changes: object) -> ReportData:
 
 
 def test_pdf_tables_continue_across_pages(tmp_path: Path, qapp: object) -> None:
-    from app.pdf_report import write_pdf
+    from app.reports.pdf import write_pdf
 
     errors = tuple(
         f"/data/scans/{'deeply nested folder ' * 28}/case {i}: cannot be read (truncated) ERRTOKEN{i:02d}"
@@ -68,7 +68,7 @@ def test_pdf_tables_continue_across_pages(tmp_path: Path, qapp: object) -> None:
 
 
 def test_control_characters_in_names_are_neutralised_in_the_pdf(tmp_path: Path, qapp: object) -> None:
-    from app.pdf_report import write_pdf
+    from app.reports.pdf import write_pdf
 
     rows = (
         sample_row(0, name="\u202egnp.exe.png", guard_message="collapse guard after image 0: reset"),
@@ -80,7 +80,7 @@ def test_control_characters_in_names_are_neutralised_in_the_pdf(tmp_path: Path, 
 
 
 def test_a_truncated_pdf_is_never_accepted() -> None:
-    from app._export import BrokenReportError, check_pdf
+    from app.reports.export import BrokenReportError, check_pdf
 
     body = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\n"
     good = body + b"xref\n0 1\ntrailer\n<<>>\nstartxref\n" + str(len(body)).encode() + b"\n%%EOF\n"
@@ -132,22 +132,22 @@ def test_a_failing_pdf_stage_changes_nothing(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a small disk at hand: the PDF's staging fails as on a full disk; the earlier set stays."""
-    import app._export
+    import app.reports.export
 
     c = studio.processed(make_folder(tmp_path, 4, labelled="csv"))
     out = tmp_path / "reports"
     ok, _ = _export(studio, c, out, qtbot)
     assert ok
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    real = app._export.stage
+    real = app.reports.export.stage
 
     def full_disk(directory: Path, name: str, data: bytes) -> None:
         if name == "report.pdf":
             raise OSError(28, "No space left on device")
         real(directory, name, data)
 
-    monkeypatch.setattr(app._export, "stage", full_disk)
-    monkeypatch.setattr("app.pdf_report.stage", full_disk)
+    monkeypatch.setattr(app.reports.export, "stage", full_disk)
+    monkeypatch.setattr("app.reports.pdf.stage", full_disk)
     ok, message = _export(studio, c, out, qtbot)
     assert not ok and "No space left on device" in str(message) and "unchanged" in str(message)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "the earlier reports, as they were"
@@ -181,7 +181,7 @@ def test_names_that_are_not_utf8_are_exported(studio: Studio, tmp_path: Path, qt
 KILL = """
 import os, signal, sys
 from pathlib import Path
-import app._export as export
+import app.reports.export as export
 
 directory, kill_after = Path(sys.argv[1]), int(sys.argv[2])
 export.prepare(directory, ["predictions.csv", "run_config.json", "report.pdf", "tiles.geojson"])
@@ -202,7 +202,7 @@ export.commit(directory, ["predictions.csv", "run_config.json", "report.pdf"],
 @pytest.mark.parametrize("kill_after", [0, 1, 2, 3, 99], ids=["marker", "first", "second", "third", "none"])
 def test_an_export_killed_at_any_point_leaves_one_whole_set(tmp_path: Path, kill_after: int) -> None:
     """Killed while the marker is written: the old set; after it: the next export completes the new one."""
-    from app._export import MARKER, prepare
+    from app.reports.export import MARKER, prepare
 
     out = tmp_path / "reports"
     out.mkdir()
@@ -227,8 +227,8 @@ def test_a_marker_names_only_report_files(tmp_path: Path) -> None:
     """The marker is a file in the user's folder: what it names beyond the report kinds is not touched."""
     import json
 
-    from app._export import MARKER, prepare
-    from app.reports import REPORT_KINDS
+    from app.reports.export import MARKER, prepare
+    from app.reports.files import REPORT_KINDS
 
     out = tmp_path / "reports"
     out.mkdir()

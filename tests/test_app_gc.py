@@ -1,4 +1,4 @@
-"""Cyclic garbage is collected on the GUI thread only (app/_gc.py), never on the engine's thread."""
+"""Cyclic garbage is collected on the GUI thread only (app/runtime/collector.py), never on the engine's thread."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 import threading
 from typing import ClassVar
 
-from app._gc import GuiThreadCollector
+from app.runtime.collector import GuiThreadCollector
 
 
 class _Cycle:

@@ -15,9 +15,9 @@ import pytest
 from app_fixtures import CLASSES, make_folder, make_model
 from app_studio import RUN_TIMEOUT_MS, Studio
 
-from app.controller import Controller
-from app.settings import DEMO_MODEL, AppSettings, available_devices, check_model, method_fields
-from app.state import Phase
+from app.control.controller import Controller
+from app.core.phase import Phase
+from app.core.settings import DEMO_MODEL, AppSettings, available_devices, check_model, method_fields
 from app.views.main_window import MainWindow
 
 

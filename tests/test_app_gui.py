@@ -15,9 +15,9 @@ import pytest
 from app_fixtures import make_folder, make_slide
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text, table_keys
 
-from app.profiles import ProfileStore
-from app.settings import AppSettings
-from app.state import Phase
+from app.core.phase import Phase
+from app.core.profiles import ProfileStore
+from app.core.settings import AppSettings
 from engine import DEFAULT_METHOD
 
 
@@ -225,7 +225,7 @@ def test_slide_resolution_mismatch_is_warned(
 
 
 def test_settings_dialog_exposes_method_hyperparameters(qtbot: object) -> None:
-    from app.settings import available_devices, method_fields
+    from app.core.settings import available_devices, method_fields
     from app.views.settings_dialog import SettingsDialog
 
     dialog = SettingsDialog(AppSettings(method_config={"mc_passes": 3}), method_fields(), available_devices())
@@ -279,12 +279,12 @@ def test_a_pdf_that_cannot_be_written_is_reported(
 ) -> None:
     """The PDF is written on the GUI thread after the worker's tables; its failure still ends the
     export, and the reports are replaced as one set: none of them is written (issue 21)."""
-    import app.pdf_report
+    import app.reports.pdf
 
     def refuse(data: object) -> bytes:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(app.pdf_report, "pdf_bytes", refuse)
+    monkeypatch.setattr(app.reports.pdf, "pdf_bytes", refuse)
     c = studio.open()
     studio.open_folder(c, make_folder(tmp_path, 4, labelled="csv"))
     studio.run_to_end(c)

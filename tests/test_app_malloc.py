@@ -1,4 +1,4 @@
-"""The app's glibc malloc arena cap (``app/_malloc.py``)."""
+"""The app's glibc malloc arena cap (``app/runtime/malloc.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from app._malloc import DEFAULT_ARENAS, ENV, limit_malloc_arenas
+from app.runtime.malloc import DEFAULT_ARENAS, ENV, limit_malloc_arenas
 
 glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from app_fixtures import CLASSES, sample_row
 from app_studio import read_pdf_text
 
-from app.reports import ReportData, config_document, geojson_document, write_csv
-from app.rows import PredictionRow
-from app.stats import RunStatistics
+from app.core.filters import PredictionRow
+from app.core.stats import RunStatistics
+from app.reports.files import ReportData, config_document, geojson_document, write_csv
 from engine import CSV_COLUMNS
 
 
@@ -83,7 +83,7 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
         records = {r["index"]: r for r in csv.DictReader(fh)}
     assert records["4"]["guard_event"] == "collapse guard after image 4: reset"
     assert records["0"]["guard_event"] == "" and records["3"]["update_skipped"] == "1"
-    from app.pdf_report import report_html
+    from app.reports.pdf import report_html
 
     page = report_html(data, with_images=False)
     assert "Guard events</h2>" in page and page.index("early.png") < page.index("late.png")
@@ -94,16 +94,16 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
 def test_pdf_headings_travel_with_their_content_and_long_tables_are_cut(tmp_path: Path, qapp: object) -> None:
     import re
 
-    from app.pdf_blocks import report_blocks
-    from app.pdf_html import TABLE_PART_ROWS
-    from app.pdf_report import write_pdf
+    from app.reports.pdf import write_pdf
+    from app.reports.pdf_blocks import report_blocks
+    from app.reports.pdf_html import TABLE_PART_ROWS
 
     rows = tuple(
         sample_row(i, pred=i % 2, truth=(i // 2) % 2, guard_message=f"collapse guard after image {i}: reset")
         for i in range(60)
     )
     data = _report_data(rows)
-    from app.clinical import clinical_metrics
+    from app.core.clinical import clinical_metrics
 
     data = dataclasses.replace(data, metrics=clinical_metrics(rows, CLASSES))
     blocks = report_blocks(data, width=680)

@@ -14,7 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 
-from app.controller import Controller
+from app.control.controller import Controller
 
 
 def _select(c: Controller, index: int) -> None:

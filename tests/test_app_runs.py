@@ -17,16 +17,16 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from cli_helpers import before_step, out_of_memory_at
 from PySide6.QtWidgets import QApplication
 
-from app.controller import Controller
-from app.profiles import ProfileStore
-from app.state import Phase
+from app.control.controller import Controller
+from app.core.phase import Phase
+from app.core.profiles import ProfileStore
 from engine.errors import STEP_EVENT
 
 
 def test_command_line_run_export_and_quit(
     home: Path, model: Path, tmp_path: Path, qapp: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.controller
+    import app.control.controller
     from app.main import main
 
     made: list[Controller] = []
@@ -36,7 +36,7 @@ def test_command_line_run_export_and_quit(
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(app.controller, "Controller", Recording)
+    monkeypatch.setattr(app.control.controller, "Controller", Recording)
     folder = make_folder(tmp_path, 10, labelled="folders")
     out = tmp_path / "cli_out"
     code = main(
@@ -110,7 +110,7 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
 ) -> None:
     import dataclasses
 
-    import app._worker_open
+    import app.worker.opening
     from engine import GuardConfig, Session
 
     # A two-image window in which any majority counts as collapse: the real guard acts after
@@ -121,7 +121,7 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     def session(model: object, method: str, method_config: object, device: object) -> Session:
         return Session(model, method="idipt", device=device, guard=guard)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(app._worker_open, "Session", session)
+    monkeypatch.setattr(app.worker.opening, "Session", session)
     real_step = Session.step
 
     def step(self: Session, image: object) -> object:

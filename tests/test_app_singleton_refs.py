@@ -1,4 +1,4 @@
-"""PySide6's reference-count bug on static singletons (app/_singleton_refs.py): a long session
+"""PySide6's reference-count bug on static singletons (app/runtime/singleton_refs.py): a long session
 that emits, connects and calls functions returning nothing more often than ``True``, ``False`` and
 ``None`` have references must not abort the interpreter (issue 21, case 3: "Fatal Python error:
 none_dealloc" with a 400-class card; the guard before this protected only the bools)."""
@@ -20,7 +20,7 @@ import sys
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QApplication, QLabel
-import app._singleton_refs as refs
+import app.runtime.singleton_refs as refs
 
 app = QApplication([])
 lost = refs.lost_references()
@@ -78,7 +78,7 @@ def test_the_guard_names_what_it_protects() -> None:
     """In this process (a Controller may have run the guard already): idempotent, names the singletons."""
     from PySide6.QtWidgets import QApplication
 
-    from app._singleton_refs import lost_references, protect_singletons
+    from app.runtime.singleton_refs import lost_references, protect_singletons
 
     QApplication.instance() or QApplication([])
     first = protect_singletons()

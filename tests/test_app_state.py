@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 from app_fixtures import CLASSES, make_folder, sample_row
 
-from app.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
-from app.profiles import ProfileError, ProfileStore, check_name, studio_home
-from app.rows import PredictionRow, RowFilter, make_row
-from app.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
-from app.state import LruCache, MessageThrottle, Phase, ProgressMeter, actions_for, format_duration
-from app.stats import RunStatistics, segment_size_for
+from app.core.caches import LruCache, MessageThrottle
+from app.core.filters import PredictionRow, RowFilter, make_row
+from app.core.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
+from app.core.phase import Phase, actions_for
+from app.core.profiles import ProfileError, ProfileStore, check_name, studio_home
+from app.core.progress import ProgressMeter, format_duration
+from app.core.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
+from app.core.stats import RunStatistics, segment_size_for
 from engine import (
     GuardEvent,
     SourceError,
@@ -310,7 +312,7 @@ def test_profile_rows_of_the_older_layout_move_into_the_journal(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:
     from engine import Session
-    from engine.sources import source_hash
+    from engine.io.sources import source_hash
 
     profile = ProfileStore(tmp_path).open("old")
     session = Session(tiny_model_path)

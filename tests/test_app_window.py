@@ -13,8 +13,8 @@ import pytest
 from app_fixtures import make_folder, make_model
 from app_studio import RUN_TIMEOUT_MS, Studio
 
-from app.profiles import ProfileError, ProfileStore
-from app.settings import AppSettings, available_devices, method_fields
+from app.core.profiles import ProfileError, ProfileStore
+from app.core.settings import AppSettings, available_devices, method_fields
 from app.views.main_window import MainWindow
 from engine import DEFAULT_METHOD
 
@@ -85,7 +85,7 @@ def test_the_window_and_the_settings_dialog_fit_1280_by_800(qtbot: object) -> No
 def test_the_overlay_key_keeps_the_image_where_it_is(qtbot: object) -> None:
     import numpy as np
 
-    from app.overlay import Overlay
+    from app.core.overlay import Overlay
     from app.views.image_view import ImageView
 
     view = ImageView()
@@ -105,7 +105,7 @@ def test_the_overlay_key_keeps_the_image_where_it_is(qtbot: object) -> None:
 
 
 def test_no_rate_or_time_left_unless_running() -> None:
-    from app.state import ProgressMeter
+    from app.core.progress import ProgressMeter
 
     clock = iter(float(t) for t in range(100))
     meter = ProgressMeter(clock=lambda: next(clock))
@@ -133,7 +133,7 @@ def test_every_shortcut_is_live(qtbot: object) -> None:
 def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
     studio: Studio, qtbot: object
 ) -> None:
-    from app.settings import FUNDUS_DEMO_MODEL, available_demos
+    from app.core.settings import FUNDUS_DEMO_MODEL, available_demos
 
     if available_demos() != {"histology", "fundus"}:
         pytest.skip("the demo models or sets are not in this checkout")

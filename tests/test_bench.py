@@ -22,9 +22,9 @@ from engine.bench import (
     plan_bench,
     run_plan,
 )
+from engine.bench.protocol import domain_test_sets
 from engine.cli import main as cli_main
 from engine.data import open_dataset
-from engine.protocol import domain_test_sets
 from tests.conftest import TINY_CARD
 
 DOMAINS = ("site1", "site2", "site3")
@@ -277,7 +277,7 @@ def test_cache_reuses_finished_jobs(
 
 def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: Path) -> None:
     from engine.bench.cache import dataset_digest, job_key, model_digest
-    from engine.model_card import card_path_for
+    from engine.model.card import card_path_for
 
     data = tmp_path / "data"
     shutil.copytree(bench_data, data)
@@ -351,7 +351,7 @@ def test_source_stats_come_from_the_source_train_split(
 ) -> None:
     from engine.data import split_dataset
     from engine.data.readers import read_array
-    from engine.session import Session
+    from engine.run.session import Session
 
     given: list[tuple[str, list[np.ndarray]]] = []
     real = Session.fit_source_statistics
@@ -379,7 +379,7 @@ def test_source_stats_skip_unreadable_images(
 ) -> None:
     from engine.data import split_dataset
     from engine.data.readers import read_array
-    from engine.session import Session
+    from engine.run.session import Session
 
     data = tmp_path / "data"
     shutil.copytree(bench_data, data)

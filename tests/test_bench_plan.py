@@ -76,3 +76,12 @@ def test_worker_image_ticker_batches_counts() -> None:
     batched.flush()
     batched.flush()  # nothing new: nothing sent
     assert q.get_nowait() == 5 and q.empty()
+
+
+def test_the_job_cache_key_covers_every_engine_package() -> None:
+    """A change anywhere in the engine (a method, the session, a reader) invalidates cached jobs."""
+    from engine.bench.cache import engine_sources
+
+    root, sources = engine_sources()
+    names = {p.relative_to(root).as_posix() for p in sources}
+    assert {"run/session.py", "methods/idipt_plus/_method.py", "io/images.py", "bench/cache.py"} <= names

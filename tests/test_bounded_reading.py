@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-import engine._bounded_json as bounded
+import engine.util.bounded_json as bounded
 from engine import SourceError, open_folder
-from engine._bounded_json import loads_bounded, nesting_depth
+from engine.util.bounded_json import loads_bounded, nesting_depth
 
 CLASSES = ("normal", "tumor")
 LONG = 4_000_000  # characters of the long string (the regex took ~560 MB for it)
@@ -85,7 +85,7 @@ def test_a_checkpoint_header_with_a_long_string_is_read_in_bounded_memory(tmp_pa
     raw = json.dumps(header).encode()
     path = tmp_path / "m.safetensors"
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0\0\0\0")
-    from engine.model_card import _safetensors_shapes
+    from engine.model.card import _safetensors_shapes
 
     shapes: list[object] = []
     peak = _peak_mib(lambda: shapes.append(_safetensors_shapes(path)))

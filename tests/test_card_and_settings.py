@@ -171,13 +171,13 @@ def test_set_values_out_of_bounds_are_refused(method: str, item: str, message: s
 def test_run_refuses_a_bad_set_before_anything_is_built(
     tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.session
+    import engine.run.session
     from tests.cli_helpers import run_argv
 
     def no_session(*args: object, **kwargs: object) -> None:
         raise AssertionError("a session was built")
 
-    monkeypatch.setattr(engine.session.Session, "__init__", no_session)
+    monkeypatch.setattr(engine.run.session.Session, "__init__", no_session)
     (tmp_path / "in").mkdir()
     argv = run_argv(tiny_model_path, tmp_path / "in", tmp_path / "p.csv", tmp_path / "st")
     for item, message in (

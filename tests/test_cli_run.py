@@ -15,8 +15,8 @@ from PIL import Image
 
 from engine import CSV_COLUMNS, DEFAULT_METHOD, Predicted, Session, StepResult
 from engine.cli import main as cli_main
-from engine.runner import open_folder_job
-from engine.state import read_state
+from engine.run.runner import open_folder_job
+from engine.run.state import read_state
 from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
 

@@ -18,9 +18,9 @@ import torch
 from PIL import Image
 
 from engine import Session, list_images, open_folder
-from engine.journal import ROWS_DIR
-from engine.sources import source_hash
-from engine.state import has_state, read_state
+from engine.io.sources import source_hash
+from engine.run.journal import ROWS_DIR
+from engine.run.state import has_state, read_state
 from tests.cli_helpers import read_rows, run_argv
 from tests.conftest import random_images
 

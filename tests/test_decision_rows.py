@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.rows import (
+from engine.io.sources import StreamItem
+from engine.methods.decision import DecisionRecord
+from engine.run.rows import (
     CSV_COLUMNS,
     LEGACY_CSV_COLUMNS,
     PredictionRow,
@@ -17,8 +19,7 @@ from engine.rows import (
     make_row,
     read_csv_records,
 )
-from engine.sources import StreamItem
-from engine.step import DecisionRecord, StepResult
+from engine.run.step import StepResult
 
 
 def _row(
@@ -107,7 +108,7 @@ def test_decision_summary_counts_changes_per_group_and_path() -> None:
 
 
 def test_the_tables_tooltip_says_where_a_decision_came_from() -> None:
-    from app.table_model import PredictionTableModel
+    from app.views.table_model import PredictionTableModel
 
     row = _row(3, 1, 0, 1, "accepted", 4, -2.5)
     tip = PredictionTableModel._tooltip(row)

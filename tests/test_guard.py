@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from engine import GuardConfig, IDiPTConfig, Session
-from engine._guard import CollapseGuard
 from engine.methods import base
 from engine.methods.base import MethodOutput, TTAMethod
+from engine.run.guard import CollapseGuard
 from tests.conftest import random_images
 
 

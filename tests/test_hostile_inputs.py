@@ -20,7 +20,7 @@ from PIL import Image
 
 from engine import ImageReadError, Session, list_images, read_image
 from engine.cli import main as cli_main
-from engine.images import MAX_IMAGE_PIXELS
+from engine.io.images import MAX_IMAGE_PIXELS
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:

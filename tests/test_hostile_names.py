@@ -42,7 +42,7 @@ def _images(root: Path, names: list[str], bad: tuple[str, ...] = ()) -> Path:
 @given(st.lists(st.text(alphabet=st.sampled_from(list("a1²٣0Aa.-_ ")), max_size=8), max_size=12))
 def test_the_name_order_is_total(names: list[str]) -> None:
     """Any names sort, and to the same order whatever order they come in."""
-    from engine._listing import natural_key
+    from engine.io.listing import natural_key
 
     shuffled = names[:]
     random.Random(len(names)).shuffle(shuffled)
@@ -98,7 +98,7 @@ def test_control_characters_in_names_are_escaped_on_the_console(
 
 
 def test_log_lines_with_names_are_one_line_each() -> None:
-    from engine._text import EscapingFilter, shown
+    from engine.util.text import EscapingFilter, shown
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from engine import IDiPT, IDiPTConfig, PromptedViT, Session, load_model
-from engine.methods._fft import low_freq_amplitude, low_freq_window
-from engine.methods._uom import mc_dropout_uncertainty, select_tokens
 from engine.methods.idipt import PromptBank
+from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
+from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
 from tests.conftest import random_images
 
 

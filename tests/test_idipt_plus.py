@@ -24,8 +24,8 @@ from engine.methods.idipt_plus import (
 from engine.methods.idipt_plus._mixture import margin_threshold
 from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
 from engine.methods.t3a import T3AConfig
-from engine.prompted_vit import PromptedViT
-from engine.source_reference import (
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import (
     ReferenceError,
     find_reference,
     fit_reference,

@@ -28,8 +28,8 @@ from hostile_files import (
 )
 from PIL import EpsImagePlugin, Image, PngImagePlugin
 
-import engine._files
-import engine.images
+import engine.io.images
+import engine.util.files
 from engine import ImageReadError, read_image
 
 HOUR_AGO = time.time() - 3600
@@ -126,7 +126,7 @@ def test_postscript_never_reaches_ghostscript(tmp_path: Path, monkeypatch: pytes
     path = _write(tmp_path / "scan.png", postscript())
     with pytest.raises(ImageReadError, match="PostScript"):
         read_image(path)
-    from engine.images import probe_image
+    from engine.io.images import probe_image
 
     with pytest.raises(ImageReadError, match="PostScript"):
         probe_image(path)
@@ -210,7 +210,7 @@ def test_multipage_tiff_gives_its_first_page_or_a_reduced_page(
 ) -> None:
     stack = multipage_tiff([(16, 16), (16, 16)], [(255, 0, 0), (0, 0, 255)])
     assert read_image(_write(tmp_path / "stack.tif", stack)).getpixel((3, 3)) == (255, 0, 0)  # first page
-    monkeypatch.setattr(engine.images, "MAX_IMAGE_PIXELS", 2000)
+    monkeypatch.setattr(engine.io.images, "MAX_IMAGE_PIXELS", 2000)
     pyramid = multipage_tiff(
         [(64, 64), (10, 40), (32, 32), (8, 8)], [(255, 0, 0), (0, 0, 255), (0, 255, 0), (9, 9, 9)]
     )
@@ -225,7 +225,7 @@ def test_multipage_tiff_gives_its_first_page_or_a_reduced_page(
 def test_large_images_are_reduced_while_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    monkeypatch.setattr(engine.images, "WORKING_SIDE", 64)
+    monkeypatch.setattr(engine.io.images, "WORKING_SIDE", 64)
     rng = np.random.default_rng(1)
     base = Image.fromarray(rng.integers(0, 256, (200, 300, 3), dtype=np.uint8))
     if mode == "I;16":
@@ -243,18 +243,18 @@ def test_large_images_are_reduced_while_read(
         if mode in ("P", "1", "I;16")
         else img
     )
-    assert np.array_equal(np.asarray(got), np.asarray(engine.images.to_rgb(widened.reduce(5))))
+    assert np.array_equal(np.asarray(got), np.asarray(engine.io.images.to_rgb(widened.reduce(5))))
 
 
 def test_large_jpeg_is_decoded_at_a_reduced_scale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.images, "WORKING_SIDE", 100)
+    monkeypatch.setattr(engine.io.images, "WORKING_SIDE", 100)
     img = Image.fromarray(np.random.default_rng(2).integers(0, 256, (400, 1000, 3), dtype=np.uint8))
     got = read_image(_write(tmp_path / "wide.jpg", encoded(img, "JPEG")))
     assert got.size == (63, 25)  # DCT scaling 1/8 (125 x 50), then a factor of 2
 
 
 def test_jpeg_with_too_many_scans_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.images, "MAX_JPEG_SCANS", 3)
+    monkeypatch.setattr(engine.io.images, "MAX_JPEG_SCANS", 3)
     with pytest.raises(ImageReadError, match="more than 3 scans"):
         read_image(_write(tmp_path / "p.jpg", encoded(rgb_image(), "JPEG", progressive=True)))
 
@@ -294,7 +294,7 @@ def test_transient_and_permanent_failures(tmp_path: Path, monkeypatch: pytest.Mo
     def denied(*args: object, **kwargs: object) -> int:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(engine._files.os, "open", denied)
+    monkeypatch.setattr(engine.util.files.os, "open", denied)
     with pytest.raises(ImageReadError, match="permission denied") as info:
         read_image(_write(tmp_path / "locked.png", good))
     assert info.value.transient
@@ -325,7 +325,7 @@ def test_16bit_9400px_png_is_read_in_bounded_memory(big16: Path) -> None:
     script = textwrap.dedent(
         f"""
         import resource, time
-        from engine.images import read_image
+        from engine.io.images import read_image
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start = time.perf_counter()
         img = read_image({str(path)!r})

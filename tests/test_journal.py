@@ -21,7 +21,7 @@ from engine import (
     StreamRun,
     open_folder,
 )
-from engine.journal import parse_record
+from engine.run.journal import parse_record
 from tests.conftest import random_images
 
 
@@ -194,7 +194,7 @@ def test_the_start_up_check_leaves_room_for_the_state_to_grow(
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2 * initial + 2**20 + 1))
     with pytest.raises(StateError, match="MiB free, the state needs"):
         journal.check_space(Session(tiny_model_path))  # room for two initial states is not enough
-    from engine.journal import STATE_GROWTH
+    from engine.run.journal import STATE_GROWTH
 
     assert _state_bytes(grown) <= STATE_GROWTH * initial, "the allowance covers what the state grew to"
     monkeypatch.setattr(
@@ -234,8 +234,8 @@ def test_journal_files_that_are_not_regular_are_refused_at_once(
     import os
     import threading
 
-    from engine.journal import ROWS_DIR
-    from engine.sources import source_hash
+    from engine.io.sources import source_hash
+    from engine.run.journal import ROWS_DIR
 
     state = tmp_path / "st"
     state.mkdir()

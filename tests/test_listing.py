@@ -39,7 +39,7 @@ def test_symlinks_that_leave_the_folder_are_refused_with_a_message(
     for name in ("everything", "elsewhere", "stolen.png"):
         assert f"{root / name}: symbolic link to " in caplog.text
     assert "leaves the input folder" in caplog.text
-    from engine.images import scan_images
+    from engine.io.images import scan_images
 
     listing = scan_images(root)
     assert sorted(p.path.name for p in listing.problems) == ["elsewhere", "everything", "stolen.png"]
@@ -72,7 +72,7 @@ def test_unreadable_subfolder_is_reported_for_real(tmp_path: Path) -> None:
     _png(root / "a.png")
     _png(root / "locked" / "hidden.png")
     (root / "locked").chmod(0)
-    from engine.images import scan_images
+    from engine.io.images import scan_images
 
     try:
         listing = scan_images(root)

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from engine import Session, get_method_class, list_methods
-from engine.methods._augment import augment
-from engine.methods._hog import patch_hog
-from engine.methods._norm import AdaptedCopyMethod
 from engine.methods.cotta import CoTTA
 from engine.methods.dpcore import DPCore
+from engine.methods.parts.augment import augment
+from engine.methods.parts.hog import patch_hog
+from engine.methods.parts.norm import AdaptedCopyMethod
 from engine.methods.sar import SAR
 from engine.methods.vptta import VPTTA
 from tests.conftest import random_images

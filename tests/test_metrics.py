@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.metrics import (
+from engine.bench.metrics import (
     accuracy,
     aggregate,
     average_ranks,

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from engine import Journal, PredictionRow
-from engine._atomic import atomic_write_bytes
 from engine.cli import main as cli_main
+from engine.util.atomic import atomic_write_bytes
 from tests.cli_helpers import run_argv
 from tests.conftest import random_images
 

@@ -144,8 +144,8 @@ def test_wheel_carries_the_packages_and_the_run_time_resources(tmp_path: Path) -
 
     # Installed (not from the checkout), the app finds them where it looks.
     probe = (
-        "import app, app.settings, app.views.main_window as mw\n"
-        "print(app.__file__); print(app.settings.DEMO_MODEL.is_file()); print(mw.ICON.is_file())"
+        "import app, app.core.settings, app.views.main_window as mw\n"
+        "print(app.__file__); print(app.core.settings.DEMO_MODEL.is_file()); print(mw.ICON.is_file())"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "QT_QPA_PLATFORM": "offscreen"}
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path)

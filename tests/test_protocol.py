@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.data.readers import Dataset, Item
-from engine.protocol import (
+from engine.bench.protocol import (
     FUNDUS_FRAGMENTS,
     HISTOLOGY_FRAGMENTS,
     StreamParams,
@@ -22,6 +21,7 @@ from engine.protocol import (
     fragment_lengths,
     parse_prior,
 )
+from engine.data.readers import Dataset, Item
 
 
 def _sets(sizes: dict[str, int]) -> dict[str, list[Item]]:

@@ -14,7 +14,7 @@ from PIL import Image
 
 from engine import Journal
 from engine.cli import main as cli_main
-from engine.state import read_state
+from engine.run.state import read_state
 from tests.cli_helpers import before_step, out_of_memory_at, read_rows, run_argv
 from tests.conftest import random_images
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from app_fixtures import make_slide
 
-import engine.slides as slides
+import engine.io.slides as slides
 from engine import Journal, Session, StreamRun, open_slide_source, tile_reader
-from engine.slides import Slide, SlideError
-from engine.stream import skip_for
+from engine.io.slides import Slide, SlideError
+from engine.run.stream import skip_for
 
 SIDE = 2048  # level-0 side of the generated slide (its overview is read from level 1)
 TIFF_TILE = 128  # its TIFF tiles

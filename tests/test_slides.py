@@ -1,4 +1,4 @@
-"""engine.slides: OpenSlide wrapper, tissue detection, tile planning at the model's resolution."""
+"""engine.io.slides: OpenSlide wrapper, tissue detection, tile planning at the model's resolution."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hostile_files import within
 from PIL import Image
 
 from engine.errors import F2TTAError
-from engine.slides import Slide, SlideError, otsu_threshold, tissue_mask
+from engine.io.slides import Slide, SlideError, otsu_threshold, tissue_mask
 
 
 @pytest.fixture(scope="module")

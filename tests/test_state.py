@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from engine import IDiPTConfig, Session, StateError, save_model
-from engine.state import STATE_FILE, read_state
+from engine.run.state import STATE_FILE, read_state
 from tests.conftest import TINY_CARD, random_images
 
 
@@ -143,7 +143,7 @@ def test_full_disk_fails_loudly_and_keeps_state(
 ) -> None:
     import errno
 
-    import engine._atomic
+    import engine.util.atomic
 
     directory = tmp_path / "st"
     s, good = _saved_then_stepped(tiny_model_path, directory)
@@ -151,7 +151,7 @@ def test_full_disk_fails_loudly_and_keeps_state(
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(engine._atomic.os, "fsync", no_space)
+    monkeypatch.setattr(engine.util.atomic.os, "fsync", no_space)
     with pytest.raises(OSError, match="No space left"):
         s.save(directory)
     monkeypatch.undo()
@@ -166,7 +166,7 @@ def _craft(directory: Path, meta_json: str, tensors: dict[str, torch.Tensor]) ->
     """Write a state whose metadata is ``meta_json`` verbatim, with a valid checksum."""
     from safetensors.torch import save as st_save
 
-    from engine.state import _digest
+    from engine.run.state import _digest
 
     data = st_save(tensors, metadata={"f2tta_meta": meta_json, "f2tta_sha256": _digest(meta_json, tensors)})
     (directory / STATE_FILE).write_bytes(data)
@@ -268,10 +268,10 @@ def test_symlink_inside_the_state_folder_is_followed(
 def test_oversized_state_is_refused_before_reading(
     saved: tuple[Path, dict[str, torch.Tensor], dict[str, object]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.state
+    import engine.run.state
 
     directory, _, _ = saved
-    monkeypatch.setattr(engine.state, "MAX_STATE_BYTES", 1000)
+    monkeypatch.setattr(engine.run.state, "MAX_STATE_BYTES", 1000)
     with pytest.raises(StateError, match=r"state file of \d+ bytes exceeds the limit of 1000 bytes"):
         read_state(directory)
 

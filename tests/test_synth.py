@@ -166,7 +166,7 @@ def test_cli_synth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def _demo_accuracies(n: int = 200, seed: int = 2024) -> dict[str, float]:
     """The demo model's accuracy per histo site on freshly generated images (not its training data)."""
-    from engine.model_card import load_model
+    from engine.model.card import load_model
     from engine.training import evaluate
 
     loaded = load_model(DEMO)

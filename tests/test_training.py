@@ -11,9 +11,9 @@ import torch
 
 from engine.cli import main as cli_main
 from engine.data import DatasetError, open_dataset, split_dataset, write_synth
-from engine.model_card import load_model
-from engine.prompted_vit import PromptedViT
-from engine.source_reference import load_reference
+from engine.model.card import load_model
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import load_reference
 from engine.training import (
     Augmentation,
     TrainConfig,

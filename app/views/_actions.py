@@ -10,7 +10,7 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
 
-from app.arrival import ORDER_LABELS
+from app.core.arrival import ORDER_LABELS
 from app.views import _prompts as ask
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.state import Phase
+from app.core.phase import Phase
 from app.views._canvas import ElidedLabel
 from app.views._plain import plain_label
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
-from app.notices import Banner
+from app.core.notices import Banner
 from app.views._plain import plain_label
 
 STYLES = {

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.names import RELIABLE_TOKENS, UNCERTAIN_TOKENS
-from app.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
+from app.core.names import RELIABLE_TOKENS, UNCERTAIN_TOKENS
+from app.core.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
 from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
 
 HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")

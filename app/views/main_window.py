@@ -26,14 +26,15 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME
 from app._engine import FieldInfo
-from app.clinical import ClinicalMetrics
-from app.notices import Banner
-from app.overlay import Overlay
-from app.rows import PredictionRow, RowFilter
-from app.run_items import RowChange
-from app.settings import AppSettings, ModelCheck
-from app.state import Actions, Phase, Progress
-from app.stats import PlotData
+from app.core.clinical import ClinicalMetrics
+from app.core.filters import PredictionRow, RowFilter
+from app.core.notices import Banner
+from app.core.overlay import Overlay
+from app.core.phase import Actions, Phase
+from app.core.progress import Progress
+from app.core.run_items import RowChange
+from app.core.settings import AppSettings, ModelCheck
+from app.core.stats import PlotData
 from app.views import _prompts as ask
 from app.views._actions import make_actions, make_menus_and_toolbar
 from app.views._canvas import ElidedLabel

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.clinical import CONFIDENT, ClinicalMetrics
+from app.core.clinical import CONFIDENT, ClinicalMetrics
 
 NO_TRUTH = (
     "No ground truth yet. It comes from class sub-folders named after the model's classes, a labels.csv "

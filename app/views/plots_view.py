@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from app.stats import PlotData
+from app.core.stats import PlotData
 
 ADAPTED_COLOR = (31, 119, 180)
 SOURCE_COLOR = (150, 150, 150)

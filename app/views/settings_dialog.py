@@ -32,9 +32,9 @@ from PySide6.QtWidgets import (
 )
 
 from app._engine import shown
-from app.arrival import ORDER_LABELS
-from app.names import method_label, readable_help
-from app.settings import FUNDUS_DEMO_MODEL, AppSettings, FieldSpec, ModelCheck, clean_overrides
+from app.core.arrival import ORDER_LABELS
+from app.core.names import method_label, readable_help
+from app.core.settings import FUNDUS_DEMO_MODEL, AppSettings, FieldSpec, ModelCheck, clean_overrides
 from app.views._plain import plain_label
 
 

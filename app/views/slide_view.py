@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
+from app.core.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
 from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")

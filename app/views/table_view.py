@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.rows import FILTER_MODES, PredictionRow, RowFilter
-from app.table_model import PredictionFilterProxy, PredictionTableModel
+from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
 from app.views._plain import PlainToolTips
+from app.views.table_model import PredictionFilterProxy, PredictionTableModel
 
 
 class PredictionTable(QWidget):

@@ -30,12 +30,12 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 
-from engine._atomic import atomic_write_bytes
 from engine._version import __version__
 from engine.bench.job import JobRecords
 from engine.bench.plan import BenchJob
 from engine.data.readers import Dataset
-from engine.model_card import _sha256_file
+from engine.model.card import _sha256_file
+from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +55,18 @@ _ARRAYS = (
 _UNUSABLE = (OSError, ValueError, KeyError, TypeError, SafetensorError)  # what read_records raises
 
 
+def engine_sources() -> tuple[Path, tuple[Path, ...]]:
+    """The engine package's folder and its Python sources, sorted (what :func:`engine_digest` hashes)."""
+    root = Path(__file__).resolve().parents[1]
+    return root, tuple(sorted(root.rglob("*.py")))
+
+
 @functools.cache
 def engine_digest() -> str:
     """SHA-256 over the engine package's Python sources (path and bytes, in sorted order)."""
-    root = Path(__file__).resolve().parent
+    root, sources = engine_sources()
     h = hashlib.sha256(__version__.encode())
-    for path in sorted(root.rglob("*.py")):
+    for path in sources:
         h.update(path.relative_to(root).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()

@@ -1,9 +1,9 @@
 """One benchmark job: a method along one seeded stream, through the engine's stream loop.
 
 A job is a pure function of (model path, data root, method, config, seed, stream parameters) ->
-per-image records: it opens the dataset, rebuilds its stream (:mod:`engine.protocol`), loads a
+per-image records: it opens the dataset, rebuilds its stream (:mod:`engine.bench.protocol`), loads a
 fresh copy of the model, seeds Python, numpy and torch with the seed, and adapts image by image in
-:class:`engine.stream.StreamRun` (the same loop as ``f2tta run`` and the app), reading every image
+:class:`engine.run.stream.StreamRun` (the same loop as ``f2tta run`` and the app), reading every image
 once, a few ahead on a helper thread. So jobs can run in any order and anywhere and give the same
 records; only the timings differ. An unreadable image is skipped and listed; a failure of the
 model step stops the benchmark with a message naming the image.
@@ -20,14 +20,14 @@ import numpy as np
 import torch
 
 from engine.bench.plan import LISTINGS, BenchError, BenchJob, make_config
+from engine.bench.protocol import dataset_stream
 from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import ImageReadError
+from engine.io.sources import StreamItem
 from engine.methods.idipt_plus import PATHS
-from engine.model_card import load_model
-from engine.protocol import dataset_stream
-from engine.session import Session
-from engine.sources import StreamItem
-from engine.stream import Failed, Picture, Predicted, Skipped, StreamRun
+from engine.model.card import load_model
+from engine.run.session import Session
+from engine.run.stream import Failed, Picture, Predicted, Skipped, StreamRun
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from engine._version import __version__
+from engine.bench.protocol import StreamParams, Subset, apply_prior, default_fragments, domain_test_sets
 from engine.config import FieldInfo, coerce, fields_of
 from engine.data.readers import Dataset, open_dataset
 from engine.errors import F2TTAError
 from engine.methods import get_method_class, list_methods, method_config_class
-from engine.model_card import card_path_for, read_card
-from engine.protocol import StreamParams, Subset, apply_prior, default_fragments, domain_test_sets
+from engine.model.card import card_path_for, read_card
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class BenchSettings:
     methods: tuple[str, ...] | None = None  # None: the paper's methods that are registered
     seeds: tuple[int, ...] = tuple(range(8))  # stream (and method) seeds
     delta: float = 1.0  # stream δ
-    fragments: int | None = None  # F per domain; None: :func:`engine.protocol.default_fragments`
+    fragments: int | None = None  # F per domain; None: :func:`engine.bench.protocol.default_fragments`
     limit: int | None = None  # images per stream (its first N); None: the whole stream
     subset: Subset = "test"  # the split that is streamed ("val" for the paper's K and δ sweeps)
     ablation: bool = False  # add I-DiPT rows without UoM / PGD / both / graphs
@@ -63,7 +63,9 @@ class BenchSettings:
     threads: int | None = None  # torch threads per job; None: cores // workers (Ray: 1; serial: as is)
     cache: Path | None = None  # finished jobs' records are kept here and reused (see engine.bench.cache)
     source_stats: int = 0  # >0: VPTTA/DPCore get this many source train images as their reference
-    prior: tuple[tuple[str, float], ...] = ()  # label shift: (domain, positive share), see engine.protocol
+    prior: tuple[
+        tuple[str, float], ...
+    ] = ()  # label shift: (domain, positive share), see engine.bench.protocol
 
 
 @dataclass(frozen=True)

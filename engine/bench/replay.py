@@ -26,14 +26,14 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save
 
-from engine._atomic import atomic_write_bytes
 from engine.data.readers import read_array
 from engine.errors import F2TTAError
 from engine.methods.foa_shift import FOAShiftConfig
 from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig, OperatingPoint, ReferenceArrays
-from engine.model_card import LoadedModel, _sha256_file, card_path_for, load_model
-from engine.session import Session
-from engine.source_reference import SourceReference, appearance_statistics
+from engine.model.card import LoadedModel, _sha256_file, card_path_for, load_model
+from engine.model.source_reference import SourceReference, appearance_statistics
+from engine.run.session import Session
+from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from engine.bench.job import JobRecords
+from engine.bench.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
 from engine.bench.paired import paired
 from engine.bench.plan import BenchPlan
 from engine.methods.idipt_plus import PATHS
-from engine.metrics import aggregate, run_metrics, running_accuracy, undefined_notes
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from engine.bench.cache import JobCache, dataset_digest, job_key, model_digest
 from engine.bench.job import JobRecords, open_listing, run_job
 from engine.bench.plan import BenchError, BenchJob, BenchPlan
 from engine.bench.report import BenchResult, summarize
-from engine.model_card import card_path_for
+from engine.model.card import card_path_for
 
 logger = logging.getLogger(__name__)
 

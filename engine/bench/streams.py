@@ -7,7 +7,7 @@ The same construction serves the settings choice on simulated source shifts
   (without replacement), or, with ``share="drift"``, a balanced draw whose positive share rises
   from 10 % to 90 % along the site's sequence;
 * :func:`interleave` cuts every site's sequence into Dirichlet(δ) fragments (the F²TTA protocol,
-  ``engine.protocol``) and shuffles them into one stream; a drifting site's fragments keep their
+  ``engine.bench.protocol``) and shuffles them into one stream; a drifting site's fragments keep their
   order, so its drift survives the shuffle.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.protocol import fragment_lengths
+from engine.bench.protocol import fragment_lengths
 
 DRIFT = "drift"
 DRIFT_RANGE = (0.1, 0.9)  # a drifting site's positive share at its start and its end

@@ -31,9 +31,9 @@ from engine.bench.streams import DRIFT, interleave, resample_site
 from engine.data.readers import Dataset, open_dataset
 from engine.data.synth import KINDS, default_workers, write_synth
 from engine.errors import F2TTAError
-from engine.model_card import load_model
-from engine.prompted_vit import PromptedViT
-from engine.source_reference import find_reference
+from engine.model.card import load_model
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import find_reference
 from engine.training import TrainConfig, train_source
 
 logger = logging.getLogger(__name__)

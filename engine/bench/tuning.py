@@ -31,10 +31,10 @@ from engine.bench.streams import interleave, resample_site
 from engine.config import FieldInfo, coerce, fields_of
 from engine.data.readers import open_dataset, read_array, split_dataset
 from engine.methods.idipt_plus import IDiPTPlusConfig
-from engine.model_card import LoadedModel, _sha256_file, load_model
-from engine.prompted_vit import PromptedViT
-from engine.session import Session
-from engine.source_reference import SourceReference, find_reference
+from engine.model.card import LoadedModel, _sha256_file, load_model
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import SourceReference, find_reference
+from engine.run.session import Session
 
 SHARES = (0.1, 0.2, 0.5, 0.8, 0.9)
 DELTAS = (0.1, 1.0, 10.0)

@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if top.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from engine._text import EscapingFilter
+    from engine.util.text import EscapingFilter
 
     for handler in logging.getLogger().handlers:  # names in log lines never forge a line
         if not any(isinstance(f, EscapingFilter) for f in handler.filters):

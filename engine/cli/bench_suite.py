@@ -16,10 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from engine._atomic import atomic_write_bytes
 from engine.bench.paired import NO_HARM_LOW, NO_HARM_POINT
 from engine.bench.suite import Recipe, prepare, run_suite, summary
 from engine.errors import F2TTAError
+from engine.util.atomic import atomic_write_bytes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

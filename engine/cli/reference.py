@@ -11,14 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-from engine._atomic import atomic_write_bytes
-from engine._text import shown
 from engine.cli._common import add_card_override_arguments, add_model_argument
 from engine.data import open_dataset, split_dataset
 from engine.errors import F2TTAError
-from engine.model_card import card_path_for, load_model
-from engine.source_reference import reference_path, save_reference
+from engine.model.card import card_path_for, load_model
+from engine.model.source_reference import reference_path, save_reference
 from engine.training import compute_reference, describe_reference, load_items
+from engine.util.atomic import atomic_write_bytes
+from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

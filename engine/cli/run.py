@@ -1,4 +1,4 @@
-"""``f2tta run``: the headless version of the app's job (see :mod:`engine.runner` for the exit codes)."""
+"""``f2tta run``: the headless version of the app's job (see :mod:`engine.run.runner` for the exit codes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine._text import shown
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
@@ -19,8 +18,8 @@ from engine.cli._common import (
     method_config_from_args,
 )
 from engine.errors import F2TTAError
-from engine.outputs import config_path, skipped_path
-from engine.runner import (
+from engine.run.outputs import config_path, skipped_path
+from engine.run.runner import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     FolderJob,
@@ -28,8 +27,9 @@ from engine.runner import (
     open_folder_job,
     write_run_config,
 )
-from engine.session import Session
-from engine.stream import Predicted, Skipped
+from engine.run.session import Session
+from engine.run.stream import Predicted, Skipped
+from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine._text import shown
 from engine.data.synth import (
     DEFAULT_PER_DOMAIN,
     DEFAULT_SIZE,
@@ -15,6 +14,7 @@ from engine.data.synth import (
     write_synth,
 )
 from engine.errors import F2TTAError
+from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,6 @@ import json
 import sys
 from typing import Any
 
-from engine._text import shown
 from engine.data.readers import open_dataset
 from engine.errors import F2TTAError
 from engine.training import (
@@ -18,6 +17,7 @@ from engine.training import (
     TrainConfig,
     train_source,
 )
+from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

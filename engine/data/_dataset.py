@@ -14,7 +14,7 @@ import numpy as np
 from PIL import Image
 
 from engine.errors import F2TTAError, ImageReadError
-from engine.images import read_image
+from engine.io.images import read_image
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from engine._files import describe_kind
-from engine._listing import ListingProblem, iter_image_files
 from engine.data._dataset import Check, Dataset, DatasetError, Item, Layout, SkippedFile
 from engine.errors import ImageReadError
-from engine.images import IMAGE_EXTENSIONS, probe_image
+from engine.io.images import IMAGE_EXTENSIONS, probe_image
+from engine.io.listing import ListingProblem, iter_image_files
+from engine.util.files import describe_kind
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine._atomic import atomic_write_bytes
 from engine.errors import F2TTAError
+from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

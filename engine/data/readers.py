@@ -22,8 +22,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from engine._bounded_json import loads_bounded
-from engine._files import UnsafeFileError, describe_kind, read_regular
 from engine.data._dataset import (
     SPLIT_FRACTIONS,
     Check,
@@ -48,6 +46,8 @@ from engine.data._layouts import (
     open_folders,
     open_manifest,
 )
+from engine.util.bounded_json import loads_bounded
+from engine.util.files import UnsafeFileError, describe_kind, read_regular
 
 __all__ = [
     "CAMELYON_CLASSES",

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from engine._atomic import atomic_write_bytes
 from engine.data._drawing import SynthSpec
 from engine.data._synth_marker import SynthError, check_ours, mark, remove_ours
+from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Adaptation methods; importing this package registers every built-in method.
 
-Every public module of this package (no leading underscore) is imported, so a new method file
+Every public module of this package (no leading underscore; not ``base``, ``decision`` or the
+shared ``parts`` sub-package) is imported, so a new method file
 with ``@register_method("name")`` is picked up by the CLI, the app and the tests.
 """
 
@@ -22,8 +23,11 @@ from engine.methods.base import (
 from engine.methods.idipt import IDiPT, IDiPTConfig
 from engine.methods.source import SourceOnly
 
+#: Modules of this package that hold no method: the base class, the decision record, the shared parts.
+_NOT_METHODS = frozenset({"base", "decision", "parts"})
+
 for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_") and _module.name != "base":
+    if not _module.name.startswith("_") and _module.name not in _NOT_METHODS:
         importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [

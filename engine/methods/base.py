@@ -4,7 +4,7 @@ The vocabulary follows Tent and the test-time-adaptation benchmark repositories:
 ``configure_model`` prepares what adapts, ``collect_params`` names the parameters that are
 updated, ``forward_and_adapt`` takes one unlabelled batch, adapts and predicts, ``reset`` goes
 back to the source model. Methods also expose their adaptation state as tensors + JSON so that
-:mod:`engine.state` can save it without pickle.
+:mod:`engine.run.state` can save it without pickle.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from engine.prompted_vit import PromptedViT
-from engine.step import DecisionRecord
+from engine.methods.decision import DecisionRecord
+from engine.model.prompted_vit import PromptedViT
 
 if TYPE_CHECKING:
-    from engine.source_reference import SourceReference
+    from engine.model.source_reference import SourceReference
 
 
 @dataclass
@@ -70,9 +70,9 @@ class TTAMethod(ABC):
     #: Config overrides that switch one mechanism off (or an optional one on) each: the rows of
     #: ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
-    #: Whether the method reads the model's source reference (``engine.source_reference``).
+    #: Whether the method reads the model's source reference (``engine.model.source_reference``).
     uses_reference: ClassVar[bool] = False
-    #: Whether the session's collapse guard (``engine._guard``) watches the method's predictions.
+    #: Whether the session's collapse guard (``engine.run.guard``) watches the method's predictions.
     #: A method whose reported decisions are guarded by its own tests against the source model
     #: (I-DiPT+) turns it off: a site that truly is 95 % one class must not wipe its evidence.
     collapse_check: ClassVar[bool] = True

@@ -9,7 +9,7 @@ Masked Autoencoders for Continual Test-Time Adaptation", CVPR 2024. Per batch:
 2. consistency: the student's prediction on the masked image follows the teacher's soft
    prediction on the full image (cross-entropy);
 3. reconstruction: a linear head maps the student's final features of the masked patches to
-   their HOG features (:mod:`engine.methods._hog`); ``L = CE + 0.5 * MSE``;
+   their HOG features (:mod:`engine.methods.parts.hog`); ``L = CE + 0.5 * MSE``;
 4. one Adam step (lr 1e-5) on the adapted parameters, the head and the mask token, then CoTTA's
    stochastic restore (p = 0.01) of the adapted backbone parameters.
 
@@ -23,7 +23,7 @@ Departures:
 
 * **Uncertainty.** The authors' code takes the variance of token means over 10 augmented teacher
   passes; the I-DiPT paper describes C-MAE's masking as MC dropout. Here it is the engine's UoM
-  (:mod:`engine.methods._uom`): MC dropout in block 1's MLP of the adapted copy, D passes, std of
+  (:mod:`engine.methods.parts.uom`): MC dropout in block 1's MLP of the adapted copy, D passes, std of
   the channel-pooled tokens -- the same estimate I-DiPT uses, so the two differ only in what they
   do with it.
 * **The HOG head is not fitted on the source domain.** There is no source data at test time. The
@@ -49,7 +49,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import (
+from engine.methods.base import MethodOutput, register_method
+from engine.methods.parts.fields import (
     AdamConfig,
     ParamScope,
     check_param_scope,
@@ -59,11 +60,10 @@ from engine.methods._fields import (
     predict_after_update_setting,
     restore_prob_setting,
 )
-from engine.methods._hog import hog_dim, patch_hog
-from engine.methods._losses import soft_cross_entropy
-from engine.methods._norm import ScopedCopyMethod, prediction_after_update, stochastic_restore
-from engine.methods._uom import mc_dropout_uncertainty, select_tokens
-from engine.methods.base import MethodOutput, register_method
+from engine.methods.parts.hog import hog_dim, patch_hog
+from engine.methods.parts.losses import soft_cross_entropy
+from engine.methods.parts.norm import ScopedCopyMethod, prediction_after_update, stochastic_restore
+from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
 
 
 @dataclass(frozen=True)

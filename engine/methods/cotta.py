@@ -25,7 +25,7 @@ Departures:
   affine parameters, as Tent and SAR do on ViTs; ``params="all"`` restores the paper's choice
   (stochastic restore then covers every weight). The student and the teacher are private copies
   of the backbone; the frozen source model is the anchor and gives ``source_logits``.
-* Augmentations act on the normalised model input (see :mod:`engine.methods._augment`): contrast,
+* Augmentations act on the normalised model input (see :mod:`engine.methods.parts.augment`): contrast,
   brightness, affine, blur, flip and noise; hue, saturation and gamma are left out.
 * Batch size 1: the anchor confidence is that of the image (the paper averages over the batch).
 * **Prediction after the update.** The authors' code returns the teacher's pseudo-label logits of
@@ -41,8 +41,9 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import setting
-from engine.methods._augment import augment
-from engine.methods._fields import (
+from engine.methods.base import MethodOutput, register_method
+from engine.methods.parts.augment import augment
+from engine.methods.parts.fields import (
     AdamConfig,
     ParamScope,
     check_at_least_one,
@@ -53,15 +54,14 @@ from engine.methods._fields import (
     predict_after_update_setting,
     restore_prob_setting,
 )
-from engine.methods._losses import soft_cross_entropy
-from engine.methods._norm import (
+from engine.methods.parts.losses import soft_cross_entropy
+from engine.methods.parts.norm import (
     ScopedCopyMethod,
     copy_backbone,
     ema_update,
     prediction_after_update,
     stochastic_restore,
 )
-from engine.methods.base import MethodOutput, register_method
 
 
 @dataclass(frozen=True)

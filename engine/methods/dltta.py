@@ -32,11 +32,11 @@ from typing import Any
 import torch
 
 from engine.config import setting
-from engine.methods._fields import AdamConfig, check_at_least_one, check_positive
-from engine.methods._losses import softmax_entropy
-from engine.methods._memory import KeyValueMemory
-from engine.methods._norm import AdaptedCopyMethod, forward_features_and_logits, symmetric_kl
 from engine.methods.base import MethodOutput, register_method
+from engine.methods.parts.fields import AdamConfig, check_at_least_one, check_positive
+from engine.methods.parts.losses import softmax_entropy
+from engine.methods.parts.memory import KeyValueMemory
+from engine.methods.parts.norm import AdaptedCopyMethod, forward_features_and_logits, symmetric_kl
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ Departures:
   (CLS and patches; the prompt tokens are left out) of the final normed features.
 * **Source statistics** come from the first ``source_images`` test images (no adaptation
   meanwhile) or :meth:`DPCore.fit_source_statistics`, instead of 300 source training images; see
-  :mod:`engine.methods._token_stats`.
+  :mod:`engine.methods.parts.token_stats`.
 * The coreset statistics are updated with the unprompted statistics of the batch (the keys that
   were matched, as the paper's Eq. 9 reads); the authors' code passes the prompted ones.
 * Prompt tokens are inserted after the embedding (timm's ``norm_pre`` included, an identity for
@@ -46,15 +46,15 @@ import torch
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import (
+from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
+from engine.methods.parts.fields import (
     check_at_least_one,
     check_positive,
     predict_after_update_setting,
     source_images_setting,
 )
-from engine.methods._norm import prediction_after_update
-from engine.methods._token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
-from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
+from engine.methods.parts.norm import prediction_after_update
+from engine.methods.parts.token_stats import StatisticsAlignedMethod, statistics_distance, token_statistics
 
 
 @dataclass(frozen=True)

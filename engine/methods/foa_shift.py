@@ -13,7 +13,7 @@ Departures from the paper:
 * Only the activation shift: FOA's prompt search by CMA-ES (which needs batches of images) is
   left out; at batch size one the shift is the part of FOA that applies.
 * The shifted feature is the head's input (the pre-logit features after the final norm), and
-  ``μ_S`` comes from the model's source reference (``engine.source_reference``, the mean over the
+  ``μ_S`` comes from the model's source reference (``engine.model.source_reference``, the mean over the
   source training split), so no source image is needed at test time. Without a reference the
   method predicts with the source model (with a warning).
 * ``μ_t`` starts at ``μ_S`` (no shift for the first image); the paper initialises it from the
@@ -30,7 +30,7 @@ import torch
 
 from engine.config import setting
 from engine.methods.base import MethodOutput, TTAMethod, register_method
-from engine.source_reference import SourceReference
+from engine.model.source_reference import SourceReference
 
 logger = logging.getLogger(__name__)
 

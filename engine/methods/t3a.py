@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.config import setting
-from engine.methods._losses import softmax_entropy
 from engine.methods.base import MethodOutput, TTAMethod, register_method
+from engine.methods.parts.losses import softmax_entropy
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ import torch
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fields import AdamConfig, check_positive, predict_after_update_setting
-from engine.methods._losses import softmax_entropy
-from engine.methods._norm import AdaptedCopyMethod, prediction_after_update
 from engine.methods.base import MethodOutput, register_method
+from engine.methods.parts.fields import AdamConfig, check_positive, predict_after_update_setting
+from engine.methods.parts.losses import softmax_entropy
+from engine.methods.parts.norm import AdaptedCopyMethod, prediction_after_update
 
 
 @dataclass(frozen=True)

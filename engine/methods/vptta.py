@@ -24,7 +24,7 @@ Departures:
 * **Source statistics.** There is no source data at test time and BN running statistics have no
   ViT counterpart, so the reference is the running mean of the statistics of the first
   ``source_images`` test images (no adaptation meanwhile; predictions are the source model's), or
-  given explicitly with :meth:`VPTTA.fit_source_statistics`. See :mod:`engine.methods._token_stats`.
+  given explicitly with :meth:`VPTTA.fit_source_statistics`. See :mod:`engine.methods.parts.token_stats`.
 * VPTTA's warm-up mixing of BN statistics (``warm_n``) has no counterpart without BN.
 * The window is ``low_freq_window(H, W, α/2)``: ``2⌊αH/2⌋`` per side (at least 2), centred on the
   zero frequency; the code used ``⌊αH⌋`` with a slightly off-centre start.
@@ -40,8 +40,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fft import low_freq_amplitude, low_freq_window
-from engine.methods._fields import (
+from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
+from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
+from engine.methods.parts.fields import (
     AdamConfig,
     adam_beta2,
     adam_optimizer,
@@ -49,9 +50,8 @@ from engine.methods._fields import (
     check_positive,
     source_images_setting,
 )
-from engine.methods._memory import KeyValueMemory
-from engine.methods._token_stats import StatisticsAlignedMethod, token_statistics
-from engine.methods.base import MethodOutput, check_shapes, register_method, require_one_image
+from engine.methods.parts.memory import KeyValueMemory
+from engine.methods.parts.token_stats import StatisticsAlignedMethod, token_statistics
 
 
 @dataclass(frozen=True)

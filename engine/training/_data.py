@@ -10,7 +10,7 @@ import torch
 
 from engine.data.readers import Item, SkippedFile, read_array
 from engine.errors import ImageReadError
-from engine.model_card import LoadedModel
+from engine.model.card import LoadedModel
 
 logger = logging.getLogger(__package__)  # one logger for the package: "engine.training"
 

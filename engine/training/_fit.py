@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engine._device import select_device
 from engine.training._augment import augment
 from engine.training._data import normalise, predict_logits
 from engine.training._model import TrainConfig
+from engine.util.device import select_device
 
 logger = logging.getLogger(__package__)  # one logger for the package: "engine.training"
 

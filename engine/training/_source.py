@@ -1,4 +1,4 @@
-"""``train_source``: a source model with its card and its source reference (:mod:`engine.source_reference`)."""
+"""``train_source``: a source model with its card and its source reference (:mod:`engine.model.source_reference`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import timm
 import torch
 
 from engine.data.readers import Dataset, DatasetError, SkippedFile, split_dataset
-from engine.model_card import ModelCard, fingerprint_state_dict, save_model
-from engine.prompted_vit import PromptedViT
-from engine.source_reference import (
+from engine.model.card import ModelCard, fingerprint_state_dict, save_model
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import (
     ReferenceError,
     SourceReference,
     fit_reference,

@@ -5,19 +5,19 @@
 * :mod:`._graph` -- the two distillation graphs of PGD.
 
 Building blocks I-DiPT shares with the baselines live beside the methods, so no baseline imports
-from this package: frequency keys in :mod:`engine.methods._fft` (also VPTTA's memory keys),
-uncertainty-oriented masking in :mod:`engine.methods._uom` (also C-MAE's masking) and the losses
-in :mod:`engine.methods._losses`. They are re-exported here for methods built on I-DiPT.
+from this package: frequency keys in :mod:`engine.methods.parts.fft` (also VPTTA's memory keys),
+uncertainty-oriented masking in :mod:`engine.methods.parts.uom` (also C-MAE's masking) and the losses
+in :mod:`engine.methods.parts.losses`. They are re-exported here for methods built on I-DiPT.
 """
 
 from __future__ import annotations
 
-from engine.methods._fft import low_freq_amplitude, low_freq_window
-from engine.methods._losses import soft_cross_entropy
-from engine.methods._uom import complement, mc_dropout_uncertainty, select_tokens
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
 from engine.methods.idipt._method import IDiPT, IDiPTConfig
+from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
+from engine.methods.parts.losses import soft_cross_entropy
+from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
 
 __all__ = [
     "IDiPT",

@@ -57,14 +57,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import setting
-from engine.methods._fft import low_freq_amplitude
-from engine.methods._fields import mc_dropout_setting, mc_passes_setting
-from engine.methods._losses import soft_cross_entropy
-from engine.methods._uom import complement, mc_dropout_uncertainty, select_tokens
 from engine.methods.base import MethodOutput, TTAMethod, check_shapes, register_method
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
-from engine.prompted_vit import PrefixPrompts, SourcePass
+from engine.methods.parts.fft import low_freq_amplitude
+from engine.methods.parts.fields import mc_dropout_setting, mc_passes_setting
+from engine.methods.parts.losses import soft_cross_entropy
+from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
+from engine.model.prompted_vit import PrefixPrompts, SourcePass
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class IDiPTConfig:
 
 @register_method("idipt")
 class IDiPT(TTAMethod):
-    """I-DiPT on a frozen :class:`~engine.prompted_vit.PromptedViT` (batch size 1)."""
+    """I-DiPT on a frozen :class:`~engine.model.prompted_vit.PromptedViT` (batch size 1)."""
 
     config_class = IDiPTConfig
     max_batch = 1

@@ -1,7 +1,7 @@
 """Site groups: the stream's images gathered by appearance, each group with its own operating point.
 
 A new hospital site shows itself by how its images look (stain, scanner, compression), once the
-class is taken out of the appearance (:meth:`engine.source_reference.SourceReference.appearance`).
+class is taken out of the appearance (:meth:`engine.model.source_reference.SourceReference.appearance`).
 Every image joins the group whose centroid is nearest in that space, if it lies within
 ``join`` source bandwidths of it; otherwise it starts a new group. A group keeps a running
 centroid, the count of images it has seen, and the source margin and feature coordinates of its

@@ -8,7 +8,7 @@ I-DiPT unchanged for its prompts and uncertainty masks, and reports for every im
 taken from the *source* pass: the source model's own, or, where the image's site group has an
 operating point that passed every guard, the source margin against that group's threshold
 (:mod:`._operating_point`). Every decision says where it came from
-(:class:`engine.step.DecisionRecord`).
+(:class:`engine.run.step.DecisionRecord`).
 
 Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
 
@@ -22,7 +22,7 @@ Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
   margin, accepted only when its share, separation, ranking, edge and bootstrap-stability guards pass,
   and moved pessimistically (the bootstrap interval's edge nearest the source threshold, two fits
   in a row agreeing). Two classes only: with more, every image keeps the source decision.
-  Needs the model's source reference (``engine.source_reference``); without one the operating
+  Needs the model's source reference (``engine.model.source_reference``); without one the operating
   point is off, with a warning, and every decision is the source model's.
 * **Source gate** (``source_gate``, off by default): an image within the appearance radius that
   holds 99 % of the source training images keeps the source decision and joins no group. Chosen
@@ -47,6 +47,7 @@ import torch
 
 from engine.config import setting
 from engine.methods.base import MethodOutput, register_method
+from engine.methods.decision import DecisionRecord
 from engine.methods.idipt import IDiPT, IDiPTConfig
 from engine.methods.idipt_plus._observe import ReferenceArrays
 from engine.methods.idipt_plus._operating_point import (
@@ -56,8 +57,7 @@ from engine.methods.idipt_plus._operating_point import (
     OperatingPointSettings,
 )
 from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
-from engine.source_reference import SourceReference, appearance_statistics
-from engine.step import DecisionRecord
+from engine.model.source_reference import SourceReference, appearance_statistics
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.methods.idipt_plus._operating_point import Observation
-from engine.source_reference import SourceReference
+from engine.model.source_reference import SourceReference
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""Scripted use: ``f2tta-studio PATH --run --export DIR --quit-when-done`` (smoke checks, batch use).
+
+:class:`ScriptedRun` drives a :class:`~app.control.controller.Controller` through its public API and
+signals -- load the session, open PATH, run, export, quit -- and ends with an exit code.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.control.controller import Controller
+from app.control.wiring import connect_by_name
+from app.core.messages import RunEnded, SessionInfo, SourceOpened
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the model, profile, source, state or reports could not be used
+EXIT_ITEM_ERRORS = 3  # the run completed, but some images could not be processed
+
+
+@dataclass(frozen=True)
+class ScriptOptions:
+    """What the command line asks for."""
+
+    path: Path | None = None
+    run: bool = False
+    export: Path | None = None
+    quit_when_done: bool = False
+
+
+class Stage(enum.Enum):
+    SESSION = "loading the session"
+    SOURCE = "opening the source"
+    RUN = "running"
+    EXPORT = "exporting"
+    DONE = "done"
+
+
+class ScriptedRun(QObject):
+    """Follows the controller's signals from the session to the export; ``finished(code)`` at the end.
+
+    ``finished`` is emitted only with ``quit_when_done``; :attr:`exit_code` is kept either way.
+    """
+
+    finished = Signal(int)
+
+    def __init__(self, controller: Controller, options: ScriptOptions) -> None:
+        super().__init__()
+        self.controller, self.options = controller, options
+        self.exit_code = EXIT_OK
+        self.stage = Stage.SESSION if options.path is not None else Stage.DONE
+        # sessionChanged -> _on_controller_session_changed, ...; the first three are the session
+        # controller's (the controller offers them under its own name).
+        connect_by_name(controller.sessions, self, "controller")
+        connect_by_name(controller, self, "controller")
+
+    @Slot(object)
+    def _on_controller_session_changed(self, info: SessionInfo) -> None:
+        if self.stage is Stage.SESSION and not info.profile_error and self.options.path is not None:
+            self.stage = Stage.SOURCE
+            path = self.options.path
+            if path.is_dir():
+                self.controller.open_folder(str(path))
+            else:
+                self.controller.open_slide(str(path))
+
+    @Slot(object)
+    def _on_controller_source_opened(self, opened: SourceOpened) -> None:
+        if self.stage is not Stage.SOURCE:
+            return
+        self.stage = Stage.RUN
+        if self.options.run and self.controller.model.pending:
+            self.controller.start()
+        else:
+            self._after_run()
+
+    @Slot(str)
+    def _on_controller_load_failed(self, message: str) -> None:
+        if self.stage in (Stage.SESSION, Stage.SOURCE):
+            self._finish(EXIT_FAILED)
+
+    @Slot(object)
+    def _on_controller_run_finished(self, ended: RunEnded) -> None:
+        if self.stage is not Stage.RUN:
+            return
+        if ended.reason == "failed" or not ended.saved:
+            self.exit_code = EXIT_FAILED
+        elif ended.failed and self.exit_code == EXIT_OK:
+            self.exit_code = EXIT_ITEM_ERRORS
+        self._after_run()
+
+    def _after_run(self) -> None:
+        if self.options.export is not None:
+            self.stage = Stage.EXPORT
+            self.controller.export(self.options.export)
+        else:
+            self._finish(self.exit_code)
+
+    @Slot(object)
+    def _on_controller_export_finished(self, paths: object) -> None:
+        if self.stage is Stage.EXPORT:
+            self._finish(self.exit_code)
+
+    @Slot(str)
+    def _on_controller_export_error(self, message: str) -> None:
+        if self.stage is Stage.EXPORT:
+            self._finish(EXIT_FAILED)
+
+    def _finish(self, code: int) -> None:
+        self.stage = Stage.DONE
+        self.exit_code = code
+        if self.options.quit_when_done:
+            self.finished.emit(code)

@@ -1,0 +1,117 @@
+"""The banners the app raises where the user acts, each with its fixes (Qt-free wording).
+
+Each function turns a situation into a :class:`~app.core.notices.Banner`; the action ids are handled
+by :class:`app.control.session_controller.SessionController` (``demo-model[:kind]``, ``settings``,
+``new-profile-for-method``, ``reset``, ``interleave``, ``new-profile:<name>``, ``open:<folder>``,
+``show-log``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from app._engine import FolderSource, SlideSource, Source
+from app.core.applicability import KIND_NAMES, Collapse, Kind
+from app.core.names import method_label
+from app.core.notices import Banner
+
+SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
+
+
+def model_failed(message: str, using_demo: bool) -> Banner:
+    actions: tuple[tuple[str, str], ...] = (("settings", "Settings…"),)
+    if not using_demo:
+        actions = (("demo-model", "Use the demo model"), *actions)
+    return Banner(
+        "model",
+        "error",
+        f"No model is loaded, so nothing can be opened or run. {message.rstrip('.')}.",
+        actions,
+    )
+
+
+def profile_refused(profile: str, method: str, error: str) -> Banner:
+    """The profile's saved state cannot be used with the session's model, method or settings."""
+    return Banner(
+        "profile",
+        "error",
+        error,
+        (
+            ("new-profile-for-method", "New profile for this method"),
+            ("reset", "Reset profile…"),
+            ("settings", "Settings…"),
+        ),
+    )
+
+
+def profile_for_method(profile: str, method: str) -> str:
+    """A profile name for ``profile`` under ``method`` (only characters profile names allow)."""
+    tag = re.sub(r"[^A-Za-z0-9._-]", "-", method.replace("+", "-plus"))
+    return f"{profile} {tag}"[:64].strip()
+
+
+def source_failed(message: str, still_open: Source | None) -> Banner:
+    text = message.rstrip(".") + "."
+    if still_open is not None:
+        what = "slide" if isinstance(still_open, SlideSource) else "folder"
+        text += f" The {what} '{still_open.display_name}' stays open."
+    return Banner("open", "error", text, (("show-log", "Show log"),))
+
+
+def subfolders(text: str, images: Kind | None, model: Kind | None, demos: set[str]) -> Banner:
+    return Banner(SOURCE_KEYS + "folders", "warning", text, _demo_action(images, model, demos))
+
+
+def class_sorted(text: str) -> Banner:
+    return Banner(SOURCE_KEYS + "sorted", "warning", text, (("interleave", "Interleave (seeded)"),))
+
+
+def resolution(warning: str) -> Banner:
+    return Banner(SOURCE_KEYS + "resolution", "warning", warning)
+
+
+def new_source_in_profile(profile: str, source: Source, other_images: int, other_sources: int) -> Banner:
+    """A folder or slide new to a profile that has already adapted to other sources."""
+    name = source.display_name if isinstance(source, FolderSource) else Path(source.display_name).stem
+    suggestion = re.sub(r"[^A-Za-z0-9 ._-]", "-", name).strip(" .-_")[:64] or "new site"
+    plural = "s" if other_sources > 1 else ""
+    text = (
+        f"'{source.display_name}' opens in profile '{profile}', which has already adapted to {other_images} "
+        f"images from {other_sources} other source{plural}. Images of another site belong in a profile of "
+        "their own, or the adaptation carries over from one site to the next."
+    )
+    return Banner(
+        SOURCE_KEYS + "profile", "info", text, ((f"new-profile:{suggestion}", f"New profile '{suggestion}'"),)
+    )
+
+
+def collapse(found: Collapse, images: Kind | None, model: Kind | None, demos: set[str]) -> Banner:
+    text = found.text()
+    if images is not None and model is not None and images != model:
+        text += f" The images look like {KIND_NAMES[images]}; this model was trained on {KIND_NAMES[model]}."
+    return Banner(SOURCE_KEYS + "collapse", "warning", text, _demo_action(images, model, demos))
+
+
+def _demo_action(images: Kind | None, model: Kind | None, demos: set[str]) -> tuple[tuple[str, str], ...]:
+    if images is not None and images != model and images in demos:
+        return ((f"demo-model:{images}", f"Use the {images} demo model"),)
+    return ()
+
+
+def exported(directory: str, names: Sequence[str]) -> Banner:
+    return Banner(
+        "export",
+        "info",
+        f"Reports written to {directory}: {', '.join(names)}.",
+        ((f"open:{directory}", "Open export folder"),),
+    )
+
+
+def export_failed(message: str) -> Banner:
+    return Banner("export", "error", message, (("show-log", "Show log"),))
+
+
+def method_changed(profile: str, method: str) -> str:
+    return f"Profile '{profile}' now runs {method_label(method)}."

@@ -1,0 +1,63 @@
+"""The table's filters over prediction rows (Qt-free); the rows themselves are the engine's
+(:class:`engine.run.rows.PredictionRow`, re-exported here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from app._engine import PredictionRow, make_row
+
+__all__ = ["FILTER_MODES", "PredictionRow", "RowFilter", "make_row"]
+
+FILTER_MODES: dict[str, str] = {
+    "all": "All images",
+    "changed": "Changed by adaptation",
+    "low_confidence": "Low confidence",
+    "wrong": "Wrong (vs. ground truth)",
+    "confident_errors": "Confident errors",
+    "fixed": "Fixed by adaptation",
+    "uncertain": "High uncertainty",
+    "unreviewed": "Not reviewed yet",
+    "reviewed": "Reviewed",
+    "events": "Guard events / skipped updates",
+}
+CONFIDENT = 0.9  # a wrong prediction at or above this confidence is a "confident error"
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Which rows the table shows."""
+
+    mode: str = "all"  # one of FILTER_MODES
+    low_confidence: float = 0.6  # rows below this confidence are "low confidence" (0-1)
+    high_uncertainty: float = math.nan  # rows above this mean uncertainty are "high uncertainty"
+    text: str = ""  # case-insensitive substring of the name or a label
+
+    def accepts(self, row: PredictionRow, reviewed: bool = False) -> bool:
+        if self.text:
+            needle = self.text.lower()
+            haystack = f"{row.name} {row.prediction_label} {row.source_label} {row.truth_label or ''}".lower()
+            if needle not in haystack:
+                return False
+        if self.mode == "changed":
+            return row.changed
+        if self.mode == "low_confidence":
+            return row.confidence < self.low_confidence
+        if self.mode == "wrong":
+            return row.correct is False
+        if self.mode == "confident_errors":
+            return row.correct is False and row.confidence >= CONFIDENT
+        if self.mode == "reviewed":
+            return reviewed
+        if self.mode == "unreviewed":
+            return not reviewed
+        if self.mode == "fixed":
+            return row.correct is True and row.source_correct is False
+        if self.mode == "events":
+            return bool(row.guard_message) or row.update_skipped
+        if self.mode == "uncertain":
+            return math.isfinite(row.uncertainty) and (
+                not math.isfinite(self.high_uncertainty) or row.uncertainty >= self.high_uncertainty
+            )
+        return True

@@ -1,0 +1,114 @@
+"""What crosses between the UI thread and the engine worker: frozen dataclasses only (Qt-free).
+
+Requests go to the worker; everything else comes back. Arrays are read-only copies, never live
+tensors, so they can be read on either thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from app._engine import ModelCard, PredictionRow, Source
+from app.core.overlay import Overlay
+from app.core.profiles import ProfileInfo
+
+RunReason = Literal["finished", "stopped", "failed"]
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    model: Path
+    method: str
+    method_config: dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+    profile: str = "default"
+    home: Path | None = None  # studio home (profiles), None = default
+    autosave_every: int = 100
+    state_dir: Path | None = None  # a journal directory to use instead of the profile (f2tta run's --state)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    card: ModelCard
+    model_path: str
+    method: str
+    device: str
+    fingerprint: str
+    state_fingerprint: str
+    images_seen: int
+    config: dict[str, Any]
+    profile: ProfileInfo
+    profile_error: str | None = None  # the profile's state cannot be used; reset it to use it
+    weights_sha256: str = ""  # the checkpoint's SHA-256 recorded in its card (load_model checked it)
+
+
+@dataclass(frozen=True)
+class SourceRequest:
+    path: Path
+    kind: Literal["folder", "slide"]
+    order: str = "name"  # name, mtime, manifest or interleaved (app.core.arrival)
+    manifest: Path | None = None
+    min_tissue: float = 0.25
+    seed: int = 0  # the interleaved order's seed
+
+
+@dataclass(frozen=True)
+class SourceOpened:
+    source: Source
+    done: int  # items processed or skipped for good by earlier runs
+    restored_rows: tuple[PredictionRow, ...]
+    overlays: dict[str, Overlay] = field(default_factory=dict)  # kept overlays of restored rows, by key
+    review_dir: Path | None = None  # where the profile keeps review marks and overlays
+    tissue: np.ndarray | None = None  # slides: the tissue mask on the thumbnail's grid (bool)
+    other_sources: int = 0  # other sources the profile has adapted to
+    other_images: int = 0  # images of those sources
+    looks_like: str | None = None  # "histology" or "fundus" from a few of its images (app.core.applicability)
+
+
+@dataclass(frozen=True)
+class RegionRequest:
+    """A part of the open slide to show at screen resolution (level-0 pixel rectangle)."""
+
+    ticket: int  # increases with each request; older answers are dropped
+    x: int
+    y: int
+    width: int
+    height: int
+    max_side: int  # longest side of the image wanted, in pixels
+
+
+@dataclass(frozen=True)
+class RegionRead:
+    request: RegionRequest
+    rgb: np.ndarray  # (H, W, 3) uint8, read-only, covering the requested rectangle
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    row: PredictionRow
+    overlay: Overlay
+    preview: np.ndarray | None  # (H, W, 3) uint8, read-only
+    probs: np.ndarray  # (C,) float32, read-only
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    position: int
+    name: str
+    message: str
+    retried: bool = False  # a transient failure: the next run tries the image again
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    reason: RunReason
+    processed: int  # images processed in this run
+    failed: int  # images that could not be read in this run
+    saved: bool  # the state was written to the profile
+    profile: ProfileInfo | None
+    state_fingerprint: str
+    message: str = ""

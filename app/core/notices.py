@@ -1,0 +1,110 @@
+"""The sentences the app shows in its log, status bar and dialogs, built from Qt-free data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app._engine import Source
+from app.core.filters import PredictionRow
+from app.core.messages import RunEnded, SessionInfo, SourceOpened
+from app.core.names import describe_model, method_label
+from app.core.run_model import RunModel
+
+
+@dataclass(frozen=True)
+class Banner:
+    """A message shown where the user acts (above the work area), with the fixes as buttons.
+
+    Attributes:
+        key: what it is about; a new banner with the same key replaces the old one.
+        level: "error", "warning" or "info".
+        text: the message.
+        actions: ``(action id, button text)`` pairs; the controller knows the ids.
+    """
+
+    key: str
+    level: str
+    text: str
+    actions: tuple[tuple[str, str], ...] = ()
+
+
+def times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def model_line(info: SessionInfo) -> str:
+    """The status bar's model label."""
+    return f"{Path(info.model_path).name} · {describe_model(info.card)} · {method_label(info.method)} · {info.device}"
+
+
+def model_loaded(info: SessionInfo) -> str:
+    return (
+        f"Model {info.model_path} loaded ({describe_model(info.card)}, classes {', '.join(info.card.classes)}; "
+        f"{method_label(info.method)} on {info.device})"
+    )
+
+
+def about(info: SessionInfo | None) -> str:
+    if info is None:
+        return ""
+    card = info.card
+    return (
+        f"{describe_model(card)}, classes {', '.join(card.classes)}, trained on {card.source_domain or 'n/a'}"
+    )
+
+
+def source_opened(source: Source, opened: SourceOpened, pending: int, profile: str) -> list[tuple[str, str]]:
+    """(level, message) lines for the log when a source opens."""
+    total = len(source.items)
+    labels = f", ground truth from {source.label_origin}" if source.label_origin else ", no ground truth"
+    lines = [("info", f"Opened {source.display_name}: {total} images{labels}; {pending} to process")]
+    if opened.restored_rows:
+        lines.append(
+            (
+                "info",
+                f"{len(opened.restored_rows)} images were processed in an earlier session (profile '{profile}')",
+            )
+        )
+    lines += [("warning", note) for note in source.notes]
+    return lines
+
+
+def update_skipped(row: PredictionRow) -> str:
+    return (
+        f"{row.name}: non-finite loss or gradient on image {row.index}, update skipped "
+        "(the adaptation keeps its last good state)"
+    )
+
+
+def run_ended(ended: RunEnded, model: RunModel) -> str:
+    """``Run finished: 24 images processed, …; state saved``."""
+    text = f"Run {ended.reason}: {ended.processed} images processed"
+    if ended.failed:
+        text += f", {ended.failed} could not be processed"
+    if model.run_guard_events:
+        text += f", collapse guard acted {times(model.run_guard_events)}"
+    if model.run_skipped_updates:
+        text += f", update skipped {times(model.run_skipped_updates)} (non-finite loss)"
+    if ended.message:
+        text += f" ({ended.message})"
+    return text + ("; state saved" if ended.saved else "; state NOT saved")
+
+
+def profile_unusable(name: str, exc: Exception) -> str:
+    return f"Profile '{name}' cannot be used: {str(exc).rstrip('.')}."
+
+
+def settings_differ(name: str, differences: list[str]) -> str:
+    return (
+        f"The saved state of profile '{name}' was made with other method settings "
+        f"({'; '.join(differences)}). Set them back in Settings to continue it, or reset "
+        "the profile to the source model to use the new ones."
+    )
+
+
+def state_unusable(name: str, exc: Exception) -> str:
+    return (
+        f"The saved state of profile '{name}' cannot be used: {str(exc).rstrip('.')}. "
+        "Reset the profile to the source model, or choose another profile."
+    )

@@ -1,0 +1,57 @@
+"""What the window knows of the open session: its profile, settings and model (Qt-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.core.messages import RunEnded, SessionInfo
+from app.core.phase import Phase
+from app.core.profiles import ProfileInfo
+from app.core.settings import AppSettings
+
+
+@dataclass
+class OpenSession:
+    """What the two controllers share about the open session (owned by the UI thread).
+
+    Attributes:
+        settings: the user's settings in force.
+        home: the studio home (profiles, settings.json); None for the default.
+        state_dir: a journal directory used instead of a profile (``f2tta-studio --state``).
+        persist_settings: settings changed in the dialog are saved to disk.
+        info: the loaded session, None while none is.
+        latest_profile: the profile's listing as last saved.
+        last_run: how the last run ended.
+        images_seen: the session's live count (unsaved images included).
+        errors: every error shown in this session (for the reports).
+        phase: where the app is.
+    """
+
+    settings: AppSettings
+    home: Path | None = None
+    state_dir: Path | None = None
+    persist_settings: bool = True
+    info: SessionInfo | None = None
+    latest_profile: ProfileInfo | None = None
+    last_run: RunEnded | None = None
+    images_seen: int = 0
+    errors: list[str] = field(default_factory=list)
+    phase: Phase = Phase.EMPTY
+
+    def adopt(self, info: SessionInfo) -> None:
+        """A session (re)loaded or reset: its counts replace the live ones."""
+        self.info, self.latest_profile, self.images_seen, self.last_run = (
+            info,
+            info.profile,
+            info.images_seen,
+            None,
+        )
+
+    @property
+    def usable(self) -> bool:
+        """A session is loaded and its profile's state can be used."""
+        return self.info is not None and not self.info.profile_error
+
+    def profile_text(self) -> str:
+        return "" if self.latest_profile is None else self.latest_profile.summary(self.images_seen)

@@ -1,0 +1,248 @@
+"""Site profiles: the adaptation state of one site, kept between sessions (Qt-free).
+
+A profile is a folder under ``<studio home>/profiles/<name>/``::
+
+    profile.json        name, created/updated times, images seen, model and method (for listing)
+    state/              the profile's journal (:mod:`engine.run.journal`): the engine's state, one rows
+                        file per source, the lock -- the same format as ``f2tta run --state``
+
+So ``f2tta run --state <profile>/state`` continues a profile, and a ``f2tta run`` state directory
+opens in the app as a profile (``f2tta-studio --state DIR``). Rows are written before the state
+and cut back to what the state lists when the journal opens: nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app._engine import Journal, Session, StateError, atomic_write_bytes
+
+STATE_JSON = "state.json"  # the human-readable copy of a state's metadata (engine.run.state)
+
+logger = logging.getLogger(__name__)
+
+ENV_HOME = "F2TTA_STUDIO_HOME"
+DEFAULT_PROFILE = "default"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+
+
+class ProfileError(ValueError):
+    """A profile name or folder cannot be used; the message is meant for the user."""
+
+
+def studio_home() -> Path:
+    """The user data folder (``$F2TTA_STUDIO_HOME`` overrides the platform default)."""
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
+        return base / "F2TTA Studio"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "F2TTA Studio"
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "f2tta-studio"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).astimezone().isoformat(timespec="seconds")
+
+
+def check_name(name: str) -> str:
+    name = name.strip()
+    if not _NAME_RE.match(name):
+        raise ProfileError(
+            f"{name!r} is not a valid profile name: use 1-64 letters, digits, spaces, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """What the profile list shows."""
+
+    name: str
+    path: Path
+    images_seen: int = 0
+    created: str | None = None
+    updated: str | None = None
+    model_fingerprint: str | None = None
+    method: str | None = None
+    state_fingerprint: str | None = None
+    model_path: str | None = None  # the checkpoint this profile runs (each profile remembers its model)
+    method_config: dict[str, Any] | None = None  # the method's settings it runs with
+
+    def summary(self, seen: int | None = None) -> str:
+        """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
+        count = self.images_seen if seen is None else seen
+        text = f"Profile '{self.name}': {count} images seen"
+        if self.updated:
+            text += f", saved {self.updated.replace('T', ' ')[:16]}"
+        if count > self.images_seen:
+            text += f" ({count - self.images_seen} not saved yet)"
+        return text
+
+
+class Profile:
+    """One site profile folder, or a journal directory used as one (``external``).
+
+    Args:
+        path: the profile folder (or the journal directory itself when ``external``).
+        external: ``path`` is a journal directory written by ``f2tta run`` (no profile.json).
+    """
+
+    def __init__(self, path: Path, external: bool = False) -> None:
+        self.path = path
+        self.name = path.name
+        self.external = external
+        self.state_dir = path if external else path / "state"
+
+    def info(self) -> ProfileInfo:
+        data = _read_json(self.state_dir / STATE_JSON if self.external else self.path / "profile.json")
+        return ProfileInfo(
+            name=self.name,
+            path=self.path,
+            images_seen=int(data.get("images_seen", 0) or 0),
+            created=data.get("created"),
+            updated=data.get("updated") or data.get("updated_at"),
+            model_fingerprint=data.get("model_fingerprint"),
+            method=data.get("method"),
+            state_fingerprint=data.get("state_fingerprint"),
+            model_path=data.get("model_path") if isinstance(data.get("model_path"), str) else None,
+            method_config=data.get("method_config") if isinstance(data.get("method_config"), dict) else None,
+        )
+
+    def _write_info(self, **changes: Any) -> ProfileInfo:
+        if not self.external:
+            data = _read_json(self.path / "profile.json")
+            data.update(changes)
+            data.setdefault("created", now_iso())
+            data["name"] = self.name
+            _atomic_write_text(self.path / "profile.json", json.dumps(data, indent=2) + "\n")
+        return self.info()
+
+    def open_journal(self) -> Journal:
+        """The profile's journal, locked for this process.
+
+        Raises:
+            engine.StateError: the directory cannot be used, or another process holds it.
+        """
+        legacy = self.path / "rows"  # profiles written before the journal kept rows beside state/
+        if not self.external and legacy.is_dir() and not (self.state_dir / "rows").exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            os.replace(legacy, self.state_dir / "rows")
+        return Journal(self.state_dir, command=f"f2tta-studio, profile {self.name!r}")
+
+    def note_saved(self, session: Session) -> ProfileInfo:
+        """Record in profile.json what the state just saved holds (for the profile list)."""
+        return self._write_info(
+            images_seen=int(session.images_seen),
+            updated=now_iso(),
+            model_fingerprint=session.fingerprint,
+            method=session.method_name,
+            state_fingerprint=session.state_fingerprint(),
+        )
+
+    def note_model(self, model_path: str, method: str, method_config: dict[str, Any]) -> ProfileInfo:
+        """Remember the model and method this profile runs (selecting the profile selects them)."""
+        info = self.info()
+        if (info.model_path, info.method, info.method_config) == (model_path, method, method_config):
+            return info
+        return self._write_info(model_path=model_path, method=method, method_config=method_config)
+
+    def note_cleared(self) -> ProfileInfo:
+        return self._write_info(images_seen=0, updated=now_iso(), state_fingerprint=None)
+
+
+class ProfileStore:
+    """The profiles under a studio home folder."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.root = (home or studio_home()) / "profiles"
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _NAME_RE.match(p.name))
+
+    def infos(self) -> list[ProfileInfo]:
+        return [Profile(self.root / name).info() for name in self.names()]
+
+    def info(self, name: str) -> ProfileInfo | None:
+        """The listing of an existing profile (None when there is none of that name)."""
+        path = self.root / name
+        return Profile(path).info() if _NAME_RE.match(name) and path.is_dir() else None
+
+    def rename(self, old: str, new: str) -> Profile:
+        """Rename a profile that no process uses.
+
+        Raises:
+            ProfileError: a name is invalid, the new one is taken, or the profile is in use.
+        """
+        old, new = check_name(old), check_name(new)
+        source, target = self.root / old, self.root / new
+        if not source.is_dir():
+            raise ProfileError(f"profile {old!r} does not exist")
+        if target.exists():
+            raise ProfileError(f"a profile named {new!r} exists already")
+        _check_unused(source)
+        os.rename(source, target)
+        profile = Profile(target)
+        profile._write_info()
+        return profile
+
+    def delete(self, name: str) -> None:
+        """Delete a profile that no process uses (its state, rows, review marks and overlays).
+
+        Raises:
+            ProfileError: the name is invalid or the profile is in use.
+        """
+        path = self.root / check_name(name)
+        if not path.is_dir():
+            return
+        _check_unused(path)
+        shutil.rmtree(path)
+
+    def open(self, name: str, create: bool = True) -> Profile:
+        name = check_name(name)
+        path = self.root / name
+        if not path.is_dir():
+            if not create:
+                raise ProfileError(f"profile {name!r} does not exist")
+            path.mkdir(parents=True, exist_ok=True)
+            Profile(path)._write_info(images_seen=0)
+        return Profile(path)
+
+
+def _check_unused(path: Path) -> None:
+    """Take and release the profile's journal lock: proves that no process uses it now.
+
+    Raises:
+        ProfileError: another process (or this one) holds it, or it cannot be opened.
+    """
+    try:
+        Profile(path).open_journal().close()
+    except (StateError, OSError) as exc:
+        raise ProfileError(f"profile {path.name!r} is in use or cannot be changed: {exc}") from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,244 @@
+"""Review marks and overlays kept with a profile, one pair of files per source (Qt-free).
+
+A reviewer confirms a prediction or corrects it to another class; the mark is ground truth from
+then on (it takes precedence over folder names and labels files in the statistics and reports).
+Overlays (the per-patch uncertainty map and the two patch sets, a few hundred bytes per image)
+are kept beside the marks, so a review resumes after a restart with its overlays and the PDF can
+show them. Both live in ``<profile>/review/``::
+
+    <source hash>.marks.jsonl      one mark per line; the last line of a key wins, a null label clears
+    <source hash>.overlays.jsonl   one overlay per line (float16 map and int16 patch indices, base64)
+
+Lines are appended and flushed as they are made; a line cut short by a crash is dropped when the
+file is read, and reading rewrites the file with one line per key when it holds more.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import numpy as np
+
+from app._engine import atomic_write_bytes, open_append, source_hash
+from app.core.overlay import Overlay
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+REVIEW_DIR = "review"
+
+
+def source_file(folder: Path, source_id: str, suffix: str) -> Path:
+    """``<folder>/<hash of source_id>.<suffix>``."""
+    return folder / f"{source_hash(source_id)}.{suffix}"
+
+
+@dataclass(frozen=True)
+class ReviewMark:
+    """A reviewer's verdict on one image."""
+
+    key: str  # the item's key within its source
+    label: int  # the class the reviewer says is right
+    prediction: int  # the adapted model's prediction when it was reviewed
+    at: str  # ISO time of the review
+
+    @property
+    def confirmed(self) -> bool:
+        return self.label == self.prediction
+
+
+class _JsonLines:
+    """An append-only JSON-lines file with last-wins keys."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def read(self, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
+        """The last record of each key that ``keep`` accepts; compacts the file when it shrinks."""
+        self.close()
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            logger.warning("%s cannot be read: %s", self.path, exc)
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        for line in lines:
+            try:
+                record = json.loads(line)
+                key = str(record["k"])
+            except (ValueError, TypeError, KeyError):
+                continue  # a line cut short by a crash
+            found[key] = record
+        found = {k: r for k, r in found.items() if keep(r)}
+        if len(found) < len(lines):
+            text = "".join(json.dumps(r) + "\n" for r in found.values())
+            try:
+                atomic_write_bytes(self.path, text.encode("utf-8", errors="surrogateescape"))
+            except OSError as exc:
+                logger.warning("%s cannot be compacted: %s", self.path, exc)
+        return found
+
+    def append(self, record: dict[str, Any], durable: bool = False) -> None:
+        """Append one record (flushed; ``durable``: also fsync'ed).
+
+        Raises:
+            OSError: it cannot be written.
+        """
+        if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open_append(self.path, encoding="utf-8", errors="surrogateescape")
+        self._fh.write(json.dumps(record) + "\n")
+        self._fh.flush()
+        if durable:
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                pass
+            self._fh = None
+
+
+class _SourceStore:
+    """One source's JSON-lines file in a profile's review folder.
+
+    Args:
+        folder: the profile's review folder.
+        source_id: the source's identity (as in the journal).
+    """
+
+    SUFFIX = ""  # the file's name after the source's hash
+
+    def __init__(self, folder: Path, source_id: str) -> None:
+        self._file = _JsonLines(source_file(folder, source_id, self.SUFFIX))
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def _load(
+        self, keep: Callable[[dict[str, Any]], bool], parse: Callable[[str, dict[str, Any]], T]
+    ) -> dict[str, T]:
+        """The records ``keep`` accepts, parsed by key; records ``parse`` cannot read are dropped."""
+        out = {}
+        for key, record in self._file.read(keep).items():
+            try:
+                out[key] = parse(key, record)
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ReviewStore(_SourceStore):
+    """The review marks of one source in a profile (see :class:`_SourceStore` for the arguments)."""
+
+    SUFFIX = "marks.jsonl"
+
+    def load(self) -> dict[str, ReviewMark]:
+        return self._load(
+            lambda r: r.get("label") is not None,
+            lambda key, r: ReviewMark(key, int(r["label"]), int(r["prediction"]), str(r.get("at", ""))),
+        )
+
+    def put(self, mark: ReviewMark) -> None:
+        """Record ``mark`` durably (a reviewer's work must survive a crash).
+
+        Raises:
+            OSError: it cannot be written.
+        """
+        self._file.append(
+            {"k": mark.key, "label": mark.label, "prediction": mark.prediction, "at": mark.at}, durable=True
+        )
+
+    def clear(self, key: str) -> None:
+        """Forget the mark of ``key``.
+
+        Raises:
+            OSError: it cannot be written.
+        """
+        self._file.append({"k": key, "label": None}, durable=True)
+
+
+def _b64(array: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+
+
+def _array(text: str, dtype: type, writeable: bool = False) -> np.ndarray:
+    out: np.ndarray = np.frombuffer(base64.b64decode(text), dtype=dtype).copy()
+    out.setflags(write=writeable)
+    return out
+
+
+def overlay_record(key: str, overlay: Overlay) -> dict[str, Any]:
+    """One overlay as a JSON record (float16 map, int16 patch indices)."""
+    return {
+        "k": key,
+        "g": list(overlay.grid),
+        "u": None if overlay.uncertainty is None else _b64(overlay.uncertainty.astype(np.float16)),
+        "tu": _b64(overlay.uncertain_tokens.astype(np.int16)),
+        "tr": _b64(overlay.reliable_tokens.astype(np.int16)),
+    }
+
+
+def overlay_from_record(record: dict[str, Any]) -> Overlay:
+    """Inverse of :func:`overlay_record`.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``record`` is not an overlay.
+    """
+    gh, gw = (int(v) for v in record["g"])
+    if not (0 < gh <= 512 and 0 < gw <= 512):
+        raise ValueError("grid out of range")
+    heat = None
+    if record.get("u") is not None:
+        heat = _array(str(record["u"]), np.float16).reshape(gh, gw)
+    tokens = [_array(str(record[k]), np.int16).astype(np.int32) for k in ("tu", "tr")]
+    for t in tokens:
+        if t.size and (t.min() < 0 or t.max() >= gh * gw):
+            raise ValueError("patch index out of range")
+        t.setflags(write=False)
+    return Overlay((gh, gw), heat, tokens[0], tokens[1])
+
+
+class OverlayStore(_SourceStore):
+    """The overlays of one source's images in a profile, written by the engine worker (see
+    :class:`_SourceStore` for the arguments)."""
+
+    SUFFIX = "overlays.jsonl"
+
+    def __init__(self, folder: Path, source_id: str) -> None:
+        super().__init__(folder, source_id)
+        self.failed = False  # a write failed: overlays are no longer kept for this source
+
+    def load(self, keys: Iterable[str]) -> dict[str, Overlay]:
+        """The overlays of ``keys`` (those of images no longer in the journal are dropped)."""
+        wanted = set(keys)
+        return self._load(lambda r: str(r.get("k")) in wanted, lambda _key, r: overlay_from_record(r))
+
+    def add(self, key: str, overlay: Overlay) -> None:
+        """Append an overlay; a failure is logged once and overlays stop being kept (the run goes on)."""
+        if self.failed:
+            return
+        try:
+            self._file.append(overlay_record(key, overlay))
+        except OSError as exc:
+            self.failed = True
+            logger.warning(
+                "overlays are not kept from here on: %s cannot be written (%s)", self._file.path, exc
+            )

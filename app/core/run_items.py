@@ -1,0 +1,90 @@
+"""What the run model hands its views (Qt-free): a signal without Qt, the selection, slide cells,
+changed rows, and the texts the image view and the table show for a row."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from app._engine import PredictionRow
+from app.core.overlay import Overlay
+from app.core.reviews import ReviewMark
+
+T = TypeVar("T")
+
+
+class Notifier(Generic[T]):
+    """A Qt-free signal: ``connect`` callbacks, ``emit`` calls them in order."""
+
+    def __init__(self) -> None:
+        self._slots: list[Callable[[T], object]] = []
+
+    def connect(self, slot: Callable[[T], object]) -> None:
+        self._slots.append(slot)
+
+    def emit(self, value: T) -> None:
+        for slot in list(self._slots):
+            slot(value)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the image view shows: a stream position, its preview (None: being loaded) and overlay."""
+
+    position: int
+    name: str
+    row: PredictionRow | None
+    preview: np.ndarray | None
+    overlay: Overlay | None
+    levels: tuple[float, float] | None
+    keep_view: bool = False
+    review: str = ""  # the review mark, as the table shows it
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One slide tile's value on the heat-map grid."""
+
+    row: int
+    col: int
+    value: float  # the adapted model's probability of the positive class
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """A row whose ground truth changed (a review mark was set or cleared)."""
+
+    index: int  # where it is in :attr:`RunModel.rows` (arrival order)
+    row: PredictionRow  # the row with its effective ground truth
+    review: str  # what the table's review column shows
+
+
+def review_text(mark: ReviewMark | None, classes: Sequence[str]) -> str:
+    """``✓ confirmed`` or ``✎ tumor`` (the corrected class), empty without a mark."""
+    if mark is None:
+        return ""
+    if mark.confirmed:
+        return "✓ confirmed"
+    return "✎ " + (classes[mark.label] if 0 <= mark.label < len(classes) else str(mark.label))
+
+
+def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str = "") -> str:
+    """The image view's caption for a row (plain text: it holds the file and class names as they
+    are, never markup); ``#`` counts from 1 within the source."""
+    if row is None:
+        return ""
+    text = f"#{row.position + 1} {row.name} — {row.prediction_label} ({row.confidence:.2f})"
+    text += f", source: {row.source_label} ({row.source_confidence:.2f})"
+    if row.truth_label:
+        text += f", truth: {row.truth_label}"
+    if review:
+        text += f" · review: {review}"
+    if math.isfinite(row.uncertainty):
+        text += f", mean uncertainty {row.uncertainty:.4f}"
+    if row.restored and not has_overlay:
+        text += " (earlier session: no overlay kept)"
+    return text

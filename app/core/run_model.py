@@ -1,0 +1,362 @@
+"""The run model: everything the app knows about the open source and its run, without Qt.
+
+Rows, overlays, previews, the slide's tile values, the selection, the statistics and the run's
+counters live here -- not in widgets. Views observe the model through its notifiers (wired by
+the controller), and reports read it (:mod:`app.reports.data`). The model also paces the views:
+results arrive as fast as the engine makes them, and :meth:`RunModel.flush` hands them to one
+group of views per timer tick (table, plots, images in turn), so no single repaint redraws the
+whole window while the engine competes for the same cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import numpy as np
+
+from app._engine import PredictionRow, SlideSource, Source
+from app.core.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, image_kind, one_class_collapse
+from app.core.caches import LruCache
+from app.core.clinical import ClinicalMetrics, clinical_metrics
+from app.core.messages import ItemResult
+from app.core.overlay import Overlay, widen_levels
+from app.core.progress import ProgressMeter
+from app.core.reviews import ReviewMark, ReviewStore
+from app.core.run_items import Cell, Notifier, RowChange, Selection, review_text
+from app.core.stats import PlotData, RunStatistics, segment_size_for
+
+KIND_SAMPLES = 24  # previews whose look (fundus or histology) is judged per source
+
+
+class RunModel:
+    """Rows and everything else shown about the open source (owned by the UI thread).
+
+    Args:
+        low_confidence: the threshold under which a prediction counts as low-confidence.
+        preview_capacity: previews kept in memory (older ones are read again when shown).
+    """
+
+    def __init__(self, low_confidence: float = 0.6, preview_capacity: int = 256) -> None:
+        self.low_confidence = low_confidence
+        self.source: Source | None = None
+        self.rows: list[PredictionRow] = []
+        self.overlays: dict[int, Overlay] = {}
+        self.previews = LruCache(preview_capacity)
+        self.heat_levels: tuple[float, float] | None = None  # one colour scale for the whole stream
+        self.stats = RunStatistics(low_confidence=low_confidence)
+        self.progress = ProgressMeter()
+        self.tile_values = np.zeros((0, 0))  # slide heat map (rows, cols), nan where not processed
+        self.pending = 0  # items of the source not processed yet
+        self.selected: int | None = None
+        self.notes: list[str] = []
+        self.classes: tuple[str, ...] = ()
+        self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (dataset truth)
+        self.marks: dict[str, ReviewMark] = {}  # review marks by item key
+        self.reviews: ReviewStore | None = None  # where marks are kept (None: not kept)
+        self.kinds: Counter[Kind] = Counter()  # what the first previews look like
+        self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
+        self.checks: list[str] = []  # applicability warnings about this source (for the reports)
+        self.run_failures = self.run_guard_events = self.run_skipped_updates = 0
+        self._judged = 0  # previews judged for their kind
+        self._collapse_checked = 0  # rows when the collapse was last checked
+        self._row_of_position: dict[int, int] = {}
+        self._position_of_cell: dict[tuple[int, int], int] = {}
+        self._unshown: list[PredictionRow] = []
+        self._cells: list[Cell] = []
+        self._plots_dirty = self._images_dirty = False
+        self._tick = 0
+        # What views observe.
+        self.rows_shown: Notifier[list[PredictionRow]] = Notifier()
+        self.plots_changed: Notifier[PlotData] = Notifier()
+        self.cells_changed: Notifier[list[Cell]] = Notifier()
+        self.selection_changed: Notifier[Selection] = Notifier()
+        self.preview_needed: Notifier[int] = Notifier()
+        self.event_noted: Notifier[PredictionRow] = Notifier()  # a guard event or skipped update
+        self.rows_changed: Notifier[list[RowChange]] = Notifier()  # review marks set or cleared
+        self.metrics_changed: Notifier[ClinicalMetrics] = Notifier()
+        self.collapse_noted: Notifier[Collapse] = Notifier()
+
+    # -- opening ---------------------------------------------------------------------------------
+    def open(
+        self,
+        source: Source,
+        done: int,
+        restored: Sequence[PredictionRow],
+        positive_class: int,
+        classes: Sequence[str] = (),
+        overlays: Mapping[str, Overlay] | None = None,
+        reviews: ReviewStore | None = None,
+    ) -> None:
+        """Forget the previous source; show the rows of ``source`` that earlier runs made.
+
+        Args:
+            source: the source now open.
+            done: its items processed or skipped for good by earlier runs.
+            restored: the rows earlier runs made (their positions follow today's arrival order).
+            positive_class: the class whose probability the slide map shows.
+            classes: the model's class names.
+            overlays: the kept overlays of restored rows, by item key.
+            reviews: the source's review marks (loaded now, and where new marks are kept).
+        """
+        self.source = source
+        total = len(source.items)
+        self.rows, self.raw_rows, self.overlays = [], [], {}
+        self.classes = tuple(classes)
+        if self.reviews is not None:
+            self.reviews.close()
+        self.reviews = reviews
+        self.marks = reviews.load() if reviews is not None else {}
+        self.kinds, self.collapse, self.checks = Counter(), None, []
+        self._judged = self._collapse_checked = 0
+        self.previews.clear()
+        self.heat_levels = None
+        self._row_of_position, self._position_of_cell = {}, {}
+        self._unshown, self._cells = [], []
+        self._plots_dirty = self._images_dirty = False
+        self.selected = None
+        self.pending = total - done
+        self.notes = list(source.notes)
+        self.stats = RunStatistics(
+            positive_class=positive_class,
+            segment_size=segment_size_for(total),
+            low_confidence=self.low_confidence,
+        )
+        grid = source.plan.grid if isinstance(source, SlideSource) else (0, 0)
+        self.tile_values = np.full(grid, np.nan)
+        self.progress.start(done, total)
+        # Positions follow today's arrival order (the order may have changed since the rows were made).
+        position = {item.key: item.position for item in source.items}
+        rows = []
+        for extra, row in enumerate(restored):
+            rows.append(dataclasses.replace(row, position=position.get(row.key, total + extra)))
+        for row in rows:
+            overlay = (overlays or {}).get(row.key)
+            if overlay is not None:
+                self.overlays[row.position] = overlay
+                self.heat_levels = widen_levels(self.heat_levels, overlay)
+        self._add_rows(rows)
+        self.flush(force=True)
+
+    def close(self) -> None:
+        self.source = None
+        self.pending = 0
+        if self.reviews is not None:
+            self.reviews.close()
+            self.reviews = None
+
+    # -- results ---------------------------------------------------------------------------------
+    def start_run(self, counters: bool = True) -> None:
+        """A run starts (``counters``: count its events afresh) or resumes after a pause."""
+        if counters:
+            self.run_failures = self.run_guard_events = self.run_skipped_updates = 0
+        self.progress.start(self.progress.done, self.progress.total)
+
+    def add_results(self, batch: Sequence[ItemResult]) -> None:
+        """Keep the results of a batch of images; the views see them at the next :meth:`flush`."""
+        for result in batch:
+            position = result.row.position
+            self.overlays[position] = result.overlay
+            self.heat_levels = widen_levels(self.heat_levels, result.overlay)
+            if result.preview is not None:
+                self.previews.put(position, result.preview)
+                if self._judged < KIND_SAMPLES:
+                    self._judged += 1
+                    kind = image_kind(result.preview)
+                    if kind is not None:
+                        self.kinds[kind] += 1
+            self.run_guard_events += bool(result.row.guard_message)
+            self.run_skipped_updates += result.row.update_skipped
+            if result.row.guard_message or result.row.update_skipped:
+                self.event_noted.emit(result.row)
+        self._add_rows([r.row for r in batch])
+        self.pending = max(self.pending - len(batch), 0)
+        self.progress.add(len(batch))
+
+    def note_failure(self, retried: bool) -> None:
+        self.run_failures += 1
+        if not retried:
+            self.pending = max(self.pending - 1, 0)
+
+    def _add_rows(self, rows: list[PredictionRow]) -> None:
+        rows_in = rows
+        rows = [self.effective(r) for r in rows_in]
+        self.raw_rows.extend(rows_in)
+        for row in rows:
+            self._row_of_position[row.position] = len(self.rows)
+            self.rows.append(row)
+            if row.tile is not None:
+                col, r = row.tile[0], row.tile[1]
+                self._position_of_cell[(r, col)] = row.position
+                if 0 <= r < self.tile_values.shape[0] and 0 <= col < self.tile_values.shape[1]:
+                    self.tile_values[r, col] = row.positive_prob
+                self._cells.append(Cell(r, col, row.positive_prob))
+        self.stats.extend(rows)
+        self._unshown.extend(rows)
+
+    # -- pacing the views ------------------------------------------------------------------------
+    def flush(self, force: bool = False, follow: bool = False) -> None:
+        """Hand new results to the views: one group per call, or all groups when ``force``.
+
+        Args:
+            force: update the table, the plots and the images now (pauses, the end of a run).
+            follow: show the newest image (the table's "follow newest").
+        """
+        groups = (self._flush_table, self._flush_plots, lambda: self._flush_images(follow))
+        if force:
+            for group in groups:
+                group()
+        else:
+            groups[self._tick % len(groups)]()
+            self._tick += 1
+
+    def _flush_table(self) -> None:
+        if self._unshown:
+            rows, self._unshown = self._unshown, []
+            self.rows_shown.emit(rows)
+            self._plots_dirty = self._images_dirty = True
+
+    def _flush_plots(self) -> None:
+        if self._plots_dirty:
+            self._plots_dirty = False
+            self.plots_changed.emit(self.stats.plot_data())
+            if any(r.ground_truth is not None for r in self.rows):
+                self.metrics_changed.emit(self.metrics())
+            self._check_collapse()
+
+    def _check_collapse(self) -> None:
+        """Note a one-class collapse once per source, checked every few new rows."""
+        n = len(self.rows)
+        if (
+            self.collapse is not None
+            or n < COLLAPSE_MIN_IMAGES
+            or n - self._collapse_checked < max(10, n // 20)
+        ):
+            return
+        self._collapse_checked = n
+        self.collapse = one_class_collapse(self.rows)
+        if self.collapse is not None:
+            self.collapse_noted.emit(self.collapse)
+
+    def looks_like(self) -> Kind | None:
+        """What most of the judged previews look like (two thirds must agree)."""
+        if not self.kinds:
+            return None
+        kind, count = self.kinds.most_common(1)[0]
+        return kind if count >= 2 / 3 * sum(self.kinds.values()) else None
+
+    # -- review marks ----------------------------------------------------------------------------
+    def effective(self, row: PredictionRow) -> PredictionRow:
+        """``row`` with its review mark as ground truth (the dataset's truth where there is none)."""
+        mark = self.marks.get(row.key)
+        if mark is None or not 0 <= mark.label < len(self.classes):
+            return row
+        return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
+
+    def review(self, position: int, label: int | None) -> ReviewMark | None:
+        """Mark the image at ``position``: ``label`` is the right class (None clears the mark).
+
+        The mark is written to the profile first; when that fails nothing changes.
+
+        Raises:
+            OSError: the mark cannot be kept.
+            ValueError: no row at ``position``, or ``label`` is not a class.
+        """
+        index = self._row_of_position.get(position)
+        if index is None:
+            raise ValueError(f"no processed image at position {position}")
+        if label is not None and not 0 <= label < len(self.classes):
+            raise ValueError(f"{label} is not a class of this model")
+        raw = self.raw_rows[index]
+        mark = None
+        if label is None:
+            if raw.key not in self.marks:
+                return None
+            if self.reviews is not None:
+                self.reviews.clear(raw.key)
+            del self.marks[raw.key]
+        else:
+            at = datetime.now().astimezone().isoformat(timespec="seconds")
+            mark = ReviewMark(raw.key, label, raw.prediction, at)
+            if self.reviews is not None:
+                self.reviews.put(mark)
+            self.marks[raw.key] = mark
+        row = self.effective(raw)
+        self.rows[index] = row
+        self._unshown = [row if r.position == position else r for r in self._unshown]
+        self.stats.set_truth(index, row.ground_truth)
+        self.rows_changed.emit([RowChange(index, row, review_text(mark, self.classes))])
+        self._plots_dirty = True
+        return mark
+
+    def review_of(self, position: int) -> str:
+        """The review column's text for the row at ``position``."""
+        row = self.row_at(position)
+        return "" if row is None else review_text(self.marks.get(row.key), self.classes)
+
+    def metrics(self) -> ClinicalMetrics:
+        """Per-class figures and confusion matrices over the labelled rows (review marks included)."""
+        return clinical_metrics(self.rows, self.classes, set(self.marks))
+
+    def _flush_images(self, follow: bool) -> None:
+        if not self._images_dirty:
+            return
+        self._images_dirty = False
+        if self._cells:
+            cells, self._cells = self._cells, []
+            self.cells_changed.emit(cells)
+        if follow and self.rows:
+            self.select(self.rows[-1].position, keep_view=True)
+
+    # -- selection and lookups -------------------------------------------------------------------
+    def row_at(self, position: int) -> PredictionRow | None:
+        index = self._row_of_position.get(position)
+        return None if index is None else self.rows[index]
+
+    def row_index(self, position: int) -> int | None:
+        """Where the row of stream ``position`` is in :attr:`rows` (arrival order)."""
+        return self._row_of_position.get(position)
+
+    def position_of_cell(self, row: int, col: int) -> int | None:
+        return self._position_of_cell.get((row, col))
+
+    def select(self, position: int, keep_view: bool = False) -> None:
+        """Show the image at stream ``position``; asks for its preview when it is not at hand."""
+        source = self.source
+        if source is None or not 0 <= position < len(source.items):
+            return
+        self.selected = position
+        preview = self.previews.get(position)
+        row = self.row_at(position)
+        self.selection_changed.emit(
+            Selection(
+                position,
+                source.items[position].name,
+                row,
+                preview,
+                self.overlays.get(position),
+                self.heat_levels,
+                keep_view,
+                review_text(self.marks.get(row.key), self.classes) if row is not None else "",
+            )
+        )
+        if preview is None:
+            self.preview_needed.emit(position)
+
+    def preview_loaded(self, position: int, image: np.ndarray) -> None:
+        self.previews.put(position, image)
+        if position == self.selected:
+            self.select(position)
+
+    def uncertainty_threshold(self, quantile: float = 0.9) -> float:
+        """The uncertainty above which a row counts as "high uncertainty" (nan without values)."""
+        values = np.array([r.uncertainty for r in self.rows], dtype=float)
+        values = values[np.isfinite(values)]
+        return float(np.quantile(values, quantile)) if values.size else math.nan
+
+    def set_low_confidence(self, value: float) -> None:
+        self.low_confidence = value
+        self.stats.low_confidence = value

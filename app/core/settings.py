@@ -1,0 +1,165 @@
+"""User settings (Qt-free): model, device, method and its hyper-parameters, stored as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of, load_model
+from app.core.profiles import DEFAULT_PROFILE, studio_home
+
+logger = logging.getLogger(__name__)
+
+RESOURCES = Path(__file__).resolve().parents[2] / "resources"
+DEMO_MODEL = RESOURCES / "demo" / "model.safetensors"  # histology, the default model
+FUNDUS_DEMO_MODEL = RESOURCES / "demo-fundus" / "model.safetensors"
+DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
+DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
+DEMO_PROFILES = {"histology": "Demo histology", "fundus": "Demo fundus"}
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)
+
+
+def available_demos() -> set[str]:
+    """The demo kinds whose model and image set are both installed."""
+    return {kind for kind, path in DEMO_MODELS.items() if path.is_file() and DEMO_SETS[kind].is_dir()}
+
+
+def check_model(text: str) -> str | None:
+    """Why the model at ``text`` cannot be used (None when it loads); empty text is the demo model.
+
+    The settings dialog calls this before it saves a model path: the checkpoint is loaded exactly
+    as a session would (card beside it, checksum, shapes), so a bad path is refused where it is typed.
+    """
+    path = Path(text).expanduser() if text.strip() else DEMO_MODEL
+    if not path.exists():
+        return f"{path}: no such file"
+    if path.is_dir():
+        return f"{path}: a folder, not a checkpoint (choose the .safetensors file)"
+    try:
+        load_model(path)
+    except Exception as exc:  # ModelLoadError names the problem; anything else is reported as it is
+        return f"{path}: {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """What the settings dialog edits; command-line options override it for one session."""
+
+    model: str = ""  # checkpoint path; empty = the demo model shipped in resources/demo
+    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:1", "mps"
+    method: str = DEFAULT_METHOD  # registered adaptation method
+    method_config: dict[str, Any] = field(default_factory=dict)  # overrides of the method's defaults
+    order: str = "name"  # arrival order of folder images: "name", "mtime", "manifest" or "interleaved"
+    order_seed: int = 0  # seed of the interleaved order
+    min_tissue: float = 0.25  # smallest tissue fraction of a slide tile to process it (0-1)
+    low_confidence: float = 0.6  # below this confidence a prediction counts as low-confidence (0-1)
+    overlay_opacity: float = 0.45  # heat-map opacity (0-1)
+    profile: str = DEFAULT_PROFILE  # site profile the adaptation state is kept in
+    autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
+
+    def model_path(self) -> Path:
+        return Path(self.model).expanduser() if self.model else DEMO_MODEL
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AppSettings:
+        defaults = cls()
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            value, default = data[f.name], getattr(defaults, f.name)
+            if isinstance(default, bool) or type(value) is type(default):
+                kwargs[f.name] = value
+            elif isinstance(default, float) and isinstance(value, int):
+                kwargs[f.name] = float(value)
+        return cls(**kwargs)
+
+
+def settings_path() -> Path:
+    return studio_home() / "settings.json"
+
+
+def load_settings(path: Path | None = None) -> AppSettings:
+    path = path or settings_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return AppSettings()
+    except (OSError, ValueError) as exc:
+        logger.warning("ignoring unreadable settings %s: %s", path, exc)
+        return AppSettings()
+    return AppSettings.from_json(data) if isinstance(data, dict) else AppSettings()
+
+
+def save_settings(settings: AppSettings, path: Path | None = None) -> None:
+    path = path or settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(settings.to_json(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+FieldSpec = FieldInfo  # one editable hyper-parameter: name, kind, default, help, choices, bounds
+
+
+def config_fields(config_class: type | None) -> list[FieldInfo]:
+    """The settable fields of a method's config dataclass, for the "Advanced" form.
+
+    Help texts and bounds come from the fields' metadata (:func:`engine.config.setting`), so they
+    are there in a frozen bundle that carries no source code.
+    """
+    return fields_of(config_class)
+
+
+def clean_overrides(fields: list[FieldInfo], values: dict[str, Any]) -> dict[str, Any]:
+    """Keep only overrides that name a field, are valid for it and differ from the default."""
+    out: dict[str, Any] = {}
+    for spec in fields:
+        if spec.name not in values:
+            continue
+        value = values[spec.name]
+        if isinstance(value, str) and spec.kind is not str:
+            try:
+                value = coerce(spec, value)
+            except ValueError:
+                continue
+        try:
+            value = spec.check(value)
+        except ValueError:
+            continue
+        if value != spec.default:
+            out[spec.name] = value
+    return out
+
+
+def method_fields() -> dict[str, list[FieldInfo]]:
+    """Every registered method with the editable fields of its config dataclass."""
+    from app._engine import list_methods, method_config_class
+
+    return {name: config_fields(method_config_class(name)) for name in list_methods()}
+
+
+def available_devices() -> list[str]:
+    """Device choices for this machine: "auto", "cpu" and the accelerators that are present."""
+    from app._engine import select_device
+
+    devices = ["auto", "cpu"]
+    for name in ("cuda", "mps"):
+        try:
+            select_device(name)
+        except (ValueError, RuntimeError):
+            continue
+        devices.append(name)
+    return devices

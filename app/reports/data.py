@@ -1,0 +1,214 @@
+"""Gathering a :class:`ReportData` snapshot on the UI thread from the run model and the session.
+
+The gallery is chosen here (wrong cases first, most confident first; then flagged ones), with
+the previews and overlays at hand; the export worker reads the previews that are not (rows of an
+earlier session) and burns the overlays in (:func:`complete_gallery`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from app._engine import F2TTAError, SlideSource
+from app._engine import __version__ as engine_version
+from app.core.filters import PredictionRow
+from app.core.names import describe_model, method_label
+from app.core.open_session import OpenSession
+from app.core.overlay import composite, slide_heatmap
+from app.core.run_model import RunModel
+from app.reports.files import ExampleImage, GalleryItem, ReportData
+
+logger = logging.getLogger(__name__)
+
+MAX_WRONG = 6  # wrong cases in the gallery
+MAX_FLAGGED = 6  # flagged cases in the gallery
+
+
+def pick_examples(
+    rows: list[PredictionRow], low_confidence: float = 0.6, wrong: int = MAX_WRONG, flagged: int = MAX_FLAGGED
+) -> list[tuple[str, PredictionRow, str]]:
+    """``(group, row, why)`` of the cases worth showing: wrong ones, then flagged ones.
+
+    Wrong (against the ground truth, review marks included) come most confident first, since a
+    confident error is the one a reader would not question; flagged cases are those the model was
+    unsure of or that adaptation changed.
+    """
+    chosen: list[tuple[str, PredictionRow, str]] = []
+    errors = sorted((r for r in rows if r.correct is False), key=lambda r: -r.confidence)
+    for row in errors[:wrong]:
+        why = "confident error" if row.confidence >= 0.9 else "error"
+        chosen.append(("wrong", row, why))
+    taken = {r.position for _, r, _ in chosen}
+    candidates: list[tuple[float, PredictionRow, str]] = []
+    finite = [r.uncertainty for r in rows if math.isfinite(r.uncertainty)]
+    high = float(np.quantile(finite, 0.9)) if finite else math.inf
+    for row in rows:
+        if row.position in taken or row.correct is False:
+            continue
+        if row.confidence < low_confidence:
+            candidates.append((row.confidence, row, f"low confidence (< {low_confidence:.2f})"))
+        elif row.changed:
+            candidates.append((1.0 + row.confidence, row, "changed by adaptation"))
+        elif math.isfinite(row.uncertainty) and row.uncertainty >= high:
+            candidates.append((2.0 - row.uncertainty, row, "high uncertainty"))
+    candidates.sort(key=lambda c: c[0])
+    chosen += [("flagged", row, why) for _, row, why in candidates[:flagged]]
+    return chosen
+
+
+def caption(row: PredictionRow, why: str, reviewed: bool, label_origin: str | None) -> tuple[str, ...]:
+    """The lines under a gallery image."""
+    lines = [
+        f"#{row.position + 1} {row.name}",
+        f"Predicted: {row.prediction_label} ({row.confidence:.2f})",
+    ]
+    if row.truth_label:
+        origin = "review" if reviewed else (label_origin or "dataset")
+        lines.append(f"Truth: {row.truth_label} ({origin})")
+    else:
+        lines.append("Truth: not known")
+    lines.append(f"Source model: {row.source_label} ({row.source_confidence:.2f})")
+    lines.append(f"Shown as: {why}")
+    return tuple(lines)
+
+
+def collect_report_data(
+    model: RunModel, state: OpenSession, plot_png: Callable[[], bytes]
+) -> ReportData | None:
+    """Snapshot everything the reports need; None when nothing has been processed.
+
+    Args:
+        model: the run model (rows, previews, overlays, tile values, statistics, review marks).
+        state: the session's state (model card, settings, profile, last run, errors).
+        plot_png: renders the plots panel (called on the UI thread).
+    """
+    info, source = state.info, model.source
+    rows = list(model.rows)
+    if info is None or source is None or not rows:
+        return None
+    gallery = tuple(
+        GalleryItem(
+            row,
+            group,
+            caption(row, why, row.key in model.marks, source.label_origin),
+            model.overlays.get(row.position),
+            model.previews.get(row.position),
+        )
+        for group, row, why in pick_examples(rows, model.low_confidence)
+    )
+    slide_info = None
+    overview = None
+    if isinstance(source, SlideSource):
+        plan = source.plan
+        slide_info = {
+            "dimensions (level 0)": f"{source.dimensions[0]} x {source.dimensions[1]}",
+            "format": source.vendor,
+            "slide µm/px": plan.slide_mpp,
+            "model µm/px": plan.target_mpp,
+            "level read": plan.level,
+            "downsample": round(plan.downsample, 4),
+            "tile size": plan.tile_size,
+            "tile footprint (level 0 px)": plan.footprint,
+            "resolution matched": plan.matched,
+            "tissue tiles": len(plan.tiles),
+            "warning": plan.warning,
+        }
+        thumb_w = source.thumbnail.shape[1]
+        overview = slide_heatmap(
+            source.thumbnail, model.tile_values, plan.footprint * thumb_w / source.dimensions[0], opacity=0.45
+        )
+    ended, latest = state.last_run, state.latest_profile
+    state_fingerprint = (
+        ended.state_fingerprint if ended is not None and ended.state_fingerprint else info.state_fingerprint
+    )
+    raw_by_key = {r.key: r for r in model.raw_rows}
+    marks = tuple((raw_by_key[k], m) for k, m in model.marks.items() if k in raw_by_key)
+    metrics = model.metrics()
+    return ReportData(
+        rows=tuple(rows),
+        summary=model.stats.summary(),
+        classes=tuple(info.card.classes),
+        source_kind=source.kind,
+        source_path=str(source.path if isinstance(source, SlideSource) else source.root),
+        card=info.card.to_json(),
+        model_path=info.model_path,
+        model_fingerprint=info.fingerprint,
+        method=info.method,
+        run_config=info.config,
+        state_fingerprint=state_fingerprint,
+        profile={
+            "name": info.profile.name,
+            "images seen": latest.images_seen if latest is not None else 0,
+            "updated": latest.updated if latest is not None else None,
+        },
+        device=info.device,
+        order=state.settings.order if source.kind == "folder" else "reading order",
+        label_origin=source.label_origin,
+        slide=slide_info,
+        notes=tuple(model.notes),
+        errors=tuple(state.errors),
+        plot_png=plot_png(),
+        slide_overview=None if overview is None else np.ascontiguousarray(overview),
+        engine_version=engine_version,
+        raw_rows=tuple(model.raw_rows),
+        metrics=metrics if metrics.labelled else None,
+        marks=marks,
+        gallery=gallery,
+        method_label=method_label(info.method),
+        model_description=describe_model(info.card),
+        weights_sha256=info.weights_sha256,
+        label_notes=tuple(model.checks),
+        hyperparameters=hyperparameters(info.method),
+    )
+
+
+def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 4) -> np.ndarray:
+    """Two images of the same size next to each other on a white gap."""
+    h = left.shape[0]
+    spacer = np.full((h, gap, 3), 255, np.uint8)
+    return np.concatenate(
+        [np.asarray(left[..., :3], np.uint8), spacer, np.asarray(right[..., :3], np.uint8)], axis=1
+    )
+
+
+def hyperparameters(method: str) -> tuple[tuple[str, str, str], ...]:
+    """(name, default, meaning) of the method's settings, for the report's appendix."""
+    from app._engine import method_config_class
+    from app.core.names import readable_help
+    from app.core.settings import config_fields
+
+    return tuple(
+        (f.name, str(f.default), readable_help(f.help or ""))
+        for f in config_fields(method_config_class(method))
+    )
+
+
+def complete_gallery(
+    data: ReportData, read_preview: Callable[[int], np.ndarray | None], opacity: float = 0.4
+) -> ReportData:
+    """``data`` with its gallery made into images: missing previews read again, overlays burnt in.
+
+    Runs on the export worker (reading images is not UI work). A case whose image cannot be read
+    is left out with a note in the log.
+    """
+    examples = []
+    for item in data.gallery:
+        preview = item.preview
+        if preview is None:
+            try:
+                preview = read_preview(item.row.position)
+            except (F2TTAError, OSError) as exc:
+                logger.warning("%s is left out of the report's gallery: %s", item.row.name, exc)
+                continue
+        if preview is None:
+            continue
+        rgb = side_by_side(preview, composite(preview, item.overlay, opacity=opacity))
+        examples.append(
+            ExampleImage(item.caption[0], rgb, item.caption[1:], item.group, item.overlay is not None)
+        )
+    return dataclasses.replace(data, examples=tuple(examples)) if examples else data

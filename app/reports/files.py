@@ -1,0 +1,338 @@
+"""Report exports (Qt-free part): predictions CSV, run-configuration JSON and slide GeoJSON.
+
+The PDF report is written by :mod:`app.reports.pdf` from the same :class:`ReportData`. An export
+stages every file and commits them as one set (:mod:`app.reports.export`): the tables on the worker's
+thread (:func:`stage_tabular_reports`), the PDF and the commit on the GUI thread. Names that are
+not UTF-8 keep their bytes in the CSVs (as ``f2tta run`` writes them) and are escaped in the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app import RESEARCH_NOTICE, __version__
+from app._engine import (
+    PredictionRow,
+    atomic_write_bytes,
+    decision_summary,
+    escape_cell,
+    predictions_csv,
+    shown,
+)
+from app.core.clinical import ClinicalMetrics
+from app.core.overlay import Overlay
+from app.core.reviews import ReviewMark
+from app.core.stats import Summary
+from app.reports.export import discard, prepare, stage
+
+logger = logging.getLogger(__name__)
+
+CSV_NAME = "predictions.csv"
+REVIEWS_NAME = "reviews.csv"
+CONFIG_NAME = "run_config.json"
+GEOJSON_NAME = "tiles.geojson"
+PDF_NAME = "report.pdf"
+# Every file an export may write: an export replaces them as one set (see app.reports.export).
+REPORT_KINDS = (CSV_NAME, CONFIG_NAME, REVIEWS_NAME, GEOJSON_NAME, PDF_NAME)
+REVIEW_COLUMNS = (
+    "index",
+    "position",
+    "item",
+    "prediction",
+    "confidence",
+    "review",
+    "verdict",
+    "reviewed_at",
+    "dataset_truth",
+)
+# QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
+CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
+
+
+@dataclass(frozen=True)
+class ExampleImage:
+    title: str
+    rgb: np.ndarray  # (H, W, 3) uint8 with the overlay burnt in
+    caption: tuple[str, ...] = ()  # lines under the image (prediction, truth, why it is shown)
+    group: str = ""  # "wrong" or "flagged"
+    has_overlay: bool = True
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    """A case the report shows, before its image is at hand (the worker reads missing previews)."""
+
+    row: PredictionRow  # with its effective ground truth
+    group: str  # "wrong" (against the ground truth) or "flagged" (uncertain, changed, low confidence)
+    caption: tuple[str, ...]
+    overlay: Overlay | None
+    preview: np.ndarray | None  # None: read it again from the source
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report needs, gathered by the controller on the UI thread (immutable)."""
+
+    rows: tuple[PredictionRow, ...]
+    summary: Summary
+    classes: tuple[str, ...]
+    source_kind: str  # "folder" or "slide"
+    source_path: str
+    card: dict[str, Any]
+    model_path: str
+    model_fingerprint: str
+    method: str
+    run_config: dict[str, Any]  # the engine session's config_dict()
+    state_fingerprint: str
+    profile: dict[str, Any]
+    device: str
+    order: str = "name"
+    label_origin: str | None = None
+    slide: dict[str, Any] | None = None  # dimensions, level, downsample, mpp, tile size, warning
+    notes: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    plot_png: bytes | None = None
+    slide_overview: np.ndarray | None = None  # thumbnail with the heat map burnt in
+    examples: tuple[ExampleImage, ...] = ()
+    created: str = field(default_factory=lambda: datetime.now().astimezone().isoformat(timespec="seconds"))
+    software_version: str = __version__
+    engine_version: str = ""
+    raw_rows: tuple[PredictionRow, ...] = ()  # the rows with the dataset's truth (predictions.csv); () = rows
+    metrics: ClinicalMetrics | None = None  # per-class figures where ground truth exists
+    marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
+    gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
+    method_label: str = ""  # the method's readable name
+    model_description: str = ""  # "ViT-Tiny, 4 blocks, 12-px patches, 96 px input"
+    weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
+    label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
+    hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
+
+
+@dataclass(frozen=True)
+class StagedReports:
+    """The files an export staged in ``directory`` so far (committed with the PDF, see app.reports.export)."""
+
+    directory: Path
+    names: tuple[str, ...]
+
+
+def _encoded(text: str) -> bytes:
+    """Text as UTF-8, names that are not UTF-8 with their own bytes (as the journal and f2tta run)."""
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def csv_bytes(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> bytes:
+    """Every row in arrival order, in the columns of ``f2tta run``'s CSV (:data:`engine.run.rows.CSV_COLUMNS`)."""
+    return _encoded(predictions_csv(rows))
+
+
+def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> Path:
+    """:func:`csv_bytes` written to ``path`` on its own (atomically)."""
+    atomic_write_bytes(path, csv_bytes(rows))
+    return path
+
+
+def reviews_bytes(data: ReportData) -> bytes:
+    """Every review mark: the image, the model's current prediction, the reviewer's class and verdict."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(REVIEW_COLUMNS)
+    for row, mark in sorted(data.marks, key=lambda pair: pair[0].position):
+        label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
+        writer.writerow(
+            [
+                row.index,
+                row.position,
+                escape_cell(row.name),
+                escape_cell(row.prediction_label),
+                f"{row.confidence:.6f}",
+                escape_cell(label),
+                "confirmed" if mark.label == row.prediction else "corrected",
+                mark.at,
+                escape_cell(row.truth_label or ""),
+            ]
+        )
+    return _encoded(buf.getvalue())
+
+
+def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
+    """Per-class figures and confusion matrices as JSON (None without ground truth)."""
+    if metrics is None or not metrics.labelled:
+        return None
+
+    def number(value: float) -> float | None:
+        return None if not math.isfinite(value) else round(value, 6)
+
+    def classes(per_class: tuple[Any, ...]) -> list[dict[str, Any]]:
+        return [
+            {
+                "class": m.name,
+                "images": m.support,
+                "sensitivity": number(m.sensitivity),
+                "specificity": number(m.specificity),
+                "precision": number(m.precision),
+            }
+            for m in per_class
+        ]
+
+    return {
+        "labelled": metrics.labelled,
+        "accuracy": number(metrics.accuracy),
+        "confusion_matrix": {
+            "rows": "ground truth",
+            "columns": "prediction",
+            "counts": metrics.confusion.tolist(),
+        },
+        "source_confusion_matrix": metrics.source_confusion.tolist(),
+        "per_class": classes(metrics.per_class),
+        "source_per_class": classes(metrics.source_per_class),
+        "confident_errors": metrics.confident_errors,
+        "reviewed": metrics.reviewed,
+        "review_agreement": number(metrics.review_agreement),
+    }
+
+
+def guard_events(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> list[PredictionRow]:
+    """The rows after which the collapse guard acted, in arrival order."""
+    return sorted((r for r in rows if r.guard_message), key=lambda r: r.index)
+
+
+def config_document(data: ReportData) -> dict[str, Any]:
+    s = data.summary
+    return {
+        "notice": RESEARCH_NOTICE,
+        "created": data.created,
+        "software": {"f2tta_studio": data.software_version, "engine": data.engine_version},
+        "source": {
+            "kind": data.source_kind,
+            "path": data.source_path,
+            "arrival_order": data.order if data.source_kind == "folder" else "reading order",
+            "ground_truth": data.label_origin,
+            "slide": data.slide,
+            "notes": list(data.notes),
+        },
+        "model": {
+            "path": data.model_path,
+            "fingerprint": data.model_fingerprint,
+            "weights_sha256": data.weights_sha256 or None,
+            "card": data.card,
+        },
+        "method": data.method,
+        "run": data.run_config,
+        "device": data.device,
+        "profile": data.profile,
+        "state_fingerprint": data.state_fingerprint,
+        "summary": {
+            "images": s.images,
+            "labelled": s.labelled,
+            "changed_by_adaptation": s.changed,
+            "adapted_accuracy": None if not math.isfinite(s.adapted_accuracy) else s.adapted_accuracy,
+            "source_accuracy": None if not math.isfinite(s.source_accuracy) else s.source_accuracy,
+            "positive": s.positive,
+            "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
+            "low_confidence": s.low_confidence,
+            "guard_events": s.guard_events,
+            "skipped_updates": s.skipped_updates,
+            "reviewed": len(data.marks),
+        },
+        "metrics": metrics_document(data.metrics),
+        "guard_events": [
+            {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
+        ],
+        "adaptation_changes": decision_summary(data.rows),
+        "errors": list(data.errors),
+    }
+
+
+def config_bytes(data: ReportData) -> bytes:
+    """The run configuration as JSON (ASCII: a name that is not UTF-8 keeps its escapes)."""
+    return (json.dumps(config_document(data), indent=2, default=str) + "\n").encode("ascii")
+
+
+def geojson_document(
+    rows: tuple[PredictionRow, ...] | list[PredictionRow], classes: tuple[str, ...], slide: str
+) -> dict[str, Any]:
+    """Tile predictions as a FeatureCollection of level-0 pixel polygons (QuPath imports these)."""
+    features = []
+    for row in sorted(rows, key=lambda r: r.index):
+        if row.tile is None:
+            continue
+        col, r, x, y, w, h = row.tile
+        ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
+        colour = list(CLASS_COLORS[row.prediction % len(CLASS_COLORS)])
+        features.append(
+            {
+                "type": "Feature",
+                "id": f"tile-{row.index}",
+                "geometry": {"type": "Polygon", "coordinates": [ring]},
+                "properties": {
+                    "objectType": "tile",
+                    "classification": {"name": row.prediction_label, "color": colour},
+                    "index": row.index,
+                    "col": col,
+                    "row": r,
+                    "prediction": row.prediction_label,
+                    "confidence": None if not math.isfinite(row.confidence) else row.confidence,
+                    "p_positive": None if not math.isfinite(row.positive_prob) else row.positive_prob,
+                    "source_prediction": row.source_label,
+                    "changed_by_adaptation": row.changed,
+                    "uncertainty": None if not math.isfinite(row.uncertainty) else row.uncertainty,
+                    "update_skipped": row.update_skipped,
+                    "guard_event": row.guard_message or None,
+                },
+            }
+        )
+    return {
+        "type": "FeatureCollection",
+        "properties": {
+            "slide": slide,
+            "coordinates": "level-0 pixels",
+            "classes": list(classes),
+            "notice": RESEARCH_NOTICE,
+        },
+        "features": features,
+    }
+
+
+def geojson_bytes(data: ReportData) -> bytes:
+    return (json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n").encode("ascii")
+
+
+def report_failure(exc: Exception, directory: Path) -> str:
+    """What to tell the user when reports could not be written (anything but an OSError is a bug: logged)."""
+    if not isinstance(exc, OSError):
+        logger.error("writing reports failed", exc_info=exc)
+    return f"Reports cannot be written to {shown(directory)}: {shown(exc)}; the reports there are unchanged"
+
+
+def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
+    """Stage the CSV, JSON and (for slides) GeoJSON in ``directory``; the PDF and the commit follow.
+
+    Raises:
+        OSError: the folder or a destination cannot be used, or a file cannot be staged (a full
+            disk); nothing of the earlier reports was changed.
+    """
+    prepare(directory, REPORT_KINDS)
+    files = [(CSV_NAME, csv_bytes(data.raw_rows or data.rows)), (CONFIG_NAME, config_bytes(data))]
+    if data.marks:
+        files.append((REVIEWS_NAME, reviews_bytes(data)))
+    if data.source_kind == "slide":
+        files.append((GEOJSON_NAME, geojson_bytes(data)))
+    try:
+        for name, content in files:
+            stage(directory, name, content)
+    except BaseException:
+        discard(directory)
+        raise
+    return StagedReports(directory, tuple(name for name, _ in files))

@@ -1,0 +1,292 @@
+"""The report's content as blocks of HTML that are never split across pages (see :mod:`app.reports.pdf`).
+
+Page one is the summary a tumour board reads first: counts, per-class sensitivity and
+specificity, the confusion matrix and, for a slide, the heat map with its colour bar. Then the
+gallery of wrong and flagged cases with their truth, the running statistics, the model card as a
+table, the method and state, events and errors, and the hyper-parameters in an appendix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app import APP_NAME
+from app.core.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
+from app.core.overlay import PROB_COLORS, PROB_STOPS
+from app.reports.files import ReportData
+from app.reports.pdf_html import (
+    MUTED,
+    Block,
+    breakable,
+    chunked,
+    esc,
+    grid_table,
+    h2,
+    notice,
+    pairs_table,
+    pct,
+)
+from app.reports.pdf_sections import (
+    card_pairs,
+    change_blocks,
+    class_blocks,
+    guard_blocks,
+    hyperparameter_rows,
+    method_pairs,
+)
+
+__all__ = ["Block", "colorbar_rgb", "report_blocks"]
+
+PER_ROW = 2  # gallery cases per row (each the image and the image with its overlay)
+
+
+def colorbar_rgb(width: int = 300, height: int = 12) -> np.ndarray:
+    """The slide heat map's colour scale, probability 0 (left) to 1 (right), as an RGB image."""
+    t = np.linspace(0.0, 1.0, width)
+    colours = np.stack([np.interp(t, PROB_STOPS, PROB_COLORS[:, c]) for c in range(3)], axis=-1)
+    return np.repeat(colours[None].round().astype(np.uint8), height, axis=0)
+
+
+# -- page one ----------------------------------------------------------------------------------
+def title_block(data: ReportData) -> Block:
+    name = data.source_path.rstrip("/").split("/")[-1] or data.source_path
+    versions = f"{APP_NAME} {data.software_version}" + (
+        f", engine {data.engine_version}" if data.engine_version else ""
+    )
+    return Block(
+        f"<h1 style='font-size:16pt; margin-bottom:2px'>{esc(APP_NAME)} report: {breakable(name)}</h1>"
+        + notice()
+        + f"<p style='color:{MUTED}'>Created {esc(data.created)} · {esc(versions)}</p>"
+    )
+
+
+def summary_block(data: ReportData) -> Block:
+    s = data.summary
+
+    def share(count: int) -> str:
+        return f"{count} ({pct(count / s.images if s.images else math.nan)})"
+
+    pairs: list[tuple[str, Any]] = [
+        ("Source", f"{data.source_kind}: {data.source_path}"),
+        ("Arrival order", data.order),
+        ("Model", data.model_description or data.card.get("arch", "")),
+        ("Method", data.method_label or data.method),
+        ("Images processed", s.images),
+        ("Changed by adaptation", share(s.changed)),
+        ("Predicted positive", share(s.positive)),
+        ("Mean confidence", "n/a" if not math.isfinite(s.mean_confidence) else f"{s.mean_confidence:.3f}"),
+        ("Low-confidence predictions", s.low_confidence),
+    ]
+    m = data.metrics
+    if m is not None and m.labelled:
+        pairs += [
+            ("Ground truth", f"{m.labelled} images ({data.label_origin or 'review marks'})"),
+            ("Accuracy, adapted model", pct(m.accuracy)),
+            ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
+            (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
+        ]
+    else:
+        pairs.append(("Ground truth", "not available"))
+    reviewed = len(data.marks)
+    agreed = sum(1 for row, mark in data.marks if mark.label == row.prediction)
+    pairs.append(
+        (
+            "Reviewed",
+            f"{reviewed}, agreement with the model: {pct(agreed / reviewed if reviewed else math.nan)}",
+        )
+    )
+    pairs += [
+        ("Collapse-guard events", s.guard_events),
+        ("Skipped updates (non-finite loss)", s.skipped_updates),
+        ("Errors during the run", len(data.errors)),
+    ]
+    return Block(h2("Summary") + pairs_table(pairs))
+
+
+def _metric_cells(m: ClassMetrics) -> list[str]:
+    return [pct(m.sensitivity), pct(m.specificity), pct(m.precision)]
+
+
+def metrics_block(m: ClinicalMetrics) -> Block:
+    head = [
+        "Class",
+        "Images",
+        "Sensitivity",
+        "Specificity",
+        "Precision",
+        "Sensitivity, source model",
+        "Specificity, source model",
+    ]
+    body = [
+        [esc(a.name), str(a.support), *_metric_cells(a), pct(b.sensitivity), pct(b.specificity)]
+        for a, b in zip(m.per_class, m.source_per_class, strict=True)
+    ]
+    intro = (
+        f"<p style='color:{MUTED}'>Each class against the others, over the {m.labelled} images with ground "
+        "truth (a reviewer's mark counts as ground truth). Sensitivity: share of the class found; "
+        "specificity: share of the other images not called this class.</p>"
+    )
+    return Block(h2("Per-class results") + intro + grid_table(head, body, align="right"))
+
+
+def confusion_html(matrix: np.ndarray, classes: Sequence[str], title: str) -> str:
+    """A confusion matrix, each cell shaded by its share of the row (blue right, red wrong)."""
+    head = "".join(f"<th style='background:#eeeeee'>{esc(c)}</th>" for c in classes)
+    rows = []
+    for t, name in enumerate(classes):
+        total = int(matrix[t].sum())
+        cells = [f"<td style='background:#eeeeee'><b>{esc(name)}</b></td>"]
+        for p in range(len(classes)):
+            count = int(matrix[t, p])
+            share = count / total if total else 0.0
+            base = np.array([49, 104, 200] if t == p else [214, 39, 40])
+            tint = (255 - share * (255 - base)).round().astype(int)
+            colour = "#" + "".join(f"{int(v):02x}" for v in tint)
+            ink = "#ffffff" if share > 0.6 else "#000000"
+            cells.append(
+                f"<td align='center' bgcolor='{colour}' width='70'><span style='color:{ink}'><b>{count}</b>"
+                f"<br>{pct(share) if total else ''}</span></td>"
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f"<p><b>{esc(title)}</b> (rows: truth, columns: prediction)</p>"
+        "<table cellspacing='0' cellpadding='4' border='1' style='border-collapse:collapse; border-color:#bbbbbb'>"
+        f"<tr><th style='background:#eeeeee'>truth \\ predicted</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def confusion_block(m: ClinicalMetrics) -> Block:
+    side = (
+        "<table cellspacing='0' cellpadding='0'><tr>"
+        f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'Adapted model')}</td><td width='24'></td>"
+        f"<td valign='top'>{confusion_html(m.source_confusion, m.classes, 'Source model')}</td></tr></table>"
+    )
+    note = f"<p style='color:{MUTED}'>Percentages are shares of each row (of the images of that class).</p>"
+    return Block(h2("Confusion matrix") + side + note)
+
+
+def slide_map_block(data: ReportData, width: int) -> Block | None:
+    if data.slide_overview is None:
+        return None
+    h, w = data.slide_overview.shape[:2]
+    shown = min(width - 10, 2 * w, int(520 * w / h))
+    positive = data.classes[int(data.card.get("positive_class", 1))] if data.classes else "positive"
+    bar = (
+        "<table cellspacing='0' cellpadding='1'><tr><td colspan='3'>"
+        "<img src='img:colorbar' width='300' height='12'></td></tr>"
+        "<tr><td width='100' align='left'>0</td><td width='100' align='center'>0.5</td>"
+        "<td width='100' align='right'>1</td></tr></table>"
+    )
+    text = (
+        f"<p>Probability of '{esc(positive)}' per tissue tile, burnt in at 45 % over the slide "
+        f"(blue 0, white 0.5, red 1):</p>"
+    )
+    image = f"<p><img src='img:slide' width='{shown}' height='{round(shown * h / w)}'></p>"
+    return Block(h2("Tile predictions") + text + image + bar, images=("slide", "colorbar"))
+
+
+# -- the gallery -------------------------------------------------------------------------------
+def gallery_blocks(data: ReportData, width: int) -> list[Block]:
+    if not data.examples:
+        return []
+    cell = (width - 12) // PER_ROW
+    side = min(160, (cell - 16) // 2)
+    blocks: list[Block] = []
+    indexed = list(enumerate(data.examples))
+    for group, heading, text in (
+        (
+            "wrong",
+            "Wrong against the ground truth",
+            "Most confident first: these are the errors a reader would not question.",
+        ),
+        (
+            "flagged",
+            "Flagged for a second look",
+            "Low confidence, changed by adaptation, or high uncertainty.",
+        ),
+    ):
+        members = [(i, e) for i, e in indexed if e.group == group]
+        for start in range(0, len(members), PER_ROW):
+            row = members[start : start + PER_ROW]
+            cells = []
+            for i, example in row:
+                lines = "<br>".join(breakable(line) for line in (example.title, *example.caption))
+                missing = "" if example.has_overlay else "<br><i>no overlay kept for this image</i>"
+                h, w = example.rgb.shape[:2]
+                shown_w = 2 * side + 4 if w > h else side
+                cells.append(
+                    f"<td valign='top' width='{cell}'><img src='img:example{i}' width='{shown_w}' height='{side}'>"
+                    f"<br><span style='font-size:7.5pt'>{lines}{missing}</span></td>"
+                )
+            lead = ""
+            if start == 0:
+                lead = (h2("Cases to look at") + _legend() if not blocks else "") + (
+                    f"<h3 style='margin:2px 0'>{esc(heading)}</h3><p style='color:{MUTED}'>{esc(text)}</p>"
+                )
+            blocks.append(
+                Block(
+                    lead + f"<table cellspacing='0' cellpadding='4'><tr>{''.join(cells)}</tr></table>",
+                    images=tuple(f"example{i}" for i, _ in row),
+                )
+            )
+    return blocks
+
+
+def _legend() -> str:
+    return (
+        f"<p style='color:{MUTED}'>Each case: the image, and beside it the overlay: per-patch uncertainty "
+        "(dark: certain, bright: uncertain) and the uncertain patches the method masked (red outlines).</p>"
+    )
+
+
+def report_blocks(data: ReportData, width: int, with_images: bool = True) -> list[Block]:
+    """Every block of the report in reading order."""
+
+    blocks = [title_block(data), summary_block(data)]
+    if data.metrics is not None and data.metrics.labelled:
+        blocks += [metrics_block(data.metrics), confusion_block(data.metrics)]
+    slide_map = slide_map_block(data, width) if with_images else None
+    if slide_map is not None:
+        blocks.append(slide_map)
+    if data.label_notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in data.label_notes)
+        blocks.append(Block(h2("Does the model apply?") + f"<ul>{items}</ul>"))
+    if with_images:
+        gallery = gallery_blocks(data, width)
+        if gallery:
+            gallery[0] = Block(gallery[0].html, gallery[0].images, new_page=True)
+        blocks += gallery
+        if data.plot_png:
+            blocks.append(
+                Block(
+                    h2("Running statistics") + f"<p><img src='img:plots' width='{width - 10}'></p>",
+                    ("plots",),
+                )
+            )
+    if data.slide:
+        blocks.append(
+            Block(h2("Slide") + pairs_table([(k, v) for k, v in data.slide.items() if v is not None]))
+        )
+    blocks.append(Block(h2("Model") + pairs_table(card_pairs(data), key_width=250), new_page=True))
+    blocks += class_blocks(data)
+    blocks.append(Block(h2("Method and adaptation state") + pairs_table(method_pairs(data), key_width=250)))
+    blocks += guard_blocks(data)
+    blocks += change_blocks(data)
+    for title, lines in (("Notes", data.notes), ("Errors", data.errors[:30])):
+        if lines:
+            blocks += chunked(
+                title, ["#", "Message"], [[str(i + 1), breakable(t)] for i, t in enumerate(lines)]
+            )
+    if len(data.errors) > 30:
+        blocks.append(Block(f"<p>… and {len(data.errors) - 30} more errors (see the log).</p>"))
+    rows = hyperparameter_rows(data)
+    if rows:
+        appendix = chunked("Appendix: hyper-parameters", ["Setting", "Value", "Default", "Meaning"], rows)
+        appendix[0] = Block(appendix[0].html, new_page=True)
+        blocks += appendix
+    blocks.append(Block(notice()))
+    return blocks

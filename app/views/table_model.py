@@ -1,0 +1,230 @@
+"""The prediction table's Qt model and its sort/filter proxy (rows are :class:`PredictionRow`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtGui import QBrush, QColor
+
+from app._engine import describe_decision, shown
+from app.core.filters import PredictionRow, RowFilter
+
+COLUMNS = (
+    "#",
+    "Item",
+    "Prediction",
+    "Conf.",
+    "Source model",
+    "Uncert.",
+    "Truth",
+    "Agreement",
+    "Review",
+)
+HEADER_TIPS = (
+    "Arrival order within this folder or slide (1 = first image)",
+    "File or tile",
+    "The adapted model's prediction",
+    "The adapted model's confidence in its prediction",
+    "The frozen source model's prediction (→: adaptation changed it)",
+    "Mean per-patch uncertainty",
+    "Ground truth: a review mark, else the folder's labels",
+    "Adapted prediction against the ground truth",
+    "Your review mark: ✓ confirmed, ✎ corrected to another class",
+)
+REVIEW_COLUMN = 8
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
+WRONG_BRUSH = QBrush(QColor(190, 30, 45))
+RIGHT_BRUSH = QBrush(QColor(30, 130, 60))
+
+Index = QModelIndex | QPersistentModelIndex
+RIGHT_ALIGN = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return "" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+class PredictionTableModel(QAbstractTableModel):
+    """One row per processed image, appended in batches."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._rows: list[PredictionRow] = []
+        self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
+        self._reviews: dict[int, str] = {}  # review column text by row
+
+    def rowCount(self, parent: Index | None = None) -> int:
+        return 0 if parent is not None and parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index | None = None) -> int:
+        return 0 if parent is not None and parent.isValid() else len(COLUMNS)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole:
+                return COLUMNS[section]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return HEADER_TIPS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        # Called for every visible cell and role at each repaint: keep the common paths short.
+        if role == Qt.ItemDataRole.DisplayRole:
+            if index.column() == REVIEW_COLUMN:
+                return self._reviews.get(index.row(), "")
+            return self._texts[index.row()][index.column()]
+        if role == SORT_ROLE:
+            if index.column() == REVIEW_COLUMN:
+                return self._reviews.get(index.row(), "")
+            return self._sort_key(self._rows[index.row()], index.column())
+        if role == Qt.ItemDataRole.BackgroundRole:
+            return CHANGED_BRUSH if self._rows[index.row()].changed else None
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (7, REVIEW_COLUMN):
+            correct = self._rows[index.row()].correct
+            return None if correct is None else RIGHT_BRUSH if correct else WRONG_BRUSH
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3, 5):
+            return RIGHT_ALIGN
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(self._rows[index.row()])
+        return None
+
+    @staticmethod
+    def _tooltip(row: PredictionRow) -> str:
+        tip = f"{row.name} (engine image index {row.index})\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
+        if row.changed:
+            tip += "\nadaptation changed the prediction"
+        decision = describe_decision(row)
+        if decision:
+            tip += f"\n{decision}"
+        if row.update_skipped:
+            tip += "\nupdate skipped: non-finite loss or gradient"
+        if row.guard_message:
+            tip += f"\n{row.guard_message}"
+        if row.restored:
+            tip += "\n(processed in an earlier session)"
+        return tip
+
+    @staticmethod
+    def _display(row: PredictionRow, col: int) -> str:
+        if col == 0:
+            return str(row.position + 1)
+        if col == 1:
+            return shown(row.name)  # Qt drops bytes that are not UTF-8 and lays out bidi controls
+        if col == 2:
+            return row.prediction_label
+        if col == 3:
+            return _fmt(row.confidence)
+        if col == 4:
+            return row.source_label + (" →" if row.changed else "")
+        if col == 5:
+            return _fmt(row.uncertainty, 4)
+        if col == 6:
+            return row.truth_label or ""
+        if col == 7:
+            return row.agreement
+        return ""
+
+    @staticmethod
+    def _sort_key(row: PredictionRow, col: int) -> Any:
+        if col == 0:
+            return row.position
+        if col == 1:
+            return (row.tile[1], row.tile[0]) if row.tile else row.name.lower()
+        if col == 3:
+            return row.confidence
+        if col == 5:
+            return row.uncertainty if math.isfinite(row.uncertainty) else -1.0
+        return PredictionTableModel._display(row, col)
+
+    # -- mutation -----------------------------------------------------------------------------
+    def append_rows(self, rows: Sequence[PredictionRow]) -> None:
+        if not rows:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+        self._rows.extend(rows)
+        self._texts.extend(tuple(self._display(r, c) for c in range(len(COLUMNS))) for r in rows)
+        self.endInsertRows()
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._rows = []
+        self._texts = []
+        self._reviews = {}
+        self.endResetModel()
+
+    def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
+        """Show ``row`` (its ground truth changed) with its review mark at ``index``."""
+        if not 0 <= index < len(self._rows):
+            return
+        self._rows[index] = row
+        self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
+        if review:
+            self._reviews[index] = review
+        else:
+            self._reviews.pop(index, None)
+        self.dataChanged.emit(self.index(index, 0), self.index(index, len(COLUMNS) - 1))
+
+    def set_reviews(self, reviews: dict[int, str]) -> None:
+        """The review column of many rows at once (a source opens with earlier marks)."""
+        self._reviews.update(reviews)
+        if self._rows:
+            self.dataChanged.emit(
+                self.index(0, REVIEW_COLUMN), self.index(len(self._rows) - 1, REVIEW_COLUMN)
+            )
+
+    def review_at(self, index: int) -> str:
+        return self._reviews.get(index, "")
+
+    def row_at(self, source_row: int) -> PredictionRow:
+        return self._rows[source_row]
+
+    @property
+    def rows(self) -> list[PredictionRow]:
+        return self._rows
+
+
+class PredictionFilterProxy(QSortFilterProxyModel):
+    """Sorts with :data:`SORT_ROLE` and keeps the rows a :class:`RowFilter` accepts."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._filter = RowFilter()
+        self.setSortRole(SORT_ROLE)
+        self.setDynamicSortFilter(True)
+
+    @property
+    def row_filter(self) -> RowFilter:
+        return self._filter
+
+    def set_row_filter(self, row_filter: RowFilter) -> None:
+        self.beginFilterChange()
+        self._filter = row_filter
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        model = self.sourceModel()
+        if not isinstance(model, PredictionTableModel):
+            return True
+        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)))
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        try:
+            return bool(a < b)
+        except TypeError:
+            return str(a) < str(b)

@@ -1,0 +1,390 @@
+"""The engine worker: one long-lived QObject in its own QThread that owns the session and journal.
+
+The per-image work is the engine's stream loop (:class:`engine.StreamRun`); the worker is a thin
+generator worker around it, as napari's ``thread_worker``: it pulls one outcome per turn of its
+thread's event loop, so queued requests (previews, reports, pause, stop) are served between
+images. Results leave as immutable dataclasses (:mod:`app.core.messages`), batched so a fast GPU does
+not flood the UI thread with one event per image. What it opens (session, journal, source) is
+:mod:`app.worker.opening`'s; the messages it sends are made by :mod:`app.worker.results`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app._engine import (
+    F2TTAError,
+    Failed,
+    Journal,
+    Outcome,
+    Paused,
+    Predicted,
+    PredictionRow,
+    Saved,
+    Session,
+    Skipped,
+    Slide,
+    SlideSource,
+    Source,
+    SourceError,
+    StreamRun,
+    read_item,
+    shown,
+    tile_reader,
+)
+from app.core.messages import (
+    ItemResult,
+    RegionRequest,
+    RunEnded,
+    SessionInfo,
+    SessionRequest,
+    SourceOpened,
+    SourceRequest,
+)
+from app.core.overlay import Overlay
+from app.core.profiles import Profile, ProfileError, ProfileStore
+from app.core.reviews import REVIEW_DIR, OverlayStore
+from app.reports.files import ReportData, report_failure
+from app.worker.io import judge_kind, read_preview, read_region, write_reports
+from app.worker.opening import load_session, open_journal, open_profile, open_source
+from app.worker.results import item_failure, item_result, run_ended, session_info
+
+logger = logging.getLogger(__name__)
+
+EMIT_INTERVAL_S = 0.05  # results are sent to the UI at most this often (plus at pauses and the end)
+
+
+class EngineWorker(QObject):
+    """Owns the session, the profile's journal and the open slide; lives in the worker thread."""
+
+    sessionReady = Signal(object)  # SessionInfo
+    sessionFailed = Signal(str)
+    sourceReady = Signal(object)  # SourceOpened
+    sourceFailed = Signal(str)
+    resultsReady = Signal(object)  # tuple[ItemResult, ...]
+    itemFailed = Signal(object)  # ItemFailure
+    paused = Signal()
+    runEnded = Signal(object)  # RunEnded
+    stateSaved = Signal(object)  # ProfileInfo
+    saveFailed = Signal(str)
+    resetDone = Signal(object)  # SessionInfo
+    profileFailed = Signal(str)  # a profile could not be renamed or deleted (the session reopens)
+    previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
+    previewFailed = Signal(int, str)
+    regionReady = Signal(object)  # RegionRead
+    exported = Signal(object, object)  # StagedReports, ReportData with its gallery complete
+    exportFailed = Signal(str)
+    closed = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pause = threading.Event()
+        self._stop = threading.Event()
+        self._session: Session | None = None
+        self._request: SessionRequest | None = None
+        self._profile: Profile | None = None
+        self._journal: Journal | None = None
+        self._profile_error: str | None = None
+        self._source: Source | None = None
+        self._slide: Slide | None = None
+        self._overlays: OverlayStore | None = None
+        self._tissue: np.ndarray | None = None  # the open slide's tissue mask (thumbnail grid)
+        self._looks_like: str | None = None  # what the open source's images look like
+        self._run: StreamRun | None = None
+        self._outcomes: Iterator[Outcome] | None = None
+        self._pending: list[ItemResult] = []
+        self._last_emit = 0.0
+        self._pulling = False
+
+    # -- thread-safe controls (called from the UI thread) -------------------------------------
+    def request_pause(self) -> None:
+        self._pause.set()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    # -- session -------------------------------------------------------------------------------
+    @Slot(object)
+    def open_session(self, request: SessionRequest) -> None:
+        self._release()
+        try:
+            session = load_session(request)
+        except Exception as exc:  # ModelLoadError, unknown method, bad settings, unavailable device, ...
+            if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
+                logger.exception("loading %s failed", request.model)
+            self.sessionFailed.emit(shown(f"Cannot load the model {request.model}: {exc}"))
+            return
+        try:
+            profile = open_profile(request)
+        except (ProfileError, OSError) as exc:
+            self.sessionFailed.emit(shown(f"Cannot open profile {request.profile!r}: {exc}"))
+            return
+        self._session, self._request, self._profile = session, request, profile
+        self._journal, self._profile_error = open_journal(profile, session)
+        if self._profile_error is None:
+            try:
+                profile.note_model(str(request.model), request.method, dict(request.method_config))
+            except OSError as exc:
+                logger.warning("profile %s cannot record its model: %s", profile.name, exc)
+        self.sessionReady.emit(self._info())
+
+    @Slot(str)
+    def rename_profile(self, new: str) -> None:
+        """Rename the open profile (released first), then open the session again under the new name."""
+        self._change_profile(new, rename=True)
+
+    @Slot(str)
+    def delete_profile(self, fallback: str) -> None:
+        """Delete the open profile (released first), then open the session under ``fallback``."""
+        self._change_profile(fallback, rename=False)
+
+    def _change_profile(self, name: str, rename: bool) -> None:
+        request, profile = self._request, self._profile
+        if request is None or profile is None or profile.external:
+            self.sessionFailed.emit("Only site profiles can be renamed or deleted, not a --state directory.")
+            return
+        store = ProfileStore(request.home)
+        self._release()
+        try:
+            if rename:
+                store.rename(profile.name, name)
+            else:
+                store.delete(profile.name)
+        except (ProfileError, OSError) as exc:
+            self.profileFailed.emit(shown(exc))
+            self.open_session(request)  # back to the profile as it was
+            return
+        self.open_session(dataclasses.replace(request, profile=name))
+
+    def _info(self) -> SessionInfo:
+        assert self._session is not None and self._profile is not None and self._request is not None
+        return session_info(self._session, self._request, self._profile, self._profile_error)
+
+    @Slot()
+    def reset_state(self) -> None:
+        """Back to the source model; the profile forgets its state and processed images."""
+        if self._session is None or self._profile is None:
+            return
+        self._session.reset()
+        try:
+            if self._journal is None:
+                self._journal = self._profile.open_journal()
+            self._journal.clear()
+            self._journal.save(self._session)
+            self._profile.note_cleared()
+            self._profile_error = None
+        except (OSError, F2TTAError) as exc:
+            self.saveFailed.emit(
+                shown(f"Profile '{self._profile.name}': the reset state cannot be written: {exc}")
+            )
+        self.resetDone.emit(self._info())
+        if self._source is not None and self._profile_error is None:
+            self.sourceReady.emit(self._opened(()))
+
+    # -- sources -------------------------------------------------------------------------------
+    @Slot(object)
+    def open_source(self, request: SourceRequest) -> None:
+        if self._session is None or self._journal is None:
+            self.sourceFailed.emit("Load a model before opening images.")
+            return
+        slide: Slide | None = None
+        try:
+            source, slide, tissue = open_source(request, self._session.card)
+            rows = tuple(self._journal.rows(source.source_id))
+        except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
+            if slide is not None:
+                slide.close()
+            message = str(exc)
+            if not isinstance(exc, F2TTAError | SourceError | OSError):
+                logger.exception("opening %s failed", request.path)
+                message = f"{request.path}: cannot be opened ({type(exc).__name__}: {exc})"
+            self.sourceFailed.emit(shown(message))
+            return
+        self._close_slide()
+        self._slide, self._source, self._tissue = slide, source, tissue
+        self._looks_like = judge_kind(source)
+        self.sourceReady.emit(self._opened(rows))
+
+    def _opened(self, rows: tuple[PredictionRow, ...]) -> SourceOpened:
+        """The open source with its restored rows, their kept overlays and the review folder."""
+        assert self._source is not None and self._journal is not None
+        source = self._source
+        done = len(self._journal.source(source.source_id).done())
+        review_dir = self._profile.path / REVIEW_DIR if self._profile is not None else None
+        overlays: dict[str, Overlay] = {}
+        if review_dir is not None:
+            if self._overlays is not None:
+                self._overlays.close()
+            self._overlays = OverlayStore(review_dir, source.source_id)
+            overlays = self._overlays.load(r.key for r in rows)
+        others = [
+            len(rec.processed)
+            for sid, rec in self._journal.record.items()
+            if sid != source.source_id and rec.processed
+        ]
+        return SourceOpened(
+            source, done, rows, overlays, review_dir, self._tissue, len(others), sum(others), self._looks_like
+        )
+
+    def _close_slide(self) -> None:
+        if self._slide is not None:
+            self._slide.close()
+            self._slide = None
+        if self._overlays is not None:
+            self._overlays.close()
+            self._overlays = None
+
+    # -- the run: pull one outcome per event-loop turn ----------------------------------------
+    @Slot()
+    def start(self) -> None:
+        if self._session is None or self._source is None or self._journal is None:
+            self.runEnded.emit(RunEnded("failed", 0, 0, False, None, "", "Nothing to process."))
+            return
+        self._pause.clear()
+        self._stop.clear()
+        every = self._request.autosave_every if self._request is not None else 0
+        source, slide = self._source, self._slide
+        reader = tile_reader(slide, source.plan) if isinstance(source, SlideSource) and slide else read_item
+        self._run = StreamRun(
+            self._session,
+            source.items,
+            reader,
+            source_id=self._source.source_id,
+            journal=self._journal,
+            save_every=max(every, 0),
+        )
+        self._outcomes = self._run.outcomes()
+        self._schedule()
+
+    @Slot()
+    def resume(self) -> None:
+        self._pause.clear()
+        self._schedule()
+
+    @Slot()
+    def stop(self) -> None:
+        """Finish a paused run now; a running one sees the stop flag after its current image."""
+        self._stop.set()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._outcomes is not None and not self._pulling:
+            self._pulling = True
+            self._last_emit = time.monotonic()
+            QTimer.singleShot(0, self._pull)
+
+    @Slot()
+    def _pull(self) -> None:
+        run, outcomes = self._run, self._outcomes
+        if run is None or outcomes is None:
+            self._pulling = False
+            return
+        if self._stop.is_set():
+            run.request_stop()
+        elif self._pause.is_set():
+            self._pause.clear()
+            run.request_pause()
+        try:
+            outcome = next(outcomes)
+        except StopIteration:
+            self._end_run()
+            return
+        except Exception as exc:  # a bug in the loop must not leave the UI waiting
+            logger.exception("the stream loop failed")
+            self._end_run(f"internal error ({type(exc).__name__}: {exc})")
+            return
+        if isinstance(outcome, Paused):
+            self._pulling = False
+            self._flush()
+            self.paused.emit()
+            return
+        self._handle(outcome)
+        if time.monotonic() - self._last_emit >= EMIT_INTERVAL_S:
+            self._flush()
+        QTimer.singleShot(0, self._pull)
+
+    def _handle(self, outcome: Outcome) -> None:
+        if isinstance(outcome, Predicted):
+            self._pending.append(item_result(outcome, self._overlays))
+        elif isinstance(outcome, Skipped):
+            self._flush()
+            self.itemFailed.emit(item_failure(outcome))
+        elif isinstance(outcome, Saved):
+            if outcome.error is not None:
+                name = self._profile.name if self._profile else "?"
+                self.saveFailed.emit(shown(f"Profile '{name}': {outcome.error}"))
+            elif self._profile is not None and self._session is not None:
+                self.stateSaved.emit(self._profile.note_saved(self._session))
+        elif isinstance(outcome, Failed):
+            logger.debug("run failed: %s", outcome.message)
+
+    def _flush(self) -> None:
+        if self._pending:
+            batch, self._pending = tuple(self._pending), []
+            self.resultsReady.emit(batch)
+        self._last_emit = time.monotonic()
+
+    def _end_run(self, error: str = "") -> None:
+        run = self._run
+        self._pulling = False
+        self._run = self._outcomes = None
+        self._flush()
+        self._stop.clear()
+        self._pause.clear()
+        assert run is not None
+        fingerprint = self._session.state_fingerprint() if self._session is not None else ""
+        profile = self._profile.info() if self._profile is not None else None
+        self.runEnded.emit(run_ended(run.summary, error, fingerprint, profile))
+
+    # -- jobs between images: previews for the viewer, reports ---------------------------------
+    @Slot(int)
+    def load_preview(self, position: int) -> None:
+        """Read an image again for display (its preview was evicted or it is from an earlier session)."""
+        try:
+            preview = read_preview(self._source, self._slide, position)
+        except (F2TTAError, OSError) as exc:
+            self.previewFailed.emit(position, shown(exc))
+            return
+        if preview is not None:
+            self.previewReady.emit(position, preview)
+
+    @Slot(object)
+    def read_region(self, request: RegionRequest) -> None:
+        """Read a rectangle of the open slide at the pyramid level that suits ``max_side`` pixels."""
+        if self._slide is not None:
+            read = read_region(self._slide, request)
+            if read is not None:
+                self.regionReady.emit(read)
+
+    @Slot(object, object)
+    def export_reports(self, directory: Path, data: ReportData) -> None:
+        """The tabular reports into ``directory``; the gallery's missing previews are read here (the PDF
+        is written on the GUI thread, see :func:`app.worker.io.write_reports`)."""
+        source, slide = self._source, self._slide
+        try:
+            written, complete = write_reports(Path(directory), data, lambda p: read_preview(source, slide, p))
+        except Exception as exc:  # the scripted mode waits for one of the two answers
+            self.exportFailed.emit(report_failure(exc, Path(directory)))
+            return
+        self.exported.emit(written, complete)
+
+    def _release(self) -> None:
+        """Close the slide and the journal (its lock), forget the session."""
+        self._close_slide()
+        if self._journal is not None:
+            self._journal.close()
+        self._session = self._journal = self._source = self._run = self._outcomes = None
+
+    @Slot()
+    def close(self) -> None:
+        """Release everything; the controller quits the thread afterwards."""
+        self._release()
+        self.closed.emit()

@@ -1,0 +1,88 @@
+"""What the engine worker opens (Qt-free): the session a request names, its profile and journal,
+and a source of images.
+
+The worker (:mod:`app.worker.engine_worker`) holds what these return and answers the UI; errors are raised (or,
+for the journal, returned as the user-facing reason) for it to report.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from app._engine import (
+    Journal,
+    ModelCard,
+    Session,
+    SettingsMismatchError,
+    Slide,
+    Source,
+    StateError,
+    build_config,
+    method_config_class,
+    open_folder,
+    open_slide_source,
+    tissue_mask,
+)
+from app.core import notices
+from app.core.arrival import engine_order, interleave
+from app.core.messages import SessionRequest, SourceRequest
+from app.core.profiles import Profile, ProfileStore
+
+
+def load_session(request: SessionRequest) -> Session:
+    """The model and method of ``request`` on its device (raises what loading raises)."""
+    cls = method_config_class(request.method)
+    config = build_config(cls, request.method_config) if cls is not None else None
+    return Session(
+        request.model,
+        method=request.method,
+        method_config=config,
+        device=None if request.device in ("", "auto") else request.device,
+    )
+
+
+def open_profile(request: SessionRequest) -> Profile:
+    """The ``--state`` directory of ``request``, or its site profile in the studio home."""
+    if request.state_dir is not None:
+        return Profile(request.state_dir, external=True)
+    return ProfileStore(request.home).open(request.profile)
+
+
+def open_journal(profile: Profile, session: Session) -> tuple[Journal | None, str | None]:
+    """The profile's journal restored into ``session``, and the user-facing reason it cannot be used.
+
+    A journal whose state cannot be read is returned open (locked) with its reason: a reset
+    replaces the state.
+    """
+    try:
+        journal = profile.open_journal()
+    except (StateError, OSError) as exc:
+        return None, notices.profile_unusable(profile.name, exc)
+    try:
+        journal.restore(session)
+        journal.check_space(session)
+    except SettingsMismatchError as exc:
+        journal.close()
+        return None, notices.settings_differ(profile.name, exc.differences)
+    except StateError as exc:
+        return journal, notices.state_unusable(profile.name, exc)
+    return journal, None
+
+
+class OpenSource(NamedTuple):
+    source: Source
+    slide: Slide | None  # open until the worker closes it
+    tissue: np.ndarray | None  # a slide's tissue mask (thumbnail grid)
+
+
+def open_source(request: SourceRequest, card: ModelCard) -> OpenSource:
+    """The folder or slide of ``request`` in its arrival order, for a model described by ``card``."""
+    if request.kind == "slide":
+        slide_source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
+        tissue = tissue_mask(slide_source.thumbnail)[0]
+        return OpenSource(slide_source, Slide(request.path), tissue)
+    folder = open_folder(request.path, card.classes, engine_order(request.order), request.manifest)
+    source: Source = interleave(folder, request.seed) if request.order == "interleaved" else folder
+    return OpenSource(source, None, None)

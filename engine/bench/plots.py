@@ -1,0 +1,53 @@
+"""Benchmark figures with matplotlib's Agg canvas (no pyplot state, no display, thread-safe)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from engine.util.atomic import atomic_write_bytes
+
+
+def running_accuracy_figure(
+    curves: Mapping[str, np.ndarray],
+    path: str | Path,
+    *,
+    spread: Mapping[str, np.ndarray] | None = None,
+    title: str = "Running accuracy (mean over seeds)",
+) -> Path:
+    """Write a PNG of running accuracy per method: x = images seen, y = accuracy so far (%).
+
+    Args:
+        curves: row name -> ``(n,)`` running accuracy in percent, averaged over seeds.
+        path: the PNG to write (replaced atomically).
+        spread: row name -> ``(n,)`` std over seeds, drawn as a band when given.
+        title: the figure title.
+    """
+    fig = Figure(figsize=(8.0, 4.8), dpi=110)
+    FigureCanvasAgg(fig)  # attaches the Agg canvas that savefig renders with
+    ax = fig.add_subplot(1, 1, 1)
+    for name, curve in curves.items():
+        y = np.asarray(curve, dtype=np.float64)
+        x = np.arange(1, y.size + 1)
+        (line,) = ax.plot(x, y, label=name, linewidth=1.4)
+        if spread is not None and name in spread:
+            s = np.asarray(spread[name], dtype=np.float64)
+            ax.fill_between(x, y - s, y + s, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xlabel("images seen")
+    ax.set_ylabel("accuracy so far (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if curves:
+        ax.legend(loc="lower right", fontsize="small", ncol=2 if len(curves) > 5 else 1)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    out = Path(path)
+    atomic_write_bytes(out, buf.getvalue())
+    return out

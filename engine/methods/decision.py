@@ -1,0 +1,42 @@
+"""Where a method's reported decision came from (I-DiPT+'s decision paths, ``docs/method.md``).
+
+A frozen value of Python scalars, so it crosses threads with the step's result
+(:class:`engine.run.step.StepResult`) into rows, reports and the benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """Where a reported decision came from: I-DiPT+'s operating point (``docs/method.md``).
+
+    Attributes:
+        path: ``source-like`` (the image looks like the source domain: the source threshold),
+            ``accepted`` (its site group's operating point decided it) or ``not-accepted`` (the
+            group has no accepted operating point: the source model's decision).
+        group: the site group the image was judged in (-1: none).
+        threshold: the threshold on the source margin ``l_1 - l_0`` it was decided by (0: the
+            source model's own).
+        reason: why this path (``too few images``, the guard that failed, ``accepted``, ...).
+        group_images: images the group's last fit used (0: not fitted).
+        separation: the last fit's component separation, in tied deviations (nan: none).
+        share: its smallest component share (nan: none).
+        disagreement: the share of the group its margin threshold split differently from the
+            mixture (nan: none).
+        low, high: the bootstrap interval of its threshold (nan: none).
+    """
+
+    path: str
+    group: int = -1
+    threshold: float = 0.0
+    reason: str = ""
+    group_images: int = 0
+    separation: float = math.nan
+    share: float = math.nan
+    disagreement: float = math.nan
+    low: float = math.nan
+    high: float = math.nan

@@ -1,0 +1,59 @@
+"""Uncertainty-oriented masking (I-DiPT §UoM): MC dropout in block 1's MLP, token selection."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.model.prompted_vit import PromptedViT, SourcePass
+
+
+def mc_dropout_uncertainty(
+    model: PromptedViT,
+    source: SourcePass,
+    passes: int,
+    p: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Per-patch-token uncertainty ``U_j`` ``(B, N)`` from ``passes`` MC-dropout passes of block 1's MLP.
+
+    ``U_j`` is the population standard deviation over the passes of the channel mean of token j
+    after block 1 (the paper's average pooling p(.)). Dropout sits after the MLP activation; the
+    attention and ``fc1`` do not depend on the mask and are taken from ``source`` (computed once).
+    Dropout masks come from ``generator`` (CPU) so runs are reproducible on every device.
+    """
+    npt = model.num_prefix_tokens
+    hidden = source.block1_hidden[:, npt:]  # (B, N, H)
+    mid = source.block1_mid[:, npt:]  # (B, N, C)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    keep = torch.rand((passes, *hidden.shape), generator=generator) >= p
+    dropped = hidden.unsqueeze(0) * keep.to(hidden.device, hidden.dtype) / (1.0 - p)
+    linear = model.pooled_tail_projection()
+    if linear is not None:
+        w, b = linear
+        pooled = mid.mean(dim=-1) + dropped @ w + b  # (D, B, N)
+    else:
+        pooled = model.block1_mlp_tail(mid.unsqueeze(0), dropped).mean(dim=-1)
+    return pooled.std(dim=0, unbiased=False)
+
+
+def select_tokens(uncertainty: torch.Tensor, percent: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """T_U (most uncertain) and T_R (least uncertain) patch indices, ``(B, k)`` each, disjoint.
+
+    ``k = round(N * percent / 100)``; ties are broken by token index (stable sort), so the
+    sets are disjoint whenever ``percent <= 50`` (above that they overlap, as in the paper's
+    K sweep up to 90 %).
+    """
+    if not 0.0 <= percent < 100.0:
+        raise ValueError(f"mask percent must be within [0, 100), got {percent}")
+    n = uncertainty.shape[-1]
+    k = round(n * percent / 100.0)
+    order = torch.argsort(uncertainty, dim=-1, descending=True, stable=True)
+    return order[:, :k], order[:, n - k :]
+
+
+def complement(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """Sorted patch indices ``(B, n - k)`` not in ``indices`` ``(B, k)``."""
+    keep = torch.ones(indices.shape[0], n, dtype=torch.bool, device=indices.device)
+    keep.scatter_(1, indices, False)
+    return keep.nonzero()[:, 1].reshape(indices.shape[0], n - indices.shape[1])

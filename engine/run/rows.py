@@ -1,0 +1,359 @@
+"""One prediction row per processed image, and the predictions CSV made of them.
+
+:class:`PredictionRow` is what every consumer of the stream loop records about an image: the
+journal keeps it (one JSON line per image), the app shows it in its table, ``f2tta run`` and the
+app's export write it as a CSV row with the same columns (:data:`CSV_COLUMNS`).
+
+CSV cells that a spreadsheet would read as a formula (text beginning with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return: file and class names can) are written with a leading ``'``,
+as the OWASP guidance on CSV injection recommends; numbers are written as plain numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import F2TTAError
+from engine.io.sources import StreamItem
+from engine.methods.decision import DecisionRecord
+from engine.run.step import StepResult
+
+CSV_COLUMNS = (
+    "index",
+    "position",
+    "item",
+    "prediction",
+    "confidence",
+    "p_positive",
+    "source_prediction",
+    "source_confidence",
+    "changed_by_adaptation",
+    "uncertainty",
+    "ground_truth",
+    "correct",
+    "source_correct",
+    "tile_col",
+    "tile_row",
+    "x",
+    "y",
+    "width",
+    "height",
+    "seconds",
+    "update_skipped",
+    "guard_event",
+    "decision_path",
+    "site_group",
+    "decision_threshold",
+    "decision_reason",
+)
+#: The columns of predictions CSVs written before decision paths were recorded; such a file is
+#: still read back (resuming an older run) and is rewritten with :data:`CSV_COLUMNS`.
+LEGACY_CSV_COLUMNS = CSV_COLUMNS[:22]
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# File names that are not valid UTF-8 (possible on Linux) round-trip through the CSVs byte for byte.
+CSV_ERRORS = "surrogateescape"
+_FLOATS = ("confidence", "positive_prob", "source_confidence", "uncertainty", "seconds")
+
+
+class OutputError(F2TTAError):
+    """An output file cannot be used (it belongs to another run, or was changed beyond reading)."""
+
+
+@dataclass(frozen=True)
+class PredictionRow:
+    """What is recorded about one processed image (no arrays: rows are kept for every image)."""
+
+    index: int  # arrival index reported by the engine (counts every image the state has seen)
+    position: int  # position within its source's arrival order
+    key: str  # stable identifier within the source
+    name: str  # file path relative to the folder, or tile position
+    prediction: int  # adapted model's class index
+    prediction_label: str
+    confidence: float  # adapted model's probability of its prediction (0-1)
+    positive_prob: float  # adapted model's probability of the card's positive class (0-1)
+    source_prediction: int  # frozen source model's class index
+    source_label: str
+    source_confidence: float
+    uncertainty: float  # mean per-token uncertainty (nan when the method has none)
+    ground_truth: int | None
+    truth_label: str | None
+    seconds: float  # engine time for this image
+    tile: tuple[int, int, int, int, int, int] | None = None  # (col, row, x, y, width, height) of a slide tile
+    guard_message: str = ""  # what the collapse guard did after this image (empty: it did not act)
+    update_skipped: bool = False  # the method skipped its update on this image (non-finite loss)
+    decision_path: str = ""  # where the decision came from (I-DiPT+: engine.run.step.DecisionRecord.path)
+    site_group: int | None = None  # the site group it was judged in (I-DiPT+; None: none)
+    decision_threshold: float | None = None  # threshold on the source margin it was decided by
+    decision_reason: str = ""  # why that path (the guard that failed, ...)
+    restored: bool = False  # True for rows read back from a journal (no overlay available)
+
+    @property
+    def changed(self) -> bool:
+        """Adaptation changed the source model's prediction."""
+        return self.prediction != self.source_prediction
+
+    @property
+    def correct(self) -> bool | None:
+        return None if self.ground_truth is None else self.prediction == self.ground_truth
+
+    @property
+    def source_correct(self) -> bool | None:
+        return None if self.ground_truth is None else self.source_prediction == self.ground_truth
+
+    @property
+    def agreement(self) -> str:
+        """Adapted prediction vs. ground truth, with the source model's outcome when it differs."""
+        if self.ground_truth is None:
+            return ""
+        if self.correct and not self.source_correct:
+            return "correct (fixed)"
+        if not self.correct and self.source_correct:
+            return "wrong (broken)"
+        return "correct" if self.correct else "wrong"
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("restored")
+        # Events are rare: leave the defaults out so the journal's rows files stay small.
+        if not self.guard_message:
+            data.pop("guard_message")
+        if not self.update_skipped:
+            data.pop("update_skipped")
+        for key in ("decision_path", "site_group", "decision_threshold", "decision_reason"):
+            if data[key] in ("", None):
+                data.pop(key)
+        if self.tile is not None:
+            data["tile"] = list(self.tile)
+        for key in _FLOATS:
+            value = data[key]
+            data[key] = None if not math.isfinite(value) else round(float(value), 6)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PredictionRow:
+        """Inverse of :meth:`to_json` (marks the row ``restored``).
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not a row.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        for key in _FLOATS:
+            kwargs[key] = math.nan if kwargs.get(key) is None else float(kwargs[key])
+        for key in ("index", "position", "prediction", "source_prediction"):
+            kwargs[key] = int(kwargs[key])
+        for key in ("key", "name", "prediction_label", "source_label"):
+            kwargs[key] = str(kwargs[key])
+        if kwargs.get("tile") is not None:
+            kwargs["tile"] = tuple(int(v) for v in kwargs["tile"])
+            if len(kwargs["tile"]) != 6:
+                raise ValueError("a tile has six numbers")
+        kwargs["guard_message"] = str(kwargs.get("guard_message") or "")
+        kwargs["update_skipped"] = bool(kwargs.get("update_skipped", False))
+        kwargs["decision_path"] = str(kwargs.get("decision_path") or "")
+        kwargs["decision_reason"] = str(kwargs.get("decision_reason") or "")
+        group = kwargs.get("site_group")
+        kwargs["site_group"] = None if group is None else int(group)
+        threshold = kwargs.get("decision_threshold")
+        kwargs["decision_threshold"] = None if threshold is None else float(threshold)
+        kwargs["restored"] = True
+        return cls(**kwargs)
+
+
+def make_row(
+    item: StreamItem, step: StepResult, classes: Sequence[str], positive_class: int
+) -> PredictionRow:
+    """The row of ``item`` from the engine's result for it."""
+    tile = None
+    if item.tile is not None:
+        t = item.tile
+        tile = (t.col, t.row, t.x, t.y, t.width, t.height)
+    truth = item.ground_truth
+    probs, pred, src = step.probs, step.prediction, step.source_prediction
+    return PredictionRow(
+        index=step.index,
+        position=item.position,
+        key=item.key,
+        name=item.name,
+        prediction=pred,
+        prediction_label=classes[pred],
+        confidence=float(probs[pred]),
+        positive_prob=float(probs[positive_class]) if positive_class < len(probs) else math.nan,
+        source_prediction=src,
+        source_label=classes[src],
+        source_confidence=float(step.source_probs[src]),
+        uncertainty=step.mean_uncertainty,
+        ground_truth=truth,
+        truth_label=None if truth is None else classes[truth],
+        seconds=float(step.seconds),
+        tile=tile,
+        guard_message="" if step.guard_event is None else step.guard_event.message,
+        update_skipped=step.update_skipped,
+        **decision_fields(step.decision),
+    )
+
+
+def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
+    """The row fields of a step's decision record (empty for methods without one)."""
+    if decision is None:
+        return {}
+    return {
+        "decision_path": decision.path,
+        "site_group": decision.group if decision.group >= 0 else None,
+        "decision_threshold": float(decision.threshold),
+        "decision_reason": decision.reason,
+    }
+
+
+def describe_decision(row: PredictionRow) -> str:
+    """One line for people: where the row's decision came from (empty when the method records none)."""
+    if not row.decision_path:
+        return ""
+    where = f" in site group {row.site_group}" if row.site_group is not None else ""
+    threshold = row.decision_threshold
+    at = f", threshold {threshold:+.2f} on the source margin" if threshold else ", the source threshold"
+    reason = (
+        f" ({row.decision_reason})"
+        if row.decision_reason and row.decision_reason != row.decision_path
+        else ""
+    )
+    return f"decision: {row.decision_path}{where}{at}{reason}"
+
+
+def decision_summary(rows: Iterable[PredictionRow]) -> list[dict[str, Any]]:
+    """What adaptation changed, per site group and decision path (rows with a recorded decision).
+
+    One entry per (group, path) in order of the group's first image: ``images``, ``changed``
+    (decisions that differ from the source model's) and, where the truth is known, ``fixed``
+    and ``broken``, with ``labelled`` the images whose truth is known.
+    """
+    out: dict[tuple[int | None, str], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r.index):
+        if not row.decision_path:
+            continue
+        entry = out.setdefault(
+            (row.site_group, row.decision_path),
+            {
+                "group": row.site_group,
+                "path": row.decision_path,
+                "images": 0,
+                "changed": 0,
+                "labelled": 0,
+                "fixed": 0,
+                "broken": 0,
+            },
+        )
+        entry["images"] += 1
+        entry["changed"] += int(row.changed)
+        if row.correct is not None:
+            entry["labelled"] += 1
+            entry["fixed"] += int(bool(row.correct) and not row.source_correct)
+            entry["broken"] += int(not row.correct and bool(row.source_correct))
+    return list(out.values())
+
+
+def escape_cell(text: str) -> str:
+    """``text`` made safe to open in a spreadsheet: a leading ``'`` before a formula character."""
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def unescape_cell(text: str) -> str:
+    """Inverse of :func:`escape_cell` (a spreadsheet may also have dropped the ``'`` itself)."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
+
+
+def _num(value: float, digits: int = 6) -> str:
+    return "" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def csv_cells(row: PredictionRow) -> list[str]:
+    """The row's cells in :data:`CSV_COLUMNS` order, text escaped."""
+    tile = row.tile or ("", "", "", "", "", "")
+    correct = "" if row.correct is None else str(int(row.correct))
+    source_correct = "" if row.source_correct is None else str(int(row.source_correct))
+    return [
+        str(row.index),
+        str(row.position),
+        escape_cell(row.name),
+        escape_cell(row.prediction_label),
+        _num(row.confidence),
+        _num(row.positive_prob),
+        escape_cell(row.source_label),
+        _num(row.source_confidence),
+        str(int(row.changed)),
+        _num(row.uncertainty),
+        escape_cell(row.truth_label or ""),
+        correct,
+        source_correct,
+        *(str(v) for v in tile),
+        _num(row.seconds, 4),
+        str(int(row.update_skipped)),
+        escape_cell(row.guard_message),
+        row.decision_path,
+        "" if row.site_group is None else str(row.site_group),
+        "" if row.decision_threshold is None else _num(row.decision_threshold),
+        escape_cell(row.decision_reason),
+    ]
+
+
+def csv_text(header: Sequence[str], records: Iterable[Sequence[str]]) -> str:
+    """A whole CSV (header first), quoted by the csv module (names may hold commas and quotes)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(records)
+    return buf.getvalue()
+
+
+def predictions_csv(rows: Iterable[PredictionRow]) -> str:
+    """The predictions CSV of ``rows`` in arrival order."""
+    return csv_text(CSV_COLUMNS, (csv_cells(r) for r in sorted(rows, key=lambda r: r.index)))
+
+
+def read_csv_records(
+    path: Path, columns: Sequence[str], legacy: Sequence[Sequence[str]] = ()
+) -> list[dict[str, str]]:
+    """The records of a CSV this project wrote, read back as a spreadsheet may have left it.
+
+    A byte-order mark, Windows line ends and quoting that differs from ours are accepted; a
+    header that is not ``columns`` (columns renamed, dropped, reordered) is refused unless it is
+    one of the ``legacy`` headers an earlier version wrote (its records then get empty cells for
+    the newer columns), and so is a record with more cells than the header. A last line cut short
+    by a crash is dropped.
+
+    Raises:
+        OutputError: the file was changed beyond reading back; the message says how.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8", errors=CSV_ERRORS)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    text = text.removeprefix("\ufeff")
+    complete = text.endswith(("\n", "\r"))
+    lines = list(csv.reader(io.StringIO(text, newline="")))
+    if not complete and lines:
+        lines.pop()  # torn by a crash mid-row: the journal has the row if it counted
+    lines = [cells for cells in lines if any(c.strip() for c in cells)]
+    if not lines:
+        return []
+    header = [c.strip() for c in lines[0]]
+    if header in [list(h) for h in legacy]:
+        columns = header
+    if header != list(columns):
+        raise OutputError(
+            f"{path}: its columns are not the ones this program writes (found {', '.join(header[:8])}"
+            f"{', ...' if len(header) > 8 else ''}); it was edited or written by something else"
+        )
+    records = []
+    for number, cells in enumerate(lines[1:], start=2):
+        if len(cells) > len(columns):
+            raise OutputError(f"{path}: line {number} has {len(cells)} cells, the header {len(columns)}")
+        records.append(dict(zip(columns, [*cells, *[""] * (len(columns) - len(cells))], strict=True)))
+    return records

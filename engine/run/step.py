@@ -1,0 +1,88 @@
+"""What one adaptation step returns, and the refusal of a state saved with other settings.
+
+(:class:`DecisionRecord`, what a method records about a decision, lives with the methods in
+:mod:`engine.methods.decision`.)
+
+Both cross from the engine to its callers (the stream loop, the app, the benchmark), so they hold
+only numpy arrays, Python scalars and frozen dataclasses: safe to pass between threads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import StateError
+from engine.methods.decision import DecisionRecord
+from engine.run.guard import GuardEvent
+
+
+class SettingsMismatchError(StateError):
+    """A saved state was made with other method settings than the session's.
+
+    Attributes:
+        differences: one ``name: saved, now`` line per differing setting.
+    """
+
+    def __init__(self, origin: str, method: str, differences: list[str]) -> None:
+        self.origin = origin
+        self.differences = differences
+        super().__init__(
+            f"{origin}: the state was saved with other {method} settings ({'; '.join(differences)})"
+        )
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one image; only numpy arrays and Python scalars (safe across threads).
+
+    Attributes:
+        index: arrival index of the image in this session's stream (0-based, survives save/load).
+        probs: ``(C,)`` class probabilities of the adapted model.
+        prediction: the adapted model's class index.
+        confidence: ``probs[prediction]``.
+        source_probs: ``(C,)`` probabilities of the frozen source model.
+        source_prediction: the source model's class index.
+        uncertainty: ``grid``-shaped per-token uncertainty, or None for methods without one.
+        uncertain_tokens: flat row-major patch indices of T_U (empty if none).
+        reliable_tokens: flat row-major patch indices of T_R (empty if none).
+        grid: the patch grid ``(rows, cols)``.
+        seconds: wall time of the step, preprocessing included.
+        diagnostics: the method's scalars (loss, norms, ...), for traces and plots.
+        guard_event: what the collapse guard did after this image, None when it did not act.
+        update_skipped: the method kept its last good state (non-finite loss or gradient).
+        views_kept: masked views that entered the loss (I-DiPT), None for methods without views.
+        hist_adapted / hist_source: predictions per class of the adapted / source model so far
+            (this image included).
+        decision: where the reported decision came from (I-DiPT+), None for other methods.
+    """
+
+    index: int
+    probs: np.ndarray
+    prediction: int
+    confidence: float
+    source_probs: np.ndarray
+    source_prediction: int
+    uncertainty: np.ndarray | None
+    uncertain_tokens: np.ndarray
+    reliable_tokens: np.ndarray
+    grid: tuple[int, int]
+    seconds: float
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    guard_event: GuardEvent | None = None
+    update_skipped: bool = False
+    views_kept: int | None = None
+    hist_adapted: tuple[int, ...] = ()
+    hist_source: tuple[int, ...] = ()
+    decision: DecisionRecord | None = None
+
+    @property
+    def mean_uncertainty(self) -> float:
+        return float(self.uncertainty.mean()) if self.uncertainty is not None else math.nan
+
+    @property
+    def changed(self) -> bool:
+        """True when adaptation changed the source model's decision."""
+        return self.prediction != self.source_prediction
