@@ -1,6 +1,7 @@
 """F²TTA engine: frozen timm ViTs adapted at test time (I-DiPT and baselines), no Qt.
 
-The desktop app and the CLI use only the names exported here.
+The desktop app uses only the names exported here (through ``app/_engine.py``); the CLI, the
+benchmark and the tests import from the sub-packages (``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from engine.errors import (
     ModelLoadError,
     StateError,
 )
+from engine.io.arrival import ORDERS
+from engine.io.arrival import class_sorted_warning as check_class_sorted
 from engine.io.images import IMAGE_EXTENSIONS, list_images, read_image
 from engine.io.slides import Slide, SlideError, Tile, TilePlan, tissue_mask
 from engine.io.sources import (
@@ -42,10 +45,12 @@ from engine.methods import (
     TTAMethod,
     get_method_class,
     list_methods,
+    method_config,
     method_config_class,
     register_method,
 )
 from engine.model.card import LoadedModel, ModelCard, load_model, save_model
+from engine.model.kind import KIND_SAMPLES, Kind, KindTally, dominant_kind, image_kind, model_kind
 from engine.model.prompted_vit import PrefixPrompts, PromptedViT
 from engine.run.guard import GuardConfig, GuardEvent
 from engine.run.journal import Journal
@@ -77,13 +82,16 @@ from engine.run.stream import (
 )
 from engine.util.atomic import atomic_write_bytes
 from engine.util.device import select_device
-from engine.util.files import NotRegularOutputError, check_output, open_append
+from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_append
+from engine.util.jsonlines import KeyedJsonLines
 from engine.util.text import shown
 
 __all__ = [
     "CSV_COLUMNS",
     "DEFAULT_METHOD",
     "IMAGE_EXTENSIONS",
+    "KIND_SAMPLES",
+    "ORDERS",
     "STEP_EVENT_ATTR",
     "F2TTAError",
     "F2TTAWarning",
@@ -96,6 +104,9 @@ __all__ = [
     "IDiPTConfig",
     "ImageReadError",
     "Journal",
+    "KeyedJsonLines",
+    "Kind",
+    "KindTally",
     "LoadedModel",
     "LockedError",
     "MethodOutput",
@@ -128,21 +139,27 @@ __all__ = [
     "TTAMethod",
     "Tile",
     "TilePlan",
+    "UnsafeFileError",
     "__version__",
     "atomic_write_bytes",
     "build_config",
+    "check_class_sorted",
     "check_output",
     "coerce",
     "decision_summary",
     "describe_decision",
+    "dominant_kind",
     "escape_cell",
     "fields_of",
     "get_method_class",
+    "image_kind",
     "list_images",
     "list_methods",
     "load_model",
     "make_row",
+    "method_config",
     "method_config_class",
+    "model_kind",
     "open_append",
     "open_folder",
     "open_slide_source",

@@ -53,5 +53,6 @@ def choose_wait_policy(
     return "PASSIVE"
 
 
-#: What :func:`choose_wait_policy` did when the engine was first imported (None: nothing).
+#: What :func:`choose_wait_policy` did when the engine was first imported (None: nothing);
+#: ``docs/reliability.md`` points users to it.
 CHOSEN = choose_wait_policy()

@@ -19,13 +19,14 @@ from app.core.applicability import (
     one_class_collapse,
     subfolder_warning,
 )
-from app.core.arrival import class_runs, class_sorted_warning, interleave
+from app.core.arrival import class_sorted_warning
 from app.core.clinical import clinical_metrics, confident_errors
-from app.core.names import METHOD_LABELS, describe_model, method_label, readable_help
+from app.core.names import describe_model, method_label, readable_help
 from app.core.overlay import Overlay
 from app.core.reviews import OverlayStore, ReviewMark, ReviewStore
 from app.reports.pdf import paginate
-from engine import DEFAULT_METHOD, ModelCard, list_methods, open_folder
+from engine import DEFAULT_METHOD, ModelCard, get_method_class, list_methods, open_folder
+from engine.io.arrival import class_runs
 
 
 def test_subfolders_that_are_not_classes_are_named(tmp_path: Path) -> None:
@@ -49,12 +50,14 @@ def test_class_sorted_stream_is_warned_and_interleaving_mixes_it(tmp_path: Path)
     assert class_runs([t for t in truths if t is not None]) == [(0, 12), (1, 12)]
     text = class_sorted_warning(source, CLASSES)
     assert text is not None and "normal ×12 → tumor ×12" in text
-    mixed = interleave(source, seed=0)
+    mixed = open_folder(source.root, CLASSES, "interleaved", seed=0)
     assert [it.position for it in mixed.items] == list(range(24))
     assert sorted(it.key for it in mixed.items) == sorted(it.key for it in source.items)
     assert class_sorted_warning(mixed, CLASSES) is None
-    assert [it.key for it in interleave(source, seed=0).items] == [it.key for it in mixed.items], "seeded"
-    assert [it.key for it in interleave(source, seed=1).items] != [it.key for it in mixed.items]
+    again = open_folder(source.root, CLASSES, "interleaved", seed=0)
+    assert [it.key for it in again.items] == [it.key for it in mixed.items], "seeded"
+    other = open_folder(source.root, CLASSES, "interleaved", seed=1)
+    assert [it.key for it in other.items] != [it.key for it in mixed.items]
     labels_csv = open_folder(make_folder(tmp_path / "csv", 24, labelled="csv"), CLASSES)
     assert class_sorted_warning(labels_csv, CLASSES) is None, "alternating labels are not sorted"
 
@@ -148,8 +151,9 @@ def test_pdf_blocks_never_split_and_keep_headings_with_content() -> None:
 
 
 def test_method_names_are_readable_and_the_default_comes_from_the_engine() -> None:
-    assert set(list_methods()) <= set(METHOD_LABELS), "every method has a readable name"
-    assert all(" " in label for label in METHOD_LABELS.values()), "no bare acronyms"
+    labels = {name: get_method_class(name).label for name in list_methods()}
+    assert all(labels.values()), f"every method has a readable name: {labels}"
+    assert all(" " in label for label in labels.values()), "no bare acronyms"
     assert method_label(DEFAULT_METHOD).endswith("· default")
     assert "T_U" not in readable_help("K: percent of patch tokens in T_U and in T_R")
     card = ModelCard(

@@ -142,3 +142,33 @@ def test_state_of_another_method_is_refused(
     assert _run(tiny_model_path, inp, tmp_path / "o.csv", tmp_path / "s", "--method", "source") == 2
     assert f"method '{DEFAULT_METHOD}'" in capsys.readouterr().err
     assert np.isfinite([float(r["confidence"]) for r in read_rows(tmp_path / "o.csv")]).all()
+
+
+def test_a_folder_begun_interleaved_continues_in_that_order_without_order(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """The journal records the arrival order and seed (as the app begins a profile), so ``f2tta run``
+    without ``--order`` continues the same shuffle, and the rows match one uninterrupted run."""
+    inp = _folder(tmp_path / "in", 10)
+    whole_state, whole_out = tmp_path / "whole", tmp_path / "whole.csv"
+    assert (
+        _run(tiny_model_path, inp, whole_out, whole_state, "--order", "interleaved", "--order-seed", "5") == 0
+    )
+    whole = [r["item"] for r in read_rows(whole_out)]
+    assert whole != sorted(whole), "a seeded shuffle, not the name order"
+
+    state, out = tmp_path / "state", tmp_path / "out.csv"
+    session = Session(tiny_model_path, method=DEFAULT_METHOD)
+    job = open_folder_job(session, inp, state, out, order="interleaved", order_seed=5, save_every=1)
+    try:
+        for outcome in job.run.outcomes():
+            if isinstance(outcome, Predicted) and outcome.row.index >= 3:
+                job.run.request_stop()
+    finally:
+        job.journal.close()
+    assert _run(tiny_model_path, inp, out, state) == 0  # no --order: the recorded one
+    assert [r["item"] for r in read_rows(out)] == whole
+    assert read_state(state)[1]["extra"]["sources"][str(inp.resolve())]["arrival"] == {
+        "order": "interleaved",
+        "seed": 5,
+    }

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine import Session, load_model
+from engine import Session, get_method_class, load_model
 from engine.errors import StateError
 from engine.methods.foa_shift import FOAShiftConfig
 from engine.methods.idipt_plus import (
@@ -35,7 +35,7 @@ from engine.model.source_reference import (
 )
 from tests.conftest import random_images
 
-SMALL = {"bank_size": 2, "graph_dim": 16, "mc_passes": 3}
+SMALL = dict(get_method_class("idipt+").test_settings)  # I-DiPT's, inherited
 SETTINGS = IDiPTPlusConfig().operating_point_settings()
 
 

@@ -1,6 +1,6 @@
 """Invariants of every registered method: shapes, frozen source model, what adapts, reset, state.
 
-Each method runs with a small configuration (:data:`SMALL`) so that every code path (warm-up,
+Each method runs with a small configuration (each method's ``test_settings``) so that every code path (warm-up,
 memory banks, coreset, augmentation, filters) is reached within a handful of 32-pixel images.
 """
 
@@ -26,15 +26,6 @@ from engine.methods.sar import SAR
 from engine.methods.vptta import VPTTA
 from tests.conftest import random_images
 
-SMALL: dict[str, dict[str, Any]] = {
-    "idipt": {"bank_size": 2, "graph_dim": 16, "mc_passes": 3},
-    "dltta": {"memory_size": 2, "neighbours": 2},
-    "sar": {"margin_factor": 1.0},  # random 2-class logits sit near ln 2: let them pass the filter
-    "cotta": {"aug_views": 3, "confidence_threshold": 1.0},  # always average augmentations
-    "vptta": {"source_images": 1, "memory_size": 3, "neighbours": 2},
-    "cmae": {"mc_passes": 3},
-    "dpcore": {"source_images": 1, "ood_steps": 2},
-}
 METHODS = list_methods()
 #: Methods that update weights of a private copy of the backbone.
 COPY_METHODS = [m for m in METHODS if issubclass(get_method_class(m), AdaptedCopyMethod)]
@@ -52,7 +43,7 @@ def _config(name: str, **overrides: Any) -> Any:
     cls = get_method_class(name).config_class
     if cls is None:
         return None
-    return cls(**{**SMALL.get(name, {}), **overrides})
+    return cls(**{**get_method_class(name).test_settings, **overrides})
 
 
 def _session(path: Path, name: str, seed: int = 0, **overrides: Any) -> Session:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from app._engine import FolderSource, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
-from app.core.names import method_label
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
@@ -111,7 +110,3 @@ def exported(directory: str, names: Sequence[str]) -> Banner:
 
 def export_failed(message: str) -> Banner:
     return Banner("export", "error", message, (("show-log", "Show log"),))
-
-
-def method_changed(profile: str, method: str) -> str:
-    return f"Profile '{profile}' now runs {method_label(method)}."

@@ -5,29 +5,23 @@
   warning instead of being silently treated as unlabelled.
 * **One-class collapse**: when nearly every prediction falls in one class (and the ground truth,
   where there is any, does not say so), the model probably does not apply.
-* **Image kind**: fundus photographs (a bright disc on black corners) and bright-field histology
-  look different enough for a simple test on the previews; when the images look like the other
-  kind than the model was trained on, the app offers the matching demo model.
+* **Image kind**: the engine's judge (``engine/model/kind.py``, re-exported here) tells fundus
+  photographs from bright-field histology on previews; when the images look like the other kind
+  than the model was trained on, the app offers the matching demo model.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
 
 import numpy as np
 
-from app._engine import FolderSource, ModelCard, PredictionRow
+from app._engine import FolderSource, Kind, PredictionRow, dominant_kind, image_kind, model_kind
 
-Kind = Literal["histology", "fundus"]
 KIND_NAMES: dict[str, str] = {"histology": "histology", "fundus": "fundus photographs"}
-# Synthetic-data kinds recorded in model cards (``training.dataset.synth.kind``) -> image kind.
-_SYNTH_KINDS: dict[str, Kind] = {"histo": "histology", "lesion": "histology", "fundus": "fundus"}
-_FUNDUS_CLASSES = {"glaucoma", "referable", "dr", "retinopathy", "amd", "cataract"}
-_HISTOLOGY_CLASSES = {"tumor", "tumour", "metastasis", "stroma", "lymphocytes", "necrosis", "mucosa"}
 
 COLLAPSE_SHARE = 0.95  # share of predictions in one class that counts as a collapse
 COLLAPSE_MIN_IMAGES = 20  # predictions needed before the share means anything
@@ -95,47 +89,16 @@ def one_class_collapse(rows: Sequence[PredictionRow]) -> Collapse | None:
     return Collapse(label, count, len(rows), confidence)
 
 
-def image_kind(rgb: np.ndarray) -> Kind | None:
-    """``"fundus"`` for a bright field on dark corners, ``"histology"`` for a bright stained field.
-
-    Args:
-        rgb: ``(H, W, 3)`` uint8 image (a preview is enough).
-    """
-    if rgb.ndim != 3 or rgb.shape[0] < 8 or rgb.shape[1] < 8:
-        return None
-    h, w = rgb.shape[:2]
-    c = max(2, min(h, w) // 8)
-    corners = np.concatenate([rgb[:c, :c], rgb[:c, -c:], rgb[-c:, :c], rgb[-c:, -c:]], axis=0).reshape(
-        -1, rgb.shape[2]
-    )
-    centre = rgb[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4].astype(np.float64)
-    dark_corners = float((corners[:, :3].max(axis=1) < 40).mean())
-    if dark_corners >= 0.7 and centre.mean() > 40:
-        return "fundus"
-    if dark_corners < 0.2 and centre.mean() > 110:
-        return "histology"
-    return None
-
-
-def dominant_kind(images: Iterable[np.ndarray]) -> Kind | None:
-    """The kind most images have, when at least two thirds of those recognised agree."""
-    kinds = Counter(k for k in (image_kind(im) for im in images) if k is not None)
-    if not kinds:
-        return None
-    kind, count = kinds.most_common(1)[0]
-    return kind if count >= 2 / 3 * sum(kinds.values()) else None
-
-
-def model_kind(card: ModelCard) -> Kind | None:
-    """What images a model was trained on, from its card (synthetic-data record, class names, mpp)."""
-    training = card.training if isinstance(card.training, dict) else {}
-    dataset = training.get("dataset")
-    synth = dataset.get("synth") if isinstance(dataset, dict) else None
-    if isinstance(synth, dict) and synth.get("kind") in _SYNTH_KINDS:
-        return _SYNTH_KINDS[str(synth["kind"])]
-    names = {c.lower() for c in card.classes}
-    if names & _FUNDUS_CLASSES:
-        return "fundus"
-    if names & _HISTOLOGY_CLASSES or card.mpp is not None:
-        return "histology"
-    return None
+__all__ = [
+    "COLLAPSE_MIN_IMAGES",
+    "COLLAPSE_SHARE",
+    "KIND_NAMES",
+    "MANY_FOLDERS",
+    "Collapse",
+    "Kind",
+    "dominant_kind",
+    "image_kind",
+    "model_kind",
+    "one_class_collapse",
+    "subfolder_warning",
+]

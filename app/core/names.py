@@ -2,23 +2,7 @@
 
 from __future__ import annotations
 
-from app._engine import DEFAULT_METHOD, ModelCard
-
-# Registered method name -> what the method list, the status bar and the reports call it.
-METHOD_LABELS: dict[str, str] = {
-    "idipt+": "I-DiPT+ (per-site operating point)",
-    "idipt": "I-DiPT (paper)",
-    "source": "No adaptation (source model only)",
-    "tent": "Tent (entropy minimisation)",
-    "sar": "SAR (sharpness-aware entropy minimisation)",
-    "cotta": "CoTTA (continual mean teacher)",
-    "dltta": "DLTTA (Tent with a dynamic learning rate)",
-    "dpcore": "DPCore (coreset of visual prompts)",
-    "foa-shift": "FOA shift (forward-only activation shift)",
-    "t3a": "T3A (prototype classifier adjustment)",
-    "vptta": "VPTTA (per-image frequency prompt)",
-    "cmae": "Continual-MAE (masked autoencoding)",
-}
+from app._engine import DEFAULT_METHOD, ModelCard, get_method_class
 
 # The two token sets uncertainty-oriented masking selects, in words (the paper's T_U and T_R).
 UNCERTAIN_TOKENS = "Uncertain patches (masked)"
@@ -31,8 +15,8 @@ def readable_help(text: str) -> str:
 
 
 def method_label(name: str) -> str:
-    """The readable name of a registered method (the default method is marked as such)."""
-    label = METHOD_LABELS.get(name, name)
+    """The readable name of a registered method (its ``label``; the default method is marked as such)."""
+    label = get_method_class(name).label or name
     return f"{label} · default" if name == DEFAULT_METHOD else label
 
 

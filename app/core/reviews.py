@@ -16,17 +16,15 @@ file is read, and reading rewrites the file with one line per key when it holds 
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from app._engine import atomic_write_bytes, open_append, source_hash
+from app._engine import KeyedJsonLines, UnsafeFileError, source_hash
 from app.core.overlay import Overlay
 
 T = TypeVar("T")
@@ -55,61 +53,23 @@ class ReviewMark:
         return self.label == self.prediction
 
 
-class _JsonLines:
-    """An append-only JSON-lines file with last-wins keys."""
+def _read_kept(file: KeyedJsonLines, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
+    """The last record of each key that ``keep`` accepts; compacts the file when it shrinks.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[str] | None = None
-
-    def read(self, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
-        """The last record of each key that ``keep`` accepts; compacts the file when it shrinks."""
-        self.close()
+    A file that cannot be read is logged and reads as empty (the review goes on without it).
+    """
+    try:
+        records, lines = file.read()
+    except (OSError, UnsafeFileError) as exc:
+        logger.warning("%s cannot be read: %s", file.path, exc)
+        return {}
+    found = {k: r for k, r in records.items() if keep(r)}
+    if len(found) < lines:
         try:
-            lines = self.path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
-        except FileNotFoundError:
-            return {}
+            file.rewrite(found.values())
         except OSError as exc:
-            logger.warning("%s cannot be read: %s", self.path, exc)
-            return {}
-        found: dict[str, dict[str, Any]] = {}
-        for line in lines:
-            try:
-                record = json.loads(line)
-                key = str(record["k"])
-            except (ValueError, TypeError, KeyError):
-                continue  # a line cut short by a crash
-            found[key] = record
-        found = {k: r for k, r in found.items() if keep(r)}
-        if len(found) < len(lines):
-            text = "".join(json.dumps(r) + "\n" for r in found.values())
-            try:
-                atomic_write_bytes(self.path, text.encode("utf-8", errors="surrogateescape"))
-            except OSError as exc:
-                logger.warning("%s cannot be compacted: %s", self.path, exc)
-        return found
-
-    def append(self, record: dict[str, Any], durable: bool = False) -> None:
-        """Append one record (flushed; ``durable``: also fsync'ed).
-
-        Raises:
-            OSError: it cannot be written.
-        """
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open_append(self.path, encoding="utf-8", errors="surrogateescape")
-        self._fh.write(json.dumps(record) + "\n")
-        self._fh.flush()
-        if durable:
-            os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        if self._fh is not None:
-            try:
-                self._fh.close()
-            except OSError:
-                pass
-            self._fh = None
+            logger.warning("%s cannot be compacted: %s", file.path, exc)
+    return found
 
 
 class _SourceStore:
@@ -123,7 +83,7 @@ class _SourceStore:
     SUFFIX = ""  # the file's name after the source's hash
 
     def __init__(self, folder: Path, source_id: str) -> None:
-        self._file = _JsonLines(source_file(folder, source_id, self.SUFFIX))
+        self._file = KeyedJsonLines(source_file(folder, source_id, self.SUFFIX), key="k")
 
     @property
     def path(self) -> Path:
@@ -134,7 +94,7 @@ class _SourceStore:
     ) -> dict[str, T]:
         """The records ``keep`` accepts, parsed by key; records ``parse`` cannot read are dropped."""
         out = {}
-        for key, record in self._file.read(keep).items():
+        for key, record in _read_kept(self._file, keep).items():
             try:
                 out[key] = parse(key, record)
             except (KeyError, TypeError, ValueError):

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
 
-from app._engine import PredictionRow, SlideSource, Source
-from app.core.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, image_kind, one_class_collapse
+from app._engine import KindTally, PredictionRow, SlideSource, Source
+from app.core.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, one_class_collapse
 from app.core.caches import LruCache
 from app.core.clinical import ClinicalMetrics, clinical_metrics
 from app.core.messages import ItemResult
@@ -28,8 +27,6 @@ from app.core.progress import ProgressMeter
 from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import Cell, Notifier, RowChange, Selection, review_text
 from app.core.stats import PlotData, RunStatistics, segment_size_for
-
-KIND_SAMPLES = 24  # previews whose look (fundus or histology) is judged per source
 
 
 class RunModel:
@@ -57,11 +54,10 @@ class RunModel:
         self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (dataset truth)
         self.marks: dict[str, ReviewMark] = {}  # review marks by item key
         self.reviews: ReviewStore | None = None  # where marks are kept (None: not kept)
-        self.kinds: Counter[Kind] = Counter()  # what the first previews look like
+        self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         self.checks: list[str] = []  # applicability warnings about this source (for the reports)
-        self.run_failures = self.run_guard_events = self.run_skipped_updates = 0
-        self._judged = 0  # previews judged for their kind
+        self.run_guard_events = self.run_skipped_updates = 0
         self._collapse_checked = 0  # rows when the collapse was last checked
         self._row_of_position: dict[int, int] = {}
         self._position_of_cell: dict[tuple[int, int], int] = {}
@@ -110,8 +106,8 @@ class RunModel:
             self.reviews.close()
         self.reviews = reviews
         self.marks = reviews.load() if reviews is not None else {}
-        self.kinds, self.collapse, self.checks = Counter(), None, []
-        self._judged = self._collapse_checked = 0
+        self.kinds, self.collapse, self.checks = KindTally(), None, []
+        self._collapse_checked = 0
         self.previews.clear()
         self.heat_levels = None
         self._row_of_position, self._position_of_cell = {}, {}
@@ -152,7 +148,7 @@ class RunModel:
     def start_run(self, counters: bool = True) -> None:
         """A run starts (``counters``: count its events afresh) or resumes after a pause."""
         if counters:
-            self.run_failures = self.run_guard_events = self.run_skipped_updates = 0
+            self.run_guard_events = self.run_skipped_updates = 0
         self.progress.start(self.progress.done, self.progress.total)
 
     def add_results(self, batch: Sequence[ItemResult]) -> None:
@@ -163,11 +159,7 @@ class RunModel:
             self.heat_levels = widen_levels(self.heat_levels, result.overlay)
             if result.preview is not None:
                 self.previews.put(position, result.preview)
-                if self._judged < KIND_SAMPLES:
-                    self._judged += 1
-                    kind = image_kind(result.preview)
-                    if kind is not None:
-                        self.kinds[kind] += 1
+                self.kinds.add(result.preview)
             self.run_guard_events += bool(result.row.guard_message)
             self.run_skipped_updates += result.row.update_skipped
             if result.row.guard_message or result.row.update_skipped:
@@ -177,7 +169,6 @@ class RunModel:
         self.progress.add(len(batch))
 
     def note_failure(self, retried: bool) -> None:
-        self.run_failures += 1
         if not retried:
             self.pending = max(self.pending - 1, 0)
 
@@ -242,11 +233,8 @@ class RunModel:
             self.collapse_noted.emit(self.collapse)
 
     def looks_like(self) -> Kind | None:
-        """What most of the judged previews look like (two thirds must agree)."""
-        if not self.kinds:
-            return None
-        kind, count = self.kinds.most_common(1)[0]
-        return kind if count >= 2 / 3 * sum(self.kinds.values()) else None
+        """What most of the judged previews look like (the engine's verdict, :class:`KindTally`)."""
+        return self.kinds.verdict()
 
     # -- review marks ----------------------------------------------------------------------------
     def effective(self, row: PredictionRow) -> PredictionRow:

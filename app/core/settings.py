@@ -22,7 +22,6 @@ FUNDUS_DEMO_MODEL = RESOURCES / "demo-fundus" / "model.safetensors"
 DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
 DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
 DEMO_PROFILES = {"histology": "Demo histology", "fundus": "Demo fundus"}
-DEVICES = ("auto", "cpu", "cuda", "mps")
 
 ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)
 

@@ -95,11 +95,6 @@ def lost_references() -> dict[str, int]:
     return {name: before[name] - after[name] for name in watched if before[name] - after[name] >= PROBES // 2}
 
 
-def emit_takes_a_reference() -> bool:
-    """Whether calls into PySide6 take references from a singleton (the bug), e.g. from ``True`` at ``emit()``."""
-    return bool(lost_references())
-
-
 def _add_references(value: object, count: int) -> bool:
     """Add ``count`` references to ``value`` (its ``ob_refcnt``, the first field of the object)."""
     before = sys.getrefcount(value)

@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app._engine import (
     F2TTAError,
     Failed,
+    FolderSource,
     Journal,
     Outcome,
     Paused,
@@ -260,6 +261,9 @@ class EngineWorker(QObject):
             source_id=self._source.source_id,
             journal=self._journal,
             save_every=max(every, 0),
+            arrival=(self._source.order, self._source.seed)
+            if isinstance(self._source, FolderSource)
+            else None,
         )
         self._outcomes = self._run.outcomes()
         self._schedule()

@@ -13,8 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import F2TTAError, Picture, Slide, SlideSource, Source, Tile, read_image, read_item
-from app.core.applicability import dominant_kind
+from app._engine import (
+    F2TTAError,
+    Kind,
+    Picture,
+    Slide,
+    SlideSource,
+    Source,
+    Tile,
+    dominant_kind,
+    read_image,
+    read_item,
+)
 from app.core.messages import RegionRead, RegionRequest
 from app.core.overlay import preview_array
 from app.reports.files import ReportData, StagedReports
@@ -22,7 +32,10 @@ from app.reports.files import ReportData, StagedReports
 logger = logging.getLogger(__name__)
 
 PREVIEW_SIZE = 384  # longest side of the preview kept for display, in pixels
-KIND_SAMPLES = 8  # images read when a folder opens, to tell fundus from histology
+
+#: Images read when a folder opens to judge its kind (a run's previews then judge up to the
+#: engine's ``KIND_SAMPLES``, :class:`engine.model.kind.KindTally`).
+OPEN_SAMPLES = 8
 
 
 def card_checksum(checkpoint: Path) -> str:
@@ -42,19 +55,19 @@ def frozen(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def judge_kind(source: Source) -> str | None:
+def judge_kind(source: Source) -> Kind | None:
     """What a few of the source's images look like (``"fundus"``, ``"histology"``), read small."""
     if isinstance(source, SlideSource):
         return "histology"  # a bright-field slide
     items = source.items
-    step = max(1, len(items) // KIND_SAMPLES)
+    step = max(1, len(items) // OPEN_SAMPLES)
     previews = []
-    for item in items[::step][:KIND_SAMPLES]:
+    for item in items[::step][:OPEN_SAMPLES]:
         try:
             previews.append(preview_array(read_item(item), 128))
         except Exception:  # an unreadable image says nothing about the others; the run reports it
             continue
-    return dominant_kind(previews)
+    return dominant_kind(previews, OPEN_SAMPLES)
 
 
 def read_preview(source: Source | None, slide: Slide | None, position: int) -> np.ndarray | None:

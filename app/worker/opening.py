@@ -19,22 +19,19 @@ from app._engine import (
     Slide,
     Source,
     StateError,
-    build_config,
-    method_config_class,
+    method_config,
     open_folder,
     open_slide_source,
     tissue_mask,
 )
 from app.core import notices
-from app.core.arrival import engine_order, interleave
 from app.core.messages import SessionRequest, SourceRequest
 from app.core.profiles import Profile, ProfileStore
 
 
 def load_session(request: SessionRequest) -> Session:
     """The model and method of ``request`` on its device (raises what loading raises)."""
-    cls = method_config_class(request.method)
-    config = build_config(cls, request.method_config) if cls is not None else None
+    config = method_config(request.method, request.method_config)
     return Session(
         request.model,
         method=request.method,
@@ -83,6 +80,7 @@ def open_source(request: SourceRequest, card: ModelCard) -> OpenSource:
         slide_source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
         tissue = tissue_mask(slide_source.thumbnail)[0]
         return OpenSource(slide_source, Slide(request.path), tissue)
-    folder = open_folder(request.path, card.classes, engine_order(request.order), request.manifest)
-    source: Source = interleave(folder, request.seed) if request.order == "interleaved" else folder
+    source: Source = open_folder(
+        request.path, card.classes, request.order, request.manifest, seed=request.seed
+    )
     return OpenSource(source, None, None)

@@ -22,14 +22,28 @@ from engine.bench.protocol import StreamParams, Subset, apply_prior, default_fra
 from engine.config import FieldInfo, coerce, fields_of
 from engine.data.readers import Dataset, open_dataset
 from engine.errors import F2TTAError
-from engine.methods import get_method_class, list_methods, method_config_class
+from engine.methods import get_method_class, list_methods, method_config, method_config_class
 from engine.model.card import card_path_for, read_card
 
 logger = logging.getLogger(__name__)
 
-PAPER_METHODS = ("source", "tent", "dltta", "sar", "cotta", "vptta", "cmae", "dpcore", "idipt")
+
+def default_methods() -> tuple[str, ...]:
+    """The default table's rows: the registered methods with a ``bench_order``, in that order.
+
+    The paper's methods come first, then the project's own method and its comparators; a method
+    joins the table by setting ``bench_order`` in its own file.
+    """
+    ranked = [
+        (order, name) for name in list_methods() if (order := get_method_class(name).bench_order) is not None
+    ]
+    return tuple(name for _, name in sorted(ranked))
+
+
 #: The default table: the paper's methods, then the project's own method and its comparators.
-DEFAULT_METHODS = (*PAPER_METHODS, "idipt+", "foa-shift", "t3a")
+DEFAULT_METHODS = default_methods()
+#: The methods the paper compares, in the table's order.
+PAPER_METHODS = tuple(name for name in DEFAULT_METHODS if get_method_class(name).in_paper)
 SWEEP_ALIASES = {"k": "mask_percent", "bank": "bank_size"}  # --sweep key -> IDiPTConfig field
 _DELTA = FieldInfo("delta", float, 1.0, "stream δ", low=0.0)
 # The listing plan_bench made, reused by serial jobs in this process (see engine.bench.job).
@@ -184,14 +198,9 @@ def split_sweep(text: str) -> tuple[str, str]:
 def make_config(method: str, overrides: Iterable[tuple[str, Any]]) -> Any:
     """The method's config dataclass with ``overrides`` (None for a method without config)."""
     over = dict(overrides)
-    cls = method_config_class(method)
-    if cls is None:
-        if over:
-            raise BenchError(f"method {method!r} has no settings to change ({', '.join(over)})")
-        return None
     try:
-        return cls(**over)
-    except (TypeError, ValueError) as exc:
+        return method_config(method, over)
+    except ValueError as exc:
         raise BenchError(f"{method} settings {over}: {exc}") from exc
 
 
@@ -285,11 +294,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
     if settings.methods is not None:
         methods = list(settings.methods)
     else:
-        registered = set(list_methods())
-        methods = [m for m in DEFAULT_METHODS if m in registered]
-        missing = [m for m in DEFAULT_METHODS if m not in registered]
-        if missing:
-            logger.warning("methods not registered, left out: %s", ", ".join(missing))
+        methods = list(default_methods())
     rows = plan_rows(methods, methods_given, settings.ablation, settings.sweep)
     if not settings.seeds:
         raise BenchError("no seeds given")

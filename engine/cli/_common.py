@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine.config import build_config, parse_assignments
-from engine.methods import DEFAULT_METHOD, list_methods, method_config_class
+from engine.config import parse_assignments
+from engine.methods import DEFAULT_METHOD, list_methods, method_config, method_config_class
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +51,5 @@ def method_config_from_args(args: argparse.Namespace) -> Any:
     Raises:
         ValueError: a ``--set`` item names no field or has a bad value (the message says which).
     """
-    cls = method_config_class(args.method)
-    overrides = parse_assignments(cls, args.set)
-    return None if cls is None else build_config(cls, overrides)
+    overrides = parse_assignments(method_config_class(args.method), args.set)
+    return method_config(args.method, overrides)

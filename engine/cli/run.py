@@ -18,6 +18,7 @@ from engine.cli._common import (
     method_config_from_args,
 )
 from engine.errors import F2TTAError
+from engine.io.arrival import ORDERS
 from engine.run.outputs import config_path, skipped_path
 from engine.run.runner import (
     EXIT_INTERRUPTED,
@@ -47,9 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--order",
-        choices=("name", "mtime", "manifest"),
-        default="name",
-        help="arrival order (default: name; manifest: manifest.csv/.txt in the folder or --manifest)",
+        choices=ORDERS,
+        default=None,
+        help="arrival order (manifest: manifest.csv/.txt in the folder or --manifest; interleaved: "
+        "a seeded shuffle, --order-seed). Default: the order the state last ran this folder in (an "
+        "app profile's too), else name",
+    )
+    parser.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the interleaved order (default: the recorded one, else 0)",
     )
     parser.add_argument("--manifest", type=Path, help="file listing the images in arrival order")
     parser.add_argument(
@@ -79,6 +89,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
         args.state,
         args.out,
         order=args.order,
+        order_seed=args.order_seed,
         manifest=args.manifest,
         save_every=max(1, args.save_every),
         keep_saved_settings=not args.set,

@@ -13,11 +13,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from engine.errors import SourceError
+from engine.io.arrival import ORDERS, interleave, listing_order
 from engine.io.images import list_images
 from engine.io.slides import Slide, Tile, TilePlan
 from engine.io.tables import LABEL_COLUMNS, PATH_COLUMNS, FileIndex, parse_label, read_labels, read_order
@@ -41,8 +41,6 @@ __all__ = [
     "source_hash",
 ]
 
-Order = Literal["name", "mtime", "manifest"]
-ORDERS: tuple[str, ...] = ("name", "mtime", "manifest")
 LABEL_FILES = ("labels.csv", "ground_truth.csv", "labels.tsv")
 MANIFEST_FILES = ("manifest.csv", "manifest.txt")
 
@@ -64,11 +62,12 @@ class FolderSource:
     """Images under a folder, in arrival order."""
 
     root: Path
-    order: str
+    order: str  # one of engine.io.arrival.ORDERS
     items: tuple[StreamItem, ...]
     label_origin: str | None = None  # where ground truth came from, if anywhere
     notes: tuple[str, ...] = ()  # user-facing remarks (skipped files, unknown labels)
     kind: str = "folder"
+    seed: int = 0  # the interleaved order's seed (0 for the other orders)
 
     @property
     def source_id(self) -> str:
@@ -129,6 +128,7 @@ def open_folder(
     order: str = "name",
     manifest: str | Path | None = None,
     labels_csv: str | Path | None = None,
+    seed: int = 0,
 ) -> FolderSource:
     """List a folder's images (recursively) in arrival order, with ground truth when present.
 
@@ -138,9 +138,11 @@ def open_folder(
     Args:
         root: the folder.
         classes: the model's class names, to recognise class sub-folders and label values.
-        order: ``"name"``, ``"mtime"`` or ``"manifest"`` (the order of the files in a manifest).
+        order: ``"name"``, ``"mtime"``, ``"manifest"`` (the order of the files in a manifest) or
+            ``"interleaved"`` (a seeded shuffle of the name order, :mod:`engine.io.arrival`).
         manifest: the manifest file; ``manifest.csv``/``manifest.txt`` in ``root`` when omitted.
         labels_csv: a labels CSV; ``labels.csv`` in ``root`` (or the manifest's label column) when omitted.
+        seed: the interleaved order's seed (ignored by the other orders).
 
     Raises:
         SourceError: the folder does not exist or holds no images, the manifest is missing, or a
@@ -152,7 +154,7 @@ def open_folder(
     if order not in ORDERS:
         raise SourceError(f"unknown arrival order {order!r}; use one of {', '.join(ORDERS)}")
     notes: list[str] = []
-    files = list_images(root, order="mtime" if order == "mtime" else "name")
+    files = list_images(root, order="mtime" if listing_order(order) == "mtime" else "name")
     by_rel = {_relative(root, p): p for p in files}
     index = FileIndex(list(by_rel))
     manifest_path: Path | None = None
@@ -202,6 +204,8 @@ def open_folder(
         items.append(StreamItem(position, rel, rel, path=path, ground_truth=truth))
     if from_folders:
         label_origin = "class sub-folders"
+    if order == "interleaved":
+        return FolderSource(root, order, interleave(items, seed), label_origin, tuple(notes), seed=seed)
     return FolderSource(root, order, tuple(items), label_origin, tuple(notes))
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
 
+from engine.config import build_config
 from engine.methods.decision import DecisionRecord
 from engine.model.prompted_vit import PromptedViT
 
@@ -78,6 +79,16 @@ class TTAMethod(ABC):
     collapse_check: ClassVar[bool] = True
     #: What the method reads of the source domain besides the model (stated in benchmark tables).
     source_access: ClassVar[str] = "none"
+    #: Whether source-domain images can be given explicitly (:meth:`fit_source_statistics`).
+    takes_source_images: ClassVar[bool] = False
+    #: What people call the method (the app's method list, status bar and reports): no bare acronyms.
+    label: ClassVar[str] = ""
+    #: Row of the default ``f2tta bench`` table (None: only when asked for with ``--methods``).
+    bench_order: ClassVar[int | None] = None
+    #: One of the methods the paper compares (the first rows of the default table).
+    in_paper: ClassVar[bool] = False
+    #: Settings that reach every code path in a few small steps (the tests' configuration).
+    test_settings: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:
@@ -106,6 +117,13 @@ class TTAMethod(ABC):
         Called by the session right after construction for methods with :attr:`uses_reference`.
         """
         self.reference = reference
+
+    def fit_source_statistics(self, x: torch.Tensor) -> None:
+        """Use source-domain images ``(B, 3, H, W)`` (model input) as the method's source reference.
+
+        Only for methods with :attr:`takes_source_images`; the others refuse.
+        """
+        raise TypeError(f"method {self.name!r} takes no source images")
 
     def collect_params(self) -> list[nn.Parameter]:
         """Parameters updated by adaptation (empty for SourceOnly)."""
@@ -208,6 +226,24 @@ def list_methods() -> list[str]:
 
 def method_config_class(name: str) -> type[Any] | None:
     return get_method_class(name).config_class
+
+
+def method_config(name: str, values: Mapping[str, Any]) -> Any:
+    """Method ``name``'s config with ``values`` set, every value checked (None: the method has none).
+
+    The one builder of method settings: ``--set``, the benchmark's rows and sweeps, the app's
+    settings and a saved state all come through here (:func:`engine.config.build_config`).
+
+    Raises:
+        KeyError: no method of that name.
+        ValueError: an unknown field, a bad value, or settings for a method that has none.
+    """
+    cls = method_config_class(name)
+    if cls is None:
+        if values:
+            raise ValueError(f"method {name!r} has no settings to change ({', '.join(values)})")
+        return None
+    return build_config(cls, values)
 
 
 def method_for_config(config: Any) -> str:

@@ -42,7 +42,9 @@ Departures:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -102,6 +104,11 @@ class CMAEConfig(AdamConfig):
 @register_method("cmae")
 class CMAE(ScopedCopyMethod):
     """Uncertainty-masked consistency plus HOG reconstruction on a copy of the source ViT."""
+
+    label = "Continual-MAE (masked autoencoding)"
+    bench_order = 6
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {"mc_passes": 3}
 
     config_class = CMAEConfig
     config: CMAEConfig

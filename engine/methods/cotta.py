@@ -36,7 +36,9 @@ Departures:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
@@ -90,6 +92,14 @@ class CoTTAConfig(AdamConfig):
 @register_method("cotta")
 class CoTTA(ScopedCopyMethod):
     """Mean teacher with augmentation-averaged pseudo-labels and stochastic restore."""
+
+    label = "CoTTA (continual mean teacher)"
+    bench_order = 4
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {
+        "aug_views": 3,
+        "confidence_threshold": 1.0,
+    }  # always average augmentations
 
     config_class = CoTTAConfig
     config: CoTTAConfig

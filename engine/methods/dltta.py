@@ -26,8 +26,9 @@ Departures:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -65,6 +66,11 @@ class DLTTAConfig(AdamConfig):
 @register_method("dltta")
 class DLTTA(AdaptedCopyMethod):
     """Tent whose learning rate is the memory-bank discrepancy times the base rate."""
+
+    label = "DLTTA (Tent with a dynamic learning rate)"
+    bench_order = 2
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {"memory_size": 2, "neighbours": 2}
 
     config_class = DLTTAConfig
     config: DLTTAConfig

@@ -39,6 +39,7 @@ Departures:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -100,6 +101,11 @@ class DPCoreConfig:
 @register_method("dpcore")
 class DPCore(StatisticsAlignedMethod):
     """Prompt coreset with distance-weighted initialisation and the ID/OOD update (batch size 1)."""
+
+    label = "DPCore (coreset of visual prompts)"
+    bench_order = 7
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {"source_images": 1, "ood_steps": 2}
 
     source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"
 

@@ -47,6 +47,9 @@ class FOAShiftConfig:
 class FOAShift(TTAMethod):
     """Shift the head's input by (source mean − running test mean); nothing is trained."""
 
+    label = "FOA shift (forward-only activation shift)"
+    bench_order = 10
+
     config_class = FOAShiftConfig
     uses_reference: ClassVar[bool] = True
     source_access: ClassVar[str] = "source reference: feature mean (unlabelled)"

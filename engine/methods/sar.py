@@ -39,8 +39,9 @@ Departures:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -96,6 +97,13 @@ def reset_threshold(cfg: SARConfig, num_classes: int) -> float:
 @register_method("sar")
 class SAR(AdaptedCopyMethod):
     """Filtered entropy minimisation with a SAM step and reset on collapse."""
+
+    label = "SAR (sharpness-aware entropy minimisation)"
+    bench_order = 3
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {
+        "margin_factor": 1.0
+    }  # random 2-class logits sit near ln 2: let them pass the filter
 
     config_class = SARConfig
     config: SARConfig

@@ -11,6 +11,10 @@ from engine.methods.base import MethodOutput, TTAMethod, register_method
 class SourceOnly(TTAMethod):
     """Predicts with the source model; nothing changes from image to image."""
 
+    label = "No adaptation (source model only)"
+    bench_order = 0
+    in_paper = True
+
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         logits = self.model(x)

@@ -41,6 +41,9 @@ class T3AConfig:
 class T3A(TTAMethod):
     """Prototype classifier from the head's templates and the stream's low-entropy supports."""
 
+    label = "T3A (prototype classifier adjustment)"
+    bench_order = 11
+
     config_class = T3AConfig
     config: T3AConfig
 

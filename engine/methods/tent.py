@@ -51,6 +51,10 @@ class TentConfig(AdamConfig):
 class Tent(AdaptedCopyMethod):
     """Entropy minimisation on the LayerNorm affine parameters of a copy of the source ViT."""
 
+    label = "Tent (entropy minimisation)"
+    bench_order = 1
+    in_paper = True
+
     config_class = TentConfig
     config: TentConfig
 

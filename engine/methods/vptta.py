@@ -32,6 +32,7 @@ Departures:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,6 +85,11 @@ class VPTTAConfig(AdamConfig):
 @register_method("vptta")
 class VPTTA(StatisticsAlignedMethod):
     """Frequency-domain input prompt per image on the frozen ViT (batch size 1)."""
+
+    label = "VPTTA (per-image frequency prompt)"
+    bench_order = 5
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {"source_images": 1, "memory_size": 3, "neighbours": 2}
 
     source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"
 

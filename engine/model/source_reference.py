@@ -104,11 +104,6 @@ class SourceReference:
         coords: torch.Tensor = z @ self.appearance_basis.T
         return coords
 
-    def feature_coords(self, features: torch.Tensor, dims: int) -> torch.Tensor:
-        """Whitened principal coordinates ``(B, dims)`` of pre-logit features ``(B, D)``."""
-        coords: torch.Tensor = (features - self.feature_mean) @ self.feature_basis[:dims].T
-        return coords
-
 
 def appearance_statistics(block1_out: torch.Tensor, num_prefix: int) -> torch.Tensor:
     """Per-channel mean and population std over the patch tokens: ``(B, T, C) -> (B, 2C)``."""

@@ -33,9 +33,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from engine.errors import StateError
+from engine.io.arrival import ORDERS
 from engine.io.sources import source_hash
 from engine.run.lock import DirectoryLock
 from engine.run.rows import PredictionRow
@@ -43,7 +44,8 @@ from engine.run.session import Session
 from engine.run.state import STATE_FILE
 from engine.util.atomic import atomic_write_bytes
 from engine.util.bounded_json import loads_bounded
-from engine.util.files import UnsafeFileError, open_append, open_regular, read_regular
+from engine.util.files import UnsafeFileError, read_regular
+from engine.util.jsonlines import KeyedJsonLines
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ class SourceRecord:
 
     processed: list[str] = field(default_factory=list)  # item keys, arrival order
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (key, reason), never retried
+    #: The arrival order and its seed the source was begun in (None: not recorded, an older state).
+    arrival: tuple[str, int] | None = None
 
     def done(self) -> set[str]:
         return set(self.processed) | {k for k, _ in self.skipped}
@@ -94,6 +98,7 @@ def parse_record(extra: Any, origin: str) -> dict[str, SourceRecord]:
                 str(sid): SourceRecord(
                     [str(k) for k in rec.get("processed", [])],
                     [(str(k), str(r)) for k, r in rec.get("skipped", [])],
+                    _arrival(rec.get("arrival")),
                 )
                 for sid, rec in extra.get("sources", {}).items()
             }
@@ -109,6 +114,16 @@ def parse_record(extra: Any, origin: str) -> dict[str, SourceRecord]:
             "columns; start afresh with a new --state directory and a new --out file"
         )
     raise StateError(f"{origin}: unknown journal format {fmt!r}")
+
+
+def _arrival(value: Any) -> tuple[str, int] | None:
+    """A recorded ``{"order": ..., "seed": ...}`` (None when absent); anything else is refused."""
+    if value is None:
+        return None
+    order, seed = value["order"], value["seed"]
+    if order not in ORDERS or type(seed) is not int:
+        raise ValueError(f"arrival {value!r} is not an order of {', '.join(ORDERS)} with an integer seed")
+    return str(order), seed
 
 
 class Journal:
@@ -129,7 +144,7 @@ class Journal:
         self._lock = DirectoryLock(self.directory, command)
         self.record: dict[str, SourceRecord] = {}
         self.outputs: list[JournalOutput] = []
-        self._handles: dict[str, IO[str]] = {}
+        self._files: dict[str, KeyedJsonLines] = {}
         try:
             self._remove_orphans()
             self._meta = self._read_meta()
@@ -211,6 +226,17 @@ class Journal:
     def source(self, source_id: str) -> SourceRecord:
         return self.record.setdefault(source_id, SourceRecord())
 
+    def arrival(self, source_id: str) -> tuple[str, int] | None:
+        """The arrival order and seed a source was last run in (None: never, or not recorded)."""
+        record = self.record.get(source_id)
+        return None if record is None else record.arrival
+
+    def note_arrival(self, source_id: str, order: str, seed: int) -> None:
+        """Record the arrival order a source runs in (saved with the next state)."""
+        if order not in ORDERS:
+            raise ValueError(f"unknown arrival order {order!r}")
+        self.source(source_id).arrival = (order, int(seed))
+
     def rows_file(self, source_id: str) -> Path:
         return self.directory / ROWS_DIR / f"{source_hash(source_id)}.jsonl"
 
@@ -220,27 +246,23 @@ class Journal:
         Lines that are not kept (rows written after the last save, older copies, a line cut short
         by a crash) are dropped from the file, so it holds one line per processed item.
         """
-        self._close_handle(source_id)
-        path = self.rows_file(source_id)
+        store = self._rows_store(source_id)
+        path = store.path
         keys = set(self.source(source_id).processed)
-        lines = []
-        if os.path.lexists(path):
-            try:
-                fh, _ = open_regular(path)  # a FIFO or /dev/zero in a tampered journal never blocks it
-                with fh:
-                    lines = fh.read().decode("utf-8", errors="surrogateescape").splitlines()
-            except UnsafeFileError as exc:
-                raise StateError(f"{path}: cannot be read ({exc.reason})") from exc
-            except OSError as exc:
-                raise StateError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        try:
+            records, lines = store.read()  # a FIFO or /dev/zero in a tampered journal never blocks it
+        except UnsafeFileError as exc:
+            raise StateError(f"{path}: cannot be read ({exc.reason})") from exc
+        except OSError as exc:
+            raise StateError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         found: dict[str, PredictionRow] = {}
-        for line in lines:
+        for key, record in records.items():
+            if key not in keys:
+                continue
             try:
-                row = PredictionRow.from_json(json.loads(line))
+                found[key] = PredictionRow.from_json(record)
             except (ValueError, TypeError, KeyError):
-                continue  # a line cut short by a crash
-            if row.key in keys:
-                found[row.key] = row
+                continue
         missing = len(keys) - len(found)
         if missing:
             raise StateError(
@@ -248,20 +270,13 @@ class Journal:
                 "or its rows file was removed"
             )
         kept = sorted(found.values(), key=lambda r: r.index)
-        if len(kept) < len(lines):
-            text = "".join(json.dumps(r.to_json()) + "\n" for r in kept)
-            atomic_write_bytes(path, text.encode("utf-8", errors="surrogateescape"))
+        if len(kept) < lines:
+            store.rewrite(r.to_json() for r in kept)
         return kept
 
     def add_row(self, source_id: str, row: PredictionRow) -> None:
         """Append ``row`` (durable at the next :meth:`save`); the item counts once the state is saved."""
-        fh = self._handles.get(source_id)
-        if fh is None:
-            path = self.rows_file(source_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = self._handles[source_id] = open_append(path, encoding="utf-8", errors="surrogateescape")
-        fh.write(json.dumps(row.to_json()) + "\n")
-        fh.flush()
+        self._rows_store(source_id).append(row.to_json())
         self.source(source_id).processed.append(row.key)
 
     def add_skip(self, source_id: str, key: str, reason: str) -> None:
@@ -290,7 +305,15 @@ class Journal:
         return {
             "format": JOURNAL_FORMAT,
             "sources": {
-                sid: {"processed": rec.processed, "skipped": [list(s) for s in rec.skipped]}
+                sid: {
+                    "processed": rec.processed,
+                    "skipped": [list(s) for s in rec.skipped],
+                    **(
+                        {}
+                        if rec.arrival is None
+                        else {"arrival": {"order": rec.arrival[0], "seed": rec.arrival[1]}}
+                    ),
+                }
                 for sid, rec in self.record.items()
                 if rec.processed or rec.skipped
             },
@@ -302,9 +325,8 @@ class Journal:
         Raises:
             OSError, StateError: something cannot be written; the previous state is untouched.
         """
-        for fh in self._handles.values():
-            fh.flush()
-            os.fsync(fh.fileno())
+        for store in self._files.values():
+            store.sync()
         for output in self.outputs:
             output.sync()
         if not (self.directory / JOURNAL_FILE).exists():
@@ -313,29 +335,28 @@ class Journal:
 
     def clear(self) -> None:
         """Forget the state, the rows and the record (back to the source model)."""
-        for source_id in list(self._handles):
-            self._close_handle(source_id)
+        self._close_files()
         shutil.rmtree(self.directory / ROWS_DIR, ignore_errors=True)
         for name in (STATE_FILE, STATE_FILE + ".backup", "state.json"):
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         self.record = {}
 
-    def _close_handle(self, source_id: str) -> None:
-        fh = self._handles.pop(source_id, None)
-        if fh is not None:
-            with contextlib.suppress(OSError):
-                fh.close()
+    def _rows_store(self, source_id: str) -> KeyedJsonLines:
+        store = self._files.get(source_id)
+        if store is None:
+            store = self._files[source_id] = KeyedJsonLines(self.rows_file(source_id), key="key")
+        return store
+
+    def _close_files(self) -> None:
+        for store in self._files.values():
+            store.close()
+        self._files.clear()
 
     def close(self) -> None:
         """Close the rows files and release the lock (unsaved rows are dropped at the next open)."""
-        for source_id in list(self._handles):
-            self._close_handle(source_id)
+        self._close_files()
         self._lock.close()
-
-    @property
-    def is_open(self) -> bool:
-        return self._lock.held
 
 
 def _check_writable(directory: Path) -> None:

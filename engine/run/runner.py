@@ -70,7 +70,8 @@ def open_folder_job(
     state_dir: Path,
     out_csv: Path,
     *,
-    order: str = "name",
+    order: str | None = None,
+    order_seed: int | None = None,
     manifest: Path | None = None,
     save_every: int = 50,
     keep_saved_settings: bool = True,
@@ -83,7 +84,9 @@ def open_folder_job(
         input_dir: the folder of images.
         state_dir: the journal directory (created when missing), or an app profile folder.
         out_csv: the predictions CSV; ``.skipped.csv`` beside it.
-        order / manifest: arrival order (see :func:`engine.io.sources.open_folder`).
+        order / order_seed / manifest: arrival order (see :func:`engine.io.sources.open_folder`);
+            None continues in the order and seed the journal recorded for this folder (an app
+            profile's interleaved order too), else file name and seed 0.
         save_every: save the state every this many images.
         keep_saved_settings: a saved state made with other method settings is continued with
             them (no ``--set`` given); False refuses it.
@@ -94,13 +97,18 @@ def open_folder_job(
     """
     state_dir = journal_dir(state_dir)
     check_out_before_journal(out_csv, state_dir)
-    source = open_folder(input_dir, session.card.classes, order, manifest)
+    # Listed before the journal is opened, so a folder that cannot be used changes no file.
+    source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
     journal = Journal(state_dir, command)
     try:
         try:
             journal.restore(session, keep_saved_settings=keep_saved_settings)
         except SettingsMismatchError as exc:
             raise StateError(settings_advice(exc, state_dir)) from exc
+        recorded = journal.arrival(source.source_id)
+        if order is None and recorded is not None and recorded != (source.order, source.seed):
+            seed = order_seed if order_seed is not None else recorded[1]
+            source = open_folder(input_dir, session.card.classes, recorded[0], manifest, seed=seed)
         journal.check_space(session)
         rows = journal.rows(source.source_id)
         out_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +130,7 @@ def open_folder_job(
         save_every=save_every,
         on_row=outputs.add_row,
         on_skip=on_skip,
+        arrival=(source.order, source.seed),
     )
     return FolderJob(session, source, journal, outputs, run, len(rows))
 

@@ -120,7 +120,7 @@ class Session:
     @property
     def uses_source_statistics(self) -> bool:
         """Whether the method aligns with source feature statistics (VPTTA, DPCore)."""
-        return callable(getattr(self.method, "fit_source_statistics", None))
+        return self.method.takes_source_images
 
     def fit_source_statistics(self, images: Sequence[ImageInput]) -> None:
         """Give the method its source-statistics reference from source-domain images.
@@ -142,7 +142,7 @@ class Session:
 
     def _refit_source_statistics(self) -> None:
         if self._source_x is not None:
-            self.method.fit_source_statistics(self._source_x)  # type: ignore[attr-defined]
+            self.method.fit_source_statistics(self._source_x)
 
     # ------------------------------------------------------------------ the step
     def step(self, image: ImageInput) -> StepResult:

@@ -161,6 +161,8 @@ class StreamRun:
         read_ahead: items decoded ahead of the model on a helper thread (0: none).
         on_row: called with each new row before the outcome is yielded (CSV outputs).
         on_skip: called with each skip before the outcome is yielded.
+        arrival: the arrival order and seed of ``items`` (a folder's ``order`` and ``seed``),
+            recorded in the journal so a later run continues in the same order.
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class StreamRun:
         read_ahead: int = 0,
         on_row: Callable[[PredictionRow], None] | None = None,
         on_skip: Callable[[Skipped], None] | None = None,
+        arrival: tuple[str, int] | None = None,
     ) -> None:
         self.session = session
         self.reader = reader
@@ -186,6 +189,8 @@ class StreamRun:
         self.read_ahead = read_ahead
         self.on_row, self.on_skip = on_row, on_skip
         done = journal.source(source_id).done() if journal is not None else set()
+        if journal is not None and arrival is not None:
+            journal.note_arrival(source_id, *arrival)
         self.pending = [item for item in items if item.key not in done]
         self.summary = RunSummary(total=len(items), done_before=len(items) - len(self.pending))
         self._stop = threading.Event()

@@ -7,7 +7,7 @@
 Building blocks I-DiPT shares with the baselines live beside the methods, so no baseline imports
 from this package: frequency keys in :mod:`engine.methods.parts.fft` (also VPTTA's memory keys),
 uncertainty-oriented masking in :mod:`engine.methods.parts.uom` (also C-MAE's masking) and the losses
-in :mod:`engine.methods.parts.losses`. They are re-exported here for methods built on I-DiPT.
+in :mod:`engine.methods.parts.losses`; import them from there.
 """
 
 from __future__ import annotations
@@ -15,19 +15,5 @@ from __future__ import annotations
 from engine.methods.idipt._bank import PromptBank
 from engine.methods.idipt._graph import PromptGraph
 from engine.methods.idipt._method import IDiPT, IDiPTConfig
-from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
-from engine.methods.parts.losses import soft_cross_entropy
-from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
 
-__all__ = [
-    "IDiPT",
-    "IDiPTConfig",
-    "PromptBank",
-    "PromptGraph",
-    "complement",
-    "low_freq_amplitude",
-    "low_freq_window",
-    "mc_dropout_uncertainty",
-    "select_tokens",
-    "soft_cross_entropy",
-]
+__all__ = ["IDiPT", "IDiPTConfig", "PromptBank", "PromptGraph"]

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -128,6 +129,11 @@ class IDiPTConfig:
 @register_method("idipt")
 class IDiPT(TTAMethod):
     """I-DiPT on a frozen :class:`~engine.model.prompted_vit.PromptedViT` (batch size 1)."""
+
+    label = "I-DiPT (paper)"
+    bench_order = 8
+    in_paper = True
+    test_settings: ClassVar[Mapping[str, Any]] = {"bank_size": 2, "graph_dim": 16, "mc_passes": 3}
 
     config_class = IDiPTConfig
     max_batch = 1

@@ -156,6 +156,9 @@ def decision_record(decision: Decision) -> DecisionRecord:
 class IDiPTPlus(IDiPT):
     """I-DiPT+ (batch size 1); see the module docstring."""
 
+    label = "I-DiPT+ (per-site operating point)"
+    bench_order = 9
+
     config_class = IDiPTPlusConfig
     uses_reference: ClassVar[bool] = True
     source_access: ClassVar[str] = "source reference: labelled train split statistics"

@@ -114,6 +114,7 @@ class StatisticsAlignedMethod(TTAMethod):
     """
 
     max_batch = 1
+    takes_source_images = True
 
     def configure_model(self) -> None:
         self.source_stats = SourceStatistics(self.config.source_images)
