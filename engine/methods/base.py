@@ -81,7 +81,8 @@ class TTAMethod(ABC):
     source_access: ClassVar[str] = "none"
     #: Whether source-domain images can be given explicitly (:meth:`fit_source_statistics`).
     takes_source_images: ClassVar[bool] = False
-    #: What people call the method (the app's method list, status bar and reports): no bare acronyms.
+    #: What people call the method (the app's method list, status bar and reports): no bare
+    #: acronyms. This and the next two are given to :func:`register_method`.
     label: ClassVar[str] = ""
     #: Row of the default ``f2tta bench`` table (None: only when asked for with ``--methods``).
     bench_order: ClassVar[int | None] = None
@@ -200,13 +201,25 @@ _REGISTRY: dict[str, type[TTAMethod]] = {}
 M = TypeVar("M", bound=type[TTAMethod])
 
 
-def register_method(name: str) -> Callable[[M], M]:
-    """Class decorator adding a method to the registry under ``name``."""
+def register_method(
+    name: str, label: str = "", *, bench_order: int | None = None, in_paper: bool = False
+) -> Callable[[M], M]:
+    """Class decorator adding a method to the registry under ``name``.
+
+    Args:
+        name: the name the CLI, the app's settings and states use.
+        label: what people call it (:attr:`TTAMethod.label`; ``name`` when empty).
+        bench_order: its row in the default ``f2tta bench`` table (None: left out).
+        in_paper: one of the methods the paper compares.
+    """
 
     def decorator(cls: M) -> M:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
             raise ValueError(f"method name {name!r} is already registered by {_REGISTRY[name].__name__}")
         cls.name = name
+        cls.label = label or name
+        cls.bench_order = bench_order
+        cls.in_paper = in_paper
         _REGISTRY[name] = cls
         return cls
 

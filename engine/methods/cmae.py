@@ -101,13 +101,10 @@ class CMAEConfig(AdamConfig):
         check_param_scope(self.params)
 
 
-@register_method("cmae")
+@register_method("cmae", "Continual-MAE (masked autoencoding)", bench_order=6, in_paper=True)
 class CMAE(ScopedCopyMethod):
     """Uncertainty-masked consistency plus HOG reconstruction on a copy of the source ViT."""
 
-    label = "Continual-MAE (masked autoencoding)"
-    bench_order = 6
-    in_paper = True
     test_settings: ClassVar[Mapping[str, Any]] = {"mc_passes": 3}
 
     config_class = CMAEConfig

@@ -89,17 +89,12 @@ class CoTTAConfig(AdamConfig):
         check_param_scope(self.params)
 
 
-@register_method("cotta")
+@register_method("cotta", "CoTTA (continual mean teacher)", bench_order=4, in_paper=True)
 class CoTTA(ScopedCopyMethod):
     """Mean teacher with augmentation-averaged pseudo-labels and stochastic restore."""
 
-    label = "CoTTA (continual mean teacher)"
-    bench_order = 4
-    in_paper = True
-    test_settings: ClassVar[Mapping[str, Any]] = {
-        "aug_views": 3,
-        "confidence_threshold": 1.0,
-    }  # always average augmentations
+    # always average augmentations
+    test_settings: ClassVar[Mapping[str, Any]] = {"aug_views": 3, "confidence_threshold": 1.0}
 
     config_class = CoTTAConfig
     config: CoTTAConfig

@@ -63,13 +63,10 @@ class DLTTAConfig(AdamConfig):
         check_at_least_one(self, "memory_size", "neighbours")
 
 
-@register_method("dltta")
+@register_method("dltta", "DLTTA (Tent with a dynamic learning rate)", bench_order=2, in_paper=True)
 class DLTTA(AdaptedCopyMethod):
     """Tent whose learning rate is the memory-bank discrepancy times the base rate."""
 
-    label = "DLTTA (Tent with a dynamic learning rate)"
-    bench_order = 2
-    in_paper = True
     test_settings: ClassVar[Mapping[str, Any]] = {"memory_size": 2, "neighbours": 2}
 
     config_class = DLTTAConfig

@@ -98,13 +98,10 @@ class DPCoreConfig:
             raise ValueError("max_coreset must be >= 0 and source_images >= 1")
 
 
-@register_method("dpcore")
+@register_method("dpcore", "DPCore (coreset of visual prompts)", bench_order=7, in_paper=True)
 class DPCore(StatisticsAlignedMethod):
     """Prompt coreset with distance-weighted initialisation and the ID/OOD update (batch size 1)."""
 
-    label = "DPCore (coreset of visual prompts)"
-    bench_order = 7
-    in_paper = True
     test_settings: ClassVar[Mapping[str, Any]] = {"source_images": 1, "ood_steps": 2}
 
     source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"

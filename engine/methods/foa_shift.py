@@ -43,12 +43,9 @@ class FOAShiftConfig:
     gamma: float = setting(1.0, "γ: step size of the shift toward the source mean", low=0.0, high=10.0)
 
 
-@register_method("foa-shift")
+@register_method("foa-shift", "FOA shift (forward-only activation shift)", bench_order=10)
 class FOAShift(TTAMethod):
     """Shift the head's input by (source mean − running test mean); nothing is trained."""
-
-    label = "FOA shift (forward-only activation shift)"
-    bench_order = 10
 
     config_class = FOAShiftConfig
     uses_reference: ClassVar[bool] = True

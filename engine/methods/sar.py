@@ -94,16 +94,12 @@ def reset_threshold(cfg: SARConfig, num_classes: int) -> float:
     return cfg.reset_entropy * math.log(num_classes) / math.log(PAPER_CLASSES)
 
 
-@register_method("sar")
+@register_method("sar", "SAR (sharpness-aware entropy minimisation)", bench_order=3, in_paper=True)
 class SAR(AdaptedCopyMethod):
     """Filtered entropy minimisation with a SAM step and reset on collapse."""
 
-    label = "SAR (sharpness-aware entropy minimisation)"
-    bench_order = 3
-    in_paper = True
-    test_settings: ClassVar[Mapping[str, Any]] = {
-        "margin_factor": 1.0
-    }  # random 2-class logits sit near ln 2: let them pass the filter
+    # random 2-class logits sit near ln 2: let them pass the filter
+    test_settings: ClassVar[Mapping[str, Any]] = {"margin_factor": 1.0}
 
     config_class = SARConfig
     config: SARConfig

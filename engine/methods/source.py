@@ -7,13 +7,9 @@ import torch
 from engine.methods.base import MethodOutput, TTAMethod, register_method
 
 
-@register_method("source")
+@register_method("source", "No adaptation (source model only)", bench_order=0, in_paper=True)
 class SourceOnly(TTAMethod):
     """Predicts with the source model; nothing changes from image to image."""
-
-    label = "No adaptation (source model only)"
-    bench_order = 0
-    in_paper = True
 
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:

@@ -37,12 +37,9 @@ class T3AConfig:
     filter_k: int = setting(100, "supports kept per class (lowest entropy first)", low=1, high=100000)
 
 
-@register_method("t3a")
+@register_method("t3a", "T3A (prototype classifier adjustment)", bench_order=11)
 class T3A(TTAMethod):
     """Prototype classifier from the head's templates and the stream's low-entropy supports."""
-
-    label = "T3A (prototype classifier adjustment)"
-    bench_order = 11
 
     config_class = T3AConfig
     config: T3AConfig

@@ -47,13 +47,9 @@ class TentConfig(AdamConfig):
         check_positive(self, "lr")
 
 
-@register_method("tent")
+@register_method("tent", "Tent (entropy minimisation)", bench_order=1, in_paper=True)
 class Tent(AdaptedCopyMethod):
     """Entropy minimisation on the LayerNorm affine parameters of a copy of the source ViT."""
-
-    label = "Tent (entropy minimisation)"
-    bench_order = 1
-    in_paper = True
 
     config_class = TentConfig
     config: TentConfig

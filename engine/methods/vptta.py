@@ -82,13 +82,10 @@ class VPTTAConfig(AdamConfig):
             raise ValueError("need 1 <= neighbours <= memory_size")
 
 
-@register_method("vptta")
+@register_method("vptta", "VPTTA (per-image frequency prompt)", bench_order=5, in_paper=True)
 class VPTTA(StatisticsAlignedMethod):
     """Frequency-domain input prompt per image on the frozen ViT (batch size 1)."""
 
-    label = "VPTTA (per-image frequency prompt)"
-    bench_order = 5
-    in_paper = True
     test_settings: ClassVar[Mapping[str, Any]] = {"source_images": 1, "memory_size": 3, "neighbours": 2}
 
     source_access: ClassVar[str] = "unlabelled source image statistics with --source-stats"

@@ -126,13 +126,10 @@ class IDiPTConfig:
             raise ValueError("consistency_target must be 'soft' or 'hard'")
 
 
-@register_method("idipt")
+@register_method("idipt", "I-DiPT (paper)", bench_order=8, in_paper=True)
 class IDiPT(TTAMethod):
     """I-DiPT on a frozen :class:`~engine.model.prompted_vit.PromptedViT` (batch size 1)."""
 
-    label = "I-DiPT (paper)"
-    bench_order = 8
-    in_paper = True
     test_settings: ClassVar[Mapping[str, Any]] = {"bank_size": 2, "graph_dim": 16, "mc_passes": 3}
 
     config_class = IDiPTConfig

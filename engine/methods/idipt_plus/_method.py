@@ -152,12 +152,9 @@ def decision_record(decision: Decision) -> DecisionRecord:
     )
 
 
-@register_method("idipt+")
+@register_method("idipt+", "I-DiPT+ (per-site operating point)", bench_order=9)
 class IDiPTPlus(IDiPT):
     """I-DiPT+ (batch size 1); see the module docstring."""
-
-    label = "I-DiPT+ (per-site operating point)"
-    bench_order = 9
 
     config_class = IDiPTPlusConfig
     uses_reference: ClassVar[bool] = True
