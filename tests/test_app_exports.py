@@ -10,7 +10,6 @@ beside the old PDF and an orphan ``.report.pdf.tmp``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import stat
 import subprocess
@@ -19,35 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from app_fixtures import CLASSES, make_folder, sample_row
+from app_fixtures import make_folder, report_data, sample_row
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
-
-from app.core.stats import RunStatistics
-from app.reports.files import ReportData
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT_FILES = {"predictions.csv", "run_config.json", "report.pdf"}
-
-
-def _data(rows: tuple[object, ...], **changes: object) -> ReportData:
-    stats = RunStatistics()
-    stats.extend(rows)  # type: ignore[arg-type]
-    data = ReportData(
-        rows=rows,  # type: ignore[arg-type]
-        summary=stats.summary(),
-        classes=CLASSES,
-        source_kind="folder",
-        source_path="/data/site",
-        card={"arch": "vit_tiny_patch16_224", "classes": list(CLASSES)},
-        model_path="m.safetensors",
-        model_fingerprint="mf",
-        method="idipt",
-        run_config={"seed": 0},
-        state_fingerprint="sf",
-        profile={"name": "p"},
-        device="cpu",
-    )
-    return dataclasses.replace(data, **changes)
 
 
 def test_pdf_tables_continue_across_pages(tmp_path: Path, qapp: object) -> None:
@@ -58,7 +33,9 @@ def test_pdf_tables_continue_across_pages(tmp_path: Path, qapp: object) -> None:
         for i in range(25)
     )
     classes = [f"class{i:04d}" for i in range(1998)]
-    data = _data((sample_row(0),), errors=errors, card={"arch": "vit_tiny_patch16_224", "classes": classes})
+    data = report_data(
+        (sample_row(0),), errors=errors, card={"arch": "vit_tiny_patch16_224", "classes": classes}
+    )
     pages, text = read_pdf_text(write_pdf(tmp_path / "r.pdf", data))
     shown_errors = [i for i in range(25) if f"ERRTOKEN{i:02d}" in text]
     assert len(shown_errors) == 25, f"{len(shown_errors)} of 25 error rows in the PDF"
@@ -74,7 +51,7 @@ def test_control_characters_in_names_are_neutralised_in_the_pdf(tmp_path: Path, 
         sample_row(0, name="\u202egnp.exe.png", guard_message="collapse guard after image 0: reset"),
         sample_row(1, name="two\nlines.png", guard_message="collapse guard after image 1: reset"),
     )
-    _, text = read_pdf_text(write_pdf(tmp_path / "r.pdf", _data(rows)))
+    _, text = read_pdf_text(write_pdf(tmp_path / "r.pdf", report_data(rows)))
     assert "\u202e" not in text and "\\u202egnp.exe.png" in text
     assert "two\\nlines.png" in text
 

@@ -6,12 +6,10 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from app_fixtures import CLASSES, sample_row
+from app_fixtures import CLASSES, report_data, sample_row
 from app_studio import read_pdf_text
 
-from app.core.filters import PredictionRow
-from app.core.stats import RunStatistics
-from app.reports.files import ReportData, config_document, geojson_document, write_csv
+from app.reports.files import config_document, geojson_document, write_csv
 from engine import CSV_COLUMNS
 
 
@@ -35,29 +33,8 @@ def test_geojson_uses_level0_polygons() -> None:
     assert doc["features"][0]["properties"]["classification"]["name"] == "tumor"
 
 
-def _report_data(rows: tuple[PredictionRow, ...]) -> ReportData:
-    """Report data for ``rows`` with fixed, recognisable metadata."""
-    stats = RunStatistics()
-    stats.extend(rows)
-    return ReportData(
-        rows=rows,
-        summary=stats.summary(),
-        classes=CLASSES,
-        source_kind="folder",
-        source_path="/x",
-        card={"arch": "a"},
-        model_path="m",
-        model_fingerprint="mf",
-        method="idipt",
-        run_config={"seed": 0},
-        state_fingerprint="sf",
-        profile={"name": "p"},
-        device="cpu",
-    )
-
-
 def test_config_document_contains_notice_and_fingerprint() -> None:
-    data = _report_data((sample_row(0),))
+    data = report_data((sample_row(0),))
     doc = config_document(data)
     assert doc["state_fingerprint"] == "sf" and doc["method"] == "idipt"
     assert doc["notice"].startswith("For research use only")
@@ -72,7 +49,7 @@ def test_reports_list_guard_events(tmp_path: Path) -> None:
         sample_row(2, name="early.png", guard_message="collapse guard after image 2: bank cleared"),
         sample_row(3, update_skipped=True),
     )
-    data = _report_data(rows)
+    data = report_data(rows)
     doc = config_document(data)
     assert doc["summary"]["guard_events"] == 2 and doc["summary"]["skipped_updates"] == 1
     assert doc["guard_events"] == [
@@ -102,7 +79,7 @@ def test_pdf_headings_travel_with_their_content_and_long_tables_are_cut(tmp_path
         sample_row(i, pred=i % 2, truth=(i // 2) % 2, guard_message=f"collapse guard after image {i}: reset")
         for i in range(60)
     )
-    data = _report_data(rows)
+    data = report_data(rows)
     from app.core.clinical import clinical_metrics
 
     data = dataclasses.replace(data, metrics=clinical_metrics(rows, CLASSES))

@@ -10,8 +10,6 @@ bounded before anything is built.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,17 +19,9 @@ from engine import GuardConfig, ModelLoadError, load_model, save_model
 from engine.cli import main as cli_main
 from engine.config import fields_of, parse_assignments
 from engine.methods.base import list_methods, method_config_class
-from tests.conftest import TINY_CARD
+from tests.conftest import TINY_CARD, card_beside
 
 HUGE = 10**400  # a 400-digit integer: valid JSON, beyond any float
-
-
-def _card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
-    checkpoint = tmp_path / "m.safetensors"
-    shutil.copy(tiny_model_path, checkpoint)
-    card = {**TINY_CARD.to_json(), **changes}
-    (tmp_path / "m.json").write_text(json.dumps(card))
-    return checkpoint
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan")], ids=["inf", "nan"])
@@ -116,7 +106,7 @@ def test_card_values_are_typed_and_bounded_before_use(
     tiny_model_path: Path, tmp_path: Path, changes: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ModelLoadError, match=message):
-        load_model(_card_beside(tiny_model_path, tmp_path, **changes))
+        load_model(card_beside(tiny_model_path, tmp_path, **changes))
 
 
 def test_the_shipped_demo_cards_still_load() -> None:

@@ -13,7 +13,7 @@ import torch
 from hostile_files import within
 
 from engine import ModelCard, ModelLoadError, load_model, save_model
-from tests.conftest import TINY_CARD
+from tests.conftest import TINY_CARD, card_beside
 
 
 def test_roundtrip_and_fingerprint(tiny_model_path: Path) -> None:
@@ -112,14 +112,6 @@ def no_real_build(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return devices
 
 
-def _card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
-    checkpoint = tmp_path / "m.safetensors"
-    shutil.copy(tiny_model_path, checkpoint)
-    card = {**TINY_CARD.to_json(), **changes}
-    (tmp_path / "m.json").write_text(json.dumps(card))
-    return checkpoint
-
-
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -136,7 +128,7 @@ def _card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Pa
 def test_card_is_checked_before_any_model_is_built(
     tiny_model_path: Path, tmp_path: Path, no_real_build: list[str], changes: dict[str, object], message: str
 ) -> None:
-    checkpoint = _card_beside(tiny_model_path, tmp_path, **changes)
+    checkpoint = card_beside(tiny_model_path, tmp_path, **changes)
     with pytest.raises(ModelLoadError, match=message):
         load_model(checkpoint)
     assert set(no_real_build) <= {"meta"}
@@ -199,7 +191,7 @@ def test_card_fields_are_typed_and_bounded(
     tiny_model_path: Path, tmp_path: Path, no_real_build: list[str], field: str, value: object, message: str
 ) -> None:
     with pytest.raises(ModelLoadError, match=message):
-        load_model(_card_beside(tiny_model_path, tmp_path, **{field: value}))
+        load_model(card_beside(tiny_model_path, tmp_path, **{field: value}))
     assert no_real_build == []  # refused from the card alone
 
 
@@ -216,7 +208,7 @@ def test_std_zero_card_built_in_code_is_refused(tiny_model_path: Path) -> None:
 
 
 def test_card_nested_100000_deep_is_refused(tiny_model_path: Path, tmp_path: Path) -> None:
-    checkpoint = _card_beside(tiny_model_path, tmp_path)
+    checkpoint = card_beside(tiny_model_path, tmp_path)
     card = json.loads((tmp_path / "m.json").read_text())
     text = json.dumps(card)[:-1] + ', "training": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}"
     (tmp_path / "m.json").write_text(text)
@@ -228,7 +220,7 @@ def test_card_nested_100000_deep_is_refused(tiny_model_path: Path, tmp_path: Pat
 def test_fifo_card_or_checkpoint_is_refused_at_once(
     tiny_model_path: Path, tmp_path: Path, which: str
 ) -> None:
-    checkpoint = _card_beside(tiny_model_path, tmp_path)
+    checkpoint = card_beside(tiny_model_path, tmp_path)
     victim = tmp_path / ("m.json" if which == "card" else "m.safetensors")
     victim.unlink()
     os.mkfifo(victim)

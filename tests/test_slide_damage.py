@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from app_fixtures import make_slide
+from app_fixtures import make_slide, write_pyramid
 
 import engine.io.slides as slides
 from engine import Journal, Session, StreamRun, open_slide_source, tile_reader
@@ -29,16 +29,7 @@ def _damaged_slide(path: Path) -> Path:
 
     rng = np.random.default_rng(5)
     img = np.clip(np.array([170, 80, 160]) + rng.normal(0, 20, (SIDE, SIDE, 3)), 0, 255).astype(np.uint8)
-    with tifffile.TiffWriter(path) as tw:
-        for level in range(3):
-            f = 2**level
-            tw.write(
-                img[::f, ::f],
-                tile=(TIFF_TILE, TIFF_TILE),
-                photometric="rgb",
-                compression="zlib",
-                subfiletype=0 if level == 0 else 1,
-            )
+    write_pyramid(path, img, TIFF_TILE, compression="zlib")
     with tifffile.TiffFile(path) as tf:
         offset = tf.pages[0].dataoffsets[DAMAGED]
         count = tf.pages[0].databytecounts[DAMAGED]

@@ -48,41 +48,15 @@ RUIFROK_E = (0.072, 0.990, 0.105)
 # site1 is the reference; the others stain weaker or stronger haematoxylin relative to eosin
 # (the main cue of hyperchromasia a source model learns), with their own hues, background,
 # focus, noise, compression and magnification.
+# fmt: off
 SITES: tuple[HistoSite, ...] = (
     HistoSite("site1", RUIFROK_H, RUIFROK_E, 1.0, 1.0, (0.96, 0.95, 0.97), 1.0, 0.4, 2.0, None, 1.0),
-    HistoSite(
-        "site2", (0.74, 0.64, 0.20), (0.12, 0.94, 0.32), 0.62, 1.6, (0.92, 0.93, 0.97), 1.0, 0.8, 4.0, 70, 0.9
-    ),
-    HistoSite(
-        "site3",
-        (0.60, 0.74, 0.30),
-        (0.05, 0.93, 0.36),
-        1.85,
-        1.3,
-        (0.97, 0.91, 0.93),
-        1.0,
-        0.3,
-        3.0,
-        None,
-        1.2,
-    ),
-    HistoSite(
-        "site4", (0.62, 0.72, 0.32), (0.10, 0.96, 0.25), 0.55, 0.5, (0.98, 0.95, 0.86), 0.9, 1.2, 6.0, 60, 1.0
-    ),
-    HistoSite(
-        "site5",
-        (0.50, 0.72, 0.48),
-        (0.18, 0.90, 0.40),
-        1.75,
-        1.1,
-        (0.90, 0.89, 0.92),
-        1.2,
-        0.6,
-        3.0,
-        85,
-        1.15,
-    ),
+    HistoSite("site2", (0.74, 0.64, 0.20), (0.12, 0.94, 0.32), 0.62, 1.6, (0.92, 0.93, 0.97), 1.0, 0.8, 4.0, 70, 0.9),
+    HistoSite("site3", (0.60, 0.74, 0.30), (0.05, 0.93, 0.36), 1.85, 1.3, (0.97, 0.91, 0.93), 1.0, 0.3, 3.0, None, 1.2),
+    HistoSite("site4", (0.62, 0.72, 0.32), (0.10, 0.96, 0.25), 0.55, 0.5, (0.98, 0.95, 0.86), 0.9, 1.2, 6.0, 60, 1.0),
+    HistoSite("site5", (0.50, 0.72, 0.48), (0.18, 0.90, 0.40), 1.75, 1.1, (0.90, 0.89, 0.92), 1.2, 0.6, 3.0, 85, 1.15),
 )
+# fmt: on
 
 
 @dataclass(frozen=True)
