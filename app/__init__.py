@@ -7,7 +7,10 @@ The app follows the ndv/napari split (``docs/architecture.md``), one package per
 * :mod:`app.worker`: the engine session in its own thread (:mod:`app.worker.engine_worker`).
 * :mod:`app.reports`: the PDF, CSV, JSON and GeoJSON reports and the data they are made from.
 * :mod:`app.views`: passive widgets that emit Qt signals.
-* :mod:`app.control`: the controller that joins the views, the worker and the core.
+* :mod:`app.control`: the controller that joins the views, the worker and the core -- a plain
+  object that sees the window and the worker only as protocols; import-linter keeps it Qt-free.
+* :mod:`app.shell`: the Qt around it: the worker's thread, the views' timer, the runtime guards and
+  the explicit signal wiring (:class:`app.shell.studio_app.StudioApp`, which ``main()`` builds).
 * :mod:`app.runtime`: process-wide guards (garbage collection, malloc arenas, Qt singletons).
 """
 

@@ -123,11 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
-    from app.control.controller import Controller
     from app.control.script import ScriptedRun, ScriptOptions
     from app.core.profiles import ProfileError, check_name
     from app.core.settings import load_settings
     from app.runtime.singleton_refs import protect_singletons
+    from app.shell.studio_app import StudioApp
     from app.views.main_window import ICON, MainWindow
 
     protect_singletons()  # before the first signals: PySide6 takes references from True and None
@@ -172,11 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Command-line overrides are for this session only; settings changed in the dialog are saved.
     state_dir = args.state.expanduser().resolve() if args.state else None
-    controller = Controller(
+    # The app object starts the worker thread, the views' timer and the runtime guards, and wires
+    # the window and the worker to the (Qt-free) controller.
+    studio = StudioApp(
         window, settings, home=home, persist_settings=not overrides and state_dir is None, state_dir=state_dir
     )
-    scripted = ScriptedRun(controller, script)
-    scripted.finished.connect(lambda code: app.exit(code))
+    scripted = ScriptedRun(studio.controller, script)
+    scripted.finished.connect(app.exit)
     previous_hook = sys.excepthook
     if args.quit_when_done:
         # An unexpected error in a slot would otherwise be printed and the smoke check would wait forever.
@@ -190,12 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.showMaximized()  # a laptop screen: use all of it (the window fits 1280×800)
     else:
         window.show()
-    controller.load_session()
+    studio.controller.load_session()
     try:
         code = app.exec()
     finally:
         sys.excepthook = previous_hook
-        controller.shutdown()
+        studio.shutdown()
         window.close()
     return int(code)
 

@@ -91,25 +91,25 @@ def wait_for(signal: Any) -> None:
 
 
 def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **settings: Any) -> Any:
-    """The main window offscreen with ``stream`` opened and the session loaded; returns the controller."""
+    """The main window offscreen with ``stream`` opened and the session loaded; returns its StudioApp."""
     from PySide6.QtWidgets import QApplication
 
-    from app.control.controller import Controller
     from app.core.phase import Phase
     from app.core.settings import AppSettings
+    from app.shell.studio_app import StudioApp
     from app.views.main_window import MainWindow
 
     QApplication.instance() or QApplication([])
     window = MainWindow()
     app_settings = AppSettings(model=str(model), method=method, device=device, **settings)
-    controller = Controller(window, app_settings, home=home, persist_settings=False)
+    studio = StudioApp(window, app_settings, home=home, persist_settings=False)
     window.show()
-    controller.load_session()
-    wait_for(controller.sessionChanged)
-    controller.open_folder(str(stream))
-    wait_for(controller.sourceOpened)
-    assert controller.phase is Phase.READY, controller.phase
-    return controller
+    studio.controller.load_session()
+    wait_for(studio.sessionChanged)
+    studio.controller.open_folder(str(stream))
+    wait_for(studio.sourceOpened)
+    assert studio.controller.phase is Phase.READY, studio.controller.phase
+    return studio
 
 
 def _gui_thread_teams() -> int:
@@ -156,7 +156,7 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
     threads: list[int] = []
 
     def run(folder: Path, profile: str) -> tuple[float, list[float]]:
-        controller = open_app(model, folder, method, device, home, autosave_every=0, profile=profile)
+        studio = open_app(model, folder, method, device, home, autosave_every=0, profile=profile)
         gaps: list[float] = []
         last = [time.perf_counter()]
 
@@ -169,17 +169,17 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
         timer.setInterval(PING_MS)
         timer.timeout.connect(ping)
         loop = QEventLoop()
-        controller.runFinished.connect(loop.quit)
+        studio.runFinished.connect(loop.quit)
         start = time.perf_counter()
         last[0] = start
         timer.start()
-        controller.start()
+        studio.controller.start()
         loop.exec()
         elapsed = time.perf_counter() - start
         timer.stop()
-        threads.append(_worker_threads(controller))
-        controller.shutdown()
-        controller.window.close()
+        threads.append(_worker_threads(studio))
+        studio.shutdown()
+        studio.window.close()
         app.processEvents()
         return elapsed, gaps
 
@@ -188,7 +188,7 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
     return {"seconds": elapsed, "gaps": gaps, "threads": threads[-1], "gui_teams": _gui_thread_teams()}
 
 
-def _worker_threads(controller: Any) -> int:
+def _worker_threads(studio: Any) -> int:
     """``torch.get_num_threads()`` as seen on the worker thread (asked through a queued call)."""
     import torch
     from PySide6.QtCore import QMetaObject, QObject, Qt, Slot
@@ -201,7 +201,7 @@ def _worker_threads(controller: Any) -> int:
             Probe.value = torch.get_num_threads()
 
     probe = Probe()
-    probe.moveToThread(controller.engine_thread)
+    probe.moveToThread(studio.engine_thread)
     QMetaObject.invokeMethod(probe, "ask", Qt.ConnectionType.BlockingQueuedConnection)
     return Probe.value
 

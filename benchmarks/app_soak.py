@@ -105,30 +105,32 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
     from app.core.profiles import ProfileStore
 
     app = QApplication.instance() or QApplication([])
-    controller = open_app(args.model, stream, args.method, args.device, home)
-    window = controller.window
-    total = controller.model.pending
+    studio = open_app(args.model, stream, args.method, args.device, home)
+    window = studio.window
+    total = studio.controller.model.pending
     print(f"RSS before the run: {rss_mb():.1f} MiB", flush=True)
 
-    probe = Probe(controller, total, args.warmup, args.tracemalloc)
+    probe = Probe(studio.controller, total, args.warmup, args.tracemalloc)
     probe.begin()
     loop = QEventLoop()
-    controller.runFinished.connect(loop.quit)
-    controller.start()
+    studio.runFinished.connect(loop.quit)
+    studio.controller.start()
     loop.exec()
-    controller.runFinished.disconnect(loop.quit)
+    studio.runFinished.disconnect(loop.quit)
     probe.timer.stop()
     probe.sample(time.perf_counter())  # the last results reach the views as the run ends
     elapsed = time.perf_counter() - probe.start
-    ended = controller.state.last_run
+    ended = studio.controller.state.last_run
     gc.collect()
     end = rss_mb()
 
-    print(f"run {ended.reason if ended else '?'}: {controller.model.progress.done} images in {elapsed:.0f} s")
+    print(
+        f"run {ended.reason if ended else '?'}: {studio.controller.model.progress.done} images in {elapsed:.0f} s"
+    )
     for (done0, t0, _), (done1, t1, rss1) in zip(probe.marks, probe.marks[1:], strict=False):
         rate = (done1 - done0) / (t1 - t0) if t1 > t0 else float("nan")
         print(f"  images {done0:5d}-{done1:5d}: {rate:6.1f} img/s, RSS {rss1:.1f} MiB")
-    print(f"steady throughput {controller.model.progress.done / elapsed:.1f} img/s")
+    print(f"steady throughput {studio.controller.model.progress.done / elapsed:.1f} img/s")
     baseline = probe.baseline if probe.baseline is not None else end
     growth = end - baseline
     verdict = "OK" if growth < GROWTH_TARGET_MB else "OVER"
@@ -142,18 +144,18 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
         f"{STALL_TARGET_MS:.0f}) -> {'OK' if stall < STALL_TARGET_MS else 'OVER'}; "
         f"p99 gap {gaps[int(0.99 * (len(gaps) - 1))]:.1f} ms (ping every {PING_MS} ms)"
     )
-    summary = controller.model.stats.summary()
+    summary = studio.controller.model.stats.summary()
     print(
         f"adaptation events: collapse guard acted {summary.guard_events} times, "
         f"{summary.skipped_updates} updates skipped"
     )
     table = window.table.model
     print(
-        f"held at the end: {table.rowCount()} table rows, {len(controller.model.overlays)} overlays, "
-        f"{len(controller.model.previews)} cached previews, {len(window.log.entries)} log entries "
+        f"held at the end: {table.rowCount()} table rows, {len(studio.controller.model.overlays)} overlays, "
+        f"{len(studio.controller.model.previews)} cached previews, {len(window.log.entries)} log entries "
         f"({window.log.text.document().blockCount()} lines shown)"
     )
-    profile = ProfileStore(home).open(controller.state.settings.profile)
+    profile = ProfileStore(home).open(studio.controller.state.settings.profile)
     rows_dir = profile.path / "rows"
     lines = sum(len(p.read_bytes().splitlines()) for p in rows_dir.glob("*.jsonl"))
     print(
@@ -166,19 +168,19 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
 
     # Reopening the folder brings every processed row back from the profile, nothing is left to run.
     start = time.perf_counter()
-    controller.open_folder(str(stream))
-    wait_for(controller.sourceOpened)
+    studio.controller.open_folder(str(stream))
+    wait_for(studio.sourceOpened)
     reopened = time.perf_counter() - start
     gc.collect()
     print(
-        f"reopen: {table.rowCount()} rows restored in {reopened:.2f} s, {controller.model.pending} left to "
+        f"reopen: {table.rowCount()} rows restored in {reopened:.2f} s, {studio.controller.model.pending} left to "
         f"process, RSS {rss_mb():.1f} MiB"
     )
 
-    controller.shutdown()
+    studio.shutdown()
     window.close()
     app.processEvents()
-    ok = ended is not None and ended.reason == "finished" and controller.model.progress.done == total
+    ok = ended is not None and ended.reason == "finished" and studio.controller.model.progress.done == total
     return 0 if ok else 1
 
 

@@ -89,14 +89,14 @@ def studio(qtbot: object, home: Path, model: Path) -> Iterator[object]:
 
     s = Studio(qtbot, home, model)
     yield s
-    for controller in s.controllers:
-        s.close(controller)
-        assert not controller.engine_thread.isRunning()
+    for studio_app in s.apps:
+        s.close(studio_app)
+        assert not studio_app.engine_thread.isRunning()
 
 
 @pytest.fixture(autouse=True)
 def _collection_given_back() -> Iterator[None]:
-    """After a test that built a Controller (its worker threads ended), CPython collects as usual."""
+    """After a test that built a StudioApp (its worker threads ended), CPython collects as usual."""
     yield
     collector = sys.modules.get("app.runtime.collector")
     if collector is not None:

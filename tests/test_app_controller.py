@@ -1,6 +1,7 @@
-"""The controller against a mock of the main window (as ndv tests its controller), and the Qt-free
+"""The app against a mock of the main window, with a real engine worker in its thread, and the Qt-free
 run model the views observe: the controller calls only the window's public methods, and every
-result reaches the views through the model."""
+result reaches the views through the model. (The controller's logic alone, with a fake window and a
+fake worker and no Qt at all, is tested in ``tests/test_controller_plain.py``.)"""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import numpy as np
 import pytest
 from app_fixtures import make_folder, make_model, sample_row
 
-from app.control.controller import Controller
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay
 from app.core.phase import Phase
 from app.core.run_items import Cell, Selection
 from app.core.run_model import RunModel
 from app.core.settings import AppSettings
+from app.shell.studio_app import StudioApp
 from app.views.main_window import MainWindow
 from engine import FolderSource, PredictionRow, StreamItem
 
@@ -89,7 +90,7 @@ def test_run_model_fills_the_slide_map_from_rows() -> None:
     assert np.isfinite(model.tile_values).sum() == 1 and model.tile_values[1, 2] == pytest.approx(0.9)
 
 
-# -- the controller against a mock window -----------------------------------------------------
+# -- the app against a mock window ------------------------------------------------------------
 @pytest.fixture
 def mock_window() -> MagicMock:
     window = MagicMock(spec=MainWindow)  # only the class's methods and signals: no sub-widgets
@@ -100,25 +101,25 @@ def mock_window() -> MagicMock:
 
 
 @pytest.fixture
-def controller(
+def app(
     qtbot: Any, mock_window: MagicMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Controller]:
+) -> Iterator[StudioApp]:
     monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
     model = make_model(tmp_path)
     settings = AppSettings(model=str(model), method_config={"mc_passes": 2})
-    c = Controller(
+    app = StudioApp(
         mock_window, settings, home=tmp_path / "home", flush_interval_ms=10, persist_settings=False
     )
-    with qtbot.waitSignal(c.sessionChanged, timeout=TIMEOUT_MS):
-        c.load_session()
-    yield c
-    c.shutdown()
-    assert not c.engine_thread.isRunning()
+    with qtbot.waitSignal(app.sessionChanged, timeout=TIMEOUT_MS):
+        app.controller.load_session()
+    yield app
+    app.shutdown()
+    assert not app.engine_thread.isRunning()
 
 
-def _open(controller: Controller, qtbot: Any, folder: Path) -> None:
-    with qtbot.waitSignal(controller.sourceOpened, timeout=TIMEOUT_MS):
-        controller.open_folder(str(folder))
+def _open(app: StudioApp, qtbot: Any, folder: Path) -> None:
+    with qtbot.waitSignal(app.sourceOpened, timeout=TIMEOUT_MS):
+        app.controller.open_folder(str(folder))
 
 
 def _calls(mock: MagicMock) -> list[Any]:
@@ -126,18 +127,18 @@ def _calls(mock: MagicMock) -> list[Any]:
 
 
 def test_controller_drives_the_window_through_its_methods_only(
-    controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
+    app: StudioApp, mock_window: MagicMock, qtbot: Any, tmp_path: Path
 ) -> None:
-    _open(controller, qtbot, make_folder(tmp_path, 12, labelled="folders"))
+    _open(app, qtbot, make_folder(tmp_path, 12, labelled="folders"))
     assert _calls(mock_window.clear_results)[-1] == (12, 2, True)
     assert mock_window.set_actions.call_args.args[0] is Phase.READY
     assert mock_window.set_actions.call_args.args[1].start
-    with qtbot.waitSignal(controller.runFinished, timeout=TIMEOUT_MS) as blocker:
-        controller.start()
+    with qtbot.waitSignal(app.runFinished, timeout=TIMEOUT_MS) as blocker:
+        app.controller.start()
     assert blocker.args[0].reason == "finished" and blocker.args[0].processed == 12
     shown = [row for (rows,) in _calls(mock_window.append_rows) for row in rows]
     assert [r.position for r in shown] == list(range(12)), "every row reached the table once, in order"
-    assert shown == controller.model.rows
+    assert shown == app.controller.model.rows
     data = mock_window.set_plot_data.call_args.args[0]
     assert data.labelled and data.x.size == 12
     image, overlay, title = mock_window.show_image.call_args.args[:3]
@@ -152,29 +153,29 @@ def test_controller_drives_the_window_through_its_methods_only(
 
     # Export reads the run model (not the widgets) and the window's plot image.
     out = tmp_path / "reports"
-    with qtbot.waitSignal(controller.exportFinished, timeout=TIMEOUT_MS) as exported:
-        controller.export(str(out))
+    with qtbot.waitSignal(app.exportFinished, timeout=TIMEOUT_MS) as exported:
+        app.controller.export(str(out))
     assert {p.name for p in exported.args[0]} == {"predictions.csv", "run_config.json", "report.pdf"}
     mock_window.plot_png.assert_called()
 
     # The user selects a row in the window: the controller shows it (from the model's preview cache).
-    controller.model.select(4)
+    app.controller.model.select(4)
     assert "#5" in mock_window.show_image.call_args.args[2]
 
 
 def test_controller_pause_resume_and_stop(
-    controller: Controller, mock_window: MagicMock, qtbot: Any, tmp_path: Path
+    app: StudioApp, mock_window: MagicMock, qtbot: Any, tmp_path: Path
 ) -> None:
-    _open(controller, qtbot, make_folder(tmp_path, 40, labelled="none"))
-    controller.start()
-    qtbot.waitUntil(lambda: len(controller.model.rows) >= 2, timeout=TIMEOUT_MS)
-    controller.pause()
-    qtbot.waitUntil(lambda: controller.phase is Phase.PAUSED, timeout=TIMEOUT_MS)
-    count = len(controller.model.rows)
+    _open(app, qtbot, make_folder(tmp_path, 40, labelled="none"))
+    app.controller.start()
+    qtbot.waitUntil(lambda: len(app.controller.model.rows) >= 2, timeout=TIMEOUT_MS)
+    app.controller.pause()
+    qtbot.waitUntil(lambda: app.controller.phase is Phase.PAUSED, timeout=TIMEOUT_MS)
+    count = len(app.controller.model.rows)
     qtbot.wait(200)
-    assert len(controller.model.rows) == count < 40, "nothing is processed while paused"
-    with qtbot.waitSignal(controller.runFinished, timeout=TIMEOUT_MS) as blocker:
-        controller.stop()
+    assert len(app.controller.model.rows) == count < 40, "nothing is processed while paused"
+    with qtbot.waitSignal(app.runFinished, timeout=TIMEOUT_MS) as blocker:
+        app.controller.stop()
     ended = blocker.args[0]
     assert ended.reason == "stopped" and ended.saved and ended.processed == count
-    assert controller.model.pending == 40 - count and controller.phase is Phase.READY
+    assert app.controller.model.pending == 40 - count and app.controller.phase is Phase.READY

@@ -88,7 +88,7 @@ def _export(studio: Studio, c: object, out: Path, qtbot: object) -> tuple[bool, 
     results: list[tuple[bool, object]] = []
     c.exportFinished.connect(lambda paths: results.append((True, paths)))  # type: ignore[attr-defined]
     c.exportError.connect(lambda message: results.append((False, message)))  # type: ignore[attr-defined]
-    c.export(out)  # type: ignore[attr-defined]
+    c.controller.export(out)  # type: ignore[attr-defined]
     qtbot.waitUntil(lambda: bool(results), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
     return results[0]
 

@@ -15,13 +15,13 @@ import pytest
 from app_fixtures import CLASSES, make_folder, make_model
 from app_studio import RUN_TIMEOUT_MS, Studio
 
-from app.control.controller import Controller
 from app.core.phase import Phase
 from app.core.settings import DEMO_MODEL, AppSettings, available_devices, check_model, method_fields
+from app.shell.studio_app import StudioApp
 from app.views.main_window import MainWindow
 
 
-def _banner_text(c: Controller, key: str) -> str:
+def _banner_text(c: StudioApp, key: str) -> str:
     item = c.window.banners.items.get(key)
     return "" if item is None else item.banner.text
 
@@ -54,17 +54,21 @@ def test_a_saved_model_that_is_gone_offers_the_demo_model(qtbot: object, home: P
     window = MainWindow()
     qtbot.addWidget(window)  # type: ignore[attr-defined]
     settings = AppSettings(model=str(tmp_path / "moved-away.safetensors"), method="source")
-    c = Controller(window, settings, home=home, flush_interval_ms=20)
+    c = StudioApp(window, settings, home=home, flush_interval_ms=20)
     try:
         with qtbot.waitSignal(c.loadFailed, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-            c.load_session()
+            c.controller.load_session()
         text = _banner_text(c, "model")
         assert "No model is loaded" in text and "moved-away.safetensors" in text
         assert "demo-model" in window.banners.items["model"].buttons
         assert not window.open_folder_action.isEnabled() and window.settings_action.isEnabled()
         with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             window.banners.items["model"].buttons["demo-model"].click()
-        assert c.state.settings.model == "" and c.state.usable and "model" not in window.banners.items
+        assert (
+            c.controller.state.settings.model == ""
+            and c.controller.state.usable
+            and "model" not in window.banners.items
+        )
         saved = json.loads((home / "settings.json").read_text())
         assert saved["model"] == "", "the fix is saved"
     finally:
@@ -83,7 +87,7 @@ def test_subfolders_that_are_not_model_classes_are_warned(studio: Studio, tmp_pa
     text = _banner_text(c, "source-folders")
     assert "'glaucoma' (4 images)" in text and "normal, tumor" in text and "unlabelled" in text
     assert any("glaucoma" in m for level, m in c.window.log.entries if level == "warning")
-    assert sum(r.ground_truth is not None for r in c.model.source.items) == 4  # type: ignore[union-attr]
+    assert sum(r.ground_truth is not None for r in c.controller.model.source.items) == 4  # type: ignore[union-attr]
 
 
 def test_a_class_sorted_stream_is_warned_and_interleaving_fixes_it(
@@ -96,8 +100,10 @@ def test_a_class_sorted_stream_is_warned_and_interleaving_fixes_it(
     assert "sorted by class (normal ×8 → tumor ×8)" in text
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.banners.items["source-sorted"].buttons["interleave"].click()
-    assert c.state.settings.order == "interleaved" and "source-sorted" not in c.window.banners.items
-    truths = [it.ground_truth for it in c.model.source.items]  # type: ignore[union-attr]
+    assert (
+        c.controller.state.settings.order == "interleaved" and "source-sorted" not in c.window.banners.items
+    )
+    truths = [it.ground_truth for it in c.controller.model.source.items]  # type: ignore[union-attr]
     assert truths[:8] != [0] * 8 and sorted(truths) == [0] * 8 + [1] * 8  # type: ignore[type-var]
     studio.run_to_end(c)
     rows = c.window.table.model.rows
@@ -110,7 +116,7 @@ def test_a_one_class_collapse_is_warned(studio: Studio, tmp_path: Path) -> None:
     c = studio.open(model=str(biased), method="source", method_config={})
     studio.open_folder(c, folder)
     studio.run_to_end(c)
-    assert c.phase is Phase.DONE
+    assert c.controller.phase is Phase.DONE
     text = _banner_text(c, "source-collapse")
     found = re.search(r"Nearly every prediction is 'tumor' \((\d+) of (\d+) images", text)
     assert found is not None and found[1] == found[2] and int(found[1]) >= 20, text

@@ -25,13 +25,17 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     folder = make_folder(tmp_path, 24, labelled="folders")
     c = studio.open()
     studio.open_folder(c, folder)
-    assert c.phase is Phase.READY and c.model.pending == 24
+    assert c.controller.phase is Phase.READY and c.controller.model.pending == 24
     ended = studio.run_to_end(c)
     assert ended.reason == "finished" and ended.processed == 24 and ended.saved  # type: ignore[attr-defined]
     window = c.window
     assert window.table.model.rowCount() == 24 and sorted(table_keys(c)) == sorted(set(table_keys(c)))
     assert window.table.proxy.rowCount() == 24
-    assert c.phase is Phase.DONE and not window.start_action.isEnabled() and window.export_action.isEnabled()
+    assert (
+        c.controller.phase is Phase.DONE
+        and not window.start_action.isEnabled()
+        and window.export_action.isEnabled()
+    )
     # Plots: labelled data -> running accuracy over the 24 images, consistent with the rows.
     data = window.plots.data
     assert data is not None and data.labelled and data.x.size == 24
@@ -47,7 +51,10 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     # Selecting a row shows that image with its overlay; the hotkey action toggles the overlay.
     window.table.table.selectRow(5)
     shown = window.table.model.row_at(window.table.proxy.mapToSource(window.table.proxy.index(5, 0)).row())
-    assert c.model.selected == shown.position and f"#{shown.position + 1}" in window.image_view.title.text()
+    assert (
+        c.controller.model.selected == shown.position
+        and f"#{shown.position + 1}" in window.image_view.title.text()
+    )
     assert window.image_view.heat_item.isVisible() or window.image_view.heat_item.image is not None
     window.toggle_overlay_action.trigger()
     assert not window.image_view.overlay_visible and not window.image_view.uncertain_item.isVisible()
@@ -66,15 +73,15 @@ def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None
     folder = make_folder(tmp_path, 40, labelled="none")
     c = studio.open()
     studio.start_and_wait(c, folder, 3)
-    c.pause()
-    assert c.phase is Phase.PAUSING and not c.window.resume_action.isEnabled()
-    qtbot.waitUntil(lambda: c.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    c.controller.pause()
+    assert c.controller.phase is Phase.PAUSING and not c.window.resume_action.isEnabled()
+    qtbot.waitUntil(lambda: c.controller.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
     assert c.window.resume_action.isEnabled() and not c.window.pause_action.isEnabled()
     count = c.window.table.model.rowCount()
     qtbot.wait(300)  # type: ignore[attr-defined]
     assert c.window.table.model.rowCount() == count < 40, "nothing is processed while paused"
     with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.resume()
+        c.controller.resume()
     assert c.window.table.model.rowCount() == 40 and len(set(table_keys(c))) == 40
     data = c.window.plots.data
     assert data is not None and not data.labelled and data.x.size == 40  # positive rate without truth
@@ -85,20 +92,22 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     first = studio.open(profile="Site A")
     studio.start_and_wait(first, folder, 4)
     with qtbot.waitSignal(first.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
-        first.stop()
+        first.controller.stop()
     ended = blocker.args[0]
     assert ended.reason == "stopped" and ended.saved
     done_first = table_keys(first)
-    assert 4 <= len(done_first) < 30 and first.phase is Phase.READY
+    assert 4 <= len(done_first) < 30 and first.controller.phase is Phase.READY
     assert ProfileStore(studio.home).open("Site A").info().images_seen == len(done_first)
     studio.close(first)
 
     second = studio.open(profile="Site A")
-    assert second.state.info is not None and second.state.info.images_seen == len(done_first)
+    assert second.controller.state.info is not None and second.controller.state.info.images_seen == len(
+        done_first
+    )
     studio.open_folder(second, folder)
     assert table_keys(second) == done_first, "earlier rows come back from the profile"
     assert all(r.restored for r in second.window.table.model.rows)
-    assert second.model.pending == 30 - len(done_first)
+    assert second.controller.model.pending == 30 - len(done_first)
     studio.run_to_end(second)
     keys = table_keys(second)
     assert len(keys) == 30 and len(set(keys)) == 30, "no image lost or processed twice"
@@ -107,7 +116,11 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     assert ProfileStore(studio.home).open("Site A").info().images_seen == 30
     # Opening the folder again: nothing left to do.
     studio.open_folder(second, folder)
-    assert second.model.pending == 0 and second.phase is Phase.DONE and len(table_keys(second)) == 30
+    assert (
+        second.controller.model.pending == 0
+        and second.controller.phase is Phase.DONE
+        and len(table_keys(second)) == 30
+    )
 
 
 def test_reset_to_source_model(
@@ -123,7 +136,7 @@ def test_reset_to_source_model(
     monkeypatch.setattr(c.window, "confirm", lambda *a: True)
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.reset_action.trigger()
-    assert c.model.pending == 6 and c.window.table.model.rowCount() == 0
+    assert c.controller.model.pending == 6 and c.window.table.model.rowCount() == 0
     assert ProfileStore(studio.home).open("default").info().images_seen == 0
     assert "0 images seen" in c.window.profile_label.full_text()
 
@@ -149,7 +162,7 @@ def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) 
     ended = studio.run_to_end(c)
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
-        c.export(str(out))
+        c.controller.export(str(out))
     assert {p.name for p in blocker.args[0]} == {"predictions.csv", "run_config.json", "report.pdf"}
     with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
         records = list(csv.DictReader(fh))
@@ -183,7 +196,7 @@ def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, 
     slide = make_slide(tmp_path / "slide.tif", size=(768, 512), mpp=0.5)
     c = studio.open()  # model card: 1.0 µm/px -> level 1 of this 0.5 µm/px slide
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
-        c.open_slide(str(slide))
+        c.controller.open_slide(str(slide))
     source = blocker.args[0].source
     assert source.plan.matched and source.plan.level == 1 and source.plan.footprint == 64
     assert c.window.slide_view.isVisibleTo(c.window)
@@ -196,11 +209,11 @@ def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, 
     assert positions == sorted(positions), "tiles are fed in reading order"
     # Clicking a tile selects its row.
     first = c.window.table.model.rows[3]
-    c.sessions._on_window_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
-    assert c.model.selected == first.position
+    c.controller.sessions.on_window_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
+    assert c.controller.model.selected == first.position
     out = tmp_path / "slide_reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.export(str(out))
+        c.controller.export(str(out))
     geo = json.loads((out / "tiles.geojson").read_text())
     assert len(geo["features"]) == tiles
     ring = geo["features"][0]["geometry"]["coordinates"][0]
@@ -216,11 +229,11 @@ def test_slide_resolution_mismatch_is_warned(
     slide = make_slide(tmp_path / "slide.tif", size=(512, 384), mpp=2.0)  # coarser than the model's 1.0
     c = studio.open()
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.open_slide(str(slide))
+        c.controller.open_slide(str(slide))
     warnings = [m for level, m in c.window.log.entries if level == "warning"]
     assert any("coarser than the model's training resolution" in m for m in warnings)
     (tmp_path / "plain.png").write_bytes(b"\x89PNG broken")
-    c.open_slide(str(tmp_path / "plain.png"))
+    c.controller.open_slide(str(tmp_path / "plain.png"))
     qtbot.waitUntil(lambda: any("plain.png" in m for lvl, m in c.window.log.entries if lvl == "error"))  # type: ignore[attr-defined]
 
 
@@ -254,7 +267,7 @@ def test_switching_method_with_a_foreign_profile_state_reports_it(studio: Studio
     studio.open_folder(c, folder)
     studio.run_to_end(c)
     other = studio.open(profile="mixed", method="source", method_config={})
-    assert other.state.info is not None and other.state.info.profile_error
+    assert other.controller.state.info is not None and other.controller.state.info.profile_error
     assert any("cannot be used" in m for lvl, m in other.window.log.entries if lvl == "error")
     assert not other.window.start_action.isEnabled() and other.window.reset_action.isEnabled()
 
@@ -290,6 +303,6 @@ def test_a_pdf_that_cannot_be_written_is_reported(
     studio.run_to_end(c)
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportError, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
-        c.export(str(out))
+        c.controller.export(str(out))
     assert "No space left on device" in blocker.args[0] and str(out) in blocker.args[0]
     assert not any(out.iterdir()), "no report, and no staged file left behind"

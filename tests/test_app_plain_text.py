@@ -111,8 +111,8 @@ def test_names_and_classes_are_plain_text_in_the_app(
         ]
         assert not tips, tips
     finally:
-        for controller in studio.controllers:
-            studio.close(controller)
+        for studio_app in studio.apps:
+            studio.close(studio_app)
 
 
 def test_a_plain_tooltip_is_shown_as_it_is(qapp: object) -> None:

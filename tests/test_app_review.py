@@ -14,10 +14,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 
-from app.control.controller import Controller
+from app.shell.studio_app import StudioApp
 
 
-def _select(c: Controller, index: int) -> None:
+def _select(c: StudioApp, index: int) -> None:
     """Select table row ``index`` as a click would (the image is shown)."""
     table = c.window.table
     table.table.selectRow(table.proxy.mapFromSource(table.model.index(index, 0)).row())
@@ -28,7 +28,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
 ) -> None:
     folder = make_folder(tmp_path, 12, labelled="none")  # no ground truth: the review supplies it
     c = studio.processed(folder, "Review")
-    rows = list(c.model.rows)
+    rows = list(c.controller.model.rows)
     window = c.window
     _select(c, 0)
     window.confirm_action.trigger()  # C: the prediction is right; moves on to row 1
@@ -37,15 +37,15 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     window.class_actions[1].trigger()  # 2: mark as class 2 (tumor)
     window.next_action.trigger()  # N: skip row 3
     window.clear_mark_action.trigger()  # nothing to clear on row 4
-    marks = c.model.marks
+    marks = c.controller.model.marks
     assert set(marks) == {rows[0].key, rows[1].key, rows[2].key}
     assert marks[rows[0].key].label == rows[0].prediction and marks[rows[0].key].confirmed
     assert marks[rows[1].key].label == 1 - rows[1].prediction and not marks[rows[1].key].confirmed
     assert marks[rows[2].key].label == 1
     texts = [window.table.model.review_at(i) for i in range(4)]
     assert texts[0] == "✓ confirmed" and texts[1].startswith("✎ ") and texts[3] == ""
-    assert [r.ground_truth is not None for r in c.model.rows[:4]] == [True, True, True, False]
-    metrics = c.model.metrics()
+    assert [r.ground_truth is not None for r in c.controller.model.rows[:4]] == [True, True, True, False]
+    metrics = c.controller.model.metrics()
     assert (metrics.labelled, metrics.reviewed) == (3, 3)
     assert metrics.review_agreed == 1 + (rows[2].prediction == 1)
     assert window.metrics.metrics is not None and window.metrics.metrics.reviewed == 3
@@ -54,17 +54,17 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     # Take one mark back: it is gone from the model, the table and the file.
     _select(c, 1)
     window.clear_mark_action.trigger()
-    assert rows[1].key not in c.model.marks and window.table.model.review_at(1) == ""
+    assert rows[1].key not in c.controller.model.marks and window.table.model.review_at(1) == ""
     studio.close(c)
 
     again = studio.open_with(folder, "Review")
-    assert set(again.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
+    assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
     assert again.window.table.model.review_at(0) == "✓ confirmed"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
-    assert again.model.metrics().reviewed == 2
+    assert again.controller.model.metrics().reviewed == 2
     out = tmp_path / "reports"
     with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        again.export(str(out))
+        again.controller.export(str(out))
     with open(out / "reviews.csv", newline="", encoding="utf-8") as fh:
         records = list(csv.DictReader(fh))
     assert [r["item"] for r in records] == [rows[0].name, rows[2].name]
@@ -82,12 +82,12 @@ def test_overlays_come_back_after_a_restart_and_reach_the_pdf(
 ) -> None:
     folder = make_folder(tmp_path, 10, labelled="csv")
     c = studio.processed(folder, "Overlays")
-    before = {r.key: c.model.overlays[r.position] for r in c.model.rows}
+    before = {r.key: c.controller.model.overlays[r.position] for r in c.controller.model.rows}
     studio.close(c)
 
     again = studio.open_with(folder, "Overlays")
-    assert all(r.restored for r in again.model.rows)
-    after = {r.key: again.model.overlays[r.position] for r in again.model.rows}
+    assert all(r.restored for r in again.controller.model.rows)
+    after = {r.key: again.controller.model.overlays[r.position] for r in again.controller.model.rows}
     assert after.keys() == before.keys()
     for key, overlay in after.items():
         assert overlay.grid == before[key].grid
@@ -101,8 +101,8 @@ def test_overlays_come_back_after_a_restart_and_reach_the_pdf(
     assert view.uncertain_item.path().elementCount() > 0, "the masked patches are drawn"
     out = tmp_path / "reports"
     with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        again.export(str(out))
-    data = again.report_data()
+        again.controller.export(str(out))
+    data = again.controller.report_data()
     assert data is not None and data.gallery, "the gallery is chosen from the restored rows"
     _, text = read_pdf_text(out / "report.pdf")
     assert "Cases to look at" in text and "Shown as:" in text
@@ -118,7 +118,7 @@ def test_an_image_that_cannot_be_read_again_is_named_not_left_loading(
     (folder / "img003.png").write_bytes(b"not an image any more")  # damaged after the run
 
     again = studio.open_with(folder, "Gone")
-    index = next(i for i, r in enumerate(again.model.rows) if r.name == "img003.png")
+    index = next(i for i, r in enumerate(again.controller.model.rows) if r.name == "img003.png")
     _select(again, index)  # an image of an earlier session: read again from disk, which fails
     view = again.window.image_view
     qtbot.waitUntil(lambda: "Loading" not in view.title.text(), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]

@@ -17,26 +17,26 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from cli_helpers import before_step, out_of_memory_at
 from PySide6.QtWidgets import QApplication
 
-from app.control.controller import Controller
 from app.core.phase import Phase
 from app.core.profiles import ProfileStore
+from app.shell.studio_app import StudioApp
 from engine.errors import STEP_EVENT
 
 
 def test_command_line_run_export_and_quit(
     home: Path, model: Path, tmp_path: Path, qapp: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.control.controller
+    import app.shell.studio_app
     from app.main import main
 
-    made: list[Controller] = []
+    made: list[StudioApp] = []
 
-    class Recording(Controller):
+    class Recording(StudioApp):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(app.control.controller, "Controller", Recording)
+    monkeypatch.setattr(app.shell.studio_app, "StudioApp", Recording)
     folder = make_folder(tmp_path, 10, labelled="folders")
     out = tmp_path / "cli_out"
     code = main(
@@ -81,7 +81,7 @@ def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
     assert ended.reason == "failed" and ended.processed == 2 and ended.saved  # type: ignore[attr-defined]
     errors = [m for level, m in c.window.log.entries if level == "error"]
     assert any("out of memory" in m and "img002" in m and "tried again" in m for m in errors)
-    assert c.model.pending == 4 and c.phase is Phase.READY
+    assert c.controller.model.pending == 4 and c.controller.phase is Phase.READY
 
     def broken_save(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
@@ -101,7 +101,11 @@ def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Pa
     with qtbot.waitSignal(c.engine_thread.finished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.close()  # refused while running: the run stops, saves, then the window closes
     assert not c.engine_thread.isRunning() and not c.window.isVisible()
-    assert c.state.last_run is not None and c.state.last_run.reason == "stopped" and c.state.last_run.saved
+    assert (
+        c.controller.state.last_run is not None
+        and c.controller.state.last_run.reason == "stopped"
+        and c.controller.state.last_run.saved
+    )
     assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
 
 
@@ -164,7 +168,7 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
 
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.export(str(out))
+        c.controller.export(str(out))
     config = json.loads((out / "run_config.json").read_text())
     assert config["summary"]["guard_events"] == 3 and config["summary"]["skipped_updates"] == 1
     assert [(e["index"], e["item"]) for e in config["guard_events"]] == [
@@ -203,12 +207,16 @@ def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studi
     assert _cli(studio.model, folder, out, state) == 0
     cli_rows = [r for r in csv.DictReader(out.open(newline=""))]
     c = studio.open(state_dir=state)
-    assert c.state.info is not None and c.state.info.images_seen == 10 and not c.state.info.profile_error
+    assert (
+        c.controller.state.info is not None
+        and c.controller.state.info.images_seen == 10
+        and not c.controller.state.info.profile_error
+    )
     studio.open_folder(c, folder)
-    rows = c.model.rows
+    rows = c.controller.model.rows
     assert [r.name for r in rows] == [r["item"] for r in cli_rows] and all(r.restored for r in rows)
     assert [f"{r.confidence:.6f}" for r in rows] == [r["confidence"] for r in cli_rows]
-    assert c.model.pending == 0 and c.phase is Phase.DONE
+    assert c.controller.model.pending == 0 and c.controller.phase is Phase.DONE
     # New images arrive: the app continues the same journal, and f2tta run continues after it.
     extra = make_folder(tmp_path / "more", 3, labelled="folders", seed=9)
     for src in sorted(extra.rglob("*.png")):
@@ -216,7 +224,7 @@ def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studi
         target.parent.mkdir(parents=True, exist_ok=True)
         src.rename(target.with_name("new_" + target.name))
     studio.open_folder(c, folder)
-    assert c.model.pending == 3
+    assert c.controller.model.pending == 3
     studio.run_to_end(c)
     studio.close(c)
     assert _cli(studio.model, folder, out, state) == 0
@@ -231,8 +239,8 @@ def test_profile_written_by_the_app_resumes_under_f2tta_run(
     c = studio.open(profile="Site B")
     studio.start_and_wait(c, folder, 4)
     with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.stop()
-    app_rows = list(c.model.rows)
+        c.controller.stop()
+    app_rows = list(c.controller.model.rows)
     studio.close(c)
     profile = studio.home / "profiles" / "Site B"
     out = tmp_path / "preds.csv"

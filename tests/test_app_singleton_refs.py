@@ -75,7 +75,7 @@ def test_a_long_session_does_not_run_out_of_singleton_references() -> None:
 
 
 def test_the_guard_names_what_it_protects() -> None:
-    """In this process (a Controller may have run the guard already): idempotent, names the singletons."""
+    """In this process (a StudioApp may have run the guard already): idempotent, names the singletons."""
     from PySide6.QtWidgets import QApplication
 
     from app.runtime.singleton_refs import lost_references, protect_singletons

@@ -56,7 +56,7 @@ def test_real_aperio_slide_in_the_window(studio: Studio, qtbot: object, tmp_path
     assert SVS is not None
     c = studio.open(method="source", method_config={})
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
-        c.open_slide(str(SVS))
+        c.controller.open_slide(str(SVS))
     source = blocker.args[0].source
     view = c.window.slide_view
     assert view.isVisibleTo(c.window) and view.tissue_item.image is not None, "the tissue mask is drawn"
@@ -65,7 +65,7 @@ def test_real_aperio_slide_in_the_window(studio: Studio, qtbot: object, tmp_path
     assert c.window.table.model.rowCount() == tiles and np.isfinite(view.values).sum() == tiles
     out = tmp_path / "gui_out"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.export(str(out))
+        c.controller.export(str(out))
     _check_geojson(out / "tiles.geojson", SVS, tiles)
 
 
@@ -76,7 +76,7 @@ def test_the_viewer_reads_the_pyramid_as_it_zooms(studio: Studio, qtbot: object,
     c.window.resize(1000, 700)
     c.window.show()
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.open_slide(str(slide))
+        c.controller.open_slide(str(slide))
     view = c.window.slide_view
     view.resize(600, 500)
     qtbot.wait(50)  # type: ignore[attr-defined]

@@ -26,18 +26,24 @@ def test_each_profile_remembers_its_model_and_method(studio: Studio, tmp_path: P
     assert info is not None and info.model_path == str(studio.model) and info.method == DEFAULT_METHOD
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         settings = dataclasses.replace(
-            c.state.settings, model=str(other_model), method="source", method_config={}
+            c.controller.state.settings, model=str(other_model), method="source", method_config={}
         )
-        c.sessions.profiles.create("Site B", settings)
-    assert c.state.info is not None and c.state.info.method == "source"
+        c.controller.profiles.create("Site B", settings)
+    assert c.controller.state.info is not None and c.controller.state.info.method == "source"
     # Back to Site A: its model and method come with it.
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.profileSelected.emit("Site A")
-    assert c.state.settings.model == str(studio.model) and c.state.settings.method == DEFAULT_METHOD
-    assert c.state.settings.method_config == {"mc_passes": 2} and c.state.usable
+    assert (
+        c.controller.state.settings.model == str(studio.model)
+        and c.controller.state.settings.method == DEFAULT_METHOD
+    )
+    assert c.controller.state.settings.method_config == {"mc_passes": 2} and c.controller.state.usable
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.profileSelected.emit("Site B")
-    assert c.state.settings.model == str(other_model) and c.state.settings.method == "source"
+    assert (
+        c.controller.state.settings.model == str(other_model)
+        and c.controller.state.settings.method == "source"
+    )
 
 
 def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot: object) -> None:
@@ -49,8 +55,8 @@ def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot:
         c.window.renameProfileRequested.emit("New name")
     store = ProfileStore(studio.home)
     assert "Old name" not in store.names() and "New name" in store.names()
-    assert c.state.settings.profile == "New name" and c.state.info is not None
-    assert c.state.info.profile.name == "New name" and c.state.info.images_seen == 4, (
+    assert c.controller.state.settings.profile == "New name" and c.controller.state.info is not None
+    assert c.controller.state.info.profile.name == "New name" and c.controller.state.info.images_seen == 4, (
         "its state moved with it"
     )
     assert c.window.profile_combo.currentText() == "New name"
@@ -58,8 +64,8 @@ def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot:
         store.delete("New name")  # this window holds it
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.window.deleteProfileRequested.emit("New name")
-    assert "New name" not in store.names() and c.state.settings.profile == "default"
-    assert c.state.info is not None and c.state.info.profile.name == "default"
+    assert "New name" not in store.names() and c.controller.state.settings.profile == "default"
+    assert c.controller.state.info is not None and c.controller.state.info.profile.name == "default"
 
 
 def test_the_window_and_the_settings_dialog_fit_1280_by_800(qtbot: object) -> None:
@@ -144,7 +150,13 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         window.welcome.fundus_button.click()
     source = blocker.args[0].source
-    assert c.state.info is not None and c.state.info.card.classes == ("glaucoma", "normal")
-    assert c.state.settings.model == str(FUNDUS_DEMO_MODEL) and c.state.settings.profile == "Demo fundus"
+    assert c.controller.state.info is not None and c.controller.state.info.card.classes == (
+        "glaucoma",
+        "normal",
+    )
+    assert (
+        c.controller.state.settings.model == str(FUNDUS_DEMO_MODEL)
+        and c.controller.state.settings.profile == "Demo fundus"
+    )
     assert len(source.items) == 48 and all(it.ground_truth is not None for it in source.items)
     assert window.left.currentWidget() is not window.welcome and not window.banners.items

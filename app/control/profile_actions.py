@@ -2,7 +2,8 @@
 
 Each profile remembers its model and method (``profile.json``): selecting a profile selects them.
 A new profile, a renamed or deleted one, a demo set and every banner's fix end in
-:meth:`SessionController.apply_settings` or a request to the engine worker.
+:meth:`SessionActions.apply_settings` (the :class:`~app.control.session_controller.SessionController`'s)
+or a request to the engine worker. A plain object, handed what it uses.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import dataclasses
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, Signal, Slot
-
+from app.control.requests import WorkerRequests
+from app.control.status import Status
+from app.control.view import View
 from app.core import advice
 from app.core.open_session import OpenSession
 from app.core.profiles import DEFAULT_PROFILE, ProfileError, ProfileStore, check_name
@@ -28,23 +30,15 @@ from app.core.settings import (
     check_model,
     method_fields,
 )
-from app.views.main_window import MainWindow
-from app.worker.engine_worker import EngineWorker
 
 
-class Sessions(Protocol):
-    """What profile actions need of the session controller."""
+class SessionActions(Protocol):
+    """What profile actions ask of the session controller."""
 
-    state: OpenSession
-    window: MainWindow
-    model: RunModel
-    open_after_session: Path | None
-
-    def apply_settings(self, settings: AppSettings) -> None: ...
+    def apply_settings(self, settings: AppSettings, then_open: Path | None = None) -> None: ...
     def save_settings(self) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
-    def log(self, level: str, message: str) -> None: ...
 
 
 def model_setting(path: Path) -> str:
@@ -52,36 +46,34 @@ def model_setting(path: Path) -> str:
     return "" if path.resolve() == DEMO_MODEL.resolve() else str(path)
 
 
-class ProfileActions(QObject):
+class ProfileActions:
     """Profile, settings, demo and banner-fix requests of the window.
 
     Args:
-        sessions: the session controller (its state, window, model and settings).
-        worker: the engine worker (renames and deletions release the profile there first).
+        view: the window.
+        worker: the engine worker's requests (renames and deletions release the profile there first).
+        state: the open session (its settings and profile).
+        model: the run model (closed when its profile is deleted).
+        status: the phase and the log.
+        sessions: the session controller's actions (settings, sources, reset).
     """
 
-    _requestRename = Signal(str)
-    _requestDelete = Signal(str)
-
-    def __init__(self, sessions: Sessions, worker: EngineWorker) -> None:
-        super().__init__()
-        self.sessions = sessions
-        self._requestRename.connect(worker.rename_profile)
-        self._requestDelete.connect(worker.delete_profile)
-        worker.profileFailed.connect(self._on_worker_profile_failed)
-        sessions.window.profileSelected.connect(self.select)
-        sessions.window.newProfileRequested.connect(self.create)
-
-    def refresh(self) -> None:
-        st = self.sessions.state
-        current = st.state_dir.name if st.state_dir is not None else st.settings.profile
-        self.sessions.window.set_profiles(sorted({*ProfileStore(st.home).names(), current}), current)
-        self.sessions.window.set_demos(available_demos())
+    def __init__(
+        self,
+        view: View,
+        worker: WorkerRequests,
+        state: OpenSession,
+        model: RunModel,
+        status: Status,
+        sessions: SessionActions,
+    ) -> None:
+        self.view, self.worker, self.state, self.model = view, worker, state, model
+        self.status, self.sessions = status, sessions
 
     # -- selecting, creating, renaming, deleting -----------------------------------------------
     def settings_for_profile(self, name: str) -> AppSettings:
         """The settings with ``name`` as profile, and the model and method that profile remembers."""
-        st = self.sessions.state
+        st = self.state
         new = dataclasses.replace(st.settings, profile=name)
         info = ProfileStore(st.home).info(name)
         if info is None:
@@ -94,7 +86,7 @@ class ProfileActions(QObject):
         return new
 
     def select(self, name: str) -> None:
-        st = self.sessions.state
+        st = self.state
         if name == st.settings.profile and st.usable and st.state_dir is None:
             return
         st.state_dir = None
@@ -102,74 +94,64 @@ class ProfileActions(QObject):
 
     def create(self, name: str, settings: AppSettings | None = None) -> None:
         """A new profile with the current model and method (or ``settings``), selected."""
-        st = self.sessions.state
+        st = self.state
         try:
             name = check_name(name)
             ProfileStore(st.home).open(name)
         except (ProfileError, OSError) as exc:
-            self.sessions.window.show_error("New profile", str(exc))
+            self.view.show_error("New profile", str(exc))
             return
         st.state_dir = None
         self.sessions.apply_settings(dataclasses.replace(settings or st.settings, profile=name))
 
-    @Slot(str)
-    def _on_window_rename_profile_requested(self, name: str) -> None:
+    def on_window_rename_profile_requested(self, name: str) -> None:
         try:
             check_name(name)
         except ProfileError as exc:
-            self.sessions.window.show_error("Rename profile", str(exc))
+            self.view.show_error("Rename profile", str(exc))
             return
-        self.sessions.state.settings = dataclasses.replace(self.sessions.state.settings, profile=name.strip())
+        self.state.settings = dataclasses.replace(self.state.settings, profile=name.strip())
         self.sessions.save_settings()
-        self._requestRename.emit(name.strip())
+        self.worker.rename_profile(name.strip())
 
-    @Slot(str)
-    def _on_window_delete_profile_requested(self, name: str) -> None:
+    def on_window_delete_profile_requested(self, name: str) -> None:
         fallback = DEFAULT_PROFILE
-        self.sessions.state.settings = dataclasses.replace(self.sessions.state.settings, profile=fallback)
+        self.state.settings = dataclasses.replace(self.state.settings, profile=fallback)
         self.sessions.save_settings()
-        self.sessions.model.close()
-        self._requestDelete.emit(fallback)
+        self.model.close()
+        self.worker.delete_profile(fallback)
 
-    @Slot(str)
-    def _on_worker_profile_failed(self, message: str) -> None:
-        self.sessions.log("error", message)
-        self.sessions.window.show_error("Profile", message)
+    def on_worker_profile_failed(self, message: str) -> None:
+        self.status.log("error", message)
+        self.view.show_error("Profile", message)
 
     # -- settings and demos --------------------------------------------------------------------
-    @Slot()
-    def _on_window_settings_requested(self) -> None:
-        st = self.sessions.state
-        new = self.sessions.window.edit_settings(
-            st.settings, method_fields(), available_devices(), check_model
-        )
+    def on_window_settings_requested(self) -> None:
+        st = self.state
+        new = self.view.edit_settings(st.settings, method_fields(), available_devices(), check_model)
         if new is not None and new != st.settings:
             self.sessions.apply_settings(new)
 
-    @Slot(str)
-    def _on_window_demo_requested(self, kind: str) -> None:
+    def on_window_demo_requested(self, kind: str) -> None:
         """Open a demo set with its demo model, in a profile of its own."""
         if kind not in available_demos():
             return
-        self.sessions.open_after_session = DEMO_SETS[kind]
         settings = dataclasses.replace(
             self.settings_for_profile(DEMO_PROFILES[kind]), model=model_setting(DEMO_MODELS[kind])
         )
-        st = self.sessions.state
+        st = self.state
         st.state_dir = None
         if settings == st.settings and st.usable:
-            self.sessions.open_after_session = None
             self.sessions.open_folder(str(DEMO_SETS[kind]))
         else:
-            self.sessions.apply_settings(settings)
+            self.sessions.apply_settings(settings, then_open=DEMO_SETS[kind])
 
     # -- the fixes banners offer ---------------------------------------------------------------
-    @Slot(str, str)
-    def _on_window_banner_action_triggered(self, key: str, action: str) -> None:
-        s, st, window = self.sessions, self.sessions.state, self.sessions.window
+    def on_window_banner_action_triggered(self, key: str, action: str) -> None:
+        s, st, view = self.sessions, self.state, self.view
         verb, _, arg = action.partition(":")
         if verb == "settings":
-            self._on_window_settings_requested()
+            self.on_window_settings_requested()
         elif verb == "demo-model":
             kind = arg or "histology"
             settings = dataclasses.replace(
@@ -185,7 +167,7 @@ class ProfileActions(QObject):
         elif verb == "new-profile":
             self.create(arg)
         elif verb == "reset":
-            if window.confirm(
+            if view.confirm(
                 "Reset to source model",
                 f"Reset profile '{st.settings.profile}' to the source model? Its adaptation state and "
                 "record of processed images are deleted (review marks are kept).",
@@ -194,6 +176,6 @@ class ProfileActions(QObject):
         elif verb == "interleave":
             s.apply_settings(dataclasses.replace(st.settings, order="interleaved"))
         elif verb == "open":
-            window.open_location(arg)
+            view.open_location(arg)
         elif verb == "show-log":
-            window.show_tab("log")
+            view.show_tab("log")

@@ -1,7 +1,8 @@
 """Scripted use: ``f2tta-studio PATH --run --export DIR --quit-when-done`` (smoke checks, batch use).
 
 :class:`ScriptedRun` drives a :class:`~app.control.controller.Controller` through its public API and
-signals -- load the session, open PATH, run, export, quit -- and ends with an exit code.
+its events -- load the session, open PATH, run, export, quit -- and ends with an exit code. A plain
+object, like the controller.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal, Slot
-
 from app.control.controller import Controller
-from app.control.wiring import connect_by_name
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
+from app.core.run_items import Notifier
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the model, profile, source, state or reports could not be used
@@ -39,26 +38,26 @@ class Stage(enum.Enum):
     DONE = "done"
 
 
-class ScriptedRun(QObject):
-    """Follows the controller's signals from the session to the export; ``finished(code)`` at the end.
+class ScriptedRun:
+    """Follows the controller's events from the session to the export; ``finished(code)`` at the end.
 
     ``finished`` is emitted only with ``quit_when_done``; :attr:`exit_code` is kept either way.
     """
 
-    finished = Signal(int)
-
     def __init__(self, controller: Controller, options: ScriptOptions) -> None:
-        super().__init__()
         self.controller, self.options = controller, options
+        self.finished: Notifier[int] = Notifier()
         self.exit_code = EXIT_OK
         self.stage = Stage.SESSION if options.path is not None else Stage.DONE
-        # sessionChanged -> _on_controller_session_changed, ...; the first three are the session
-        # controller's (the controller offers them under its own name).
-        connect_by_name(controller.sessions, self, "controller")
-        connect_by_name(controller, self, "controller")
+        events = controller.events
+        events.session_changed.connect(self.on_session_changed)
+        events.source_opened.connect(self.on_source_opened)
+        events.load_failed.connect(self.on_load_failed)
+        events.run_finished.connect(self.on_run_finished)
+        events.export_finished.connect(self.on_export_finished)
+        events.export_error.connect(self.on_export_error)
 
-    @Slot(object)
-    def _on_controller_session_changed(self, info: SessionInfo) -> None:
+    def on_session_changed(self, info: SessionInfo) -> None:
         if self.stage is Stage.SESSION and not info.profile_error and self.options.path is not None:
             self.stage = Stage.SOURCE
             path = self.options.path
@@ -67,8 +66,7 @@ class ScriptedRun(QObject):
             else:
                 self.controller.open_slide(str(path))
 
-    @Slot(object)
-    def _on_controller_source_opened(self, opened: SourceOpened) -> None:
+    def on_source_opened(self, opened: SourceOpened) -> None:
         if self.stage is not Stage.SOURCE:
             return
         self.stage = Stage.RUN
@@ -77,13 +75,11 @@ class ScriptedRun(QObject):
         else:
             self._after_run()
 
-    @Slot(str)
-    def _on_controller_load_failed(self, message: str) -> None:
+    def on_load_failed(self, message: str) -> None:
         if self.stage in (Stage.SESSION, Stage.SOURCE):
             self._finish(EXIT_FAILED)
 
-    @Slot(object)
-    def _on_controller_run_finished(self, ended: RunEnded) -> None:
+    def on_run_finished(self, ended: RunEnded) -> None:
         if self.stage is not Stage.RUN:
             return
         if ended.reason == "failed" or not ended.saved:
@@ -99,13 +95,11 @@ class ScriptedRun(QObject):
         else:
             self._finish(self.exit_code)
 
-    @Slot(object)
-    def _on_controller_export_finished(self, paths: object) -> None:
+    def on_export_finished(self, paths: list[Path]) -> None:
         if self.stage is Stage.EXPORT:
             self._finish(self.exit_code)
 
-    @Slot(str)
-    def _on_controller_export_error(self, message: str) -> None:
+    def on_export_error(self, message: str) -> None:
         if self.stage is Stage.EXPORT:
             self._finish(EXIT_FAILED)
 

@@ -62,7 +62,7 @@ _installed: GuiThreadCollector | None = None
 
 
 def collect_on_gui_thread() -> GuiThreadCollector:
-    """Install the collector for this process (idempotent); :class:`~app.control.controller.Controller` calls it
+    """Install the collector for this process (idempotent); :class:`~app.shell.studio_app.StudioApp` calls it
     on the GUI thread before it starts the engine's thread."""
     global _installed
     if _installed is None:

@@ -39,11 +39,9 @@ class ImageView(QWidget):
 
     Signals:
         opacityChanged(float): the user moved the opacity slider (0-1).
-        overlayToggled(bool): the overlay was switched on or off (button or hotkey O).
     """
 
     opacityChanged = Signal(float)
-    overlayToggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -100,9 +98,8 @@ class ImageView(QWidget):
         stack(self, self.title, self.canvas, controls)
 
         self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
-        for action in (self.heat_box, self.uncertain_box, self.reliable_box):
+        for action in (self.overlay_box, self.heat_box, self.uncertain_box, self.reliable_box):
             action.toggled.connect(self._refresh_layers)
-        self.overlay_box.toggled.connect(self._on_overlay_box_toggled)
         self.fit_button.clicked.connect(self.fit)
         self._refresh_layers()
 
@@ -180,11 +177,6 @@ class ImageView(QWidget):
         self.opacity_label.setText(f"{value} %")
         self._refresh_layers()
         self.opacityChanged.emit(value / 100.0)
-
-    @Slot(bool)
-    def _on_overlay_box_toggled(self, checked: bool) -> None:
-        self._refresh_layers()
-        self.overlayToggled.emit(checked)
 
     @Slot()
     def _refresh_layers(self) -> None:

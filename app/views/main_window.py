@@ -1,7 +1,8 @@
 """The main window: assembles the views and turns user actions into signals (no engine logic here).
 
-Its public methods and signals are the whole surface the controller uses (the controller's tests
-run it against a mock of this class), so sub-widgets stay private to the window. It fits a
+Its public methods are what the controller may ask of it (the protocol :class:`app.control.view.View`;
+the controller's tests use a fake of it) and its signals are wired to the controller in
+:mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a
 1280×800 screen: every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen
 the window are elided, and failures appear as banners above the work area with their fixes.
 """

@@ -389,6 +389,6 @@ class EngineWorker(QObject):
 
     @Slot()
     def close(self) -> None:
-        """Release everything; the controller quits the thread afterwards."""
+        """Release everything; ``closed`` then ends the thread (:class:`app.shell.studio_app.StudioApp`)."""
         self._release()
         self.closed.emit()

@@ -1,0 +1,73 @@
+"""What the controller asks of the engine worker and of the view timer (Qt-free protocols).
+
+The worker lives in its own thread; :class:`app.shell.worker_link.WorkerLink` satisfies
+:class:`WorkerRequests` by emitting queued signals to it (and setting its thread-safe pause and
+stop flags). Its answers come back to the controller's ``on_worker_*`` methods, wired in
+:mod:`app.shell.wiring`. The controller's tests satisfy both protocols with fakes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from app.core.messages import RegionRequest, SessionRequest, SourceRequest
+from app.reports.files import ReportData
+
+
+class WorkerRequests(Protocol):
+    """The requests the controller sends the engine worker; each answer arrives later, as an event."""
+
+    def open_session(self, request: SessionRequest) -> None:
+        """Load the model, method and profile (answer: session ready or failed)."""
+        ...
+
+    def open_source(self, request: SourceRequest) -> None:
+        """Open a folder or a slide (answer: source ready or failed)."""
+        ...
+
+    def reset_state(self) -> None:
+        """Back to the source model; the profile forgets its state (answer: reset done)."""
+        ...
+
+    def rename_profile(self, name: str) -> None:
+        """Rename the open profile, then reopen the session under ``name``."""
+        ...
+
+    def delete_profile(self, fallback: str) -> None:
+        """Delete the open profile, then open the session under ``fallback``."""
+        ...
+
+    def start(self) -> None:
+        """Process the open source's pending images (answers: results, then run ended)."""
+        ...
+
+    def pause(self) -> None:
+        """Pause after the current image (answer: paused)."""
+        ...
+
+    def resume(self) -> None: ...
+
+    def stop(self) -> None:
+        """Stop after the current image (or now, when paused) and save (answer: run ended)."""
+        ...
+
+    def load_preview(self, position: int) -> None:
+        """Read an image again for display (answer: preview ready or failed)."""
+        ...
+
+    def read_region(self, request: RegionRequest) -> None:
+        """Read a rectangle of the open slide (answer: region ready)."""
+        ...
+
+    def export_reports(self, directory: Path, data: ReportData) -> None:
+        """Write the tabular reports (answer: exported, then the PDF on the UI thread; or failed)."""
+        ...
+
+
+class Ticker(Protocol):
+    """The timer that calls :meth:`app.control.controller.Controller.tick` while a run goes on
+    (a ``QTimer`` in the app)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...

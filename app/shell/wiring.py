@@ -1,0 +1,109 @@
+"""Which handler each Qt signal reaches: explicit ``(signal, handler)`` tables, one line a signal.
+
+Grep a signal's name and its handler is on the same line. ``tests/test_app_wiring.py`` checks that
+every signal the worker, the window, its views and the link declare has a receiver once the app is
+wired, so a signal without a handler cannot ship (``previewFailed`` once did).
+
+The handlers are the plain controller's methods. PySide6 runs a slot that is not a method of a
+``QObject`` in the thread that emitted the signal -- the worker's thread, for the worker's answers --
+so :func:`connect_on_ui_thread` connects each through a small ``QObject`` living on the UI thread,
+and Qt queues the call there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, SignalInstance
+
+from app.control.controller import Controller
+from app.shell.log_bridge import LogBridge
+from app.views.main_window import MainWindow
+from app.worker.engine_worker import EngineWorker
+
+Connection = tuple[SignalInstance, Callable[..., object]]
+
+
+def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
+    """What the user asks for, to the controller's parts."""
+    sessions, profiles = c.sessions, c.profiles
+    return [
+        (window.openFolderRequested, c.open_folder),
+        (window.openSlideRequested, c.open_slide),
+        (window.orderChanged, sessions.on_window_order_changed),
+        (window.startRequested, c.start),
+        (window.pauseRequested, c.pause),
+        (window.resumeRequested, c.resume),
+        (window.stopRequested, c.stop),
+        (window.resetRequested, sessions.request_reset),  # the window asked the user to confirm
+        (window.exportRequested, c.export),
+        (window.settingsRequested, profiles.on_window_settings_requested),
+        (window.aboutRequested, sessions.on_window_about_requested),
+        (window.profileSelected, profiles.select),
+        (window.newProfileRequested, profiles.create),
+        (window.renameProfileRequested, profiles.on_window_rename_profile_requested),
+        (window.deleteProfileRequested, profiles.on_window_delete_profile_requested),
+        (window.closeRequested, c.on_window_close_requested),
+        (window.positionSelected, c.model.select),
+        (window.filterChanged, sessions.on_window_filter_changed),
+        (window.tileClicked, sessions.on_window_tile_clicked),
+        (window.opacityChanged, sessions.on_window_opacity_changed),
+        (window.reviewRequested, c.on_window_review_requested),
+        (window.bannerActionTriggered, profiles.on_window_banner_action_triggered),
+        (window.demoRequested, profiles.on_window_demo_requested),
+        (window.regionRequested, c.on_window_region_requested),
+    ]
+
+
+def worker_connections(
+    worker: EngineWorker, c: Controller, exported: Callable[..., object]
+) -> list[Connection]:
+    """The worker's answers, to the controller's parts; ``exported`` receives the staged tabular
+    reports and writes the PDF on the UI thread. (``closed`` is not here: it ends the worker's
+    thread directly, see :class:`app.shell.studio_app.StudioApp`.)"""
+    sessions, profiles = c.sessions, c.profiles
+    return [
+        (worker.sessionReady, sessions.on_worker_session_ready),
+        (worker.sessionFailed, sessions.on_worker_session_failed),
+        (worker.sourceReady, sessions.on_worker_source_ready),
+        (worker.sourceFailed, sessions.on_worker_source_failed),
+        (worker.resultsReady, c.on_worker_results_ready),
+        (worker.itemFailed, c.on_worker_item_failed),
+        (worker.paused, c.on_worker_paused),
+        (worker.runEnded, c.on_worker_run_ended),
+        (worker.stateSaved, c.on_worker_state_saved),
+        (worker.saveFailed, c.on_worker_save_failed),
+        (worker.resetDone, sessions.on_worker_reset_done),
+        (worker.profileFailed, profiles.on_worker_profile_failed),
+        (worker.previewReady, c.on_worker_preview_ready),
+        (worker.previewFailed, sessions.on_worker_preview_failed),
+        (worker.regionReady, c.on_worker_region_ready),
+        (worker.exported, exported),
+        (worker.exportFailed, c.on_worker_export_failed),
+    ]
+
+
+def app_connections(timer: QTimer, bridge: LogBridge, c: Controller) -> list[Connection]:
+    """The view timer's ticks and the engine's log records (from any thread), to the controller."""
+    return [
+        (timer.timeout, c.tick),
+        (bridge.recordLogged, c.on_engine_logged),
+    ]
+
+
+class _UiSlot(QObject):
+    """Calls ``handler`` on the thread this object lives on (the UI thread)."""
+
+    def __init__(self, handler: Callable[..., object], parent: QObject) -> None:
+        super().__init__(parent)
+        self._handler = handler
+
+    def call(self, *args: Any) -> None:
+        self._handler(*args)
+
+
+def connect_on_ui_thread(owner: QObject, connections: Sequence[Connection]) -> None:
+    """Connect each signal to its handler so that the handler runs on ``owner``'s (the UI) thread."""
+    for signal, handler in connections:
+        signal.connect(_UiSlot(handler, owner).call)

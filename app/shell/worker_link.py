@@ -1,0 +1,95 @@
+"""The engine worker behind the controller's request interface (the Qt side of
+:class:`app.control.requests.WorkerRequests`).
+
+:class:`WorkerLink` lives on the UI thread; each request is a queued signal to the
+:class:`~app.worker.engine_worker.EngineWorker`'s slot in its own thread, so the request is served
+between images. Pause and stop also set the worker's thread-safe flags at once, so a running image
+loop sees them without waiting for its turn of the event loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from app.core.messages import RegionRequest, SessionRequest, SourceRequest
+from app.reports.files import ReportData
+from app.worker.engine_worker import EngineWorker
+
+
+class WorkerLink(QObject):
+    """Sends the controller's requests to ``worker`` (see the module notes)."""
+
+    _openSession = Signal(object)  # SessionRequest
+    _openSource = Signal(object)  # SourceRequest
+    _resetState = Signal()
+    _renameProfile = Signal(str)
+    _deleteProfile = Signal(str)
+    _start = Signal()
+    _resume = Signal()
+    _stop = Signal()
+    _loadPreview = Signal(int)
+    _readRegion = Signal(object)  # RegionRequest
+    _exportReports = Signal(object, object)  # Path (a str signal cuts a name that is not UTF-8), ReportData
+    _close = Signal()
+
+    def __init__(self, worker: EngineWorker) -> None:
+        super().__init__()
+        self._worker = worker
+        for request, slot in (
+            (self._openSession, worker.open_session),
+            (self._openSource, worker.open_source),
+            (self._resetState, worker.reset_state),
+            (self._renameProfile, worker.rename_profile),
+            (self._deleteProfile, worker.delete_profile),
+            (self._start, worker.start),
+            (self._resume, worker.resume),
+            (self._stop, worker.stop),
+            (self._loadPreview, worker.load_preview),
+            (self._readRegion, worker.read_region),
+            (self._exportReports, worker.export_reports),
+            (self._close, worker.close),
+        ):
+            request.connect(slot)
+
+    def open_session(self, request: SessionRequest) -> None:
+        self._openSession.emit(request)
+
+    def open_source(self, request: SourceRequest) -> None:
+        self._openSource.emit(request)
+
+    def reset_state(self) -> None:
+        self._resetState.emit()
+
+    def rename_profile(self, name: str) -> None:
+        self._renameProfile.emit(name)
+
+    def delete_profile(self, fallback: str) -> None:
+        self._deleteProfile.emit(fallback)
+
+    def start(self) -> None:
+        self._start.emit()
+
+    def pause(self) -> None:
+        self._worker.request_pause()  # thread-safe: the run pauses after its current image
+
+    def resume(self) -> None:
+        self._resume.emit()
+
+    def stop(self) -> None:
+        self._worker.request_stop()  # a running loop sees it after its current image
+        self._stop.emit()  # a paused run is finished by the worker's slot
+
+    def load_preview(self, position: int) -> None:
+        self._loadPreview.emit(position)
+
+    def read_region(self, request: RegionRequest) -> None:
+        self._readRegion.emit(request)
+
+    def export_reports(self, directory: Path, data: ReportData) -> None:
+        self._exportReports.emit(directory, data)
+
+    def close(self) -> None:
+        """Release the session and journal; the worker emits ``closed`` and its thread ends."""
+        self._close.emit()

@@ -1,0 +1,322 @@
+"""The controller as a plain object: a fake window and a fake engine worker, no Qt at all.
+
+As ndv tests its controller: the window is anything that satisfies :class:`app.control.view.View`,
+the worker anything that satisfies :class:`app.control.requests.WorkerRequests`. The fakes record
+what the controller asks; each test then plays the worker's answer by calling the handler the app
+wires to that worker signal (``app/shell/wiring.py``). Neither this module nor its fakes
+(``tests/controller_fakes.py``) import PySide6, and one test checks, in a fresh interpreter, that
+running every other test here loads no Qt module at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from app_fixtures import CLASSES
+from controller_fakes import (
+    FakeView,
+    FakeWorker,
+    ended,
+    events_seen,
+    folder,
+    make,
+    opened,
+    results,
+    session_info,
+)
+
+from app.core.messages import ItemFailure
+from app.core.phase import Phase
+from app.core.profiles import DEFAULT_PROFILE
+from app.core.reviews import ReviewStore
+
+HERE = Path(__file__).resolve().parent
+
+
+# -- phases --------------------------------------------------------------------------------------
+def test_phases_from_open_through_run_pause_and_stop_to_done(tmp_path: Path) -> None:
+    c, view, worker, ticker = make(tmp_path)
+    seen = events_seen(c)
+    assert c.phase is Phase.EMPTY and view.last("set_actions")[0] is Phase.EMPTY and not ticker.running
+    c.start()
+    assert "start" not in worker.names(), "nothing to run without a session"
+
+    c.load_session()
+    assert c.phase is Phase.LOADING and worker.last("open_session")[0].profile == DEFAULT_PROFILE
+    c.sessions.on_worker_session_ready(session_info(tmp_path))
+    assert c.phase is Phase.DONE and c.state.usable and len(seen["session_changed"]) == 1
+    assert view.actions().open and not view.actions().start
+
+    c.open_folder(str(tmp_path / "site"))
+    request = worker.last("open_source")[0]
+    assert request.kind == "folder" and request.path == tmp_path / "site" and c.phase is Phase.LOADING
+    c.sessions.on_worker_source_ready(folder(tmp_path, 6))
+    assert c.phase is Phase.READY and view.actions().start and c.model.pending == 6
+    assert view.last("clear_results") == (6, 1, False) and len(seen["source_opened"]) == 1
+
+    c.start()
+    assert c.phase is Phase.RUNNING and worker.names()[-1] == "start" and ticker.running
+    assert view.actions().pause and not view.actions().open
+    c.on_worker_results_ready(results(0, 1))
+    assert not view.of("append_rows"), "results reach the views on a tick, not as they arrive"
+    c.tick()
+    assert [r.key for r in view.last("append_rows")[0]] == ["k0", "k1"] and c.model.pending == 4
+    c.on_worker_item_failed(ItemFailure(2, "img2.png", "img2.png: cannot be read", retried=True))
+    assert "img2.png: cannot be read" in view.logged("error")
+
+    c.pause()
+    assert c.phase is Phase.PAUSING and worker.names()[-1] == "pause"
+    c.resume()
+    assert worker.names()[-1] == "pause", "resume waits until the run has paused"
+    c.on_worker_paused()
+    assert c.phase is Phase.PAUSED and not ticker.running and view.actions().resume
+    assert any("Paused after 2 of 6 images" in m for m in view.logged("info"))
+    c.resume()
+    assert c.phase is Phase.RUNNING and worker.names()[-1] == "resume" and ticker.running
+
+    c.stop()
+    assert c.phase is Phase.STOPPING and worker.names()[-1] == "stop" and ticker.running
+    c.on_worker_run_ended(ended("stopped", 2, tmp_path))
+    assert c.phase is Phase.READY and not ticker.running and view.actions().start
+    assert view.last("set_actions")[2] == "stopped · 4 left · state saved"
+    assert [e.reason for e in seen["run_finished"]] == ["stopped"] and c.state.last_run is not None
+
+    c.start()
+    c.on_worker_results_ready(results(2, 3, 4, 5))
+    c.on_worker_run_ended(ended("finished", 4, tmp_path))
+    assert c.phase is Phase.DONE and c.model.pending == 0 and not view.actions().start
+    assert view.actions().export and [r.key for r in c.model.rows] == [f"k{i}" for i in range(6)]
+    shown = [row.key for (rows,) in view.of("append_rows") for row in rows]
+    assert shown == [f"k{i}" for i in range(6)], "every row reached the table once, in order"
+    assert not seen["shutdown_needed"]
+
+
+def test_failures_to_load_leave_a_phase_that_can_recover(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path)
+    seen = events_seen(c)
+    c.load_session()
+    c.sessions.on_worker_session_failed("Cannot load the model tiny.safetensors: gone")
+    assert c.phase is Phase.EMPTY and view.last("show_banner")[0].key == "model"
+    assert seen["load_failed"] == ["Cannot load the model tiny.safetensors: gone"]
+    c.open_folder(str(tmp_path))
+    assert "open_source" not in worker.names(), "no source is opened without a session"
+
+    c.sessions.on_worker_session_ready(session_info(tmp_path, error="made with another model"))
+    assert c.phase is Phase.EMPTY and not c.state.usable and view.actions().reset
+    c.sessions.request_reset()
+    assert worker.names()[-1] == "reset_state" and c.phase is Phase.LOADING
+    c.sessions.on_worker_reset_done(session_info(tmp_path))
+    assert c.phase is Phase.DONE and c.state.usable and view.actions().open
+
+
+def test_closing_the_window_mid_run_stops_first_and_shuts_down_when_the_run_ends(tmp_path: Path) -> None:
+    c, view, worker, _ = opened(tmp_path)
+    seen = events_seen(c)
+    c.on_window_close_requested()
+    assert seen["shutdown_needed"] == [None], "not running: the app shuts down at once"
+    c.start()
+    c.on_window_close_requested()
+    assert c.phase is Phase.STOPPING and worker.names()[-1] == "stop" and not view.close_allowed
+    assert len(seen["shutdown_needed"]) == 1 and not view.of("close_now")
+    c.on_worker_run_ended(ended("stopped", 0, tmp_path))
+    assert len(seen["shutdown_needed"]) == 2 and view.names()[-1] == "close_now"
+
+
+# -- export --------------------------------------------------------------------------------------
+def test_export_with_nothing_to_export_says_so(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path)
+    seen = events_seen(c)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(tmp_path))
+    c.export(tmp_path / "out")
+    assert "export_reports" not in worker.names()
+    assert seen["export_error"] == ["Nothing to export: open images and process them first."]
+    banner = view.last("show_banner")[0]
+    assert banner.key == "export" and banner.level == "error" and "Nothing to export" in banner.text
+
+
+def test_export_sends_the_run_models_data_and_reports_success(tmp_path: Path) -> None:
+    c, view, worker, _ = opened(tmp_path, 4)
+    seen = events_seen(c)
+    c.start()
+    c.on_worker_results_ready(results(0, 1, 2, 3))
+    c.on_worker_run_ended(ended("finished", 4, tmp_path))
+    out = tmp_path / "out"
+    c.export(str(out))
+    directory, data = worker.last("export_reports")
+    assert directory == out and [r.key for r in data.rows] == ["k0", "k1", "k2", "k3"]
+    assert view.of("plot_png"), "the plots come from the window, the rows from the run model"
+    paths = [out / "predictions.csv", out / "run_config.json", out / "report.pdf"]
+    c.on_reports_written(paths)
+    assert seen["export_finished"] == [paths] and not seen["export_error"]
+    banner = view.last("show_banner")[0]
+    assert banner.key == "export" and banner.level == "info" and "report.pdf" in banner.text
+    assert any("Reports written" in m for m in view.logged("info"))
+
+
+def test_export_errors_reach_the_log_the_banner_and_the_reports(tmp_path: Path) -> None:
+    c, view, worker, _ = opened(tmp_path, 2)
+    seen = events_seen(c)
+    c.start()
+    c.on_worker_results_ready(results(0, 1))
+    c.on_worker_run_ended(ended("finished", 2, tmp_path))
+    c.export(tmp_path / "out")
+    c.on_worker_export_failed("out/predictions.csv: No space left on device")
+    assert seen["export_error"] == ["out/predictions.csv: No space left on device"]
+    assert view.last("show_banner")[0].level == "error" and c.state.errors[-1].endswith("device")
+
+    view.answers["plot_png"] = RuntimeError("the plots cannot be drawn")
+    requests = len(worker.of("export_reports"))
+    c.export(tmp_path / "out")
+    assert len(worker.of("export_reports")) == requests, "nothing is sent when the data cannot be gathered"
+    assert seen["export_error"][-1] == "Reports cannot be prepared: RuntimeError: the plots cannot be drawn"
+
+
+# -- review marks --------------------------------------------------------------------------------
+def test_review_marks_reach_the_run_model_the_table_and_the_marks_file(tmp_path: Path) -> None:
+    c, view, _, _ = opened(tmp_path, 4)
+    c.start()
+    c.on_worker_results_ready(results(0, 1, 2, 3))
+    c.on_worker_run_ended(ended("finished", 4, tmp_path))
+    c.on_window_review_requested(0, 1)  # the prediction (class 1): confirmed
+    c.on_window_review_requested(1, 0)  # corrected to class 0
+    assert {k: m.label for k, m in c.model.marks.items()} == {"k0": 1, "k1": 0}
+    assert [r.ground_truth for r in c.model.rows] == [1, 0, None, None], "a mark is the row's truth"
+    changes = [change for (batch,) in view.of("update_rows") for change in batch]
+    assert [(ch.index, ch.review) for ch in changes] == [(0, "✓ confirmed"), (1, f"✎ {CLASSES[0]}")]
+    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"
+    source_id = str((tmp_path / "site").resolve())
+    kept = ReviewStore(review_dir, source_id).load()
+    assert {k: (m.label, m.confirmed) for k, m in kept.items()} == {"k0": (1, True), "k1": (0, False)}
+
+    c.on_window_review_requested(0, -1)  # the mark is cleared
+    assert set(c.model.marks) == {"k1"} and c.model.rows[0].ground_truth is None
+    assert set(ReviewStore(review_dir, source_id).load()) == {"k1"}
+    c.on_window_review_requested(2, 7)  # not a class of this model
+    c.on_window_review_requested(9, 0)  # not processed
+    assert set(c.model.marks) == {"k1"} and len(view.logged("warning")) >= 2
+
+
+def test_a_review_mark_that_cannot_be_kept_changes_nothing(tmp_path: Path) -> None:
+    c, view, _, _ = opened(tmp_path, 2)
+    c.start()
+    c.on_worker_results_ready(results(0, 1))
+    c.on_worker_run_ended(ended("finished", 2, tmp_path))
+    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"  # made with the first mark
+    review_dir.parent.mkdir(parents=True, exist_ok=True)
+    review_dir.write_text("a file where the folder should be")
+    c.on_window_review_requested(0, 0)
+    assert not c.model.marks and c.model.rows[0].ground_truth is None
+    assert any("cannot be kept" in m for m in view.logged("error"))
+
+
+# -- profiles ------------------------------------------------------------------------------------
+def test_switching_profile_reloads_the_session_and_reopens_the_source(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path, persist=True)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(tmp_path))
+    c.open_folder(str(tmp_path / "site"))
+    c.sessions.on_worker_source_ready(folder(tmp_path, 3))
+    c.profiles.select(DEFAULT_PROFILE)
+    assert worker.names().count("open_session") == 1, "selecting the profile in use does nothing"
+
+    c.profiles.select("Site B")
+    assert c.state.settings.profile == "Site B" and c.phase is Phase.LOADING and c.state.info is None
+    assert worker.last("open_session")[0].profile == "Site B"
+    assert '"profile": "Site B"' in (tmp_path / "settings.json").read_text(), "the choice is saved"
+    c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
+    names, current = view.last("set_profiles")
+    assert current == "Site B" and "Site B" in names
+    assert worker.last("open_source")[0].path == tmp_path / "site", "the open folder, under the new profile"
+
+    c.profiles.on_window_rename_profile_requested("../bad")
+    assert view.last("show_error")[0] == "Rename profile" and "rename_profile" not in worker.names()
+    c.profiles.on_window_rename_profile_requested(" Site C ")
+    assert worker.last("rename_profile") == ("Site C",) and c.state.settings.profile == "Site C"
+
+
+def test_deleting_the_profile_in_use_leaves_a_usable_session(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path, profile="Site B")
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
+    c.open_folder(str(tmp_path / "site"))
+    c.sessions.on_worker_source_ready(folder(tmp_path, 3))
+    c.start()
+    c.on_worker_results_ready(results(0))
+    c.on_worker_run_ended(ended("stopped", 1, tmp_path))
+
+    c.profiles.on_window_delete_profile_requested("Site B")
+    assert worker.last("delete_profile") == (DEFAULT_PROFILE,) and c.state.settings.profile == DEFAULT_PROFILE
+    assert c.model.source is None and c.model.pending == 0, "the deleted profile's source is closed"
+    c.sessions.on_worker_session_ready(session_info(tmp_path, DEFAULT_PROFILE))
+    assert c.state.usable and c.phase is Phase.DONE and view.actions().open
+    assert view.last("set_profiles")[1] == DEFAULT_PROFILE
+    c.open_folder(str(tmp_path / "site"))
+    assert worker.last("open_source")[0].path == tmp_path / "site" and c.phase is Phase.LOADING
+
+    c.profiles.on_worker_profile_failed("Profile 'x' cannot be deleted: busy")
+    assert view.last("show_error") == ("Profile", "Profile 'x' cannot be deleted: busy")
+    assert "Profile 'x' cannot be deleted: busy" in view.logged("error")
+
+
+def test_a_new_profile_and_the_banners_fixes(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(tmp_path))
+    c.profiles.create("Site D")
+    assert c.state.settings.profile == "Site D" and worker.last("open_session")[0].profile == "Site D"
+    assert (tmp_path / "profiles").is_dir()
+    c.profiles.create("")
+    assert view.last("show_error")[0] == "New profile"
+    c.profiles.on_window_banner_action_triggered("open", "show-log")
+    assert view.last("show_tab") == ("log",)
+    view.answers["confirm"] = False
+    c.profiles.on_window_banner_action_triggered("profile", "reset")
+    assert "reset_state" not in worker.names(), "the user said no"
+
+
+# -- no Qt ---------------------------------------------------------------------------------------
+def test_the_controller_and_these_fakes_load_no_qt(tmp_path: Path) -> None:
+    """Every other test of this module, run in a fresh interpreter: no PySide6 module is loaded."""
+    script = textwrap.dedent(
+        f"""
+        import inspect
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, {str(HERE)!r})
+        import test_controller_plain as module
+
+        ran = 0
+        for name, test in sorted(vars(module).items()):
+            if name.startswith("test_") and name != "test_the_controller_and_these_fakes_load_no_qt":
+                folder = Path({str(tmp_path)!r}) / name
+                folder.mkdir()
+                test(*[folder][: len(inspect.signature(test).parameters)])
+                ran += 1
+        qt = sorted(m for m in sys.modules if m.split(".")[0] in ("PySide6", "shiboken6", "pyqtgraph"))
+        assert not qt, qt
+        assert "app.control.controller" in sys.modules
+        print("ran", ran)
+        """
+    )
+    root = str(HERE.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    tests = [n for n in globals() if n.startswith("test_")]
+    assert done.stdout.split() == ["ran", str(len(tests) - 1)]
+
+
+def test_the_fakes_refuse_what_the_protocols_do_not_offer() -> None:
+    with pytest.raises(AttributeError, match="no 'table'"):
+        FakeView().table  # noqa: B018 - the controller may not reach past the View protocol
+    with pytest.raises(AttributeError, match="no 'request_pause'"):
+        FakeWorker().request_pause  # noqa: B018
