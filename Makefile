@@ -44,6 +44,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict engine app
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/vulture
 
 bench: $(STAMP)
 	$(PY) benchmarks/step_cost.py

@@ -14,7 +14,6 @@ from engine import _omp  # noqa: F401
 from engine._version import __version__
 from engine.config import FieldInfo, build_config, coerce, fields_of
 from engine.errors import (
-    STEP_EVENT_ATTR,
     F2TTAError,
     F2TTAWarning,
     ImageReadError,
@@ -52,6 +51,16 @@ from engine.methods import (
 from engine.model.card import LoadedModel, ModelCard, load_model, save_model
 from engine.model.kind import KIND_SAMPLES, Kind, KindTally, dominant_kind, image_kind, model_kind
 from engine.model.prompted_vit import PrefixPrompts, PromptedViT
+from engine.review import (
+    REVERTED,
+    UNDECIDED,
+    VERDICTS,
+    VERIFIED,
+    Certificate,
+    CertificateBook,
+    CertificateError,
+    ReviewQueue,
+)
 from engine.run.guard import GuardConfig, GuardEvent
 from engine.run.journal import Journal
 from engine.run.lock import LockedError
@@ -92,7 +101,13 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "KIND_SAMPLES",
     "ORDERS",
-    "STEP_EVENT_ATTR",
+    "REVERTED",
+    "UNDECIDED",
+    "VERDICTS",
+    "VERIFIED",
+    "Certificate",
+    "CertificateBook",
+    "CertificateError",
     "F2TTAError",
     "F2TTAWarning",
     "Failed",
@@ -121,6 +136,7 @@ __all__ = [
     "PrefixPrompts",
     "PromptedViT",
     "Reader",
+    "ReviewQueue",
     "RunSummary",
     "Saved",
     "Session",

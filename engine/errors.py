@@ -37,12 +37,5 @@ class ImageReadError(F2TTAError):
         self.transient = transient
 
 
-# Log records whose content also reaches the caller in ``StepResult.diagnostics`` (the collapse
-# guard's actions, skipped updates) carry this attribute set to True (``extra=STEP_EVENT``), so a
-# UI that shows the diagnostics with each image can drop the log copy without parsing its text.
-STEP_EVENT_ATTR = "f2tta_step_event"
-STEP_EVENT = {STEP_EVENT_ATTR: True}
-
-
 class F2TTAWarning(UserWarning):
     """Warnings issued by the engine (tests turn these into errors)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import os
 from pathlib import Path
 
@@ -15,12 +14,10 @@ import pytest
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from cli_helpers import before_step, out_of_memory_at
-from PySide6.QtWidgets import QApplication
 
 from app.core.phase import Phase
 from app.core.profiles import ProfileStore
 from app.shell.studio_app import StudioApp
-from engine.errors import STEP_EVENT
 
 
 def test_command_line_run_export_and_quit(
@@ -151,12 +148,6 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
         "(the adaptation keeps its last good state)"
     ]
     assert guard_lines[-1] in c.window.log.text.toPlainText()
-    shown = len(c.window.log.entries)
-    logging.getLogger("engine.methods.idipt").warning(
-        "I-DiPT step 4: non-finite loss or gradient, update skipped", extra=STEP_EVENT
-    )
-    QApplication.processEvents()
-    assert len(c.window.log.entries) == shown, "the engine's copy of a per-image warning is not shown"
     messages = [m for _, m in c.window.log.entries]
     summary = next(m for m in messages if m.startswith("Run finished"))
     assert "collapse guard acted 3 times" in summary and "update skipped once" in summary

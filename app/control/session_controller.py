@@ -31,6 +31,7 @@ from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
 from app.core.run_model import RunModel
 from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
+from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
 
 RELOAD_KEYS = ("model", "device", "method", "method_config", "profile", "autosave_every")
@@ -149,15 +150,7 @@ class SessionController:
         self.view.clear_banners(advice.SOURCE_KEYS)
         self.view.dismiss_banner("open")
         if isinstance(source, SlideSource):
-            caption = f"{source.display_name} · {source.vendor} · {source.plan.describe()}"
-            self.view.show_slide(
-                source.thumbnail,
-                source.dimensions,
-                source.plan.grid,
-                source.plan.footprint,
-                caption,
-                opened.tissue,
-            )
+            self.view.show_slide(SlideDisplay.of(source, opened.tissue))
         reviews = ReviewStore(opened.review_dir, source.source_id) if opened.review_dir is not None else None
         classes = tuple(info.card.classes) if info else ()
         positive = info.card.positive_class if info else 1

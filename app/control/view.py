@@ -20,6 +20,7 @@ from app.core.phase import Actions, Phase
 from app.core.progress import Progress
 from app.core.run_items import RowChange
 from app.core.settings import AppSettings, ModelCheck
+from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 
 
@@ -53,15 +54,7 @@ class View(Protocol):
     # -- the source and its results -----------------------------------------------------------
     def set_source_title(self, text: str) -> None: ...
     def clear_results(self, total: int, segment_size: int, labelled: bool = False) -> None: ...
-    def show_slide(
-        self,
-        thumbnail: np.ndarray,
-        dimensions: tuple[int, int],
-        grid: tuple[int, int],
-        footprint: float,
-        title: str,
-        tissue: np.ndarray | None = None,
-    ) -> None: ...
+    def show_slide(self, display: SlideDisplay) -> None: ...
     def set_slide_region(self, x: int, y: int, width: int, height: int, rgb: np.ndarray) -> None: ...
     def set_tile_values(self, cells: list[tuple[int, int, float]]) -> None: ...
     def highlight_tile(self, row: int, col: int) -> None: ...

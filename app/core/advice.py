@@ -1,7 +1,7 @@
 """The banners the app raises where the user acts, each with its fixes (Qt-free wording).
 
 Each function turns a situation into a :class:`~app.core.notices.Banner`; the action ids are handled
-by :class:`app.control.session_controller.SessionController` (``demo-model[:kind]``, ``settings``,
+by :class:`app.control.profile_actions.ProfileActions` (``demo-model[:kind]``, ``settings``,
 ``new-profile-for-method``, ``reset``, ``interleave``, ``new-profile:<name>``, ``open:<folder>``,
 ``show-log``).
 """

@@ -13,7 +13,7 @@ from app.core.settings import AppSettings
 
 @dataclass
 class OpenSession:
-    """What the two controllers share about the open session (owned by the UI thread).
+    """What the controller's parts share about the open session (owned by the UI thread).
 
     Attributes:
         settings: the user's settings in force.

@@ -6,8 +6,6 @@ import logging
 
 from PySide6.QtCore import QObject, Signal
 
-from app._engine import STEP_EVENT_ATTR
-
 
 class _Handler(logging.Handler):
     def __init__(self, bridge: LogBridge, level: int) -> None:
@@ -15,8 +13,6 @@ class _Handler(logging.Handler):
         self._bridge = bridge
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, STEP_EVENT_ATTR, False):
-            return  # also in the step's diagnostics: the app shows it with the image it belongs to
         try:
             level = "error" if record.levelno >= logging.ERROR else "warning"
             self._bridge.recordLogged.emit(level, record.getMessage())
@@ -28,9 +24,9 @@ class LogBridge(QObject):
     """Attach a handler to a logger; its records arrive as ``recordLogged(level, message)``.
 
     The signal is emitted on whatever thread logged (usually the engine worker) and delivered
-    queued to the bridge's thread, so slots run on the UI thread. Records the engine marks as
-    step events (``STEP_EVENT_ATTR``: the collapse guard, skipped updates) are not forwarded: they
-    also arrive in the step's diagnostics, which the app shows with the image they belong to.
+    queued to the bridge's thread, so slots run on the UI thread. Per-image events (the collapse
+    guard, skipped updates) are not logged by the engine: they arrive in the step's diagnostics,
+    which the app shows with the image they belong to.
     """
 
     recordLogged = Signal(str, str)

@@ -35,6 +35,7 @@ from app.core.phase import Actions, Phase
 from app.core.progress import Progress
 from app.core.run_items import RowChange
 from app.core.settings import AppSettings, ModelCheck
+from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 from app.views import _prompts as ask
 from app.views._actions import make_actions, make_menus_and_toolbar
@@ -272,17 +273,9 @@ class MainWindow(QMainWindow):
         self.metrics.set_metrics(None)
         self.slide_view.setVisible(False)
 
-    def show_slide(
-        self,
-        thumbnail: np.ndarray,
-        dimensions: tuple[int, int],
-        grid: tuple[int, int],
-        footprint: float,
-        title: str,
-        tissue: np.ndarray | None = None,
-    ) -> None:
+    def show_slide(self, display: SlideDisplay) -> None:
         self.slide_view.setVisible(True)
-        self.slide_view.set_slide(thumbnail, dimensions, grid, footprint, title, tissue)
+        self.slide_view.set_slide(display)
 
     def set_slide_region(self, x: int, y: int, width: int, height: int, rgb: np.ndarray) -> None:
         self.slide_view.set_region(x, y, width, height, rgb)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
+from app.core.slide_display import SlideDisplay
 from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
@@ -154,25 +155,10 @@ class SlideView(QWidget):
         self.heat_item.setOpacity(0.35)
 
     # -- public API ---------------------------------------------------------------------------
-    def set_slide(
-        self,
-        thumbnail: np.ndarray,
-        dimensions: tuple[int, int],
-        grid: tuple[int, int],
-        footprint: float,
-        title: str,
-        tissue: np.ndarray | None = None,
-    ) -> None:
-        """Show a new slide.
-
-        Args:
-            thumbnail: ``(H, W, 3)`` uint8 overview.
-            dimensions: level-0 (width, height).
-            grid: (rows, cols) of the tile grid.
-            footprint: tile side in level-0 pixels.
-            title: the caption.
-            tissue: the tissue mask on the thumbnail's grid (None: not drawn).
-        """
+    def set_slide(self, display: SlideDisplay) -> None:
+        """Show a new slide (:class:`~app.core.slide_display.SlideDisplay` says what it holds)."""
+        thumbnail, dimensions, grid = display.thumbnail, display.dimensions, display.grid
+        footprint, title, tissue = display.footprint, display.title, display.tissue
         set_plain(self.title, title)
         self._dims = (max(1, int(dimensions[0])), max(1, int(dimensions[1])))
         self._footprint = max(float(footprint), 1e-6)

@@ -92,10 +92,6 @@ class DirectoryLock(Closing):
         fh.write(json.dumps(info) + "\n")
         fh.flush()
 
-    @property
-    def held(self) -> bool:
-        return self._fh is not None
-
     def close(self) -> None:
         """Give the lock up (the file stays; its content no longer matters)."""
         if self._fh is not None:

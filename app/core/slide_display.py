@@ -1,0 +1,38 @@
+"""What the slide pane shows of an open slide: one value from the source to the view (Qt-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app._engine import SlideSource
+
+
+@dataclass(frozen=True)
+class SlideDisplay:
+    """A slide as the slide pane draws it.
+
+    Attributes:
+        thumbnail: ``(H, W, 3)`` uint8 overview.
+        dimensions: level-0 (width, height) in pixels.
+        grid: (rows, cols) of the tile grid.
+        footprint: a tile's side in level-0 pixels.
+        title: the caption.
+        tissue: the tissue mask on the thumbnail's grid (None: not drawn).
+    """
+
+    thumbnail: np.ndarray = field(repr=False)
+    dimensions: tuple[int, int]
+    grid: tuple[int, int]
+    footprint: float
+    title: str
+    tissue: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, source: SlideSource, tissue: np.ndarray | None = None) -> SlideDisplay:
+        """The display of an open slide source: its overview, grid and a caption naming it."""
+        caption = f"{source.display_name} · {source.vendor} · {source.plan.describe()}"
+        return cls(
+            source.thumbnail, source.dimensions, source.plan.grid, source.plan.footprint, caption, tissue
+        )
