@@ -392,3 +392,23 @@ def test_source_stats_skip_unreadable_images(
     assert len(given) == 1 and len(given[0]) == 2
     for arr, item in zip(given[0], train[1:3], strict=True):
         assert np.array_equal(arr, read_array(item.path, TINY_CARD.img_size))
+
+
+def test_cli_review_budgets_simulate_a_reviewer_per_site(
+    bench_data: Path, site_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--review-budget``: K = 0 leaves every decision as it was; no site gets more than K reviews."""
+    out = tmp_path / "bench.json"
+    args = ["bench", "--data", str(bench_data), "--model", str(site_model), "--methods", "source,idipt"]
+    args += ["--seeds", "0-1", "--limit", "6", "--threads", "1", "--device", "cpu", "--no-progress"]
+    args += ["--json", str(out), "--review-budget", "0,4"]
+    assert cli_main(args) == 0
+    assert "Review-certified decisions" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    reviews = data["review_budgets"]["idipt"]
+    assert list(reviews) == ["0", "4"] and "source" not in data["review_budgets"]
+    for d, p in data["methods"]["idipt"]["paired"].items():
+        assert reviews["0"]["per_domain"][d]["delta"] == pytest.approx(p["delta"])
+    assert reviews["0"]["reviews_per_site"] == 0.0 and 0.0 <= reviews["4"]["reviews_per_site"] <= 4.0
+    assert sum(reviews["4"]["verdicts"].values()) >= 2, "at least one group counted per stream"
+    assert cli_main([*args[:-2], "--review-budget", "5,x"]) == 2

@@ -353,3 +353,19 @@ def test_simulator_respects_the_budget_and_reverts_the_harmed_group(budget: int)
         simulate_reviews(prediction, source, group[:-1], label, budget=5)
     with pytest.raises(ValueError):
         simulate_reviews(prediction, source, group, label, budget=-1)
+
+
+def test_the_budget_is_per_site_and_a_site_reviews_its_own_images() -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    site = np.arange(n) % 2
+    label = rng.integers(0, 2, n)
+    source = np.where(rng.random(n) < 0.5, label, 1 - label)
+    pred = 1 - source  # every image a disagreement, right half of the time: groups stay open
+    groups = list(rng.integers(0, 8, n))
+    out = simulate_reviews(pred, source, groups, label, budget=3, site=site)
+    per_site = [int(out.reviewed[site == s].sum()) for s in (0, 1)]
+    assert per_site == [3, 3], f"each site spends its own budget: {per_site}"
+    assert out.reviews_used == 6 == int(out.reviewed.sum())
+    one_site = simulate_reviews(pred, source, groups, label, budget=3)
+    assert one_site.reviews_used == 3, "without sites, one budget for the stream"

@@ -62,9 +62,18 @@ def test_bench_suite_prints_every_cell_and_writes_json(
     for method in ("idipt+", "foa-shift"):
         assert f"{method}: " in printed and "harmful of 10 cells" in printed
     assert "suite wall time" in printed
-    # a second run reuses the data, the model and the passes
-    assert cli(["bench-suite", str(_tiny(tmp_path)), "--work", str(tmp_path / "work")]) == 0
-    assert "training" not in capsys.readouterr().out
+    # a second run reuses the data, the model and the passes; with simulated reviews
+    reviewed = tmp_path / "reviewed.json"
+    args = ["--work", str(tmp_path / "work"), "--out", str(reviewed), "--review-budgets", "0,3"]
+    assert cli(["bench-suite", str(_tiny(tmp_path)), *args]) == 0
+    printed = capsys.readouterr().out
+    assert "training" not in printed and "idipt+ K=3: " in printed
+    again = json.loads(reviewed.read_text(encoding="utf-8"))
+    for before, after in zip(result["cells"], again["cells"], strict=True):
+        assert after["methods"]["idipt+ K=0"] == before["methods"]["idipt+"], "no review changes nothing"
+        assert after["methods"]["foa-shift"] == before["methods"]["foa-shift"]
+        assert 0 <= after["reviews"]["foa-shift K=3"] <= 3, "at most K reviews per site"
+    assert reviewed.with_suffix(".reviews.png").stat().st_size > 0
 
 
 def test_a_positive_class_of_index_zero_is_scored_against_class_indices(tmp_path: Path) -> None:

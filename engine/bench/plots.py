@@ -51,3 +51,40 @@ def running_accuracy_figure(
     out = Path(path)
     atomic_write_bytes(out, buf.getvalue())
     return out
+
+
+def review_budget_figure(
+    budgets: list[int],
+    series: Mapping[str, Mapping[str, list[float]]],
+    path: str | Path,
+    title: str = "Review-certified adaptation: figures against the review budget",
+) -> Path:
+    """Figures of each method against the reviews per site, one panel per figure.
+
+    Args:
+        budgets: the budgets K (x axis).
+        series: method -> figure name -> one value per budget (points against the source model).
+        path: the PNG.
+    """
+    names = list(dict.fromkeys(k for per in series.values() for k in per))
+    fig = Figure(figsize=(4.2 * max(len(names), 1), 3.8), dpi=110)
+    FigureCanvasAgg(fig)
+    for i, figure_name in enumerate(names, 1):
+        ax = fig.add_subplot(1, max(len(names), 1), i)
+        for method, per in series.items():
+            if figure_name in per:
+                ax.plot(budgets, per[figure_name], marker="o", label=method, linewidth=1.4)
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.axhline(-1.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xlabel("reviews per site (K)")
+        ax.set_ylabel("points against the source model")
+        ax.set_title(figure_name, fontsize="medium")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    out = Path(path)
+    atomic_write_bytes(out, buf.getvalue())
+    return out

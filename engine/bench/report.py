@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,16 +24,21 @@ class BenchResult:
     records: dict[str, list[JobRecords]]  # row -> one per seed, in seed order
     runs: dict[str, list[dict[str, Any]]]  # row -> run_metrics per seed
     methods: dict[str, dict[str, Any]]  # row -> aggregate
+    #: row -> budget -> the reviewed decisions' figures (``--review-budget``; engine.bench.reviews)
+    reviews: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The benchmark JSON: config, classes, source_domain, domains, methods."""
-        return {
+        """The benchmark JSON: config, classes, source_domain, domains, methods (and review_budgets)."""
+        out = {
             "config": self.plan.config,
             "classes": list(self.plan.classes),
             "source_domain": self.plan.source_domain,
             "domains": list(self.plan.domains),
             "methods": self.methods,
         }
+        if self.reviews:
+            out["review_budgets"] = self.reviews
+        return out
 
     def running_curves(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Row -> running accuracy (%) averaged over seeds, and its std (streams cut to the shortest)."""

@@ -27,6 +27,7 @@ import torch
 
 from engine.bench.paired import Paired, paired
 from engine.bench.replay import REPLAYABLE, PassCache, SourcePasses, replay
+from engine.bench.reviews import simulate
 from engine.bench.streams import DRIFT, interleave, resample_site
 from engine.data.readers import Dataset, open_dataset
 from engine.data.synth import KINDS, default_workers, write_synth
@@ -189,7 +190,8 @@ class SuiteCell:
     delta: float
     site: str
     source: bool  # the model's source site
-    results: dict[str, Paired]
+    results: dict[str, Paired]  # method (or "method K=k": its decisions after k reviews per site) -> paired
+    reviews: dict[str, int] = field(default_factory=dict)  # "method K=k" -> reviews answered at this site
 
     def harmful(self, method: str) -> bool:
         return self.results[method].harmful
@@ -203,6 +205,7 @@ class SuiteCell:
             "site": self.site,
             "source_site": self.source,
             "methods": {m: r.to_json() for m, r in self.results.items()},
+            **({"reviews": self.reviews} if self.reviews else {}),
         }
 
 
@@ -220,9 +223,17 @@ class StreamJob:
     stream_seed: int
     source: str
     methods: tuple[str, ...]
+    review_budgets: tuple[int, ...] = ()
 
 
-def stream_jobs(recipe: Recipe, prepared: Prepared, work: Path) -> list[StreamJob]:
+def reviewed_name(method: str, budget: int) -> str:
+    """The result key of ``method``'s decisions after ``budget`` simulated reviews per site."""
+    return f"{method} K={budget}"
+
+
+def stream_jobs(
+    recipe: Recipe, prepared: Prepared, work: Path, review_budgets: tuple[int, ...] = ()
+) -> list[StreamJob]:
     jobs = []
     for k in recipe.kinds:
         for tseed in recipe.training_seeds:
@@ -242,6 +253,7 @@ def stream_jobs(recipe: Recipe, prepared: Prepared, work: Path) -> list[StreamJo
                             recipe.stream_seed,
                             recipe.source,
                             recipe.methods,
+                            review_budgets,
                         )
                     )
     return jobs
@@ -281,24 +293,39 @@ def run_stream(job: StreamJob) -> list[SuiteCell]:
     y = labels[order]
     replayed = {m: replay(m, passes, ref, loaded, None, seed=job.stream_seed) for m in job.methods}
     source_preds = replayed["source"].preds
+    decisions = {m: r.preds for m, r in replayed.items() if m != "source"}
+    reviewed: dict[str, np.ndarray] = {}
+    for m, r in replayed.items():
+        for budget in job.review_budgets if m != "source" else ():
+            sim = simulate(y, source_preds, r.preds, r.group, site_of, budget)
+            decisions[reviewed_name(m, budget)] = sim.decisions
+            reviewed[reviewed_name(m, budget)] = sim.reviewed
     cells = []
     for s, name in enumerate(ds.domains):
         mask = site_of == s
-        results = {
-            m: paired(y[mask], source_preds[mask], r.preds[mask])
-            for m, r in replayed.items()
-            if m != "source"
-        }
+        results = {m: paired(y[mask], source_preds[mask], d[mask]) for m, d in decisions.items()}
+        reviews = {m: int(r[mask].sum()) for m, r in reviewed.items()}
         mix = job.mix if isinstance(job.mix, str) else f"{job.mix:g}"
-        cells.append(SuiteCell(job.kind, job.model, mix, job.delta, name, name == job.source, results))
+        cells.append(
+            SuiteCell(job.kind, job.model, mix, job.delta, name, name == job.source, results, reviews)
+        )
     return cells
 
 
 def run_suite(
-    recipe: Recipe, prepared: Prepared, work: Path, workers: int = 1, log: Callable[[str], None] = print
+    recipe: Recipe,
+    prepared: Prepared,
+    work: Path,
+    workers: int = 1,
+    log: Callable[[str], None] = print,
+    review_budgets: tuple[int, ...] = (),
 ) -> list[SuiteCell]:
-    """Every stream of the recipe, in parallel processes when ``workers`` > 1."""
-    jobs = stream_jobs(recipe, prepared, work)
+    """Every stream of the recipe, in parallel processes when ``workers`` > 1.
+
+    ``review_budgets``: also each method's decisions after that many simulated reviews per site
+    (result keys from :func:`reviewed_name`; ``engine.bench.reviews``).
+    """
+    jobs = stream_jobs(recipe, prepared, work, review_budgets)
     cells: list[SuiteCell] = []
     started = time.perf_counter()
     if workers > 1:
@@ -314,9 +341,11 @@ def run_suite(
 
 
 def summary(cells: Sequence[SuiteCell], methods: Sequence[str]) -> dict[str, Any]:
-    """Per method: harmful cells, the worst cell, the source site's worst, and target error closed."""
+    """Per method (and reviewed variant): harmful cells, the worst cell, the source site's worst,
+    target error closed; the reviewed variants also the reviews answered per site."""
     out: dict[str, Any] = {}
-    for m in methods:
+    keys = [k for k in (cells[0].results if cells else {}) if k.split(" K=")[0] in methods]
+    for m in keys:
         if m == "source":
             continue
         targets = [c for c in cells if not c.source]
@@ -334,5 +363,8 @@ def summary(cells: Sequence[SuiteCell], methods: Sequence[str]) -> dict[str, Any
             "target_error_closed": gains / errors if errors > 0 else 0.0,
             "fixed": sum(c.results[m].fixed for c in cells),
             "broken": sum(c.results[m].broken for c in cells),
+            "cells_below_source_by_1": sum(c.results[m].delta < -1.0 for c in cells),
         }
+        if any(m in c.reviews for c in cells):
+            out[m]["reviews_per_site"] = float(np.mean([c.reviews.get(m, 0) for c in cells]))
     return out

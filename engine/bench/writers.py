@@ -107,6 +107,39 @@ def format_paths(result: BenchResult) -> str:
     return "Where the decisions came from (summed over streams)\n" + _render(header, rows)
 
 
+def format_reviews(result: BenchResult) -> str:
+    """Per method and review budget K (reviews per site): the reviewed decisions against the source."""
+    header = [
+        "method",
+        "K",
+        "reviews/site",
+        "target Δ",
+        "worst site Δ",
+        "fixed/broken",
+        "verified/reverted/undecided",
+    ]
+    rows = []
+    for name, budgets in result.reviews.items():
+        for budget, r in budgets.items():
+            v = r["verdicts"]
+            rows.append(
+                [
+                    name,
+                    budget,
+                    f"{r['reviews_per_site']:.1f}",
+                    f"{r['target_delta']:+.2f}",
+                    f"{r['worst_domain_delta']:+.2f}",
+                    f"{r['fixed']}/{r['broken']}",
+                    f"{v['verified']}/{v['reverted']}/{v['undecided']}",
+                ]
+            )
+    title = (
+        "Review-certified decisions: a simulated reviewer answers up to K disagreements per site "
+        "(points against the source model, mean over streams; site groups summed over streams)"
+    )
+    return f"{title}\n{_render(header, rows)}"
+
+
 def format_segments(result: BenchResult) -> str:
     """Running performance: accuracy per stream segment, and seconds per image."""
     header = ["method", *(str(i + 1) for i in range(SEGMENTS)), "s/img"]

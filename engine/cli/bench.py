@@ -10,9 +10,11 @@ from tqdm import tqdm
 
 from engine.bench import BenchSettings, parse_seeds, plan_bench, run_plan
 from engine.bench.protocol import parse_prior
+from engine.bench.reviews import parse_budgets, review_budgets
 from engine.bench.writers import (
     format_paired,
     format_paths,
+    format_reviews,
     format_segments,
     format_table,
     write_csv,
@@ -101,6 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep each finished job's records here and reuse them, so an interrupted run resumes "
         "(default: OUT.jobs beside --json; none without --json)",
     )
+    parser.add_argument(
+        "--review-budget",
+        default=None,
+        metavar="K[,K...]",
+        help="also simulate a reviewer answering up to K disagreements per site with the dataset's labels "
+        "and report each method's review-certified decisions (e.g. 0,5,10,20,50; docs/review-certificates.md)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write a job cache")
     parser.add_argument(
         "--source-stats",
@@ -137,6 +146,7 @@ def main(args: argparse.Namespace) -> int:
             source_stats=args.source_stats,
             prior=parse_prior(args.prior) if args.prior else (),
         )
+        budgets = parse_budgets(args.review_budget) if args.review_budget is not None else ()
         plan = plan_bench(settings)
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -166,6 +176,9 @@ def main(args: argparse.Namespace) -> int:
             f"job cache {settings.cache}: {plan.config.get('jobs_from_cache', 0)} of {len(plan.jobs)} jobs reused",
             file=sys.stderr,
         )
+    for row, recs in result.records.items():
+        if budgets and row != "source":
+            result.reviews[row] = review_budgets(recs, plan.domains, plan.source_domain, budgets)
     print(format_table(result))
     print()
     print(format_paired(result))
@@ -173,6 +186,9 @@ def main(args: argparse.Namespace) -> int:
     if paths:
         print()
         print(paths)
+    if result.reviews:
+        print()
+        print(format_reviews(result))
     print()
     print(format_segments(result))
     try:

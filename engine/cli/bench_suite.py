@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 from engine.bench.paired import NO_HARM_LOW, NO_HARM_POINT
-from engine.bench.suite import Recipe, prepare, run_suite, summary
+from engine.bench.plots import review_budget_figure
+from engine.bench.reviews import parse_budgets
+from engine.bench.suite import Recipe, prepare, reviewed_name, run_suite, summary
 from engine.errors import F2TTAError
 from engine.util.atomic import atomic_write_bytes
 
@@ -36,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prepare-only", action="store_true", help="make the data, models and passes, then stop"
     )
     parser.add_argument(
+        "--review-budgets",
+        default=None,
+        metavar="K[,K...]",
+        help="also each method's decisions after K simulated reviews per site (e.g. 0,5,10,20,50); "
+        "with --out, a figure of the figures against K beside it (OUT.reviews.png)",
+    )
+    parser.add_argument(
         "--models-only",
         action="store_true",
         help="make the data and train the models, compute no source passes (train where a GPU is, replay elsewhere)",
@@ -46,12 +55,13 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         recipe = Recipe.load(args.recipe)
+        budgets = parse_budgets(args.review_budgets) if args.review_budgets else ()
         prepared = prepare(recipe, args.work, args.device, passes=not args.models_only)
         prepared_s = time.perf_counter() - started
         print(f"prepared in {prepared_s:.0f} s", flush=True)
         if args.prepare_only or args.models_only:
             return 0
-        cells = run_suite(recipe, prepared, args.work, max(1, args.workers))
+        cells = run_suite(recipe, prepared, args.work, max(1, args.workers), review_budgets=budgets)
     except (F2TTAError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -84,7 +94,9 @@ def main(args: argparse.Namespace) -> int:
             f"mix {w['mix']} δ {w['delta']:g} {w['site']}: {w['difference']:+.1f}; lowest interval end "
             f"{lo['low']:+.1f} ({lo['kind']} {lo['model']} mix {lo['mix']} δ {lo['delta']:g} {lo['site']}); "
             f"source site worst {s['source_site_worst']:+.1f}; target mean gain {s['target_mean_gain']:+.2f} "
-            f"points, target error closed {100 * s['target_error_closed']:.1f} %; fixed/broken {s['fixed']}/{s['broken']}"
+            f"points, target error closed {100 * s['target_error_closed']:.1f} %; fixed/broken {s['fixed']}/{s['broken']}; "
+            f"cells below the source by more than 1 point: {s['cells_below_source_by_1']}"
+            + (f"; reviews per site {s['reviews_per_site']:.1f}" if "reviews_per_site" in s else "")
         )
     seconds = time.perf_counter() - started
     print(f"suite wall time {seconds:.0f} s (preparation {prepared_s:.0f} s)")
@@ -99,6 +111,19 @@ def main(args: argparse.Namespace) -> int:
         }
         try:
             atomic_write_bytes(args.out, (json.dumps(record, indent=1, default=float) + "\n").encode())
+            if budgets:
+                series = {
+                    m: {
+                        "target mean gain": [
+                            result[reviewed_name(m, k)]["target_mean_gain"] for k in budgets
+                        ],
+                        "worst cell": [
+                            result[reviewed_name(m, k)]["worst_cell"]["difference"] for k in budgets
+                        ],
+                    }
+                    for m in methods
+                }
+                review_budget_figure(list(budgets), series, args.out.with_suffix(".reviews.png"))
         except OSError as exc:
             print(f"error: cannot write {args.out}: {exc}", file=sys.stderr)
             return 1

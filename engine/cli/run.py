@@ -19,6 +19,7 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
+from engine.run.certify import certify, read_review_marks, write_certified
 from engine.run.outputs import config_path, skipped_path
 from engine.run.runner import (
     EXIT_INTERRUPTED,
@@ -73,6 +74,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit with code 3 when more than this share of the images could not be processed "
         "(default 0.5; none processed always gives 3)",
     )
+    parser.add_argument(
+        "--reviews",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="review marks (the app's reviews.csv: item, review, reviewed_at) applied after the run: "
+        "site groups whose certificate turns reverted go back to the source model's decisions, written "
+        "to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_device_arguments(parser)
     add_method_arguments(parser)
@@ -100,6 +110,9 @@ def _open(args: argparse.Namespace) -> FolderJob:
 def main(args: argparse.Namespace) -> int:
     if not args.input.is_dir():
         print(f"error: input folder not found: {shown(args.input)}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.reviews is not None and not args.reviews.is_file():
+        print(f"error: reviews file not found: {shown(args.reviews)}", file=sys.stderr)
         return EXIT_USAGE
     if not 0.0 <= args.max_skipped <= 1.0:
         print("error: --max-skipped must be between 0 and 1", file=sys.stderr)
@@ -169,6 +182,33 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
+    if args.reviews is not None and summary.failure is None:
+        code = max(code, _certify(job, args))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
     return code
+
+
+def _certify(job: FolderJob, args: argparse.Namespace) -> int:
+    """Apply ``--reviews`` to the run's rows; 0, or :data:`EXIT_USAGE` when the file cannot be used."""
+    rows = job.journal.rows(job.source.source_id)
+    try:
+        marks = read_review_marks(args.reviews, rows, job.session.card.classes)
+        book = certify(rows, marks)
+        certified, certificates = write_certified(args.out, rows, book)
+    except (F2TTAError, OSError) as exc:
+        print(f"error: {shown(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    print(
+        f"reviews: {len(marks.marks)} mark(s) used"
+        + (f", {marks.unknown_items} naming no image of this run" if marks.unknown_items else "")
+        + (
+            f", {marks.unknown_classes} with a class the model does not have" if marks.unknown_classes else ""
+        ),
+        file=sys.stderr,
+    )
+    for summary in book.summaries():
+        group = "no group" if summary["group"] is None else f"site group {summary['group']}"
+        print(f"  {group}: {book.certificate(summary['group']).describe()}", file=sys.stderr)
+    print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
+    return 0

@@ -91,8 +91,13 @@ def simulate_reviews(
     label: Sequence[int] | np.ndarray,
     budget: int,
     rule: ReviewRule = DEFAULT_RULE,
+    site: Sequence[int] | np.ndarray | None = None,
 ) -> SimulatedReview:
     """Review one site's stream with up to ``budget`` answers, as a person would as it comes.
+
+    With ``site``, the stream holds several sites (one profile, one adapting model, one book of
+    certificates): each site has its own budget, and after an image of a site the reviewer
+    answers that site's queue items (a person reviews each site's images as they come).
 
     Args:
         prediction: ``(N,)`` label-free (adapted) decisions in arrival order.
@@ -101,6 +106,7 @@ def simulate_reviews(
         label: ``(N,)`` the true classes (the simulated reviewer's marks).
         budget: K, the most reviews for this site (0: none; the decisions come back unchanged).
         rule: when groups are verified or reverted.
+        site: ``(N,)`` the site of each image (None: one site); the budget is per site.
 
     Raises:
         ValueError: arrays of different lengths, or a negative budget.
@@ -114,24 +120,29 @@ def simulate_reviews(
         raise ValueError("prediction, source_prediction, group and label need the same length")
     if isinstance(budget, bool) or int(budget) != budget or budget < 0:
         raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
+    sites = np.zeros(n, dtype=np.int64) if site is None else np.asarray(site, dtype=np.int64).reshape(-1)
+    if sites.shape[0] != n:
+        raise ValueError("site needs the same length as prediction")
     book = CertificateBook(rule)
-    queue = ReviewQueue()
+    queues: dict[int, ReviewQueue] = {}
+    spent: dict[int, int] = {}
     reviewed = np.zeros(n, dtype=bool)
     reverted_at: dict[Group, int] = {}
-    used = 0
     for i in range(n):
         disagreement = bool(pred[i] != src[i])
         if book.note_image(groups[i], disagreement) == REVERTED:
             reverted_at.setdefault(groups[i], i)
+        s = int(sites[i])
+        queue = queues.setdefault(s, ReviewQueue())
         if disagreement:
             queue.add(i, groups[i])
-        while used < budget:
+        while spent.get(s, 0) < budget:
             item = queue.next(book.reviews_per_group(), book.decided_groups(), include_decided=False)
             if item is None:
                 break
             queue.remove(item)
             reviewed[item] = True
-            used += 1
+            spent[s] = spent.get(s, 0) + 1
             g = groups[item]
             if (
                 book.add_review(g, bool(pred[item] == labels[item]), bool(src[item] == labels[item]))
@@ -148,7 +159,7 @@ def simulate_reviews(
         online[later] = src[later]
     return SimulatedReview(
         budget=int(budget),
-        reviews_used=used,
+        reviews_used=sum(spent.values()),
         reviewed=reviewed,
         decisions=decisions,
         online_decisions=online,
