@@ -49,7 +49,8 @@ from engine.methods import (
     register_method,
 )
 from engine.model.card import LoadedModel, ModelCard, load_model, save_model
-from engine.model.kind import KIND_SAMPLES, Kind, KindTally, dominant_kind, image_kind, model_kind
+from engine.model.gate import GateWarning, NotApplicableError, check_source, subfolder_warning
+from engine.model.kind import KIND_NAMES, KIND_SAMPLES, Kind, KindTally, dominant_kind, image_kind, model_kind
 from engine.model.prompted_vit import PrefixPrompts, PromptedViT
 from engine.review import (
     REVERTED,
@@ -99,6 +100,7 @@ __all__ = [
     "CSV_COLUMNS",
     "DEFAULT_METHOD",
     "IMAGE_EXTENSIONS",
+    "KIND_NAMES",
     "KIND_SAMPLES",
     "ORDERS",
     "REVERTED",
@@ -113,6 +115,7 @@ __all__ = [
     "Failed",
     "FieldInfo",
     "FolderSource",
+    "GateWarning",
     "GuardConfig",
     "GuardEvent",
     "IDiPT",
@@ -127,6 +130,7 @@ __all__ = [
     "MethodOutput",
     "ModelCard",
     "ModelLoadError",
+    "NotApplicableError",
     "NotRegularOutputError",
     "Outcome",
     "Paused",
@@ -161,6 +165,7 @@ __all__ = [
     "build_config",
     "check_class_sorted",
     "check_output",
+    "check_source",
     "coerce",
     "decision_summary",
     "describe_decision",
@@ -188,6 +193,7 @@ __all__ = [
     "select_device",
     "shown",
     "source_hash",
+    "subfolder_warning",
     "tile_reader",
     "tissue_mask",
 ]

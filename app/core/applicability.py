@@ -15,42 +15,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 import numpy as np
 
-from app._engine import FolderSource, Kind, PredictionRow, dominant_kind, image_kind, model_kind
-
-KIND_NAMES: dict[str, str] = {"histology": "histology", "fundus": "fundus photographs"}
+from app._engine import (
+    KIND_NAMES,
+    Kind,
+    PredictionRow,
+    dominant_kind,
+    image_kind,
+    model_kind,
+    subfolder_warning,
+)
 
 COLLAPSE_SHARE = 0.95  # share of predictions in one class that counts as a collapse
 COLLAPSE_MIN_IMAGES = 20  # predictions needed before the share means anything
-MANY_FOLDERS = 20  # more unmatched sub-folders than this look like patients or batches, not labels
-
-
-def subfolder_warning(source: FolderSource, classes: Sequence[str]) -> str | None:
-    """A warning when image sub-folders are not named after the model's classes (None: fine).
-
-    Ground truth from a labels file takes precedence over folder names, so no warning then; many
-    unmatched sub-folders (patients, batches) are not diagnoses, so no warning either.
-    """
-    if source.label_origin not in (None, "class sub-folders"):
-        return None
-    lowered = {c.lower() for c in classes}
-    unmatched: Counter[str] = Counter()
-    for item in source.items:
-        parent = PurePosixPath(item.key).parent.name
-        if item.ground_truth is None and parent and parent.lower() not in lowered:
-            unmatched[parent] += 1
-    if not unmatched or len(unmatched) > MANY_FOLDERS:
-        return None
-    named = ", ".join(f"'{name}' ({count} images)" for name, count in sorted(unmatched.items())[:5])
-    verb = "is not a class" if len(unmatched) == 1 else "are not classes"
-    return (
-        f"Sub-folder{'s' if len(unmatched) > 1 else ''} {named} {verb} of this model "
-        f"({', '.join(classes)}): {'its' if len(unmatched) == 1 else 'their'} images count as unlabelled. "
-        "If the folder names are diagnoses, this model may not apply to these images."
-    )
 
 
 @dataclass(frozen=True)
@@ -93,7 +72,6 @@ __all__ = [
     "COLLAPSE_MIN_IMAGES",
     "COLLAPSE_SHARE",
     "KIND_NAMES",
-    "MANY_FOLDERS",
     "Collapse",
     "Kind",
     "dominant_kind",

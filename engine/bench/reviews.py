@@ -56,10 +56,11 @@ def simulate(
     return simulate_reviews(preds, source_preds, group, labels, budget, site=site)
 
 
-def verdict_counts(review: SimulatedReview, groups: np.ndarray) -> dict[str, int]:
-    """How many of the distinct ``groups`` (-1: the images with none) ended verified, reverted, undecided."""
+def verdict_counts(review: SimulatedReview, groups: np.ndarray, changed: np.ndarray) -> dict[str, int]:
+    """How many of the groups with a disagreement (``changed``; -1: the images with no group)
+    ended verified, reverted or undecided (a group adaptation never changed has nothing to review)."""
     counts = {VERIFIED: 0, REVERTED: 0, UNDECIDED: 0}
-    for g in np.unique(groups):
+    for g in np.unique(groups[changed]):
         counts[review.book.verdict(None if g < 0 else int(g))] += 1
     return counts
 
@@ -71,7 +72,8 @@ def review_budgets(
 
     Returns ``{"K": {"per_domain": paired_by_domain(...), "target_delta": mean over target
     domains, "worst_domain_delta": the lowest per-domain mean, "fixed", "broken", "reviews_per_site":
-    mean over streams and sites, "verdicts": groups verified/reverted/undecided summed over streams}}``.
+    mean over streams and sites, "verdicts": groups with a disagreement verified/reverted/undecided,
+    summed over streams}}``.
     """
     out: dict[str, dict[str, Any]] = {}
     for budget in budgets:
@@ -81,7 +83,7 @@ def review_budgets(
         for rec in recs:
             sim = simulate(rec.labels, rec.source_preds, rec.preds, rec.group, rec.domain, budget)
             reviewed.append(dataclasses.replace(rec, preds=sim.decisions))
-            for k, v in verdict_counts(sim, rec.group).items():
+            for k, v in verdict_counts(sim, rec.group, rec.preds != rec.source_preds).items():
                 verdicts[k] += v
             sites = max(len(np.unique(rec.domain)), 1)
             reviews.append(sim.reviews_used / sites)

@@ -135,7 +135,7 @@ def format_reviews(result: BenchResult) -> str:
             )
     title = (
         "Review-certified decisions: a simulated reviewer answers up to K disagreements per site "
-        "(points against the source model, mean over streams; site groups summed over streams)"
+        "(points against the source model, mean over streams; site groups with a disagreement, summed over streams)"
     )
     return f"{title}\n{_render(header, rows)}"
 

@@ -19,10 +19,12 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
+from engine.model.gate import NotApplicableError
 from engine.run.certify import certify, read_review_marks, write_certified
 from engine.run.outputs import config_path, skipped_path
 from engine.run.runner import (
     EXIT_INTERRUPTED,
+    EXIT_NOT_APPLICABLE,
     EXIT_USAGE,
     FolderJob,
     exit_code,
@@ -83,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "site groups whose certificate turns reverted go back to the source model's decisions, written "
         "to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md)",
     )
+    parser.add_argument(
+        "--accept-warnings",
+        action="store_true",
+        help="process the folder even when the model may not apply (images of another kind than the "
+        "model's, a class-sorted order); without it such a folder stops the run before any image, exit code 4",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_device_arguments(parser)
     add_method_arguments(parser)
@@ -104,6 +112,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
         save_every=max(1, args.save_every),
         keep_saved_settings=not args.set,
         command="f2tta run --input " + str(args.input),
+        accept_warnings=args.accept_warnings,
     )
 
 
@@ -119,6 +128,15 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         job = _open(args)
+    except NotApplicableError as exc:
+        for warning in exc.warnings:
+            print(f"warning: {shown(warning.message)}", file=sys.stderr)
+        print(
+            "error: the model may not apply to these images; nothing was processed. Run again with "
+            "--accept-warnings to process them anyway (the warnings are then printed and kept in the run's config)",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_APPLICABLE
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -137,6 +155,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    record["applicability_warnings"] = [{"check": w.check, "message": w.message} for w in job.warnings]
+    for warning in job.warnings:
+        print(f"warning (accepted): {shown(warning.message)}", file=sys.stderr)
     write_run_config(config_path(args.out), job.session, record)
     run = job.run
     bar = tqdm(

@@ -17,6 +17,8 @@ import numpy as np
 from engine.model.card import ModelCard
 
 Kind = Literal["histology", "fundus"]
+#: Each kind as a sentence names it.
+KIND_NAMES: dict[str, str] = {"histology": "histology", "fundus": "fundus photographs"}
 #: Images judged per source: when it opens, and again from a run's first previews.
 KIND_SAMPLES = 24
 #: Share of the recognised images that must agree for a verdict.

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.errors import StateError
 from engine.io.sources import FolderSource, open_folder
+from engine.model.gate import GateWarning, NotApplicableError, check_source
 from engine.run.journal import Journal
 from engine.run.outputs import CsvOutputs, check_out_before_journal
 from engine.run.session import Session
@@ -30,6 +31,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the model step failed or the state could not be saved
 EXIT_USAGE = 2  # nothing was started: bad arguments, unusable input, output or state
 EXIT_TOO_MANY_SKIPPED = 3  # the run ended, but too little of the input could be processed
+EXIT_NOT_APPLICABLE = 4  # nothing was started: the applicability gate fired (engine.model.gate)
 EXIT_INTERRUPTED = 130
 
 
@@ -43,6 +45,7 @@ class FolderJob:
     outputs: CsvOutputs
     run: StreamRun
     resumed_rows: int  # images already processed by earlier runs
+    warnings: tuple[GateWarning, ...] = ()  # the applicability gate's, accepted
 
     def close(self) -> None:
         """Close the CSVs and release the journal (call after the run's final save)."""
@@ -76,6 +79,7 @@ def open_folder_job(
     save_every: int = 50,
     keep_saved_settings: bool = True,
     command: str = "f2tta run",
+    accept_warnings: bool = False,
 ) -> FolderJob:
     """Open everything a run needs, refusing before any file changes when something is wrong.
 
@@ -91,6 +95,8 @@ def open_folder_job(
         keep_saved_settings: a saved state made with other method settings is continued with
             them (no ``--set`` given); False refuses it.
         command: what the lock file says this process is doing.
+        accept_warnings: go on when the applicability gate fires (its warnings are kept in
+            :attr:`FolderJob.warnings`); False refuses with :class:`NotApplicableError`.
 
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
@@ -99,6 +105,9 @@ def open_folder_job(
     check_out_before_journal(out_csv, state_dir)
     # Listed before the journal is opened, so a folder that cannot be used changes no file.
     source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
+    warnings = check_source(source, session.card)
+    if warnings and not accept_warnings:
+        raise NotApplicableError(warnings)
     journal = Journal(state_dir, command)
     try:
         try:
@@ -132,7 +141,7 @@ def open_folder_job(
         on_skip=on_skip,
         arrival=(source.order, source.seed),
     )
-    return FolderJob(session, source, journal, outputs, run, len(rows))
+    return FolderJob(session, source, journal, outputs, run, len(rows), warnings)
 
 
 def exit_code(summary: RunSummary, resumed: int, max_skipped: float) -> tuple[int, str]:
