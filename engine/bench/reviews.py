@@ -22,10 +22,6 @@ from engine.bench.report import paired_by_domain
 from engine.errors import F2TTAError
 from engine.review import REVERTED, UNDECIDED, VERIFIED, SimulatedReview, simulate_reviews
 
-#: The budgets of the issue's curves (reviews per site).
-DEFAULT_BUDGETS = (0, 5, 10, 20, 50)
-
-
 def parse_budgets(text: str) -> tuple[int, ...]:
     """``"0,5,20"`` -> ``(0, 5, 20)``: whole numbers >= 0, each once, in the order given.
 
