@@ -46,11 +46,7 @@ def running_accuracy_figure(
     if curves:
         ax.legend(loc="lower right", fontsize="small", ncol=2 if len(curves) > 5 else 1)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    out = Path(path)
-    atomic_write_bytes(out, buf.getvalue())
-    return out
+    return _save(fig, path)
 
 
 def review_budget_figure(
@@ -83,6 +79,11 @@ def review_budget_figure(
         ax.legend(fontsize="small")
     fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    """``fig`` as a PNG at ``path``, written atomically."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     out = Path(path)

@@ -22,6 +22,7 @@ from engine.bench.report import paired_by_domain
 from engine.errors import F2TTAError
 from engine.review import REVERTED, UNDECIDED, VERIFIED, SimulatedReview, simulate_reviews
 
+
 def parse_budgets(text: str) -> tuple[int, ...]:
     """``"0,5,20"`` -> ``(0, 5, 20)``: whole numbers >= 0, each once, in the order given.
 

@@ -1,0 +1,29 @@
+"""``import engine`` and ``f2tta --help`` do not load torch (the names load on first use)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import engine
+
+
+def test_help_and_import_load_no_torch() -> None:
+    code = (
+        "import sys\n"
+        "from engine.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'engine._omp' in sys.modules, 'the OpenMP policy runs first'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_exported_name_resolves() -> None:
+    missing = [name for name in engine.__all__ if getattr(engine, name, None) is None]
+    assert not missing, missing
+    assert set(engine.__all__) <= set(dir(engine))
