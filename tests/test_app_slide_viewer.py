@@ -187,8 +187,11 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     assert view.tile_cursor.isVisible() and view.tile_cursor.rect().center().x() == pytest.approx(x + w / 2)
     assert index.data() == f"tile r{row.tile[1]} c{row.tile[0]}", "a tile's name fits: its grid position"
     # In the large slide view, N goes to the next tile and centres it.
+    downsample = view.screen_downsample
     c.window.large_slide_action.trigger()
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    qtbot.wait(50)  # type: ignore[attr-defined]
+    assert _centre(view) == pytest.approx((x + w / 2, y + h / 2), abs=1.0), "the larger pane keeps the tile"
+    assert view.screen_downsample == pytest.approx(downsample, rel=0.02), "and the zoom"
     following = rows[rows.index(row) + 1]
     assert following.tile is not None
     c.window.next_action.trigger()
@@ -202,3 +205,18 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     assert other.tile is not None
     c.controller.sessions.on_window_tile_clicked(other.tile[1], other.tile[0])
     assert c.controller.model.selected == other.position and view.viewbox.viewRect() == before
+
+
+def test_a_resize_keeps_the_view(qtbot: object) -> None:
+    view = _view(qtbot)
+    view.resize(900, 700)  # fitted: the whole slide again
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    shown = view.viewbox.viewRect()
+    assert shown.width() >= DIMS[0] and shown.height() >= DIMS[1]
+    assert shown.width() <= DIMS[0] * 1.05 or shown.height() <= DIMS[1] * 1.05
+    view.highlight(10, 12, centre=True)  # zoomed in on a tile: its centre and zoom stay
+    downsample = view.screen_downsample
+    view.resize(500, 420)
+    qtbot.wait(20)  # type: ignore[attr-defined]
+    assert _centre(view) == pytest.approx((12.5 * FOOTPRINT, 10.5 * FOOTPRINT), abs=1.0)
+    assert view.screen_downsample == pytest.approx(downsample, rel=0.02)

@@ -85,6 +85,7 @@ def fit_to_screen(w: MainWindow) -> None:
 
 
 SLIDE_SHARE = 0.62  # the slide's share of the image column's height while a slide is open
+SLIDE_COLUMN_SHARE = 0.45  # the image column's share of the width, at least, while a slide is open
 LARGE_SHARE = 0.66  # the slide's share of the width in the large slide view (the tile beside it)
 
 
@@ -100,6 +101,11 @@ def show_slide_pane(w: MainWindow, shown: bool) -> None:
         total = max(sum(w.image_split.sizes()), w.image_split.height(), 2)
         slide = int(total * SLIDE_SHARE)
         w.image_split.setSizes([slide, total - slide])
+        sizes = w.main_split.sizes()
+        width = sum(sizes)
+        left = min(int(width * SLIDE_COLUMN_SHARE), width - w.right.minimumSizeHint().width())
+        if left > sizes[0]:  # a wide screen: the slide gets some of the table's room
+            w.main_split.setSizes([left, width - left])
 
 
 def set_large_slide(w: MainWindow, on: bool) -> None:

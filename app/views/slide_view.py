@@ -94,6 +94,10 @@ class SlideView(QWidget):
         self._thumb_width = 1
         self._mpp: float | None = None  # level-0 microns per pixel
         self._pending_rect: tuple[int, int, int, int] | None = None
+        # What a resize keeps: the whole slide (after Fit), else the view's centre and zoom.
+        self._box_size = (0.0, 0.0)
+        self._fitted, self._fitting = True, False
+        self._kept: tuple[float, float, float] | None = None  # centre x, y and level-0 px per screen px
         self.title = two_line_title("No slide open")
         self.canvas, self.viewbox = image_canvas()
         self.thumb_item = pg.ImageItem(axisOrder="row-major")
@@ -235,7 +239,9 @@ class SlideView(QWidget):
 
     @Slot()
     def fit(self) -> None:
+        self._fitting = True
         self.viewbox.setRange(QRectF(0, 0, *self._dims), padding=0.02)
+        self._fitting = False
 
     @Slot()
     def full_resolution(self) -> None:
@@ -298,7 +304,25 @@ class SlideView(QWidget):
     @Slot()
     def _on_viewbox_range_changed(self) -> None:
         self._detail_timer.start()
+        if self._size_now() == self._box_size:  # moved, not resized: a resize keeps this view
+            centre = self.viewbox.viewRect().center()
+            self._kept = (centre.x(), centre.y(), self.screen_downsample)
+            self._fitted = self._fitting
         self._update_overlays()
+
+    def _size_now(self) -> tuple[float, float]:
+        return (float(self.viewbox.width()), float(self.viewbox.height()))
+
+    def _keep_view(self) -> None:
+        """After a resize (the large view, a splitter): the whole slide again, or the same centre at
+        the same zoom (more or less of the slide around it)."""
+        self._box_size = self._size_now()
+        if self._fitted:
+            self.fit()
+        elif self._kept is not None:
+            x, y, downsample = self._kept
+            width, height = self._box_size[0] * downsample, self._box_size[1] * downsample
+            self.viewbox.setRange(QRectF(x - width / 2, y - height / 2, width, height), padding=0)
 
     # -- scale bar and overview ---------------------------------------------------------------
     def _inset_side(self) -> int:
@@ -311,6 +335,7 @@ class SlideView(QWidget):
 
     @Slot()
     def _place_overlays(self) -> None:
+        self._keep_view()
         self.overview.set_side(self._inset_side())
         self._update_overlays()
 
