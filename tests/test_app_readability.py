@@ -32,9 +32,9 @@ def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
     view.set_extent(8, 2)
     view.set_data(stats.plot_data())
     title = view.segments.getPlotItem().titleLabel.text
-    assert "adapted model" in title and "source model" in title, title
+    assert "■ adapted" in title and "■ source" in title, title
     view.set_data(None, labelled=False)  # cleared for the next source: the key stays
-    assert "adapted model" in view.segments.getPlotItem().titleLabel.text
+    assert "■ adapted" in view.segments.getPlotItem().titleLabel.text
 
 
 @pytest.mark.parametrize("name", ["prompt_len_specific", "mc_passes", "beta", "gamma"])

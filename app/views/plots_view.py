@@ -23,10 +23,10 @@ KEY = (
     f"<span style='color:{_hex(SOURCE_COLOR)}'>╍ source</span>&nbsp; "
     f"<span style='color:{_hex(CONFIDENCE_COLOR)}'>━ mean confidence (right axis)</span>"
 )
-# The bar chart's key: the adapted model's bars left of the source model's in each segment.
+# The bar chart's key (as the running plot's): the adapted model's bar left of the source model's.
 BAR_KEY = (
-    f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ adapted model</span>&nbsp; "
-    f"<span style='color:{_hex(SOURCE_COLOR)}'>■ source model</span>"
+    f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ adapted</span>&nbsp; "
+    f"<span style='color:{_hex(SOURCE_COLOR)}'>■ source</span>"
 )
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
 
