@@ -9,7 +9,8 @@ from pathlib import Path
 from app_fixtures import CLASSES, report_data, sample_row
 from app_studio import read_pdf_text
 
-from app.reports.files import config_document, geojson_document, write_csv
+from app.reports.files import config_document, write_csv
+from app.reports.qupath import geojson_document
 from engine import CSV_COLUMNS
 
 

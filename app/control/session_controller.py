@@ -218,6 +218,13 @@ class SessionController:
         if position == self.model.selected:
             self.view.show_image(None, None, f"Cannot be shown: {message}")
 
+    def on_window_position_selected(self, position: int) -> None:
+        """The user chose a table row: show it, and centre the slide on its tile."""
+        self.model.select(position)
+        row = self.model.row_at(position)
+        if row is not None and row.tile is not None:
+            self.view.highlight_tile(row.tile[1], row.tile[0], True)
+
     def on_window_tile_clicked(self, row: int, col: int) -> None:
         position = self.model.position_of_cell(row, col)
         index = self.model.row_index(position) if position is not None else None

@@ -20,6 +20,8 @@ class SlideDisplay:
         footprint: a tile's side in level-0 pixels.
         title: the caption.
         tissue: the tissue mask on the thumbnail's grid (None: not drawn).
+        mpp: the slide's level-0 resolution in microns per pixel (None: the slide does not say);
+            the pane's scale bar and magnification read-out come from it.
     """
 
     thumbnail: np.ndarray = field(repr=False)
@@ -28,11 +30,13 @@ class SlideDisplay:
     footprint: float
     title: str
     tissue: np.ndarray | None = field(default=None, repr=False)
+    mpp: float | None = None
 
     @classmethod
     def of(cls, source: SlideSource, tissue: np.ndarray | None = None) -> SlideDisplay:
         """The display of an open slide source: its overview, grid and a caption naming it."""
         caption = f"{source.display_name} · {source.vendor} · {source.plan.describe()}"
+        plan = source.plan
         return cls(
-            source.thumbnail, source.dimensions, source.plan.grid, source.plan.footprint, caption, tissue
+            source.thumbnail, source.dimensions, plan.grid, plan.footprint, caption, tissue, plan.slide_mpp
         )

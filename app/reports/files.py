@@ -1,4 +1,5 @@
-"""Report exports (Qt-free part): predictions CSV, run-configuration JSON and slide GeoJSON.
+"""Report exports (Qt-free part): predictions CSV, run-configuration JSON and slide GeoJSON
+(:mod:`app.reports.qupath`).
 
 The PDF report is written by :mod:`app.reports.pdf` from the same :class:`ReportData`. An export
 stages every file and commits them as one set (:mod:`app.reports.export`): the tables on the worker's
@@ -32,6 +33,7 @@ from app.core.overlay import Overlay
 from app.core.reviews import ReviewMark
 from app.core.stats import Summary
 from app.reports.export import discard, prepare, stage
+from app.reports.qupath import geojson_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +55,6 @@ REVIEW_COLUMNS = (
     "reviewed_at",
     "dataset_truth",
 )
-# QuPath-style classification colours for the GeoJSON (packed as [r, g, b]).
-CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
 
 
 @dataclass(frozen=True)
@@ -260,55 +260,6 @@ def config_bytes(data: ReportData) -> bytes:
     return (json.dumps(config_document(data), indent=2, default=str) + "\n").encode("ascii")
 
 
-def geojson_document(
-    rows: tuple[PredictionRow, ...] | list[PredictionRow], classes: tuple[str, ...], slide: str
-) -> dict[str, Any]:
-    """Tile predictions as a FeatureCollection of level-0 pixel polygons (QuPath imports these)."""
-    features = []
-    for row in sorted(rows, key=lambda r: r.index):
-        if row.tile is None:
-            continue
-        col, r, x, y, w, h = row.tile
-        ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
-        colour = list(CLASS_COLORS[row.prediction % len(CLASS_COLORS)])
-        features.append(
-            {
-                "type": "Feature",
-                "id": f"tile-{row.index}",
-                "geometry": {"type": "Polygon", "coordinates": [ring]},
-                "properties": {
-                    "objectType": "tile",
-                    "classification": {"name": row.prediction_label, "color": colour},
-                    "index": row.index,
-                    "col": col,
-                    "row": r,
-                    "prediction": row.prediction_label,
-                    "confidence": None if not math.isfinite(row.confidence) else row.confidence,
-                    "p_positive": None if not math.isfinite(row.positive_prob) else row.positive_prob,
-                    "source_prediction": row.source_label,
-                    "changed_by_adaptation": row.changed,
-                    "uncertainty": None if not math.isfinite(row.uncertainty) else row.uncertainty,
-                    "update_skipped": row.update_skipped,
-                    "guard_event": row.guard_message or None,
-                },
-            }
-        )
-    return {
-        "type": "FeatureCollection",
-        "properties": {
-            "slide": slide,
-            "coordinates": "level-0 pixels",
-            "classes": list(classes),
-            "notice": RESEARCH_NOTICE,
-        },
-        "features": features,
-    }
-
-
-def geojson_bytes(data: ReportData) -> bytes:
-    return (json.dumps(geojson_document(data.rows, data.classes, data.source_path)) + "\n").encode("ascii")
-
-
 def report_failure(exc: Exception, directory: Path) -> str:
     """What to tell the user when reports could not be written (anything but an OSError is a bug: logged)."""
     if not isinstance(exc, OSError):
@@ -328,7 +279,11 @@ def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
     if data.marks:
         files.append((REVIEWS_NAME, reviews_bytes(data)))
     if data.source_kind == "slide":
-        files.append((GEOJSON_NAME, geojson_bytes(data)))
+        positive = data.card.get("positive_class", 1)
+        tiles = geojson_bytes(
+            data.rows, data.classes, data.source_path, positive if isinstance(positive, int) else 1
+        )
+        files.append((GEOJSON_NAME, tiles))
     try:
         for name, content in files:
             stage(directory, name, content)

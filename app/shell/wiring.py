@@ -45,7 +45,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.renameProfileRequested, profiles.on_window_rename_profile_requested),
         (window.deleteProfileRequested, profiles.on_window_delete_profile_requested),
         (window.closeRequested, c.on_window_close_requested),
-        (window.positionSelected, c.model.select),
+        (window.positionSelected, sessions.on_window_position_selected),
         (window.filterChanged, sessions.on_window_filter_changed),
         (window.tileClicked, sessions.on_window_tile_clicked),
         (window.opacityChanged, sessions.on_window_opacity_changed),

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
 
 from app.core.arrival import ORDER_LABELS
 from app.views import _prompts as ask
+from app.views._layout import set_large_slide
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
@@ -56,6 +57,11 @@ def make_actions(w: MainWindow) -> None:
     w.full_resolution_action = action(w, "Slide at full resolution", w.slide_view.full_resolution, "Z")
     w.fit_slide_action = action(w, "Whole slide", w.slide_view.fit, "Shift+Z")
     w.heat_mode_action = action(w, "Slide heat map: filled, outlines, off", w.slide_view.cycle_heat_mode, "H")
+    w.large_slide_action = QAction("Large slide view", w, checkable=True, shortcut=QKeySequence("L"))
+    w.large_slide_action.setEnabled(False)  # while a slide is open
+    w.large_slide_action.toggled.connect(lambda on: set_large_slide(w, on))
+    w.large_slide_action.toggled.connect(w.slide_view.large_button.setChecked)
+    w.slide_view.large_button.toggled.connect(w.large_slide_action.setChecked)
     w.new_profile_action = action(w, "New profile…", lambda: ask.new_profile(w), short="New…")
     w.rename_profile_action = action(w, "Rename profile…", lambda: ask.rename_profile(w))
     w.delete_profile_action = action(w, "Delete profile…", lambda: ask.delete_profile(w))
@@ -88,7 +94,14 @@ def make_actions(w: MainWindow) -> None:
         act.setChecked(True)
         act.setShortcut(QKeySequence(shortcut))
         act.toggled.connect(lambda on, k=key: w.show_pane(k, on))
+        act.toggled.connect(lambda on, k=key: _leave_large_slide(w, k, on))
         w.pane_actions[key] = act
+
+
+def _leave_large_slide(w: MainWindow, pane: str, shown: bool) -> None:
+    """A pane shown or hidden by the user ends the large slide view (which hides the table and tabs)."""
+    if pane != "images" or not shown:
+        w.large_slide_action.setChecked(False)
 
 
 def _emit_order(w: MainWindow) -> None:
@@ -129,6 +142,7 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
             w.full_resolution_action,
             w.fit_slide_action,
             w.heat_mode_action,
+            w.large_slide_action,
         ]
     )
     help_menu = menu.addMenu("&Help")

@@ -31,6 +31,7 @@ def make_panes(w: MainWindow) -> None:
     w.image_split.addWidget(w.slide_view)
     w.image_split.addWidget(w.image_view)
     w.slide_view.setVisible(False)
+    w.split_before_large = None  # the splitters' sizes while the slide view is large
     w.left = QStackedWidget()
     w.left.addWidget(w.welcome)
     w.left.addWidget(w.image_split)
@@ -81,3 +82,47 @@ def fit_to_screen(w: MainWindow) -> None:
     width = min(max(1320, int(screen.width() * 0.85)), screen.width())
     height = min(max(860, int(screen.height() * 0.85)), screen.height())
     w.resize(width, height)
+
+
+SLIDE_SHARE = 0.62  # the slide's share of the image column's height while a slide is open
+SLIDE_COLUMN_SHARE = 0.45  # the image column's share of the width, at least, while a slide is open
+LARGE_SHARE = 0.66  # the slide's share of the width in the large slide view (the tile beside it)
+
+
+def show_slide_pane(w: MainWindow, shown: bool) -> None:
+    """Show the slide pane over the tile preview, with most of the column's height (or hide it, and
+    leave the large slide view)."""
+    if not shown:
+        w.large_slide_action.setChecked(False)
+    w.large_slide_action.setEnabled(shown)
+    was_shown = w.slide_view.isVisibleTo(w)
+    w.slide_view.setVisible(shown)
+    if shown and not was_shown:
+        total = max(sum(w.image_split.sizes()), w.image_split.height(), 2)
+        slide = int(total * SLIDE_SHARE)
+        w.image_split.setSizes([slide, total - slide])
+        sizes = w.main_split.sizes()
+        width = sum(sizes)
+        left = min(int(width * SLIDE_COLUMN_SHARE), width - w.right.minimumSizeHint().width())
+        if left > sizes[0]:  # a wide screen: the slide gets some of the table's room
+            w.main_split.setSizes([left, width - left])
+
+
+def set_large_slide(w: MainWindow, on: bool) -> None:
+    """The large slide view: the slide and the tile beside it take the window (the table and the
+    tabs make room; N/P, the review keys and a click on a tile still choose tiles), or back."""
+    before: tuple[list[int], list[int]] | None = w.split_before_large
+    if on and before is None:
+        w.show_pane("images", True)
+        w.split_before_large = (w.main_split.sizes(), w.image_split.sizes())
+        w.right.setVisible(False)
+        w.image_split.setOrientation(Qt.Orientation.Horizontal)
+        total = max(w.main_split.width(), 2)
+        slide = int(total * LARGE_SHARE)
+        w.image_split.setSizes([slide, total - slide])
+    elif not on and before is not None:
+        w.image_split.setOrientation(Qt.Orientation.Vertical)
+        w.right.setVisible(True)
+        w.main_split.setSizes(before[0])
+        w.image_split.setSizes(before[1])
+        w.split_before_large = None

@@ -61,7 +61,10 @@ def plain_tooltip(text: str) -> str:
     """``text`` as a tooltip Qt shows as it is: escaped into a rich-text paragraph that keeps line breaks."""
     if not text:
         return ""
-    return f"<p style='white-space:pre-wrap'>{html.escape(shown(text))}</p>"
+    # Line by line: shown() would make the line breaks visible "\n" escapes (every table tooltip
+    # read "…\nadapted: …"); a name that holds a line break is escaped by whoever puts it in.
+    lines = "\n".join(html.escape(shown(line)) for line in text.split("\n"))
+    return f"<p style='white-space:pre-wrap'>{lines}</p>"
 
 
 class PlainToolTips(QStyledItemDelegate):

@@ -40,7 +40,7 @@ from app.core.stats import PlotData
 from app.views import _prompts as ask
 from app.views._actions import make_actions, make_menus_and_toolbar
 from app.views._canvas import ElidedLabel
-from app.views._layout import fit_to_screen, make_panes, make_status_bar
+from app.views._layout import fit_to_screen, make_panes, make_status_bar, show_slide_pane
 from app.views._plain import ask_yes_no, warn
 from app.views.banner import BannerBar
 from app.views.image_view import ImageView
@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
     full_resolution_action: QAction
     fit_slide_action: QAction
     heat_mode_action: QAction
+    large_slide_action: QAction  # checkable: the slide and the tile beside it fill the window
     new_profile_action: QAction
     rename_profile_action: QAction
     delete_profile_action: QAction
@@ -271,10 +272,10 @@ class MainWindow(QMainWindow):
         self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
         self.metrics.set_metrics(None)
-        self.slide_view.setVisible(False)
+        show_slide_pane(self, False)
 
     def show_slide(self, display: SlideDisplay) -> None:
-        self.slide_view.setVisible(True)
+        show_slide_pane(self, True)
         self.slide_view.set_slide(display)
 
     def set_slide_region(self, x: int, y: int, width: int, height: int, rgb: np.ndarray) -> None:
@@ -314,8 +315,8 @@ class MainWindow(QMainWindow):
         else:
             self.image_view.show_image(image, overlay, title, keep_view, levels)
 
-    def highlight_tile(self, row: int, col: int) -> None:
-        self.slide_view.highlight(row, col)
+    def highlight_tile(self, row: int, col: int, centre: bool = False) -> None:
+        self.slide_view.highlight(row, col, centre)
 
     @property
     def following(self) -> bool:

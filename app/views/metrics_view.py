@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -24,6 +25,9 @@ NO_TRUTH = (
     "No ground truth yet. It comes from class sub-folders named after the model's classes, a labels.csv "
     "in the folder, or your review marks (C confirms, X corrects the selected image)."
 )
+
+
+EXPAND = QSizePolicy.Policy.Expanding  # the empty tab's message takes the room, centred
 
 
 def _pct(value: float) -> str:
@@ -62,11 +66,16 @@ class MetricsView(QWidget):
         self.errors_button.setToolTip(f"Wrong predictions made with confidence ≥ {CONFIDENT:.1f}")
         self.errors_button.clicked.connect(self.confidentErrorsRequested)
         self.metrics: ClinicalMetrics | None = None
+        # Shown only with figures: an empty tab says what to do, without headings over nothing.
+        self.headings = (
+            QLabel("Confusion matrix (rows: truth, columns: prediction)"),
+            QLabel("Per class (this class against the others)"),
+        )
         left = QVBoxLayout()
-        left.addWidget(QLabel("Confusion matrix (rows: truth, columns: prediction)"))
+        left.addWidget(self.headings[0])
         left.addWidget(self.confusion, 1)
         right = QVBoxLayout()
-        right.addWidget(QLabel("Per class (this class against the others)"))
+        right.addWidget(self.headings[1])
         right.addWidget(self.per_class, 1)
         tables = QHBoxLayout()
         tables.addLayout(left, 1)
@@ -83,8 +92,12 @@ class MetricsView(QWidget):
     def set_metrics(self, metrics: ClinicalMetrics | None) -> None:
         self.metrics = metrics
         has = metrics is not None and metrics.labelled > 0
-        self.confusion.setVisible(has)
-        self.per_class.setVisible(has)
+        for widget in (self.confusion, self.per_class, self.errors_button, *self.headings):
+            widget.setVisible(has)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft if has else Qt.AlignmentFlag.AlignCenter)
+        self.summary.setSizePolicy(
+            QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred if has else EXPAND
+        )
         self.errors_button.setEnabled(has and metrics is not None and metrics.confident_errors > 0)
         if metrics is None or not has:
             self.summary.setText(NO_TRUTH)

@@ -23,6 +23,11 @@ KEY = (
     f"<span style='color:{_hex(SOURCE_COLOR)}'>╍ source</span>&nbsp; "
     f"<span style='color:{_hex(CONFIDENCE_COLOR)}'>━ mean confidence (right axis)</span>"
 )
+# The bar chart's key (as the running plot's): the adapted model's bar left of the source model's.
+BAR_KEY = (
+    f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ adapted</span>&nbsp; "
+    f"<span style='color:{_hex(SOURCE_COLOR)}'>■ source</span>"
+)
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
 
 
@@ -103,7 +108,7 @@ class PlotsView(QWidget):
         self._extent = max(total, 1)
         self.running.setXRange(0, self._extent, padding=0.02)
         self.segments.setXRange(0, self._extent + 1, padding=0.02)
-        self.segments.setTitle(f"{self._quantity.capitalize()} per {segment_size} images", color="k")
+        self._title_segments(segment_size)
 
     def set_data(self, data: PlotData | None, labelled: bool | None = None) -> None:
         """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show)."""
@@ -137,7 +142,9 @@ class PlotsView(QWidget):
         self._quantity, self._titled = quantity, True
         self.running.setTitle(f"Running {quantity}<br><span style='font-size:8pt'>{KEY}</span>", color="k")
         self.running.setLabel("left", quantity)
-        size = data.segment_size if data is not None else 0
-        self.segments.setTitle(
-            f"{quantity.capitalize()} per {size} images" if size else "Per segment", color="k"
-        )
+        self._title_segments(data.segment_size if data is not None else 0)
+
+    def _title_segments(self, size: int) -> None:
+        """The bar chart's title with its key under it (which bar is which model)."""
+        title = f"{self._quantity.capitalize()} per {size} images" if size else "Per segment"
+        self.segments.setTitle(f"{title}<br><span style='font-size:8pt'>{BAR_KEY}</span>", color="k")

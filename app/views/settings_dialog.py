@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from app._engine import shown
 from app.core.arrival import ORDER_LABELS
+from app.core.field_labels import field_label, field_tooltip
 from app.core.names import method_label, readable_help
 from app.core.settings import FUNDUS_DEMO_MODEL, AppSettings, FieldSpec, ModelCheck, clean_overrides
 from app.views._plain import plain_label
@@ -203,12 +204,13 @@ class SettingsDialog(QDialog):
             return
         for spec in fields:
             editor = self._editor_for(spec, values.get(spec.name, spec.default))
-            help_text = readable_help(spec.help or "")
-            editor.setToolTip(
-                f"{help_text}\nDefault: {spec.default}" if help_text else f"Default: {spec.default}"
-            )
+            tip = field_tooltip(spec.name, readable_help(spec.help or ""), spec.default)
+            editor.setToolTip(tip)
+            label = QLabel(field_label(spec.name, method))  # the code name is in the tooltip
+            label.setToolTip(tip)
+            label.setBuddy(editor)
             self._editors[spec.name] = editor
-            self.advanced_form.addRow(spec.name, editor)
+            self.advanced_form.addRow(label, editor)
         self.defaults_button = QPushButton("Restore defaults")
         self.defaults_button.clicked.connect(self._on_defaults_clicked)
         self.advanced_form.addRow(self.defaults_button)

@@ -6,6 +6,9 @@ resolution and the engine worker reads it from the pyramid level that suits it
 (``read_region`` by level); the answer is drawn over the thumbnail. The heat map is the
 positive-class probability per tile, filled or as tile outlines (so the morphology stays
 visible), with a colour bar; the tissue mask the tiles were chosen from is drawn as an outline.
+A scale bar and the magnification (from the slide's resolution) and, once zoomed in, an overview
+of the whole slide with the view's rectangle sit over the canvas. A tile chosen in the table is
+centred (:meth:`SlideView.highlight` with ``centre``), zoomed in far enough to see it.
 """
 
 from __future__ import annotations
@@ -28,13 +31,16 @@ from PySide6.QtWidgets import (
 
 from app.core.overlay import PROB_COLORS, PROB_STOPS, probability_rgba
 from app.core.slide_display import SlideDisplay
+from app.core.slide_scale import readout, scale_bar
 from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
+from app.views._slide_overlays import INSET_SIDE, PAD, OverviewInset, ScaleBarOverlay
 
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
 HEAT_MODES = {"filled": "Heat map: filled", "outline": "Heat map: outlines", "off": "Heat map: off"}
 OUTLINE_BINS = 10  # colour steps of the outline mode
 TISSUE_COLOR = (40, 200, 90)
 DETAIL_DELAY_MS = 120  # wait for the zoom or pan to settle before reading the slide
+CONTEXT_TILES = 8  # a centred tile is shown with this many tiles' width of context, at most
 
 
 def smooth_mask(mask: np.ndarray, size: int = 5) -> np.ndarray:
@@ -86,7 +92,12 @@ class SlideView(QWidget):
         self._footprint = 1.0  # tile side in level-0 pixels
         self._dims = (1, 1)  # level-0 (width, height)
         self._thumb_width = 1
+        self._mpp: float | None = None  # level-0 microns per pixel
         self._pending_rect: tuple[int, int, int, int] | None = None
+        # What a resize keeps: the whole slide (after Fit), else the view's centre and zoom.
+        self._box_size = (0.0, 0.0)
+        self._fitted, self._fitting = True, False
+        self._kept: tuple[float, float, float] | None = None  # centre x, y and level-0 px per screen px
         self.title = two_line_title("No slide open")
         self.canvas, self.viewbox = image_canvas()
         self.thumb_item = pg.ImageItem(axisOrder="row-major")
@@ -131,7 +142,10 @@ class SlideView(QWidget):
         self.fit_button.setToolTip("Show the whole slide")
         self.full_button = QPushButton("1:1")
         self.full_button.setToolTip("Zoom to full resolution (one slide pixel per screen pixel, Z)")
-        for button in (self.fit_button, self.full_button):
+        self.large_button = QPushButton("Large")
+        self.large_button.setCheckable(True)
+        self.large_button.setToolTip("The slide and the tile beside it fill the window; again to go back (L)")
+        for button in (self.fit_button, self.full_button, self.large_button):
             button.setMaximumWidth(button.fontMetrics().horizontalAdvance(button.text()) + 24)
         controls = QHBoxLayout()
         self.counts.setMinimumWidth(40)
@@ -140,7 +154,13 @@ class SlideView(QWidget):
             controls.addWidget(w)
         controls.addWidget(self.fit_button)
         controls.addWidget(self.full_button)
+        controls.addWidget(self.large_button)
         stack(self, self.title, self.canvas, controls)
+        self.scale_overlay = ScaleBarOverlay(self.canvas)
+        self.overview = OverviewInset(self.canvas)
+        self.overview.setVisible(False)
+        self.overview.centreRequested.connect(self.centre_on)
+        self.viewbox.sigResized.connect(self._place_overlays)
         self._detail_timer = QTimer(self)
         self._detail_timer.setSingleShot(True)
         self._detail_timer.setInterval(DETAIL_DELAY_MS)
@@ -163,7 +183,9 @@ class SlideView(QWidget):
         self._dims = (max(1, int(dimensions[0])), max(1, int(dimensions[1])))
         self._footprint = max(float(footprint), 1e-6)
         self._thumb_width = max(1, thumbnail.shape[1])
+        self._mpp = display.mpp if display.mpp is not None and display.mpp > 0 else None
         self._values = np.full(grid, np.nan)
+        self.overview.set_slide(thumbnail, self._dims, self._inset_side())
         rect = QRectF(0, 0, *self._dims)
         self.thumb_item.setImage(thumbnail, autoLevels=False, levels=(0, 255))
         self.thumb_item.setRect(rect)
@@ -194,14 +216,32 @@ class SlideView(QWidget):
         self.detail_item.setImage(rgb, autoLevels=False, levels=(0, 255))
         self.detail_item.setRect(QRectF(x, y, width, height))
 
-    def highlight(self, row: int, col: int) -> None:
+    def highlight(self, row: int, col: int, centre: bool = False) -> None:
+        """Mark tile (row, col); ``centre``: also centre the view on it, zoomed in so that at most
+        :data:`CONTEXT_TILES` tiles fit across the view (a closer zoom is kept)."""
         f = self._footprint
         self.tile_cursor.setRect(QRectF(col * f, row * f, f, f))
         self.tile_cursor.setVisible(True)
+        if centre:
+            view = self.viewbox.viewRect()
+            shrink = min(1.0, CONTEXT_TILES * f / max(min(view.width(), view.height()), 1e-6))
+            width, height = view.width() * shrink, view.height() * shrink
+            middle = self.tile_cursor.rect().center()
+            self.viewbox.setRange(
+                QRectF(middle.x() - width / 2, middle.y() - height / 2, width, height), padding=0
+            )
+
+    @Slot(float, float)
+    def centre_on(self, x: float, y: float) -> None:
+        """Move the view (its zoom kept) so that level-0 point (x, y) is in its middle."""
+        view = self.viewbox.viewRect()
+        self.viewbox.setRange(view.translated(x - view.center().x(), y - view.center().y()), padding=0)
 
     @Slot()
     def fit(self) -> None:
+        self._fitting = True
         self.viewbox.setRange(QRectF(0, 0, *self._dims), padding=0.02)
+        self._fitting = False
 
     @Slot()
     def full_resolution(self) -> None:
@@ -264,6 +304,58 @@ class SlideView(QWidget):
     @Slot()
     def _on_viewbox_range_changed(self) -> None:
         self._detail_timer.start()
+        if self._size_now() == self._box_size:  # moved, not resized: a resize keeps this view
+            centre = self.viewbox.viewRect().center()
+            self._kept = (centre.x(), centre.y(), self.screen_downsample)
+            self._fitted = self._fitting
+        self._update_overlays()
+
+    def _size_now(self) -> tuple[float, float]:
+        return (float(self.viewbox.width()), float(self.viewbox.height()))
+
+    def _keep_view(self) -> None:
+        """After a resize (the large view, a splitter): the whole slide again, or the same centre at
+        the same zoom (more or less of the slide around it)."""
+        self._box_size = self._size_now()
+        if self._fitted:
+            self.fit()
+        elif self._kept is not None:
+            x, y, downsample = self._kept
+            width, height = self._box_size[0] * downsample, self._box_size[1] * downsample
+            self.viewbox.setRange(QRectF(x - width / 2, y - height / 2, width, height), padding=0)
+
+    # -- scale bar and overview ---------------------------------------------------------------
+    def _inset_side(self) -> int:
+        return int(min(INSET_SIDE, max(self.canvas.width(), 1) / 4, max(self.canvas.height(), 1) / 3))
+
+    def _viewbox_rect(self) -> QRectF:
+        """The view box's area in the canvas's coordinates."""
+        mapped = self.canvas.mapFromScene(self.viewbox.sceneBoundingRect()).boundingRect()
+        return QRectF(mapped.translated(self.canvas.viewport().pos()))
+
+    @Slot()
+    def _place_overlays(self) -> None:
+        self._keep_view()
+        self.overview.set_side(self._inset_side())
+        self._update_overlays()
+
+    def _update_overlays(self) -> None:
+        downsample = self.screen_downsample
+        mpp = self._mpp
+        bar = scale_bar(mpp * downsample) if mpp is not None else None
+        self.scale_overlay.set_scale(bar, readout(mpp, downsample) if self._values.size else "")
+        area = self._viewbox_rect()
+        self.scale_overlay.move(
+            int(area.left()) + PAD, int(area.bottom()) - self.scale_overlay.height() - PAD
+        )
+        self.scale_overlay.raise_()
+        view = self.viewbox.viewRect()
+        width, height = self._dims
+        zoomed_in = view.width() < width * 0.98 or view.height() < height * 0.98
+        self.overview.setVisible(bool(self._values.size) and zoomed_in)
+        self.overview.set_view(view)
+        self.overview.move(int(area.left()) + PAD, int(area.top()) + PAD)
+        self.overview.raise_()
 
     @Slot()
     def _request_detail(self) -> None:

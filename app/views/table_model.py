@@ -18,6 +18,7 @@ from PySide6.QtGui import QBrush, QColor
 
 from app._engine import describe_decision, shown
 from app.core.filters import PredictionRow, RowFilter
+from app.core.uncertainty import UncertaintyRanks
 
 COLUMNS = (
     "#",
@@ -32,15 +33,16 @@ COLUMNS = (
 )
 HEADER_TIPS = (
     "Arrival order within this folder or slide (1 = first image)",
-    "File or tile",
+    "File, or the slide tile's grid row and column (its level-0 position in the tooltip)",
     "The adapted model's prediction",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
-    "Mean per-patch uncertainty",
+    "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
     "Your review mark: ✓ confirmed, ✎ corrected to another class",
 )
+UNCERTAINTY_COLUMN = 5  # shown as low/medium/high within the site (app.core.uncertainty)
 REVIEW_COLUMN = 8
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
@@ -63,6 +65,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows: list[PredictionRow] = []
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
         self._reviews: dict[int, str] = {}  # review column text by row
+        self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
 
     def rowCount(self, parent: Index | None = None) -> int:
         return 0 if parent is not None and parent.isValid() else len(self._rows)
@@ -85,6 +88,8 @@ class PredictionTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if index.column() == REVIEW_COLUMN:
                 return self._reviews.get(index.row(), "")
+            if index.column() == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
+                return self.uncertainty.band(self._rows[index.row()].uncertainty)
             return self._texts[index.row()][index.column()]
         if role == SORT_ROLE:
             if index.column() == REVIEW_COLUMN:
@@ -95,15 +100,18 @@ class PredictionTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and index.column() in (7, REVIEW_COLUMN):
             correct = self._rows[index.row()].correct
             return None if correct is None else RIGHT_BRUSH if correct else WRONG_BRUSH
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3, 5):
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3):
             return RIGHT_ALIGN
         if role == Qt.ItemDataRole.ToolTipRole:
+            if index.column() == UNCERTAINTY_COLUMN:
+                return self.uncertainty.describe(self._rows[index.row()].uncertainty)
             return self._tooltip(self._rows[index.row()])
         return None
 
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
-        tip = f"{row.name} (engine image index {row.index})\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        tip = f"#{row.position + 1} {shown(row.name)} (CSV index {row.index}, counted from 0)"
+        tip += f"\nadapted: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
@@ -123,6 +131,8 @@ class PredictionTableModel(QAbstractTableModel):
         if col == 0:
             return str(row.position + 1)
         if col == 1:
+            if row.tile is not None:  # its grid position; the level-0 corner is in the tooltip
+                return f"tile r{row.tile[1]} c{row.tile[0]}"
             return shown(row.name)  # Qt drops bytes that are not UTF-8 and lays out bidi controls
         if col == 2:
             return row.prediction_label
@@ -157,6 +167,7 @@ class PredictionTableModel(QAbstractTableModel):
         first = len(self._rows)
         self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
         self._rows.extend(rows)
+        self.uncertainty.add(r.uncertainty for r in rows)
         self._texts.extend(tuple(self._display(r, c) for c in range(len(COLUMNS))) for r in rows)
         self.endInsertRows()
 
@@ -165,6 +176,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows = []
         self._texts = []
         self._reviews = {}
+        self.uncertainty.clear()
         self.endResetModel()
 
     def replace_row(self, index: int, row: PredictionRow, review: str) -> None:

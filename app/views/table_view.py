@@ -81,6 +81,7 @@ class PredictionTable(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setAlternatingRowColors(False)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # file names differ at their ends
+        self.table.setWordWrap(False)  # wrapped at "/" or " ", names lost their ends (`glaucoma/…`)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()

@@ -1,0 +1,128 @@
+"""What a reader sees (issue 20, item 5; pytest-qt, offscreen): a key on the bar chart, settings
+in plain words with the code name in the tooltip, uncertainty as low/medium/high within the site,
+names cut in the middle, an empty Metrics tab without headings, and numbers from 1."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from app_fixtures import CLASSES, sample_row
+from PySide6.QtCore import Qt
+
+from app.core.clinical import clinical_metrics
+from app.core.field_labels import field_label
+from app.core.settings import AppSettings, available_devices, method_fields
+from app.core.stats import RunStatistics
+from app.core.uncertainty import UncertaintyRanks
+from app.views.metrics_view import MetricsView
+from app.views.plots_view import PlotsView
+from app.views.table_model import UNCERTAINTY_COLUMN
+from app.views.table_view import PredictionTable
+from engine import fields_of, list_methods, method_config_class
+
+
+def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
+    view = PlotsView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    stats = RunStatistics(segment_size=2)
+    stats.extend([sample_row(i, truth=i % 2) for i in range(8)])
+    view.set_extent(8, 2)
+    view.set_data(stats.plot_data())
+    title = view.segments.getPlotItem().titleLabel.text
+    assert "■ adapted" in title and "■ source" in title, title
+    view.set_data(None, labelled=False)  # cleared for the next source: the key stays
+    assert "■ adapted" in view.segments.getPlotItem().titleLabel.text
+
+
+@pytest.mark.parametrize("name", ["prompt_len_specific", "mc_passes", "beta", "gamma"])
+def test_settings_show_plain_names_with_the_code_name_in_the_tooltip(qtbot: object, name: str) -> None:
+    from app.views.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings(method="idipt"), method_fields(), available_devices())
+    qtbot.addWidget(dialog)  # type: ignore[attr-defined]
+    dialog.method_combo.setCurrentIndex(dialog.method_combo.findData("idipt"))
+    editor = dialog._editors[name]
+    label = dialog.advanced_form.labelForField(editor)
+    text = label.text()  # type: ignore[attr-defined]
+    assert text and name not in text and "_" not in text and text[0].isupper(), text
+    for tip in (label.toolTip(), editor.toolTip()):
+        assert f"Code name: {name}" in tip and "Default:" in tip, tip
+
+
+def test_every_hyper_parameter_has_a_plain_name() -> None:
+    for method in list_methods():
+        for info in fields_of(method_config_class(method)):
+            label = field_label(info.name, method)
+            assert "_" not in label and label[0].isupper(), (method, info.name, label)
+    assert field_label("gamma", "idipt") != field_label("gamma", "foa-shift"), "one name, two meanings"
+
+
+def test_uncertainty_reads_low_medium_high_within_the_site(qtbot: object) -> None:
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    values = [0.0020 + 0.0013 * k / 19 for k in range(20)]  # 0.0020-0.0033: every image alike
+    table.model.append_rows([sample_row(k, unc=u) for k, u in enumerate(values)])
+    shown = [table.model.index(k, UNCERTAINTY_COLUMN).data() for k in range(20)]
+    assert shown[:10] == ["low"] * 10 and shown[10:18] == ["medium"] * 8 and shown[18:] == ["high"] * 2
+    tip = table.model.index(19, UNCERTAINTY_COLUMN).data(Qt.ItemDataRole.ToolTipRole)
+    assert "more uncertain than 95%" in tip and "top 10 %" in tip and "0.0033" in tip, tip
+    header = table.model.headerData(
+        UNCERTAINTY_COLUMN, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole
+    )
+    assert "top 10 %" in header
+    # Sorting by the column orders by the figure itself.
+    table.table.sortByColumn(UNCERTAINTY_COLUMN, Qt.SortOrder.DescendingOrder)
+    assert table.proxy.index(0, 0).data() == "20"
+    table.model.clear()
+    assert len(table.model.uncertainty) == 0
+    ranks = UncertaintyRanks()
+    assert ranks.band(0.1) == "" and "No uncertainty" in ranks.describe(float("nan"))
+
+
+def test_names_are_cut_in_the_middle_so_their_ends_stay(qtbot: object) -> None:
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    view = table.table
+    assert view.textElideMode() == Qt.TextElideMode.ElideMiddle
+    assert not view.wordWrap(), "a wrapped name shows its first line only: glaucoma/…"
+    name = "glaucoma/fundus_site5_000.jpg"
+    cut = view.fontMetrics().elidedText(name, view.textElideMode(), 90)
+    assert cut.startswith("gl") and cut.endswith(".jpg") and "…" in cut
+
+
+def test_an_empty_metrics_tab_has_no_headings(qtbot: object) -> None:
+    view = MetricsView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.resize(700, 300)
+    view.show()
+    assert all(not h.isVisible() for h in view.headings) and not view.errors_button.isVisible()
+    assert view.summary.isVisible() and "No ground truth yet" in view.summary.text()
+    assert view.summary.height() > 150, "the message takes the tab, centred, instead of a top line"
+    rows = [sample_row(k, pred=k % 2, truth=k % 2) for k in range(6)]
+    view.set_metrics(clinical_metrics(rows, CLASSES))
+    assert all(h.isVisible() for h in view.headings) and view.confusion.isVisible()
+    view.set_metrics(None)
+    assert not any(h.isVisible() for h in view.headings)
+
+
+def test_numbers_a_person_reads_start_at_1(qtbot: object) -> None:
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    table.model.append_rows([sample_row(0), sample_row(1)])
+    assert table.model.index(0, 0).data() == "1"
+    tip = table.model.index(0, 1).data(Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith("#1 img0.png") and "CSV index 0, counted from 0" in tip, tip
+
+
+def test_table_tooltips_keep_their_line_breaks(qtbot: object) -> None:
+    from app.views._plain import plain_tooltip
+
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    table.model.append_rows([sample_row(0, name="two\nlines.png")])
+    tip = plain_tooltip(table.model.index(0, 1).data(Qt.ItemDataRole.ToolTipRole))
+    assert "\\n" + "adapted" not in tip and "\nadapted: tumor" in tip, "a line break, not a visible \\n"
+    assert "two\\nlines.png" in tip, "a line break inside a name stays visible as an escape"
