@@ -54,13 +54,16 @@ def review_budget_figure(
     series: Mapping[str, Mapping[str, list[float]]],
     path: str | Path,
     title: str = "Review-certified adaptation: figures against the review budget",
+    units: Mapping[str, str] | None = None,
 ) -> Path:
     """Figures of each method against the reviews per site, one panel per figure.
 
     Args:
         budgets: the budgets K (x axis).
-        series: method -> figure name -> one value per budget (points against the source model).
+        series: method -> figure name -> one value per budget.
         path: the PNG.
+        units: figure name -> its y-axis label (default: points against the source model, with
+            lines at 0 and -1 point).
     """
     names = list(dict.fromkeys(k for per in series.values() for k in per))
     fig = Figure(figsize=(4.2 * max(len(names), 1), 3.8), dpi=110)
@@ -70,10 +73,12 @@ def review_budget_figure(
         for method, per in series.items():
             if figure_name in per:
                 ax.plot(budgets, per[figure_name], marker="o", label=method, linewidth=1.4)
-        ax.axhline(0.0, color="grey", linewidth=0.8)
-        ax.axhline(-1.0, color="grey", linewidth=0.8, linestyle="--")
+        unit = (units or {}).get(figure_name)
+        if unit is None:
+            ax.axhline(0.0, color="grey", linewidth=0.8)
+            ax.axhline(-1.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xlabel("reviews per site (K)")
-        ax.set_ylabel("points against the source model")
+        ax.set_ylabel(unit or "points against the source model")
         ax.set_title(figure_name, fontsize="medium")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")

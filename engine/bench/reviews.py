@@ -12,7 +12,7 @@ paired difference from the source model per site, fixed/broken, reviews used and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,3 +96,27 @@ def review_budgets(
             "verdicts": verdicts,
         }
     return out
+
+
+#: The figures :func:`review_series` draws against the budget, and the unit of those not in points.
+SERIES = ("target mean gain", "worst cell", "cells below the source by > 1 point")
+SERIES_UNITS = {"cells below the source by > 1 point": "cells (of all sites, streams and models)"}
+
+
+def review_series(
+    suite_summary: Mapping[str, Any], methods: Sequence[str], budgets: Sequence[int]
+) -> dict[str, dict[str, list[float]]]:
+    """Per method, :data:`SERIES` against the budgets, from ``f2tta bench-suite``'s summary."""
+
+    def at(method: str, budget: int) -> Mapping[str, Any]:
+        entry: Mapping[str, Any] = suite_summary[f"{method} K={budget}"]
+        return entry
+
+    return {
+        m: {
+            SERIES[0]: [float(at(m, k)["target_mean_gain"]) for k in budgets],
+            SERIES[1]: [float(at(m, k)["worst_cell"]["difference"]) for k in budgets],
+            SERIES[2]: [float(at(m, k)["cells_below_source_by_1"]) for k in budgets],
+        }
+        for m in methods
+    }

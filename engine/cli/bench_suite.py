@@ -18,8 +18,8 @@ from pathlib import Path
 
 from engine.bench.paired import NO_HARM_LOW, NO_HARM_POINT
 from engine.bench.plots import review_budget_figure
-from engine.bench.reviews import parse_budgets
-from engine.bench.suite import Recipe, prepare, reviewed_name, run_suite, summary
+from engine.bench.reviews import SERIES_UNITS, parse_budgets, review_series
+from engine.bench.suite import Recipe, prepare, run_suite, summary
 from engine.errors import F2TTAError
 from engine.util.atomic import atomic_write_bytes
 
@@ -112,18 +112,9 @@ def main(args: argparse.Namespace) -> int:
         try:
             atomic_write_bytes(args.out, (json.dumps(record, indent=1, default=float) + "\n").encode())
             if budgets:
-                series = {
-                    m: {
-                        "target mean gain": [
-                            result[reviewed_name(m, k)]["target_mean_gain"] for k in budgets
-                        ],
-                        "worst cell": [
-                            result[reviewed_name(m, k)]["worst_cell"]["difference"] for k in budgets
-                        ],
-                    }
-                    for m in methods
-                }
-                review_budget_figure(list(budgets), series, args.out.with_suffix(".reviews.png"))
+                series = review_series(result, methods, budgets)
+                figure = args.out.with_suffix(".reviews.png")
+                review_budget_figure(list(budgets), series, figure, units=SERIES_UNITS)
         except OSError as exc:
             print(f"error: cannot write {args.out}: {exc}", file=sys.stderr)
             return 1
