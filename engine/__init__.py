@@ -91,7 +91,7 @@ from engine.run.stream import (
 )
 from engine.util.atomic import atomic_write_bytes
 from engine.util.device import select_device
-from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_append
+from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_append, read_regular
 from engine.util.jsonlines import KeyedJsonLines
 from engine.util.text import shown
 
@@ -183,6 +183,7 @@ __all__ = [
     "predictions_csv",
     "read_image",
     "read_item",
+    "read_regular",
     "register_method",
     "save_model",
     "select_device",

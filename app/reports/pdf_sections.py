@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app._engine import decision_summary, get_method_class, list_methods
+from app._engine import UNDECIDED, decision_summary, get_method_class, list_methods
 from app.reports.files import ReportData, guard_events
 from app.reports.pdf_html import Block, breakable, chunked, esc, h2, pct
 
@@ -163,3 +163,53 @@ def change_blocks(data: ReportData) -> list[Block]:
     return chunked(
         "What adaptation changed", ["Site group", "Path", "Images", "Changed", "Fixed", "Broken"], body, intro
     )
+
+
+# -- review certificates -----------------------------------------------------------------------
+def _bound(summary: dict[str, Any]) -> str:
+    """The 95 % upper bound on the harm of adapting, in points of the group's images."""
+    if not summary["reviews"]:
+        return "not measured"
+    return f"≤ {100 * float(summary['harm_bound']):.1f} points"
+
+
+def certificate_blocks(data: ReportData) -> list[Block]:
+    """What the reviews certified per site group, on how many reviews, at what confidence, and
+    where nothing was certified, that the adapted decisions are unverified."""
+    groups = data.certificates
+    if not groups:
+        return []
+    level = f"{100 * float(groups[0]['confidence']):.0f} %"
+    reviews = sum(int(g["reviews"]) for g in groups)
+    body = [
+        [
+            "none" if g["group"] is None else str(g["group"]),
+            str(g["images"]),
+            str(g["disagreements"]),
+            str(g["reviews"]),
+            _bound(g),
+            f"<b>{esc(g['verdict'])}</b>"
+            + (f" after {g['decided_at']} reviews" if g["decided_at"] is not None else ""),
+        ]
+        for g in groups
+    ]
+    certified = [g for g in groups if g["verdict"] != UNDECIDED]
+    intro = (
+        f"<p>A reviewer's mark on a disagreement (an image whose adapted decision differs from the "
+        f"source model's) tests, per site group, whether adapting helped there ({reviews} such reviews "
+        f"in all). <i>Verified</i>: adapting helps, at {level} confidence. <i>Reverted</i>: the reviews "
+        f"showed harm (above 1 point of the group's images, or harm at {level} confidence); the group's "
+        "decisions in this report are the source model's. <i>Undecided</i>: the adapted decisions stand "
+        "but are <b>unverified</b>. The reviews never changed the adaptation itself.</p>"
+    )
+    if not certified:
+        intro += (
+            "<p><b>Nothing was certified</b>: in no site group did the reviews verify or revert "
+            "adapting, so every adapted decision in this report is unverified.</p>"
+        )
+    head = ["Site group", "Images", "Disagreements", "Reviews used", f"Harm bound ({level})", "Verdict"]
+    blocks = chunked("Review certificates", head, body, intro)
+    items = "".join(f"<li>{esc(text)}</li>" for text in data.certificate_texts)
+    if items:
+        blocks.append(Block(f"<ul style='margin-top:2px'>{items}</ul>"))
+    return blocks

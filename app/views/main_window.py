@@ -2,9 +2,9 @@
 
 Its public methods are what the controller may ask of it (the protocol :class:`app.control.view.View`;
 the controller's tests use a fake of it) and its signals are wired to the controller in
-:mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a
-1280×800 screen: every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen
-the window are elided, and failures appear as banners above the work area with their fixes.
+:mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a 1280×800 screen:
+every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen the window are
+elided, and failures appear as banners above the work area with their fixes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QUrl, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QIcon
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app import APP_NAME
 from app._engine import FieldInfo
+from app.core.certificates import GroupLine, QueueState
 from app.core.clinical import ClinicalMetrics
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
@@ -38,11 +39,12 @@ from app.core.settings import AppSettings, ModelCheck
 from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 from app.views import _prompts as ask
-from app.views._actions import make_actions, make_menus_and_toolbar
+from app.views._actions import make_actions, make_menus_and_toolbar, name_class_actions, name_undo_actions
 from app.views._canvas import ElidedLabel
-from app.views._layout import fit_to_screen, make_panes, make_status_bar
+from app.views._layout import LOG_TAB, TABS, badge_log_tab, fit_to_screen, make_panes, make_status_bar
 from app.views._plain import ask_yes_no, warn
 from app.views.banner import BannerBar
+from app.views.certificates_view import CertificatesView
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
 from app.views.metrics_view import MetricsView
@@ -52,7 +54,6 @@ from app.views.table_view import PredictionTable
 from app.views.welcome import WelcomePanel
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
-LOG_TAB = 2
 
 
 class MainWindow(QMainWindow):
@@ -79,6 +80,7 @@ class MainWindow(QMainWindow):
     tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
     opacityChanged = Signal(float)  # overlay opacity (0-1)
     reviewRequested = Signal(int, int)  # stream position, the right class (-1 clears the mark)
+    undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
     bannerActionTriggered = Signal(str, str)  # banner key, action id
     demoRequested = Signal(str)  # "histology" or "fundus"
     regionRequested = Signal(int, int, int, int, int)  # slide rectangle (level 0) at this many pixels
@@ -108,6 +110,9 @@ class MainWindow(QMainWindow):
     confirm_action: QAction
     correct_action: QAction
     clear_mark_action: QAction
+    queue_action: QAction
+    undo_action: QAction
+    redo_action: QAction
     class_actions: list[QAction]
     order_group: QActionGroup
     order_actions: dict[str, QAction]
@@ -116,7 +121,7 @@ class MainWindow(QMainWindow):
     # made by app.views._layout
     image_split: QSplitter  # the slide over the image
     left: QStackedWidget  # the welcome panel or image_split
-    bottom_tabs: QTabWidget  # plots, metrics, log
+    bottom_tabs: QTabWidget  # plots, metrics, certificates, log
     right: QSplitter  # the table over bottom_tabs
     main_split: QSplitter
     phase_label: QLabel
@@ -124,6 +129,7 @@ class MainWindow(QMainWindow):
     progress_label: ElidedLabel
     model_label: ElidedLabel
     profile_label: ElidedLabel
+    reviewer_label: ElidedLabel
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -137,6 +143,7 @@ class MainWindow(QMainWindow):
         self.table = PredictionTable()
         self.plots = PlotsView()
         self.metrics = MetricsView()
+        self.certificates = CertificatesView()
         self.log = LogView()
         self.banners = BannerBar()
         self.welcome = WelcomePanel()
@@ -211,9 +218,7 @@ class MainWindow(QMainWindow):
     def set_classes(self, classes: tuple[str, ...]) -> None:
         """The model's classes, for the review keys (digit k marks class k)."""
         self.table.set_classes(classes)
-        for k, act in enumerate(self.class_actions):
-            act.setText(f"Mark as {classes[k]}" if k < len(classes) else f"Mark as class {k + 1}")
-            act.setVisible(k < len(classes))
+        name_class_actions(self, classes)
 
     def set_demos(self, available: set[str]) -> None:
         self.welcome.set_demos(available)
@@ -226,11 +231,7 @@ class MainWindow(QMainWindow):
         self.log.add(level, text)
         if level in ("warning", "error") and self.bottom_tabs.currentIndex() != LOG_TAB:
             self._unseen_log += 1
-            self.bottom_tabs.setTabText(LOG_TAB, f"&Log ({self._unseen_log} new)")
-            colour = (
-                QColor(179, 38, 30) if level == "error" or self.log.count("error") else QColor(154, 103, 0)
-            )
-            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, colour)
+            badge_log_tab(self, self._unseen_log, level == "error" or bool(self.log.count("error")))
 
     def show_status(self, text: str, milliseconds: int = 8000) -> None:
         self.statusBar().showMessage(text, milliseconds)
@@ -249,9 +250,9 @@ class MainWindow(QMainWindow):
         self.image_view.set_opacity(opacity)
 
     def show_tab(self, tab: str) -> None:
-        """Bring the bottom tab "plots", "metrics" or "log" to the front (its pane shown)."""
+        """Bring the bottom tab "plots", "metrics", "certificates" or "log" to the front (its pane shown)."""
         self.show_pane("tabs", True)
-        self.bottom_tabs.setCurrentIndex({"plots": 0, "metrics": 1, "log": LOG_TAB}[tab])
+        self.bottom_tabs.setCurrentIndex(TABS.index(tab))
 
     def show_pane(self, pane: str, visible: bool) -> None:
         """Show or collapse a pane ("images", "table", "tabs") so the rest gets the room."""
@@ -271,6 +272,7 @@ class MainWindow(QMainWindow):
         self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
         self.metrics.set_metrics(None)
+        self.certificates.set_lines([])
         self.slide_view.setVisible(False)
 
     def show_slide(self, display: SlideDisplay) -> None:
@@ -290,6 +292,18 @@ class MainWindow(QMainWindow):
 
     def set_reviews(self, reviews: dict[int, str]) -> None:
         self.table.model.set_reviews(reviews)
+
+    def set_queue(self, queue: QueueState) -> None:
+        self.table.set_queue(queue)  # the review queue's order and the groups' verdicts
+
+    def set_certificates(self, lines: list[GroupLine]) -> None:
+        self.certificates.set_lines(lines)  # the review certificates per site group
+
+    def set_reviewer(self, name: str) -> None:
+        self.reviewer_label.set_full_text(f"Reviewer: {name}")  # the name each review mark is made under
+
+    def set_undo_texts(self, undo: str, redo: str) -> None:
+        name_undo_actions(self, undo, redo)  # the images the next undo and redo act on ("": none)
 
     def set_plot_data(self, data: PlotData) -> None:
         self.plots.set_data(data)
@@ -352,15 +366,10 @@ class MainWindow(QMainWindow):
         check_model: ModelCheck | None = None,
     ) -> AppSettings | None:
         """The settings dialog; the edited settings, or None when cancelled."""
-        from app.views.settings_dialog import SettingsDialog
-
-        dialog = SettingsDialog(settings, fields, devices, self, check_model=check_model)
-        return dialog.result_settings() if dialog.exec() else None
+        return ask.settings(self, settings, fields, devices, check_model)
 
     def show_about(self, summary: str) -> None:
-        from app.views.about_dialog import AboutDialog
-
-        AboutDialog(summary, self).exec()
+        ask.about(self, summary)
 
     def open_location(self, path: str) -> None:
         """Show a folder in the desktop's file manager."""
@@ -380,8 +389,7 @@ class MainWindow(QMainWindow):
     def _on_bottom_tabs_current_changed(self, index: int) -> None:
         if index == LOG_TAB:
             self._unseen_log = 0
-            self.bottom_tabs.setTabText(LOG_TAB, "&Log")
-            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, self.palette().windowText().color())
+            badge_log_tab(self, 0)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closeRequested.emit()

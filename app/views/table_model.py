@@ -17,6 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app._engine import describe_decision, shown
+from app.core.certificates import REVERTED_PATH, Group, QueueState, group_name
 from app.core.filters import PredictionRow, RowFilter
 
 COLUMNS = (
@@ -25,6 +26,7 @@ COLUMNS = (
     "Prediction",
     "Conf.",
     "Source model",
+    "Group",
     "Uncert.",
     "Truth",
     "Agreement",
@@ -36,12 +38,15 @@ HEADER_TIPS = (
     "The adapted model's prediction",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
+    "The site group the image was judged in, and its review certificate: undecided (the adapted "
+    "decisions stand, unverified), verified (adapting helps there, 95 % confidence) or reverted "
+    "(its decisions are the source model's)",
     "Mean per-patch uncertainty",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
     "Your review mark: ✓ confirmed, ✎ corrected to another class",
 )
-REVIEW_COLUMN = 8
+GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
 WRONG_BRUSH = QBrush(QColor(190, 30, 45))
@@ -63,6 +68,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows: list[PredictionRow] = []
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
         self._reviews: dict[int, str] = {}  # review column text by row
+        self.queue = QueueState({}, {})  # the review queue's order and each group's verdict
 
     def rowCount(self, parent: Index | None = None) -> int:
         return 0 if parent is not None and parent.isValid() else len(self._rows)
@@ -85,6 +91,8 @@ class PredictionTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if index.column() == REVIEW_COLUMN:
                 return self._reviews.get(index.row(), "")
+            if index.column() == GROUP_COLUMN:
+                return self._group_text(self._rows[index.row()].site_group)
             return self._texts[index.row()][index.column()]
         if role == SORT_ROLE:
             if index.column() == REVIEW_COLUMN:
@@ -92,10 +100,10 @@ class PredictionTableModel(QAbstractTableModel):
             return self._sort_key(self._rows[index.row()], index.column())
         if role == Qt.ItemDataRole.BackgroundRole:
             return CHANGED_BRUSH if self._rows[index.row()].changed else None
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (7, REVIEW_COLUMN):
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (AGREEMENT_COLUMN, REVIEW_COLUMN):
             correct = self._rows[index.row()].correct
             return None if correct is None else RIGHT_BRUSH if correct else WRONG_BRUSH
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3, 5):
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3, 6):
             return RIGHT_ALIGN
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(self._rows[index.row()])
@@ -107,9 +115,10 @@ class PredictionTableModel(QAbstractTableModel):
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
-        decision = describe_decision(row)
-        if decision:
-            tip += f"\n{decision}"
+        if row.decision_path == REVERTED_PATH:  # a reverted group: what adapting decided, and why not
+            tip += f"\n{row.decision_reason}"
+        elif row.decision_path:
+            tip += f"\n{describe_decision(row)}"
         if row.update_skipped:
             tip += "\nupdate skipped: non-finite loss or gradient"
         if row.guard_message:
@@ -130,11 +139,11 @@ class PredictionTableModel(QAbstractTableModel):
             return _fmt(row.confidence)
         if col == 4:
             return row.source_label + (" →" if row.changed else "")
-        if col == 5:
-            return _fmt(row.uncertainty, 4)
         if col == 6:
-            return row.truth_label or ""
+            return _fmt(row.uncertainty, 4)
         if col == 7:
+            return row.truth_label or ""
+        if col == AGREEMENT_COLUMN:
             return row.agreement
         return ""
 
@@ -146,7 +155,9 @@ class PredictionTableModel(QAbstractTableModel):
             return (row.tile[1], row.tile[0]) if row.tile else row.name.lower()
         if col == 3:
             return row.confidence
-        if col == 5:
+        if col == GROUP_COLUMN:
+            return -1 if row.site_group is None else row.site_group
+        if col == 6:
             return row.uncertainty if math.isfinite(row.uncertainty) else -1.0
         return PredictionTableModel._display(row, col)
 
@@ -165,6 +176,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows = []
         self._texts = []
         self._reviews = {}
+        self.queue = QueueState({}, {})
         self.endResetModel()
 
     def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
@@ -186,6 +198,18 @@ class PredictionTableModel(QAbstractTableModel):
             self.dataChanged.emit(
                 self.index(0, REVIEW_COLUMN), self.index(len(self._rows) - 1, REVIEW_COLUMN)
             )
+
+    def set_queue(self, queue: QueueState) -> None:
+        """The review queue's order and the groups' verdicts (the group column)."""
+        changed = queue.verdicts != self.queue.verdicts
+        self.queue = queue
+        if changed and self._rows:
+            self.dataChanged.emit(self.index(0, GROUP_COLUMN), self.index(len(self._rows) - 1, GROUP_COLUMN))
+
+    def _group_text(self, group: Group) -> str:
+        if group is None and not self.queue.verdicts:
+            return ""
+        return f"{group_name(group)} · {self.queue.verdicts.get(group, 'undecided')}"
 
     def review_at(self, index: int) -> str:
         return self._reviews.get(index, "")
@@ -220,9 +244,14 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         model = self.sourceModel()
         if not isinstance(model, PredictionTableModel):
             return True
-        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)))
+        queued = source_row in model.queue.ranks
+        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)), queued)
 
     def lessThan(self, left: Index, right: Index) -> bool:
+        model = self.sourceModel()
+        if self._filter.mode == "queue" and isinstance(model, PredictionTableModel):
+            ranks = model.queue.ranks  # the queue's own order, whatever column was sorted
+            return ranks.get(left.row(), len(ranks)) < ranks.get(right.row(), len(ranks))
         a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
         try:
             return bool(a < b)
