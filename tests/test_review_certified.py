@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from app_fixtures import CLASSES, grouped_rows, sample_row
+from app_fixtures import CLASSES, grouped_rows, report_data, sample_row
 from controller_fakes import FakeView, ended, opened, reopened, results_of
 
 from app.control.controller import Controller
@@ -25,6 +25,7 @@ from app.core.run_items import review_text
 from app.core.run_model import RunModel
 from app.core.settings import AppSettings
 from app.reports.files import config_document, csv_bytes, reviews_bytes
+from app.reports.pdf_sections import certificate_blocks
 from engine import REVERTED, UNDECIDED, CertificateBook, FolderSource, PredictionRow, StreamItem
 
 N = 60  # images: two site groups of 30, every third image of each changed by adapting
@@ -302,6 +303,8 @@ def test_reviews_from_the_queue_revert_a_harmed_group_everywhere_and_for_good(tm
     # A restart: the verdict, and the source model's decisions, are still there.
     again, view2, _, _ = reopened(tmp_path, rows, N)
     assert again.model.desk.book.verdict(1) == REVERTED and not view2.logged("warning")
+    (banner,) = [b for (b,) in view2.of("show_banner") if b.key == "source-reverted-1"]
+    assert banner.level == "info" and banner.text.startswith("Group 1 is reverted (after 4 reviews): its 30")
     assert again.model.rows[25].prediction == rows[25].source_prediction
     lines = {line.group: line for line in view2.last("set_certificates")[0]}
     assert lines[1].verdict == REVERTED and lines[1].decided_at == 4
@@ -328,3 +331,23 @@ def test_undo_through_the_controller_selects_the_image_and_takes_the_banner_away
     c.on_window_undo_requested(redo=True)
     assert c.model.desk.book.verdict(1) == REVERTED and view.last("show_banner")[0].key == "source-reverted-1"
     assert view.last("show_status")[0] == "Redone: the review mark on img19.png"
+
+
+def test_the_report_puts_groups_without_disagreements_on_one_line() -> None:
+    book = CertificateBook()
+    for i in range(30):
+        book.note_image(0, i % 3 == 0)
+    for _ in range(27):
+        book.note_image(2, False)
+    for _ in range(4):
+        book.add_review(0, False, True)
+    data = report_data(
+        tuple(grouped_rows(4)),
+        certificates=tuple(book.summaries()),
+        certificate_texts=tuple(c.describe() for c in book.certificates.values()),
+    )
+    (block,) = certificate_blocks(data)
+    assert "Site group 2 (27 images): adapting changed none of their decisions" in block.html
+    assert "site group 0: reverted to the source model&#x27;s decisions after 4" in block.html
+    assert "site group 2:" not in block.html, "no 'unverified' sentence where nothing changed"
+    assert "Nothing was certified" not in block.html and "≤ " in block.html

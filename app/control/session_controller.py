@@ -22,6 +22,7 @@ from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
 from app.core.arrival import class_sorted_warning
+from app.core.certificates import Reverted
 from app.core.filters import RowFilter, uncertainty_threshold
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
 from app.core.open_session import OpenSession
@@ -165,6 +166,9 @@ class SessionController:
             self.status.log(level, text)
         for level, text in model.desk.take_notes():  # the certificates, when they had to be rebuilt
             self.status.log(level, text)
+        for group, taken in model.desk.reverted().items():  # a revert holds after a restart
+            images = model.desk.book.certificates[group].images
+            self.view.show_banner(advice.group_reverted(Reverted(group, taken, images, earlier=True)))
         self.view.set_undo_texts("", "")
         self._check_source(opened)
         hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"

@@ -108,7 +108,7 @@ def group_reverted(reverted: Reverted) -> Banner:
     """A site group's reviews showed that adapting harmed it: its decisions are the source model's."""
     return Banner(
         reverted_key(reverted.group),
-        "warning",
+        "info" if reverted.earlier else "warning",
         reverted.text(),
         (("show-certificates", "Show certificates"),),
     )

@@ -148,7 +148,7 @@ class GroupLine:
         if not self.disagreements:
             return "nothing to review (no disagreements)"
         if self.to_decide:
-            return f"≈{self.to_decide} more reviews would likely decide it"
+            return f"≈{self.to_decide} more review{'s' if self.to_decide > 1 else ''} would likely decide it"
         return "may stay undecided" if self.reviews else "no reviews yet"
 
 
@@ -159,11 +159,13 @@ class LineCache:
         self._seen: dict[tuple[Group, int, float], int | None] = {}
 
     def lines(self, book: CertificateBook) -> list[GroupLine]:
-        return [self._line(c) for c in book.certificates.values()]
+        """One line per group: those with disagreements first (the others have nothing to review)."""
+        lines = [self._line(c) for c in book.certificates.values()]
+        return sorted(lines, key=lambda line: not line.disagreements)
 
     def _line(self, cert: Certificate) -> GroupLine:
         to_decide = None
-        if cert.verdict == UNDECIDED and cert.disagreements:
+        if cert.verdict == UNDECIDED and cert.reviews:  # with no review the projection says nothing
             key = (cert.group, cert.reviews, round(cert.share, 2))  # d moves slowly as images arrive
             if key not in self._seen:
                 self._seen[key] = cert.reviews_to_decide()
@@ -188,9 +190,15 @@ class Reverted:
     group: Group
     reviews: int  # reviews it took
     images: int  # the group's images, now shown with the source model's decisions
+    earlier: bool = False  # reverted before the source was opened (a restart)
 
     def text(self) -> str:
         name = "The images in no site group" if self.group is None else f"Group {self.group}"
+        if self.earlier:
+            return (
+                f"{name} is reverted (after {self.reviews} reviews): its {self.images} images show the "
+                "source model's decisions, as adapting harmed there."
+            )
         return (
             f"{name} reverted after {self.reviews} reviews: its {self.images} images now show the source "
             "model's decisions (adapting harmed there, as the reviews show)."

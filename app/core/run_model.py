@@ -183,7 +183,7 @@ class RunModel:
             self._sync_reverts()
         rows = [self.effective(r) for r in rows_in]
         self.raw_rows.extend(rows_in)
-        self._queue_dirty = True
+        self._queue_dirty |= any(r.changed for r in rows_in)  # new disagreements join the queue
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
@@ -305,7 +305,7 @@ class RunModel:
         if not moved:
             return
         newly = [g for g in now if g not in self._reverted]
-        self._reverted = now
+        self._reverted, self._queue_dirty = now, True
         self._refresh(i for i, r in enumerate(self.raw_rows) if r.site_group in moved)
         for group in newly:
             self.group_reverted.emit(Reverted(group, now[group], self.desk.book.certificates[group].images))

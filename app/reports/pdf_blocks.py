@@ -87,7 +87,7 @@ def summary_block(data: ReportData) -> Block:
     if m is not None and m.labelled:
         pairs += [
             ("Ground truth", f"{m.labelled} images ({data.label_origin or 'review marks'})"),
-            ("Accuracy, adapted model", pct(m.accuracy)),
+            ("Accuracy, adapted model", pct(m.accuracy) + _reverted_note(data)),
             ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
             (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
         ]
@@ -116,6 +116,13 @@ def summary_block(data: ReportData) -> Block:
         ("Errors during the run", len(data.errors)),
     ]
     return Block(h2("Summary") + pairs_table(pairs))
+
+
+def _reverted_note(data: ReportData) -> str:
+    """Where groups were reverted, the figures of the adapted model are those of the decisions reported."""
+    if any(g["verdict"] == REVERTED for g in data.certificates):
+        return " (reverted site groups: the source model's decisions)"
+    return ""
 
 
 def _metric_cells(m: ClassMetrics) -> list[str]:

@@ -48,7 +48,7 @@ def make_panes(w: MainWindow) -> None:
     w.main_split = QSplitter(Qt.Orientation.Horizontal)
     w.main_split.addWidget(w.left)
     w.main_split.addWidget(w.right)
-    w.main_split.setSizes([560, 720])
+    w.main_split.setSizes([490, 790])  # the table has ten columns
     central = QWidget()
     column = QVBoxLayout(central)
     column.setContentsMargins(0, 0, 0, 0)

@@ -33,15 +33,19 @@ HEADERS = (
 )
 INTRO = (
     "Each review of a disagreement (the adapted and the source model's decisions differ) tests, per "
-    "site group, whether adapting helps. Verified: it helps, at 95 % confidence. Reverted: it harmed "
-    "(more than 1 point of the group's images): the group's decisions are the source model's from "
-    "now on. Undecided: the adapted decisions stand, unverified. Q opens the review queue."
+    "site group, whether adapting helps. Verified: it helps, at 95 % confidence. Reverted: the reviews "
+    "show that it harms: the group's decisions are the source model's from now on. Undecided: the "
+    "adapted decisions stand, unverified. Q opens the review queue."
 )
 INK = {VERIFIED: QColor(30, 130, 60), REVERTED: QColor(179, 38, 30)}
 
 
-def _points(share: float) -> str:
-    return "–" if not math.isfinite(share) else f"≤ {100 * share:.1f} pts"
+def _bound(line: GroupLine) -> str:
+    if not line.reviews:
+        return "not measured"
+    if line.lower > 0:
+        return "none (it helps)"
+    return "–" if not math.isfinite(line.harm_bound) else f"≤ {100 * line.harm_bound:.1f} pts"
 
 
 class CertificatesView(QWidget):
@@ -78,7 +82,7 @@ class CertificatesView(QWidget):
                 str(line.images),
                 f"{line.disagreements} ({line.disagreements / line.images:.0%})" if line.images else "0",
                 str(line.reviews),
-                _points(line.harm_bound) if line.reviews else "not measured",
+                _bound(line),
                 line.verdict,
                 line.decision,
             )

@@ -25,7 +25,7 @@ COLUMNS = (
     "Item",
     "Prediction",
     "Conf.",
-    "Source model",
+    "Source",
     "Group",
     "Uncert.",
     "Truth",
@@ -35,7 +35,7 @@ COLUMNS = (
 HEADER_TIPS = (
     "Arrival order within this folder or slide (1 = first image)",
     "File or tile",
-    "The adapted model's prediction",
+    "The decision: the adapted model's prediction, or the source model's where the site group was reverted",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
     "The site group the image was judged in, and its review certificate: undecided (the adapted "
@@ -111,7 +111,8 @@ class PredictionTableModel(QAbstractTableModel):
 
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
-        tip = f"{row.name} (engine image index {row.index})\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        tip = f"{shown(row.name)} (engine image index {row.index})"  # a break in a name stays escaped
+        tip += f"\nadapted: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
@@ -236,9 +237,12 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         return self._filter
 
     def set_row_filter(self, row_filter: RowFilter) -> None:
+        resort = "queue" in (row_filter.mode, self._filter.mode)  # into, within or out of the queue's order
         self.beginFilterChange()
         self._filter = row_filter
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        if resort:
+            self.invalidate()
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         model = self.sourceModel()

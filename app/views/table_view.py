@@ -88,9 +88,9 @@ class PredictionTable(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setMinimumSectionSize(30)
-        # Widths from the font, not pixels: the columns fit a 640-px pane (a 1280-px screen's half).
+        # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        for col, chars in enumerate((4, 0, 8, 5, 11, 11, 6, 7, 12, 9)):
+        for col, chars in enumerate((4, 0, 8, 5, 8, 11, 6, 7, 12, 9)):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
         self.search.setMinimumWidth(80)
@@ -172,6 +172,10 @@ class PredictionTable(QWidget):
         index = self.proxy.index(target, 0)
         self.table.selectRow(target)  # announced: selecting shows the image
         self.table.scrollTo(index)
+        # After a filter change the rows are laid out later: scroll again then (a screenshot of the
+        # review queue showed its first image selected but scrolled out of sight).
+        kept = QPersistentModelIndex(index)
+        QTimer.singleShot(0, self, lambda: self._scroll_to(kept))
         return self.proxy.mapToSource(index).row()
 
     # -- review keys ----------------------------------------------------------------------------
