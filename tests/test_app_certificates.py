@@ -78,7 +78,11 @@ def test_twenty_keyboard_reviews_from_the_queue_revert_the_harmed_group(
     assert model.index(24, GROUP_COLUMN).data() == "0 · undecided"
     assert model.index(25, 2).data() == model.row_at(25).source_label, "the decision is the source model's"
     tip = model.index(25, 2).data(Qt.ItemDataRole.ToolTipRole)
-    assert "reverted to the source model's: normal; site group 1 reverted after 4 reviews" in tip
+    assert tip.splitlines()[1:] == [
+        "decision: normal (0.800)",  # the source model's confidence
+        "source: normal (0.800)",
+        "adapted: tumor, reverted to the source model's: normal; site group 1 reverted after 4 reviews",
+    ]
     lines = {line.group: line for line in window.certificates.lines}
     assert lines[1].verdict == "reverted" and lines[0].reviews == 3
     assert window.certificates.table.item(1, 5).text() == "reverted"

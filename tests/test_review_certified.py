@@ -18,7 +18,7 @@ from app_fixtures import CLASSES, grouped_rows, report_data, sample_row
 from controller_fakes import FakeView, ended, opened, reopened, results_of
 
 from app.control.controller import Controller
-from app.core.certificates import REVERTED_PATH, CertificateFile
+from app.core.certificates import REVERTED_PATH, CertificateFile, LineCache
 from app.core.profiles import DEFAULT_PROFILE
 from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import review_text
@@ -351,3 +351,20 @@ def test_the_report_puts_groups_without_disagreements_on_one_line() -> None:
     assert "site group 0: reverted to the source model&#x27;s decisions after 4" in block.html
     assert "site group 2:" not in block.html, "no 'unverified' sentence where nothing changed"
     assert "Nothing was certified" not in block.html and "≤ " in block.html
+
+
+def test_the_look_ahead_is_worked_out_once_per_state_of_a_group() -> None:
+    """Two books' group 0 with as many reviews but other outcomes (another source, or an undo)
+    each get their own "≈N more reviews"."""
+    cache = LineCache()
+    books = []
+    for outcomes in ((1, 1, 1), (-1, 1, -1)):
+        book = CertificateBook()
+        for i in range(30):
+            book.note_image(0, i % 3 == 0)
+        for z in outcomes:
+            book.add_review(0, z == 1, z == -1)
+        books.append(book)
+    first, second = (cache.lines(book)[0] for book in books)
+    assert (first.to_decide, second.to_decide) == (7, 61)
+    assert first.decision == "≈7 more reviews would likely decide it"

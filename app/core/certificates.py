@@ -156,7 +156,7 @@ class LineCache:
     """:meth:`Certificate.reviews_to_decide` (tens of milliseconds) at most once per group state."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[Group, int, float], int | None] = {}
+        self._seen: dict[tuple[Group, tuple[int, ...], float], int | None] = {}
 
     def lines(self, book: CertificateBook) -> list[GroupLine]:
         """One line per group: those with disagreements first (the others have nothing to review)."""
@@ -166,7 +166,7 @@ class LineCache:
     def _line(self, cert: Certificate) -> GroupLine:
         to_decide = None
         if cert.verdict == UNDECIDED and cert.reviews:  # with no review the projection says nothing
-            key = (cert.group, cert.reviews, round(cert.share, 2))  # d moves slowly as images arrive
+            key = (cert.group, tuple(cert.outcomes), round(cert.share, 2))  # d moves slowly as images arrive
             if key not in self._seen:
                 self._seen[key] = cert.reviews_to_decide()
             to_decide = self._seen[key]

@@ -112,7 +112,8 @@ class PredictionTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
         tip = f"{shown(row.name)} (engine image index {row.index})"  # a break in a name stays escaped
-        tip += f"\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        shown_as = "decision" if row.decision_path == REVERTED_PATH else "adapted"  # reverted: the source's
+        tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
