@@ -11,7 +11,6 @@ running every other test here loads no Qt module at all.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -208,8 +207,8 @@ def test_a_review_mark_that_cannot_be_kept_changes_nothing(tmp_path: Path) -> No
     c.start()
     c.on_worker_results_ready(results(0, 1))
     c.on_worker_run_ended(ended("finished", 2, tmp_path))
-    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"  # the run's certificates are there
-    shutil.rmtree(review_dir)
+    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"  # made with the first mark
+    review_dir.parent.mkdir(parents=True, exist_ok=True)
     review_dir.write_text("a file where the folder should be")
     c.on_window_review_requested(0, 0)
     assert not c.model.marks and c.model.rows[0].ground_truth is None

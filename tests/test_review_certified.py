@@ -39,6 +39,7 @@ def _model(home: Path, rows: list[PredictionRow], n: int = N, restored: bool = F
     """A run model on a folder of ``n`` images in ``home``, with ``rows`` processed."""
     items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=home / f"img{i}.png") for i in range(n))
     source = FolderSource(home, "name", items)
+    _review_dir(home).parent.mkdir(parents=True, exist_ok=True)  # the profile's folder (the worker makes it)
     model = RunModel()
     store = ReviewStore(_review_dir(home), source.source_id)
     model.open(source, len(rows) if restored else 0, rows if restored else [], 1, CLASSES, None, store)
@@ -368,3 +369,18 @@ def test_the_look_ahead_is_worked_out_once_per_state_of_a_group() -> None:
     first, second = (cache.lines(book)[0] for book in books)
     assert (first.to_decide, second.to_decide) == (7, 61)
     assert first.decision == "≈7 more reviews would likely decide it"
+
+
+def test_closing_after_the_profile_was_renamed_does_not_make_its_old_folder_again(tmp_path: Path) -> None:
+    model = _model(tmp_path, grouped_rows(12))
+    model.desk.save()  # as when the state was saved at the end of the run
+    old = tmp_path / "profiles" / DEFAULT_PROFILE
+    old.rename(tmp_path / "profiles" / "Site B")  # the worker renamed the profile
+    model.close()  # the source is opened again under the new name
+    assert not old.exists(), "nothing changed since the last save: nothing is written"
+    model = _model(tmp_path, grouped_rows(12))  # a new source in a profile that then goes away
+    (tmp_path / "profiles" / DEFAULT_PROFILE).rename(tmp_path / "profiles" / "Site C")
+    model.add_results(results_of(grouped_rows(2, start=12)))
+    model.close()
+    assert not old.exists(), "the old profile folder is not made again"
+    assert "cannot be saved" in model.desk.take_notes()[-1][1]

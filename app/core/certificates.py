@@ -67,7 +67,7 @@ class CertificateFile:
         Raises:
             OSError: it cannot be written.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(exist_ok=True)  # the review folder; never the profile's (see ReviewDesk.close)
         atomic_write_bytes(self.path, (book.to_json() + "\n").encode("utf-8"))
 
 

@@ -48,6 +48,7 @@ class ReviewDesk:
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
         self._skip = 0  # rows the saved book counted that the journal dropped (they come again)
+        self._unsaved = False  # the book changed since it was saved
 
     # -- opening and rows ----------------------------------------------------------------------
     def open(self, rows: Sequence[PredictionRow], store: ReviewStore | None) -> None:
@@ -75,6 +76,7 @@ class ReviewDesk:
             for row in self._rows[counted:]:
                 self.book.note_image(row.site_group, row.changed)
             self._skip = max(0, counted - len(self._rows))
+            self._unsaved = len(self._rows) > counted
         self._requeue()
 
     def _load(self) -> CertificateBook | None:
@@ -102,6 +104,7 @@ class ReviewDesk:
 
     def add_rows(self, rows: Sequence[PredictionRow]) -> None:
         """Newly processed rows: counted in their groups; their disagreements join the queue."""
+        self._unsaved |= bool(rows)
         for row in rows:
             index = self._index[row.key] = len(self._rows)
             self._rows.append(row)
@@ -118,9 +121,14 @@ class ReviewDesk:
                 self.queue.add(index, row.site_group)
 
     def close(self) -> None:
-        """Save the book and let go of the files."""
+        """Save the book (when it changed since it was saved) and let go of the files.
+
+        Only a changed book is written: after a profile was renamed the old folder is gone, and
+        writing there would make it again.
+        """
         if self._store is not None:
-            self.save()
+            if self._unsaved:
+                self.save()
             self._store.close()
         self._store = self._file = None
 
@@ -227,6 +235,7 @@ class ReviewDesk:
             return
         try:
             self._file.save(self.book)
+            self._unsaved = False
         except OSError as exc:
             self.notes.append(
                 ("warning", f"The review certificates cannot be saved ({exc}); they are rebuilt next time.")
