@@ -105,7 +105,13 @@ if TYPE_CHECKING:
     )
     from engine.util.atomic import atomic_write_bytes
     from engine.util.device import select_device
-    from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_append
+    from engine.util.files import (
+        NotRegularOutputError,
+        UnsafeFileError,
+        check_output,
+        open_append,
+        read_regular,
+    )
     from engine.util.jsonlines import KeyedJsonLines
     from engine.util.text import shown
 
@@ -207,6 +213,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "UnsafeFileError": ("engine.util.files", "UnsafeFileError"),
     "check_output": ("engine.util.files", "check_output"),
     "open_append": ("engine.util.files", "open_append"),
+    "read_regular": ("engine.util.files", "read_regular"),
     "KeyedJsonLines": ("engine.util.jsonlines", "KeyedJsonLines"),
     "shown": ("engine.util.text", "shown"),
 }
@@ -318,6 +325,7 @@ __all__ = [
     "predictions_csv",
     "read_image",
     "read_item",
+    "read_regular",
     "register_method",
     "save_model",
     "select_device",

@@ -19,7 +19,7 @@ from app.core.open_session import OpenSession
 from app.core.overlay import Overlay
 from app.core.profiles import DEFAULT_PROFILE, ProfileInfo
 from app.core.settings import AppSettings
-from engine import FolderSource, ModelCard, StreamItem
+from engine import FolderSource, ModelCard, PredictionRow, StreamItem
 
 CARD = ModelCard(
     arch="vit_tiny_patch16_224",
@@ -171,3 +171,25 @@ def events_seen(c: Controller) -> dict[str, list[Any]]:
         seen[event.name] = []
         getattr(c.events, event.name).connect(seen[event.name].append)
     return seen
+
+
+def results_of(rows: list[PredictionRow]) -> tuple[ItemResult, ...]:
+    """The worker's results for these rows."""
+    overlay = Overlay.from_step((2, 2), np.full((2, 2), 0.5), np.array([0]), np.array([3]))
+    return tuple(ItemResult(r, overlay, None, np.array([0.1, 0.9], np.float32)) for r in rows)
+
+
+def reopened(
+    home: Path, rows: list[PredictionRow], n: int
+) -> tuple[Controller, FakeView, FakeWorker, FakeTicker]:
+    """A new controller (a restart) on the same profile, the folder open with ``rows`` restored from
+    the journal (``n`` images in the folder)."""
+    c, view, worker, ticker = make(home)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(home))
+    c.open_folder(str(home / "site"))
+    restored = tuple(dataclasses.replace(r, restored=True) for r in rows)
+    c.sessions.on_worker_source_ready(
+        dataclasses.replace(folder(home, n), done=len(rows), restored_rows=restored)
+    )
+    return c, view, worker, ticker

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from app_fixtures import make_folder, make_model, sample_row
 
+from app.core.filters import uncertainty_threshold
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay
 from app.core.phase import Phase
@@ -74,7 +75,7 @@ def test_run_model_paces_the_views_and_keeps_everything_they_show() -> None:
     model.preview_loaded(0, np.ones((4, 4, 3), np.uint8))
     assert selections[-1].position == 0 and selections[-1].preview is not None
     assert model.row_index(3) == 3 and model.pending == 2 and model.progress.done == 4
-    assert model.uncertainty_threshold() == pytest.approx(np.quantile([0.0, 0.1, 0.2, 0.3], 0.9))
+    assert uncertainty_threshold(model.rows) == pytest.approx(np.quantile([0.0, 0.1, 0.2, 0.3], 0.9))
 
 
 def test_run_model_fills_the_slide_map_from_rows() -> None:

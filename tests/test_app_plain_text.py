@@ -122,4 +122,5 @@ def test_a_plain_tooltip_is_shown_as_it_is(qapp: object) -> None:
 
     tip = plain_tooltip('<img src="/etc/x.png"> two\nlines \u202e')
     assert "&lt;img" in tip and "<img" not in tip and "\\u202e" in tip
+    assert "two\nlines" in tip, "line breaks stay breaks (they showed as a visible \\n)"
     assert QtGui.mightBeRichText(tip), "escaped into rich text, so Qt does not guess"

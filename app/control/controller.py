@@ -28,6 +28,7 @@ from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import Collapse, model_kind, one_class_collapse
 from app.core.caches import MessageThrottle
+from app.core.certificates import Reverted
 from app.core.filters import PredictionRow
 from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
 from app.core.open_session import OpenSession
@@ -70,6 +71,7 @@ class Controller:
         self._watch_model()
         settings = state.settings
         view.set_preferences(settings.low_confidence, settings.overlay_opacity)
+        view.set_reviewer(settings.reviewer_name())
         view.set_order(settings.order)
         view.set_demos(available_demos())
         self.sessions.refresh_profiles()
@@ -87,6 +89,9 @@ class Controller:
         m.rows_changed.connect(view.update_rows)
         m.metrics_changed.connect(view.set_metrics)
         m.collapse_noted.connect(self._note_collapse)
+        m.queue_changed.connect(view.set_queue)
+        m.certificates_changed.connect(view.set_certificates)
+        m.group_reverted.connect(self._note_revert)
 
     # -- phase and messages -------------------------------------------------------------------
     @property
@@ -129,19 +134,54 @@ class Controller:
             if shown is not None:
                 self.log("warning", shown)
 
-    # -- review marks and the slide's pyramid -------------------------------------------------
+    # -- review marks, certificates and the slide's pyramid ------------------------------------
     def on_window_review_requested(self, position: int, label: int) -> None:
-        """Confirm or correct the image at ``position`` (label -1 clears the mark); kept at once."""
+        """Confirm or correct the image at ``position`` (label -1 clears the mark); kept at once,
+        under the reviewer's name."""
         try:
-            self.model.review(position, None if label < 0 else label)
+            self.model.review(position, None if label < 0 else label, self.state.settings.reviewer_name())
         except OSError as exc:
             self.log("error", f"The review mark cannot be kept ({exc}); nothing was changed.")
             return
         except ValueError as exc:
             self.log("warning", str(exc))
             return
+        self._reviewed()
+
+    def on_window_undo_requested(self, redo: bool = False) -> None:
+        """Take the last review mark change back (or, ``redo``, make it again) and show its image."""
+        m = self.model
+        before = set(m.desk.reverted())
+        try:
+            change = m.undo(redo)
+        except OSError as exc:
+            self.log("error", f"The review mark cannot be changed back ({exc}); nothing was changed.")
+            return
+        if change is None:
+            return
+        for group in before - set(m.desk.reverted()):
+            self.view.dismiss_banner(advice.reverted_key(group))
+            self.log("info", notices.revert_undone(group))
+        index = m.desk.index_of(change.key)
+        self.view.select_row(index)
+        m.select(m.rows[index].position)
+        self.view.show_status(
+            notices.mark_undone(m.rows[index].name, change.after if redo else change.before, redo)
+        )
+        self._reviewed()
+
+    def _reviewed(self) -> None:
+        """After a mark changed: what the desk has to say, the undo texts, the views."""
+        for level, text in self.model.desk.take_notes():
+            self.log(level, text)
+        self.view.set_undo_texts(*self.model.desk.history())
         if not self.running:
             self.model.flush(force=True)
+
+    def _note_revert(self, reverted: Reverted) -> None:
+        """A site group turned reverted: say so where the user acts, and in the log."""
+        self.log("warning", reverted.text())
+        self.view.show_banner(advice.group_reverted(reverted))
 
     def on_worker_preview_ready(self, position: int, image: np.ndarray) -> None:
         self.model.preview_loaded(position, image)
@@ -241,6 +281,9 @@ class Controller:
     def on_worker_state_saved(self, info: ProfileInfo) -> None:
         self.state.latest_profile = info
         self.view.set_profile_summary(self.state.profile_text())
+        self.model.desk.save()  # the certificates count the images the state now holds
+        for level, text in self.model.desk.take_notes():
+            self.log(level, text)
 
     def on_worker_save_failed(self, message: str) -> None:
         self.log("error", message)

@@ -179,3 +179,5 @@ class ProfileActions:
             view.open_location(arg)
         elif verb == "show-log":
             view.show_tab("log")
+        elif verb == "show-certificates":
+            view.show_tab("certificates")

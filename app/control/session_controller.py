@@ -22,7 +22,8 @@ from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
 from app.core.arrival import class_sorted_warning
-from app.core.filters import RowFilter
+from app.core.certificates import Reverted
+from app.core.filters import RowFilter, uncertainty_threshold
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
@@ -163,6 +164,12 @@ class SessionController:
         self.view.set_source_title(source.display_name)
         for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.profile):
             self.status.log(level, text)
+        for level, text in model.desk.take_notes():  # the certificates, when they had to be rebuilt
+            self.status.log(level, text)
+        for group, taken in model.desk.reverted().items():  # a revert holds after a restart
+            images = model.desk.book.certificates[group].images
+            self.view.show_banner(advice.group_reverted(Reverted(group, taken, images, earlier=True)))
+        self.view.set_undo_texts("", "")
         self._check_source(opened)
         hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"
         self.view.show_image(None, None, hint)
@@ -234,7 +241,7 @@ class SessionController:
 
     def on_window_filter_changed(self, row_filter: RowFilter) -> None:
         if row_filter.mode == "uncertain":
-            threshold = self.model.uncertainty_threshold()
+            threshold = uncertainty_threshold(self.model.rows)
             self.view.apply_filter(dataclasses.replace(row_filter, high_uncertainty=threshold))
         if row_filter.low_confidence != self.state.settings.low_confidence:
             self.state.settings = dataclasses.replace(
@@ -263,6 +270,7 @@ class SessionController:
         old, self.state.settings = self.state.settings, settings
         self.save_settings()
         self.view.set_order(settings.order)
+        self.view.set_reviewer(settings.reviewer_name())
         source = self.model.source
         if any(getattr(old, k) != getattr(settings, k) for k in RELOAD_KEYS) or self.state.info is None:
             self.load_session()

@@ -3,7 +3,7 @@
 Each function turns a situation into a :class:`~app.core.notices.Banner`; the action ids are handled
 by :class:`app.control.profile_actions.ProfileActions` (``demo-model[:kind]``, ``settings``,
 ``new-profile-for-method``, ``reset``, ``interleave``, ``new-profile:<name>``, ``open:<folder>``,
-``show-log``).
+``show-log``, ``show-certificates``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app._engine import FolderSource, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
+from app.core.certificates import Group, Reverted
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
@@ -97,6 +98,20 @@ def _demo_action(images: Kind | None, model: Kind | None, demos: set[str]) -> tu
     if images is not None and images != model and images in demos:
         return ((f"demo-model:{images}", f"Use the {images} demo model"),)
     return ()
+
+
+def reverted_key(group: Group) -> str:
+    return f"{SOURCE_KEYS}reverted-{'none' if group is None else group}"
+
+
+def group_reverted(reverted: Reverted) -> Banner:
+    """A site group's reviews showed that adapting harmed it: its decisions are the source model's."""
+    return Banner(
+        reverted_key(reverted.group),
+        "info" if reverted.earlier else "warning",
+        reverted.text(),
+        (("show-certificates", "Show certificates"),),
+    )
 
 
 def exported(directory: str, names: Sequence[str]) -> Banner:

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from app._engine import PredictionRow, make_row
 
-__all__ = ["FILTER_MODES", "PredictionRow", "RowFilter", "make_row"]
+__all__ = ["FILTER_MODES", "PredictionRow", "RowFilter", "make_row", "uncertainty_threshold"]
 
 FILTER_MODES: dict[str, str] = {
     "all": "All images",
+    "queue": "Review queue (disagreements)",
     "changed": "Changed by adaptation",
     "low_confidence": "Low confidence",
     "wrong": "Wrong (vs. ground truth)",
@@ -34,12 +38,16 @@ class RowFilter:
     high_uncertainty: float = math.nan  # rows above this mean uncertainty are "high uncertainty"
     text: str = ""  # case-insensitive substring of the name or a label
 
-    def accepts(self, row: PredictionRow, reviewed: bool = False) -> bool:
+    def accepts(self, row: PredictionRow, reviewed: bool = False, queued: bool = False) -> bool:
+        """Whether the table shows ``row`` (``reviewed``: it has a mark; ``queued``: it waits in
+        the review queue)."""
         if self.text:
             needle = self.text.lower()
             haystack = f"{row.name} {row.prediction_label} {row.source_label} {row.truth_label or ''}".lower()
             if needle not in haystack:
                 return False
+        if self.mode == "queue":
+            return queued
         if self.mode == "changed":
             return row.changed
         if self.mode == "low_confidence":
@@ -61,3 +69,10 @@ class RowFilter:
                 not math.isfinite(self.high_uncertainty) or row.uncertainty >= self.high_uncertainty
             )
         return True
+
+
+def uncertainty_threshold(rows: Sequence[PredictionRow], quantile: float = 0.9) -> float:
+    """The uncertainty above which a row counts as "high uncertainty" (nan without values)."""
+    values = np.array([r.uncertainty for r in rows], dtype=float)
+    values = values[np.isfinite(values)]
+    return float(np.quantile(values, quantile)) if values.size else math.nan

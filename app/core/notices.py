@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app._engine import Source
+from app._engine import shown as shown_name
 from app.core.filters import PredictionRow
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.names import describe_model, method_label
+from app.core.reviews import ReviewMark
 from app.core.run_model import RunModel
 
 
@@ -108,3 +110,18 @@ def state_unusable(name: str, exc: Exception) -> str:
         f"The saved state of profile '{name}' cannot be used: {str(exc).rstrip('.')}. "
         "Reset the profile to the source model, or choose another profile."
     )
+
+
+def revert_undone(group: int | None) -> str:
+    name = "The images in no site group are" if group is None else f"Group {group} is"
+    return f"{name} no longer reverted: the review it rested on was undone (its adapted decisions are shown again)."
+
+
+def mark_undone(name: str, mark: ReviewMark | None, redo: bool) -> str:
+    """The status line after an undo (``mark``: the mark the image has now) or a redo."""
+    shown = shown_name(name)
+    if redo:
+        return f"Redone: the review mark on {shown}"
+    if mark is None:
+        return f"Undone: {shown} has no review mark (removed from the profile)"
+    return f"Undone: {shown} has its earlier review mark again"

@@ -7,6 +7,7 @@ are kept beside the marks, so a review resumes after a restart with its overlays
 show them. Both live in ``<profile>/review/``::
 
     <source hash>.marks.jsonl      one mark per line; the last line of a key wins, a null label clears
+    <source hash>.certificates.json  the source's review certificates (app.core.certificates)
     <source hash>.overlays.jsonl   one overlay per line (float16 map and int16 patch indices, base64)
 
 Lines are appended and flushed as they are made; a line cut short by a crash is dropped when the
@@ -47,6 +48,7 @@ class ReviewMark:
     label: int  # the class the reviewer says is right
     prediction: int  # the adapted model's prediction when it was reviewed
     at: str  # ISO time of the review
+    reviewer: str = ""  # who made it (marks made before reviewers were recorded have none)
 
     @property
     def confirmed(self) -> bool:
@@ -83,6 +85,7 @@ class _SourceStore:
     SUFFIX = ""  # the file's name after the source's hash
 
     def __init__(self, folder: Path, source_id: str) -> None:
+        self.folder, self.source_id = folder, source_id
         self._file = KeyedJsonLines(source_file(folder, source_id, self.SUFFIX), key="k")
 
     @property
@@ -111,9 +114,12 @@ class ReviewStore(_SourceStore):
     SUFFIX = "marks.jsonl"
 
     def load(self) -> dict[str, ReviewMark]:
+        """The marks by key, in the order they were last set (the order the reviews were made)."""
         return self._load(
             lambda r: r.get("label") is not None,
-            lambda key, r: ReviewMark(key, int(r["label"]), int(r["prediction"]), str(r.get("at", ""))),
+            lambda key, r: ReviewMark(
+                key, int(r["label"]), int(r["prediction"]), str(r.get("at", "")), str(r.get("by") or "")
+            ),
         )
 
     def put(self, mark: ReviewMark) -> None:
@@ -122,9 +128,8 @@ class ReviewStore(_SourceStore):
         Raises:
             OSError: it cannot be written.
         """
-        self._file.append(
-            {"k": mark.key, "label": mark.label, "prediction": mark.prediction, "at": mark.at}, durable=True
-        )
+        record = {"k": mark.key, "label": mark.label, "prediction": mark.prediction, "at": mark.at}
+        self._file.append({**record, "by": mark.reviewer} if mark.reviewer else record, durable=True)
 
     def clear(self, key: str) -> None:
         """Forget the mark of ``key``.

@@ -63,13 +63,28 @@ class RowChange:
     review: str  # what the table's review column shows
 
 
-def review_text(mark: ReviewMark | None, classes: Sequence[str]) -> str:
-    """``✓ confirmed`` or ``✎ tumor`` (the corrected class), empty without a mark."""
+def review_text(
+    mark: ReviewMark | None, classes: Sequence[str], shown: int | None = None, dataset: str | None = None
+) -> str:
+    """``✓ confirmed`` (the decision shown) or ``✎ tumor`` (the class the reviewer gave), empty
+    without a mark; with the dataset's label beside it where the mark disagrees with it
+    (``✎ normal · dataset: tumor``), so neither truth hides the other.
+
+    Args:
+        mark: the row's mark.
+        classes: the model's class names.
+        shown: the decision the row shows (the adapted one, or the source model's in a reverted
+            group); None: the prediction the mark was made on.
+        dataset: the dataset's label of the row (folder or labels file), None without one.
+    """
     if mark is None:
         return ""
-    if mark.confirmed:
-        return "✓ confirmed"
-    return "✎ " + (classes[mark.label] if 0 <= mark.label < len(classes) else str(mark.label))
+    name = classes[mark.label] if 0 <= mark.label < len(classes) else str(mark.label)
+    agreed = mark.label == (mark.prediction if shown is None else shown)
+    text = "✓ confirmed" if agreed else f"✎ {name}"
+    if dataset is not None and dataset != name:
+        text += f" · dataset: {dataset}"
+    return text
 
 
 def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str = "") -> str:

@@ -5,25 +5,26 @@ counters live here -- not in widgets. Views observe the model through its notifi
 the controller), and reports read it (:mod:`app.reports.data`). The model also paces the views:
 results arrive as fast as the engine makes them, and :meth:`RunModel.flush` hands them to one
 group of views per timer tick (table, plots, images in turn), so no single repaint redraws the
-whole window while the engine competes for the same cores.
+whole window while the engine competes for the same cores. Its rows are the engine's with review
+marks as ground truth and a reverted site group's decisions the source model's (:meth:`RunModel.effective`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from app._engine import KindTally, PredictionRow, SlideSource, Source
 from app.core.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, one_class_collapse
 from app.core.caches import LruCache
+from app.core.certificates import Group, GroupLine, QueueState, Reverted, reverted_row
 from app.core.clinical import ClinicalMetrics, clinical_metrics
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
+from app.core.review_desk import MarkChange, ReviewDesk
 from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import Cell, Notifier, RowChange, Selection, review_text
 from app.core.stats import PlotData, RunStatistics, segment_size_for
@@ -51,9 +52,9 @@ class RunModel:
         self.selected: int | None = None
         self.notes: list[str] = []
         self.classes: tuple[str, ...] = ()
-        self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (dataset truth)
-        self.marks: dict[str, ReviewMark] = {}  # review marks by item key
-        self.reviews: ReviewStore | None = None  # where marks are kept (None: not kept)
+        self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (the journal's)
+        self.desk = ReviewDesk()  # review marks, undo, the review queue and the certificates
+        self._reverted: dict[Group, int] = {}  # reverted groups (reviews each took), as the rows show
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         self.checks: list[str] = []  # applicability warnings about this source (for the reports)
@@ -63,7 +64,7 @@ class RunModel:
         self._position_of_cell: dict[tuple[int, int], int] = {}
         self._unshown: list[PredictionRow] = []
         self._cells: list[Cell] = []
-        self._plots_dirty = self._images_dirty = False
+        self._plots_dirty = self._images_dirty = self._queue_dirty = False
         self._tick = 0
         # What views observe.
         self.rows_shown: Notifier[list[PredictionRow]] = Notifier()
@@ -75,6 +76,13 @@ class RunModel:
         self.rows_changed: Notifier[list[RowChange]] = Notifier()  # review marks set or cleared
         self.metrics_changed: Notifier[ClinicalMetrics] = Notifier()
         self.collapse_noted: Notifier[Collapse] = Notifier()
+        self.queue_changed: Notifier[QueueState] = Notifier()  # the review queue and the groups' verdicts
+        self.certificates_changed: Notifier[list[GroupLine]] = Notifier()
+        self.group_reverted: Notifier[Reverted] = Notifier()
+
+    @property
+    def marks(self) -> dict[str, ReviewMark]:
+        return self.desk.marks  # review marks by item key, in the order they were made
 
     # -- opening ---------------------------------------------------------------------------------
     def open(
@@ -102,10 +110,6 @@ class RunModel:
         total = len(source.items)
         self.rows, self.raw_rows, self.overlays = [], [], {}
         self.classes = tuple(classes)
-        if self.reviews is not None:
-            self.reviews.close()
-        self.reviews = reviews
-        self.marks = reviews.load() if reviews is not None else {}
         self.kinds, self.collapse, self.checks = KindTally(), None, []
         self._collapse_checked = 0
         self.previews.clear()
@@ -113,6 +117,7 @@ class RunModel:
         self._row_of_position, self._position_of_cell = {}, {}
         self._unshown, self._cells = [], []
         self._plots_dirty = self._images_dirty = False
+        self._queue_dirty = True
         self.selected = None
         self.pending = total - done
         self.notes = list(source.notes)
@@ -134,15 +139,15 @@ class RunModel:
             if overlay is not None:
                 self.overlays[row.position] = overlay
                 self.heat_levels = widen_levels(self.heat_levels, overlay)
-        self._add_rows(rows)
+        self.desk.open(rows, reviews)
+        self._reverted = self.desk.reverted()
+        self._add_rows(rows, new=False)
         self.flush(force=True)
 
     def close(self) -> None:
         self.source = None
         self.pending = 0
-        if self.reviews is not None:
-            self.reviews.close()
-            self.reviews = None
+        self.desk.close()
 
     # -- results ---------------------------------------------------------------------------------
     def start_run(self, counters: bool = True) -> None:
@@ -172,21 +177,29 @@ class RunModel:
         if not retried:
             self.pending = max(self.pending - 1, 0)
 
-    def _add_rows(self, rows: list[PredictionRow]) -> None:
-        rows_in = rows
+    def _add_rows(self, rows_in: list[PredictionRow], new: bool = True) -> None:
+        if new:
+            self.desk.add_rows(rows_in)  # counted in their groups: a verdict may change
+            self._sync_reverts()
         rows = [self.effective(r) for r in rows_in]
         self.raw_rows.extend(rows_in)
+        self._queue_dirty |= any(r.changed for r in rows_in)  # new disagreements join the queue
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
-            if row.tile is not None:
-                col, r = row.tile[0], row.tile[1]
-                self._position_of_cell[(r, col)] = row.position
-                if 0 <= r < self.tile_values.shape[0] and 0 <= col < self.tile_values.shape[1]:
-                    self.tile_values[r, col] = row.positive_prob
-                self._cells.append(Cell(r, col, row.positive_prob))
+            self._show_tile(row)
         self.stats.extend(rows)
         self._unshown.extend(rows)
+
+    def _show_tile(self, row: PredictionRow) -> None:
+        """A slide tile's row on the heat map (nothing for a folder's image)."""
+        if row.tile is not None:
+            col, r = row.tile[0], row.tile[1]
+            self._position_of_cell[(r, col)] = row.position
+            if 0 <= r < self.tile_values.shape[0] and 0 <= col < self.tile_values.shape[1]:
+                self.tile_values[r, col] = row.positive_prob
+            self._cells.append(Cell(r, col, row.positive_prob))
+            self._images_dirty = True
 
     # -- pacing the views ------------------------------------------------------------------------
     def flush(self, force: bool = False, follow: bool = False) -> None:
@@ -209,6 +222,9 @@ class RunModel:
             rows, self._unshown = self._unshown, []
             self.rows_shown.emit(rows)
             self._plots_dirty = self._images_dirty = True
+        if self._queue_dirty:
+            self._queue_dirty = False
+            self.queue_changed.emit(self.desk.queue_state())
 
     def _flush_plots(self) -> None:
         if self._plots_dirty:
@@ -216,16 +232,13 @@ class RunModel:
             self.plots_changed.emit(self.stats.plot_data())
             if any(r.ground_truth is not None for r in self.rows):
                 self.metrics_changed.emit(self.metrics())
+            self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
             self._check_collapse()
 
     def _check_collapse(self) -> None:
         """Note a one-class collapse once per source, checked every few new rows."""
         n = len(self.rows)
-        if (
-            self.collapse is not None
-            or n < COLLAPSE_MIN_IMAGES
-            or n - self._collapse_checked < max(10, n // 20)
-        ):
+        if self.collapse is not None or n < self._collapse_checked + max(10, n // 20, COLLAPSE_MIN_IMAGES):
             return
         self._collapse_checked = n
         self.collapse = one_class_collapse(self.rows)
@@ -236,18 +249,23 @@ class RunModel:
         """What most of the judged previews look like (the engine's verdict, :class:`KindTally`)."""
         return self.kinds.verdict()
 
-    # -- review marks ----------------------------------------------------------------------------
+    # -- review marks and certificates ----------------------------------------------------------
     def effective(self, row: PredictionRow) -> PredictionRow:
-        """``row`` with its review mark as ground truth (the dataset's truth where there is none)."""
+        """``row`` as shown: the source model's decision where its group was reverted, and its
+        review mark as ground truth (the dataset's truth where there is none)."""
+        reviews = self._reverted.get(row.site_group)
+        if reviews is not None:
+            row = reverted_row(row, reviews, self.stats.positive_class, len(self.classes))
         mark = self.marks.get(row.key)
         if mark is None or not 0 <= mark.label < len(self.classes):
             return row
         return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
 
-    def review(self, position: int, label: int | None) -> ReviewMark | None:
+    def review(self, position: int, label: int | None, reviewer: str = "") -> ReviewMark | None:
         """Mark the image at ``position``: ``label`` is the right class (None clears the mark).
 
-        The mark is written to the profile first; when that fails nothing changes.
+        The mark is written to the profile first (when that fails, nothing changes); the class
+        the image is marked with already changes nothing.
 
         Raises:
             OSError: the mark cannot be kept.
@@ -258,32 +276,69 @@ class RunModel:
             raise ValueError(f"no processed image at position {position}")
         if label is not None and not 0 <= label < len(self.classes):
             raise ValueError(f"{label} is not a class of this model")
-        raw = self.raw_rows[index]
-        mark = None
-        if label is None:
-            if raw.key not in self.marks:
-                return None
-            if self.reviews is not None:
-                self.reviews.clear(raw.key)
-            del self.marks[raw.key]
-        else:
-            at = datetime.now().astimezone().isoformat(timespec="seconds")
-            mark = ReviewMark(raw.key, label, raw.prediction, at)
-            if self.reviews is not None:
-                self.reviews.put(mark)
-            self.marks[raw.key] = mark
-        row = self.effective(raw)
-        self.rows[index] = row
-        self._unshown = [row if r.position == position else r for r in self._unshown]
-        self.stats.set_truth(index, row.ground_truth)
-        self.rows_changed.emit([RowChange(index, row, review_text(mark, self.classes))])
+        key = self.raw_rows[index].key
+        change = self.desk.set_mark(key, label, reviewer)
+        if change is not None:
+            self._changed(change)
+        return self.marks.get(key)
+
+    def undo(self, redo: bool = False) -> MarkChange | None:
+        """Take the last mark change back, or make the last undone one again (``redo``); None when
+        there is none. Raises OSError as :meth:`review` does."""
+        change = self.desk.redo() if redo else self.desk.undo()
+        if change is not None:
+            self._changed(change)
+        return change
+
+    def _changed(self, change: MarkChange) -> None:
+        """A mark changed: its row, the groups whose verdict changed, the queue and the certificates."""
+        self._sync_reverts()
+        self._refresh([self.desk.index_of(change.key)])
+        self._queue_dirty = False
+        self.queue_changed.emit(self.desk.queue_state())
+        self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
+
+    def _sync_reverts(self) -> None:
+        """Show the rows of groups whose revert came (or, after an undo, went) as such."""
+        now = self.desk.reverted()
+        moved = {g for g in {*now, *self._reverted} if now.get(g) != self._reverted.get(g)}
+        if not moved:
+            return
+        newly = [g for g in now if g not in self._reverted]
+        self._reverted, self._queue_dirty = now, True
+        self._refresh(i for i, r in enumerate(self.raw_rows) if r.site_group in moved)
+        for group in newly:
+            self.group_reverted.emit(Reverted(group, now[group], self.desk.book.certificates[group].images))
+
+    def _refresh(self, indices: Iterable[int]) -> None:
+        """Show the rows at ``indices`` again as :meth:`effective` makes them."""
+        changes, decided = [], False
+        for index in indices:
+            old, row = self.rows[index], self.effective(self.raw_rows[index])
+            self.rows[index] = row
+            decided |= old.prediction != row.prediction or old.positive_prob != row.positive_prob
+            self.stats.set_truth(index, row.ground_truth)
+            self._show_tile(row)
+            changes.append(RowChange(index, row, self.review_of(row.position)))
+        if not changes:
+            return
+        if decided:  # the statistics follow the decisions shown
+            self.stats.clear()
+            self.stats.extend(self.rows)
+        shown = {c.row.position: c.row for c in changes}
+        self._unshown = [shown.get(r.position, r) for r in self._unshown]
+        self.rows_changed.emit(changes)
         self._plots_dirty = True
-        return mark
 
     def review_of(self, position: int) -> str:
         """The review column's text for the row at ``position``."""
-        row = self.row_at(position)
-        return "" if row is None else review_text(self.marks.get(row.key), self.classes)
+        index = self._row_of_position.get(position)
+        if index is None:
+            return ""
+        raw = self.raw_rows[index]
+        return review_text(
+            self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
+        )
 
     def metrics(self) -> ClinicalMetrics:
         """Per-class figures and confusion matrices over the labelled rows (review marks included)."""
@@ -328,7 +383,7 @@ class RunModel:
                 self.overlays.get(position),
                 self.heat_levels,
                 keep_view,
-                review_text(self.marks.get(row.key), self.classes) if row is not None else "",
+                self.review_of(position),
             )
         )
         if preview is None:
@@ -338,12 +393,6 @@ class RunModel:
         self.previews.put(position, image)
         if position == self.selected:
             self.select(position)
-
-    def uncertainty_threshold(self, quantile: float = 0.9) -> float:
-        """The uncertainty above which a row counts as "high uncertainty" (nan without values)."""
-        values = np.array([r.uncertainty for r in self.rows], dtype=float)
-        values = values[np.isfinite(values)]
-        return float(np.quantile(values, quantile)) if values.size else math.nan
 
     def set_low_confidence(self, value: float) -> None:
         self.low_confidence = value

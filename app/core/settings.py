@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import json
 import logging
 import os
@@ -64,9 +65,19 @@ class AppSettings:
     overlay_opacity: float = 0.45  # heat-map opacity (0-1)
     profile: str = DEFAULT_PROFILE  # site profile the adaptation state is kept in
     autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
+    reviewer: str = ""  # the name kept with each review mark; empty = the operating system's user name
 
     def model_path(self) -> Path:
         return Path(self.model).expanduser() if self.model else DEMO_MODEL
+
+    def reviewer_name(self) -> str:
+        """The reviewer's name: the setting, else the operating system's user name."""
+        if self.reviewer.strip():
+            return self.reviewer.strip()
+        try:
+            return getpass.getuser()
+        except (OSError, KeyError, ImportError):  # no user name in the environment or the password database
+            return "unknown reviewer"
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

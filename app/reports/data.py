@@ -16,6 +16,7 @@ import numpy as np
 
 from app._engine import F2TTAError, SlideSource
 from app._engine import __version__ as engine_version
+from app.core.certificates import reverted_row
 from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
 from app.core.open_session import OpenSession
@@ -129,10 +130,17 @@ def collect_report_data(
     raw_by_key = {r.key: r for r in model.raw_rows}
     marks = tuple((raw_by_key[k], m) for k, m in model.marks.items() if k in raw_by_key)
     metrics = model.metrics()
+    book, reverted, classes = model.desk.book, model.desk.reverted(), tuple(info.card.classes)
+    decided = tuple(  # the reported decisions with the dataset's truth (a reverted group's turned back)
+        reverted_row(r, reverted[r.site_group], info.card.positive_class, len(classes))
+        if r.site_group in reverted
+        else r
+        for r in model.raw_rows
+    )
     return ReportData(
         rows=tuple(rows),
         summary=model.stats.summary(),
-        classes=tuple(info.card.classes),
+        classes=classes,
         source_kind=source.kind,
         source_path=str(source.path if isinstance(source, SlideSource) else source.root),
         card=info.card.to_json(),
@@ -155,7 +163,7 @@ def collect_report_data(
         plot_png=plot_png(),
         slide_overview=None if overview is None else np.ascontiguousarray(overview),
         engine_version=engine_version,
-        raw_rows=tuple(model.raw_rows),
+        raw_rows=decided,
         metrics=metrics if metrics.labelled else None,
         marks=marks,
         gallery=gallery,
@@ -164,6 +172,8 @@ def collect_report_data(
         weights_sha256=info.weights_sha256,
         label_notes=tuple(model.checks),
         hyperparameters=hyperparameters(info.method),
+        certificates=tuple(book.summaries()),
+        certificate_texts=tuple(c.describe() for c in book.certificates.values()),
     )
 
 

@@ -28,6 +28,7 @@ from app._engine import (
     predictions_csv,
     shown,
 )
+from app.core.certificates import REVERTED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.overlay import Overlay
 from app.core.reviews import ReviewMark
@@ -54,6 +55,8 @@ REVIEW_COLUMNS = (
     "verdict",
     "reviewed_at",
     "dataset_truth",
+    "reviewer",
+    "site_group",
 )
 
 
@@ -105,7 +108,9 @@ class ReportData:
     created: str = field(default_factory=lambda: datetime.now().astimezone().isoformat(timespec="seconds"))
     software_version: str = __version__
     engine_version: str = ""
-    raw_rows: tuple[PredictionRow, ...] = ()  # the rows with the dataset's truth (predictions.csv); () = rows
+    raw_rows: tuple[
+        PredictionRow, ...
+    ] = ()  # the decisions with the dataset's truth (predictions.csv); () = rows
     metrics: ClinicalMetrics | None = None  # per-class figures where ground truth exists
     marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
     gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
@@ -114,6 +119,8 @@ class ReportData:
     weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
     label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
+    certificates: tuple[dict[str, Any], ...] = ()  # CertificateBook.summaries(): one per site group
+    certificate_texts: tuple[str, ...] = ()  # Certificate.describe() of each group, in the same order
 
 
 @dataclass(frozen=True)
@@ -141,14 +148,15 @@ def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow])
 
 
 def reviews_bytes(data: ReportData) -> bytes:
-    """Every review mark: the image, the model's current prediction, the reviewer's class and verdict."""
+    """Every review mark in the order they were made (the order the certificates took them in):
+    the image, the adapted model's prediction, the reviewer's class and verdict, who made it."""
     import csv
     import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(REVIEW_COLUMNS)
-    for row, mark in sorted(data.marks, key=lambda pair: pair[0].position):
+    for row, mark in data.marks:
         label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
         writer.writerow(
             [
@@ -161,6 +169,8 @@ def reviews_bytes(data: ReportData) -> bytes:
                 "confirmed" if mark.label == row.prediction else "corrected",
                 mark.at,
                 escape_cell(row.truth_label or ""),
+                escape_cell(mark.reviewer),
+                "" if row.site_group is None else str(row.site_group),
             ]
         )
     return _encoded(buf.getvalue())
@@ -245,12 +255,14 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "guard_events": s.guard_events,
             "skipped_updates": s.skipped_updates,
             "reviewed": len(data.marks),
+            "reverted_images": sum(1 for r in data.rows if r.decision_path == REVERTED_PATH),
         },
         "metrics": metrics_document(data.metrics),
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
         ],
         "adaptation_changes": decision_summary(data.rows),
+        "certificates": list(data.certificates),
         "errors": list(data.errors),
     }
 

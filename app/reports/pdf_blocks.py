@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from app import APP_NAME
+from app._engine import REVERTED
 from app.core.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
 from app.core.overlay import PROB_COLORS, PROB_STOPS
 from app.reports.files import ReportData
@@ -32,6 +33,7 @@ from app.reports.pdf_html import (
 )
 from app.reports.pdf_sections import (
     card_pairs,
+    certificate_blocks,
     change_blocks,
     class_blocks,
     guard_blocks,
@@ -85,7 +87,7 @@ def summary_block(data: ReportData) -> Block:
     if m is not None and m.labelled:
         pairs += [
             ("Ground truth", f"{m.labelled} images ({data.label_origin or 'review marks'})"),
-            ("Accuracy, adapted model", pct(m.accuracy)),
+            ("Accuracy, adapted model", pct(m.accuracy) + _reverted_note(data)),
             ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
             (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
         ]
@@ -99,12 +101,28 @@ def summary_block(data: ReportData) -> Block:
             f"{reviewed}, agreement with the model: {pct(agreed / reviewed if reviewed else math.nan)}",
         )
     )
+    reverted = [g for g in data.certificates if g["verdict"] == REVERTED]
+    if data.certificates:
+        images = sum(int(g["images"]) for g in reverted)
+        pairs.append(
+            (
+                "Site groups reverted to the source model",
+                f"{len(reverted)} of {len(data.certificates)}" + (f" ({images} images)" if reverted else ""),
+            )
+        )
     pairs += [
         ("Collapse-guard events", s.guard_events),
         ("Skipped updates (non-finite loss)", s.skipped_updates),
         ("Errors during the run", len(data.errors)),
     ]
     return Block(h2("Summary") + pairs_table(pairs))
+
+
+def _reverted_note(data: ReportData) -> str:
+    """Where groups were reverted, the figures of the adapted model are those of the decisions reported."""
+    if any(g["verdict"] == REVERTED for g in data.certificates):
+        return " (reverted site groups: the source model's decisions)"
+    return ""
 
 
 def _metric_cells(m: ClassMetrics) -> list[str]:
@@ -249,6 +267,7 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
     blocks = [title_block(data), summary_block(data)]
     if data.metrics is not None and data.metrics.labelled:
         blocks += [metrics_block(data.metrics), confusion_block(data.metrics)]
+    blocks += certificate_blocks(data)
     slide_map = slide_map_block(data, width) if with_images else None
     if slide_map is not None:
         blocks.append(slide_map)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app._engine import decision_summary, get_method_class, list_methods
+from app._engine import UNDECIDED, decision_summary, get_method_class, list_methods
+from app.core.certificates import REVERTED_PATH
 from app.reports.files import ReportData, guard_events
-from app.reports.pdf_html import Block, breakable, chunked, esc, h2, pct
+from app.reports.pdf_html import Block, breakable, chunked, esc, grid_table, h2, pct
 
 MAX_GUARD_EVENTS = 50  # guard events listed (the JSON and the CSV have them all)
 INLINE_CLASSES = 12  # more classes than this are listed in a table of their own
@@ -158,8 +159,83 @@ def change_blocks(data: ReportData) -> list[Block]:
     intro = (
         "<p>Each decision is the source model's, or the source model's margin against its site "
         "group's operating point where every guard accepted one (path <i>accepted</i>). Fixed and "
-        "broken count labelled images only.</p>"
+        "broken count labelled images only."
+        + (
+            " Path <i>reverted</i>: a site group whose reviews showed that adapting harmed it; its "
+            "decisions are the source model's (see Review certificates)."
+            if any(e["path"] == REVERTED_PATH for e in entries)
+            else ""
+        )
+        + "</p>"
     )
     return chunked(
         "What adaptation changed", ["Site group", "Path", "Images", "Changed", "Fixed", "Broken"], body, intro
     )
+
+
+# -- review certificates -----------------------------------------------------------------------
+def _bound(summary: dict[str, Any]) -> str:
+    """The 95 % upper bound on the harm of adapting, in points of the group's images."""
+    if not summary["reviews"]:
+        return "not measured"
+    if float(summary["lower"]) > 0:
+        return "none (it helps)"
+    return f"≤ {100 * float(summary['harm_bound']):.1f} points"
+
+
+def _group(group: int | None) -> str:
+    return "none" if group is None else str(group)
+
+
+def certificate_blocks(data: ReportData) -> list[Block]:
+    """What the reviews certified per site group, on how many reviews, at what confidence, and
+    where nothing was certified, that the adapted decisions are unverified. Groups whose decisions
+    adapting never changed have nothing to review: they share one line."""
+    groups = data.certificates
+    if not groups:
+        return []
+    level = f"{100 * float(groups[0]['confidence']):.0f} %"
+    reviews = sum(int(g["reviews"]) for g in groups)
+    texts = dict(zip((g["group"] for g in groups), data.certificate_texts, strict=False))
+    changed = [g for g in groups if g["disagreements"] or g["reviews"]]
+    body = [
+        [
+            _group(g["group"]),
+            str(g["images"]),
+            f"{g['disagreements']} ({float(g['disagreement_share']):.0%})",
+            str(g["reviews"]),
+            _bound(g),
+            f"<b>{esc(g['verdict'])}</b>"
+            + (f" after {g['decided_at']} reviews" if g["decided_at"] is not None else ""),
+        ]
+        for g in changed
+    ]
+    certified = [g for g in groups if g["verdict"] != UNDECIDED]
+    html = (
+        f"<p>A reviewer's mark on a disagreement (an image whose adapted decision differs from the "
+        f"source model's) tests, per site group, whether adapting helped there ({reviews} such reviews "
+        f"in all). <i>Verified</i>: adapting helps, at {level} confidence. <i>Reverted</i>: the reviews "
+        f"showed harm (above 1 point of the group's images, or harm at {level} confidence); the group's "
+        "decisions in this report are the source model's. <i>Undecided</i>: the adapted decisions stand "
+        "but are <b>unverified</b>. The reviews never changed the adaptation itself.</p>"
+    )
+    if not certified:
+        html += (
+            "<p><b>Nothing was certified</b>: in no site group did the reviews verify or revert "
+            "adapting, so every adapted decision in this report is unverified.</p>"
+        )
+    head = ["Site group", "Images", "Disagreements", "Reviews used", f"Harm bound ({level})", "Verdict"]
+    if body:
+        html += grid_table(head, body)
+    rest = [g for g in groups if g not in changed]
+    if rest:
+        names = ", ".join(_group(g["group"]) for g in rest)
+        images = sum(int(g["images"]) for g in rest)
+        html += (
+            f"<p>Site group{'s' if len(rest) > 1 else ''} {esc(names)} ({images} images): adapting changed "
+            "none of their decisions, so there was nothing to review.</p>"
+        )
+    items = "".join(f"<li>{esc(texts[g['group']])}</li>" for g in changed if g["group"] in texts)
+    if items:
+        html += f"<ul style='margin-top:2px'>{items}</ul>"
+    return [Block(h2("Review certificates") + html)]

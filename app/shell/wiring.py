@@ -50,6 +50,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.tileClicked, sessions.on_window_tile_clicked),
         (window.opacityChanged, sessions.on_window_opacity_changed),
         (window.reviewRequested, c.on_window_review_requested),
+        (window.undoRequested, c.on_window_undo_requested),
         (window.bannerActionTriggered, profiles.on_window_banner_action_triggered),
         (window.demoRequested, profiles.on_window_demo_requested),
         (window.regionRequested, c.on_window_region_requested),

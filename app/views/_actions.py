@@ -70,6 +70,17 @@ def make_actions(w: MainWindow) -> None:
     w.confirm_action = action(w, "Confirm prediction", w.table.confirm_selected, "C")
     w.correct_action = action(w, "Correct prediction…", w.table.correct_selected, "X")
     w.clear_mark_action = action(w, "Clear review mark", w.table.clear_selected_mark, "Backspace")
+    w.queue_action = action(
+        w,
+        "Review queue",
+        w.table.open_queue,
+        "Q",
+        tip="The images whose adapted decision differs from the source model's, the most useful first (Q)",
+    )
+    w.undo_action = action(w, "Undo review mark", lambda: w.undoRequested.emit(False), "Ctrl+Z")
+    w.redo_action = action(w, "Redo review mark", lambda: w.undoRequested.emit(True), "Ctrl+Shift+Z")
+    w.undo_action.setEnabled(False)
+    w.redo_action.setEnabled(False)
     w.class_actions = []
     for digit in range(1, 10):
         act = action(w, f"Mark as class {digit}", partial(w.table.mark_selected, digit - 1), str(digit))
@@ -104,6 +115,20 @@ def _leave_large_slide(w: MainWindow, pane: str, shown: bool) -> None:
         w.large_slide_action.setChecked(False)
 
 
+def name_class_actions(w: MainWindow, classes: tuple[str, ...]) -> None:
+    """The review keys 1-9 named after the model's classes (those beyond them hidden)."""
+    for k, act in enumerate(w.class_actions):
+        act.setText(f"Mark as {classes[k]}" if k < len(classes) else f"Mark as class {k + 1}")
+        act.setVisible(k < len(classes))
+
+
+def name_undo_actions(w: MainWindow, undo: str, redo: str) -> None:
+    """Undo and redo name the image they act on (disabled when there is none)."""
+    for act, verb, name in ((w.undo_action, "Undo", undo), (w.redo_action, "Redo", redo)):
+        act.setEnabled(bool(name))
+        act.setText(f"{verb} review mark on {name}" if name else f"{verb} review mark")
+
+
 def _emit_order(w: MainWindow) -> None:
     act = w.order_group.checkedAction()
     if act is not None:
@@ -120,6 +145,8 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     file_menu.addActions([w.export_action, w.settings_action])
     file_menu.addSeparator()
     file_menu.addAction(w.quit_action)
+    edit_menu = menu.addMenu("&Edit")
+    edit_menu.addActions([w.undo_action, w.redo_action])
     run_menu = menu.addMenu("&Run")
     run_menu.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
     run_menu.addSeparator()
@@ -128,8 +155,9 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     )
     review_menu = menu.addMenu("Re&view")
     review_menu.addActions(
-        [w.next_action, w.previous_action, w.confirm_action, w.correct_action, w.clear_mark_action]
+        [w.queue_action, w.next_action, w.previous_action, w.confirm_action, w.correct_action]
     )
+    review_menu.addAction(w.clear_mark_action)
     review_menu.addSeparator()
     review_menu.addActions(w.class_actions)
     view_menu = menu.addMenu("&View")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import (
     QProgressBar,
     QSplitter,
@@ -22,6 +22,8 @@ from app.views._plain import plain_label
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
+TABS = ("plots", "metrics", "certificates", "log")  # the bottom tabs, in order
+LOG_TAB = TABS.index("log")
 
 
 def make_panes(w: MainWindow) -> None:
@@ -38,6 +40,7 @@ def make_panes(w: MainWindow) -> None:
     w.bottom_tabs = QTabWidget()
     w.bottom_tabs.addTab(w.plots, "&Plots")
     w.bottom_tabs.addTab(w.metrics, "&Metrics")
+    w.bottom_tabs.addTab(w.certificates, "&Certificates")
     w.bottom_tabs.addTab(w.log, "&Log")
     w.right = QSplitter(Qt.Orientation.Vertical)
     w.right.addWidget(w.table)
@@ -46,7 +49,7 @@ def make_panes(w: MainWindow) -> None:
     w.main_split = QSplitter(Qt.Orientation.Horizontal)
     w.main_split.addWidget(w.left)
     w.main_split.addWidget(w.right)
-    w.main_split.setSizes([560, 720])
+    w.main_split.setSizes([490, 790])  # the table has ten columns
     central = QWidget()
     column = QVBoxLayout(central)
     column.setContentsMargins(0, 0, 0, 0)
@@ -54,6 +57,17 @@ def make_panes(w: MainWindow) -> None:
     column.addWidget(w.banners)
     column.addWidget(w.main_split, 1)
     w.setCentralWidget(central)
+
+
+def badge_log_tab(w: MainWindow, unseen: int, errors: bool = False) -> None:
+    """The log tab's title counts the warnings and errors not seen yet (red with an error)."""
+    bar = w.bottom_tabs.tabBar()
+    if not unseen:
+        w.bottom_tabs.setTabText(LOG_TAB, "&Log")
+        bar.setTabTextColor(LOG_TAB, w.palette().windowText().color())
+        return
+    w.bottom_tabs.setTabText(LOG_TAB, f"&Log ({unseen} new)")
+    bar.setTabTextColor(LOG_TAB, QColor(179, 38, 30) if errors else QColor(154, 103, 0))
 
 
 def make_status_bar(w: MainWindow) -> None:
@@ -67,11 +81,14 @@ def make_status_bar(w: MainWindow) -> None:
     w.model_label = ElidedLabel("")  # the file name and the method/device stay readable
     # "Profile 'x': n images seen" stays whole; the time of the last save goes first.
     w.profile_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+    w.reviewer_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+    w.reviewer_label.setToolTip("Each review mark is kept with this name (Settings ▸ Reviewer name)")
     status = w.statusBar()
     status.addWidget(w.phase_label)
     status.addWidget(w.progress_bar)
     status.addWidget(w.progress_label, 2)
     status.addWidget(w.profile_label, 2)
+    status.addWidget(w.reviewer_label, 1)
     status.addWidget(w.model_label, 3)
 
 

@@ -58,7 +58,9 @@ def warn(parent: QWidget, title: str, text: str) -> None:
 
 
 def plain_tooltip(text: str) -> str:
-    """``text`` as a tooltip Qt shows as it is: escaped into a rich-text paragraph that keeps line breaks."""
+    """``text`` as a tooltip Qt shows as it is: escaped into a rich-text paragraph that keeps its
+    line breaks (each line :func:`shown` on its own: ``shown`` would make a break a visible ``\\n``,
+    and the table's row tooltips showed "(engine image index 5)\\nadapted: …" on one line)."""
     if not text:
         return ""
     # Line by line: shown() would make the line breaks visible "\n" escapes (every table tooltip

@@ -1,8 +1,9 @@
 """What the main window asks the user before it sends a request: a folder or a slide to open, a
-folder to export into, a profile's name, whether to reset or delete a profile.
+folder to export into, a profile's name, whether to reset or delete a profile; and the settings
+and About dialogs.
 
-Each function takes the window and emits its request signal once the user has answered (nothing
-when they cancel); the actions of :mod:`app.views._actions` and the welcome panel call them.
+Each asking function takes the window and emits its request signal once the user has answered
+(nothing when they cancel); the actions of :mod:`app.views._actions` and the welcome panel call them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from typing import Any
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QInputDialog
+
+from app._engine import FieldInfo
+from app.core.settings import AppSettings, ModelCheck
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
@@ -70,3 +74,23 @@ def delete_profile(w: MainWindow) -> None:
         f"Delete profile '{name}' with its adaptation state, rows and review marks?\n\nThis cannot be undone.",
     ):
         w.deleteProfileRequested.emit(name)
+
+
+def settings(
+    w: MainWindow,
+    current: AppSettings,
+    fields: dict[str, list[FieldInfo]],
+    devices: list[str],
+    check_model: ModelCheck | None = None,
+) -> AppSettings | None:
+    """The settings dialog; the edited settings, or None when cancelled."""
+    from app.views.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(current, fields, devices, w, check_model=check_model)
+    return dialog.result_settings() if dialog.exec() else None
+
+
+def about(w: MainWindow, summary: str) -> None:
+    from app.views.about_dialog import AboutDialog
+
+    AboutDialog(summary, w).exec()

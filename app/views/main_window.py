@@ -2,9 +2,9 @@
 
 Its public methods are what the controller may ask of it (the protocol :class:`app.control.view.View`;
 the controller's tests use a fake of it) and its signals are wired to the controller in
-:mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a
-1280×800 screen: every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen
-the window are elided, and failures appear as banners above the work area with their fixes.
+:mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a 1280×800 screen:
+every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen the window are
+elided, and failures appear as banners above the work area with their fixes.
 """
 
 from __future__ import annotations
@@ -13,20 +13,15 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QUrl, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QDesktopServices, QIcon
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
-    QComboBox,
-    QLabel,
     QMainWindow,
-    QProgressBar,
-    QSplitter,
-    QStackedWidget,
-    QTabWidget,
     QWidget,
 )
 
 from app import APP_NAME
 from app._engine import FieldInfo
+from app.core.certificates import GroupLine, QueueState
 from app.core.clinical import ClinicalMetrics
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
@@ -38,11 +33,20 @@ from app.core.settings import AppSettings, ModelCheck
 from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 from app.views import _prompts as ask
-from app.views._actions import make_actions, make_menus_and_toolbar
-from app.views._canvas import ElidedLabel
-from app.views._layout import fit_to_screen, make_panes, make_status_bar, show_slide_pane
+from app.views._actions import make_actions, make_menus_and_toolbar, name_class_actions, name_undo_actions
+from app.views._layout import (
+    LOG_TAB,
+    TABS,
+    badge_log_tab,
+    fit_to_screen,
+    make_panes,
+    make_status_bar,
+    show_slide_pane,
+)
+from app.views._parts import WindowParts
 from app.views._plain import ask_yes_no, warn
 from app.views.banner import BannerBar
+from app.views.certificates_view import CertificatesView
 from app.views.image_view import ImageView
 from app.views.log_view import LogView
 from app.views.metrics_view import MetricsView
@@ -52,10 +56,9 @@ from app.views.table_view import PredictionTable
 from app.views.welcome import WelcomePanel
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
-LOG_TAB = 2
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowParts, QMainWindow):
     """Passive main window; every user request leaves as a signal for the controller."""
 
     openFolderRequested = Signal(str)
@@ -79,52 +82,10 @@ class MainWindow(QMainWindow):
     tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
     opacityChanged = Signal(float)  # overlay opacity (0-1)
     reviewRequested = Signal(int, int)  # stream position, the right class (-1 clears the mark)
+    undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
     bannerActionTriggered = Signal(str, str)  # banner key, action id
     demoRequested = Signal(str)  # "histology" or "fundus"
     regionRequested = Signal(int, int, int, int, int)  # slide rectangle (level 0) at this many pixels
-
-    # made by app.views._actions
-    open_folder_action: QAction
-    open_slide_action: QAction
-    export_action: QAction
-    quit_action: QAction
-    start_action: QAction
-    pause_action: QAction
-    resume_action: QAction
-    stop_action: QAction
-    reset_action: QAction
-    settings_action: QAction
-    about_action: QAction
-    toggle_overlay_action: QAction
-    fit_action: QAction
-    full_resolution_action: QAction
-    fit_slide_action: QAction
-    heat_mode_action: QAction
-    large_slide_action: QAction  # checkable: the slide and the tile beside it fill the window
-    new_profile_action: QAction
-    rename_profile_action: QAction
-    delete_profile_action: QAction
-    next_action: QAction
-    previous_action: QAction
-    confirm_action: QAction
-    correct_action: QAction
-    clear_mark_action: QAction
-    class_actions: list[QAction]
-    order_group: QActionGroup
-    order_actions: dict[str, QAction]
-    pane_actions: dict[str, QAction]
-    profile_combo: QComboBox
-    # made by app.views._layout
-    image_split: QSplitter  # the slide over the image
-    left: QStackedWidget  # the welcome panel or image_split
-    bottom_tabs: QTabWidget  # plots, metrics, log
-    right: QSplitter  # the table over bottom_tabs
-    main_split: QSplitter
-    phase_label: QLabel
-    progress_bar: QProgressBar
-    progress_label: ElidedLabel
-    model_label: ElidedLabel
-    profile_label: ElidedLabel
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -138,6 +99,7 @@ class MainWindow(QMainWindow):
         self.table = PredictionTable()
         self.plots = PlotsView()
         self.metrics = MetricsView()
+        self.certificates = CertificatesView()
         self.log = LogView()
         self.banners = BannerBar()
         self.welcome = WelcomePanel()
@@ -212,9 +174,7 @@ class MainWindow(QMainWindow):
     def set_classes(self, classes: tuple[str, ...]) -> None:
         """The model's classes, for the review keys (digit k marks class k)."""
         self.table.set_classes(classes)
-        for k, act in enumerate(self.class_actions):
-            act.setText(f"Mark as {classes[k]}" if k < len(classes) else f"Mark as class {k + 1}")
-            act.setVisible(k < len(classes))
+        name_class_actions(self, classes)
 
     def set_demos(self, available: set[str]) -> None:
         self.welcome.set_demos(available)
@@ -227,11 +187,7 @@ class MainWindow(QMainWindow):
         self.log.add(level, text)
         if level in ("warning", "error") and self.bottom_tabs.currentIndex() != LOG_TAB:
             self._unseen_log += 1
-            self.bottom_tabs.setTabText(LOG_TAB, f"&Log ({self._unseen_log} new)")
-            colour = (
-                QColor(179, 38, 30) if level == "error" or self.log.count("error") else QColor(154, 103, 0)
-            )
-            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, colour)
+            badge_log_tab(self, self._unseen_log, level == "error" or bool(self.log.count("error")))
 
     def show_status(self, text: str, milliseconds: int = 8000) -> None:
         self.statusBar().showMessage(text, milliseconds)
@@ -250,9 +206,9 @@ class MainWindow(QMainWindow):
         self.image_view.set_opacity(opacity)
 
     def show_tab(self, tab: str) -> None:
-        """Bring the bottom tab "plots", "metrics" or "log" to the front (its pane shown)."""
+        """Bring the bottom tab "plots", "metrics", "certificates" or "log" to the front (its pane shown)."""
         self.show_pane("tabs", True)
-        self.bottom_tabs.setCurrentIndex({"plots": 0, "metrics": 1, "log": LOG_TAB}[tab])
+        self.bottom_tabs.setCurrentIndex(TABS.index(tab))
 
     def show_pane(self, pane: str, visible: bool) -> None:
         """Show or collapse a pane ("images", "table", "tabs") so the rest gets the room."""
@@ -272,6 +228,7 @@ class MainWindow(QMainWindow):
         self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
         self.metrics.set_metrics(None)
+        self.certificates.set_lines([])
         show_slide_pane(self, False)
 
     def show_slide(self, display: SlideDisplay) -> None:
@@ -291,6 +248,18 @@ class MainWindow(QMainWindow):
 
     def set_reviews(self, reviews: dict[int, str]) -> None:
         self.table.model.set_reviews(reviews)
+
+    def set_queue(self, queue: QueueState) -> None:
+        self.table.set_queue(queue)  # the review queue's order and the groups' verdicts
+
+    def set_certificates(self, lines: list[GroupLine]) -> None:
+        self.certificates.set_lines(lines)  # the review certificates per site group
+
+    def set_reviewer(self, name: str) -> None:
+        self.reviewer_label.set_full_text(f"Reviewer: {name}")  # the name each review mark is made under
+
+    def set_undo_texts(self, undo: str, redo: str) -> None:
+        name_undo_actions(self, undo, redo)  # the images the next undo and redo act on ("": none)
 
     def set_plot_data(self, data: PlotData) -> None:
         self.plots.set_data(data)
@@ -353,15 +322,10 @@ class MainWindow(QMainWindow):
         check_model: ModelCheck | None = None,
     ) -> AppSettings | None:
         """The settings dialog; the edited settings, or None when cancelled."""
-        from app.views.settings_dialog import SettingsDialog
-
-        dialog = SettingsDialog(settings, fields, devices, self, check_model=check_model)
-        return dialog.result_settings() if dialog.exec() else None
+        return ask.settings(self, settings, fields, devices, check_model)
 
     def show_about(self, summary: str) -> None:
-        from app.views.about_dialog import AboutDialog
-
-        AboutDialog(summary, self).exec()
+        ask.about(self, summary)
 
     def open_location(self, path: str) -> None:
         """Show a folder in the desktop's file manager."""
@@ -381,8 +345,7 @@ class MainWindow(QMainWindow):
     def _on_bottom_tabs_current_changed(self, index: int) -> None:
         if index == LOG_TAB:
             self._unseen_log = 0
-            self.bottom_tabs.setTabText(LOG_TAB, "&Log")
-            self.bottom_tabs.tabBar().setTabTextColor(LOG_TAB, self.palette().windowText().color())
+            badge_log_tab(self, 0)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closeRequested.emit()

@@ -124,6 +124,9 @@ class SettingsDialog(QDialog):
         self.autosave_spin.setValue(settings.autosave_every)
         self.autosave_spin.setSpecialValueText("only when stopped")
         self.autosave_spin.setSuffix(" images")
+        self.reviewer_edit = QLineEdit(settings.reviewer)
+        self.reviewer_edit.setPlaceholderText(dataclasses.replace(settings, reviewer="").reviewer_name())
+        self.reviewer_edit.setToolTip("Kept with each review mark; empty: your user name on this computer")
 
         form = QFormLayout()
         form.addRow("Model checkpoint", model_row)
@@ -134,6 +137,7 @@ class SettingsDialog(QDialog):
         form.addRow("Interleaving seed", self.seed_spin)
         form.addRow("Minimum tissue per slide tile", self.tissue_spin)
         form.addRow("Save state every", self.autosave_spin)
+        form.addRow("Reviewer name", self.reviewer_edit)
 
         self.advanced_toggle = QToolButton()
         self.advanced_toggle.setText("&Advanced ▸")
@@ -188,6 +192,7 @@ class SettingsDialog(QDialog):
             order_seed=self.seed_spin.value(),
             min_tissue=self.tissue_spin.value(),
             autosave_every=self.autosave_spin.value(),
+            reviewer=self.reviewer_edit.text().strip(),
         )
 
     # -- advanced form ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app._engine import describe_decision, shown
+from app.core.certificates import REVERTED_PATH, Group, QueueState, group_name
 from app.core.filters import PredictionRow, RowFilter
 from app.core.uncertainty import UncertaintyRanks
 
@@ -25,7 +26,8 @@ COLUMNS = (
     "Item",
     "Prediction",
     "Conf.",
-    "Source model",
+    "Source",
+    "Group",
     "Uncert.",
     "Truth",
     "Agreement",
@@ -34,16 +36,19 @@ COLUMNS = (
 HEADER_TIPS = (
     "Arrival order within this folder or slide (1 = first image)",
     "File, or the slide tile's grid row and column (its level-0 position in the tooltip)",
-    "The adapted model's prediction",
+    "The decision: the adapted model's prediction, or the source model's where the site group was reverted",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
+    "The site group the image was judged in, and its review certificate: undecided (the adapted "
+    "decisions stand, unverified), verified (adapting helps there, 95 % confidence) or reverted "
+    "(its decisions are the source model's)",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
     "Your review mark: ✓ confirmed, ✎ corrected to another class",
 )
-UNCERTAINTY_COLUMN = 5  # shown as low/medium/high within the site (app.core.uncertainty)
-REVIEW_COLUMN = 8
+GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
+UNCERTAINTY_COLUMN = 6  # shown as low/medium/high within the site (app.core.uncertainty)
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
 WRONG_BRUSH = QBrush(QColor(190, 30, 45))
@@ -66,6 +71,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
         self._reviews: dict[int, str] = {}  # review column text by row
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
+        self.queue = QueueState({}, {})  # the review queue's order and each group's verdict
 
     def rowCount(self, parent: Index | None = None) -> int:
         return 0 if parent is not None and parent.isValid() else len(self._rows)
@@ -90,6 +96,8 @@ class PredictionTableModel(QAbstractTableModel):
                 return self._reviews.get(index.row(), "")
             if index.column() == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
                 return self.uncertainty.band(self._rows[index.row()].uncertainty)
+            if index.column() == GROUP_COLUMN:
+                return self._group_text(self._rows[index.row()].site_group)
             return self._texts[index.row()][index.column()]
         if role == SORT_ROLE:
             if index.column() == REVIEW_COLUMN:
@@ -97,7 +105,7 @@ class PredictionTableModel(QAbstractTableModel):
             return self._sort_key(self._rows[index.row()], index.column())
         if role == Qt.ItemDataRole.BackgroundRole:
             return CHANGED_BRUSH if self._rows[index.row()].changed else None
-        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (7, REVIEW_COLUMN):
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (AGREEMENT_COLUMN, REVIEW_COLUMN):
             correct = self._rows[index.row()].correct
             return None if correct is None else RIGHT_BRUSH if correct else WRONG_BRUSH
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (0, 3):
@@ -111,13 +119,15 @@ class PredictionTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
         tip = f"#{row.position + 1} {shown(row.name)} (CSV index {row.index}, counted from 0)"
-        tip += f"\nadapted: {row.prediction_label} ({row.confidence:.3f})"
+        shown_as = "decision" if row.decision_path == REVERTED_PATH else "adapted"  # reverted: the source's
+        tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
-        decision = describe_decision(row)
-        if decision:
-            tip += f"\n{decision}"
+        if row.decision_path == REVERTED_PATH:  # a reverted group: what adapting decided, and why not
+            tip += f"\n{row.decision_reason}"
+        elif row.decision_path:
+            tip += f"\n{describe_decision(row)}"
         if row.update_skipped:
             tip += "\nupdate skipped: non-finite loss or gradient"
         if row.guard_message:
@@ -140,11 +150,11 @@ class PredictionTableModel(QAbstractTableModel):
             return _fmt(row.confidence)
         if col == 4:
             return row.source_label + (" →" if row.changed else "")
-        if col == 5:
-            return _fmt(row.uncertainty, 4)
         if col == 6:
-            return row.truth_label or ""
+            return _fmt(row.uncertainty, 4)
         if col == 7:
+            return row.truth_label or ""
+        if col == AGREEMENT_COLUMN:
             return row.agreement
         return ""
 
@@ -156,7 +166,9 @@ class PredictionTableModel(QAbstractTableModel):
             return (row.tile[1], row.tile[0]) if row.tile else row.name.lower()
         if col == 3:
             return row.confidence
-        if col == 5:
+        if col == GROUP_COLUMN:
+            return -1 if row.site_group is None else row.site_group
+        if col == 6:
             return row.uncertainty if math.isfinite(row.uncertainty) else -1.0
         return PredictionTableModel._display(row, col)
 
@@ -177,6 +189,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._texts = []
         self._reviews = {}
         self.uncertainty.clear()
+        self.queue = QueueState({}, {})
         self.endResetModel()
 
     def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
@@ -198,6 +211,18 @@ class PredictionTableModel(QAbstractTableModel):
             self.dataChanged.emit(
                 self.index(0, REVIEW_COLUMN), self.index(len(self._rows) - 1, REVIEW_COLUMN)
             )
+
+    def set_queue(self, queue: QueueState) -> None:
+        """The review queue's order and the groups' verdicts (the group column)."""
+        changed = queue.verdicts != self.queue.verdicts
+        self.queue = queue
+        if changed and self._rows:
+            self.dataChanged.emit(self.index(0, GROUP_COLUMN), self.index(len(self._rows) - 1, GROUP_COLUMN))
+
+    def _group_text(self, group: Group) -> str:
+        if group is None and not self.queue.verdicts:
+            return ""
+        return f"{group_name(group)} · {self.queue.verdicts.get(group, 'undecided')}"
 
     def review_at(self, index: int) -> str:
         return self._reviews.get(index, "")
@@ -224,17 +249,25 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         return self._filter
 
     def set_row_filter(self, row_filter: RowFilter) -> None:
+        resort = "queue" in (row_filter.mode, self._filter.mode)  # into, within or out of the queue's order
         self.beginFilterChange()
         self._filter = row_filter
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        if resort:
+            self.invalidate()
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         model = self.sourceModel()
         if not isinstance(model, PredictionTableModel):
             return True
-        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)))
+        queued = source_row in model.queue.ranks
+        return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)), queued)
 
     def lessThan(self, left: Index, right: Index) -> bool:
+        model = self.sourceModel()
+        if self._filter.mode == "queue" and isinstance(model, PredictionTableModel):
+            ranks = model.queue.ranks  # the queue's own order, whatever column was sorted
+            return ranks.get(left.row(), len(ranks)) < ranks.get(right.row(), len(ranks))
         a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
         try:
             return bool(a < b)

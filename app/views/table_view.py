@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.certificates import QueueState
 from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
 from app.views._plain import PlainToolTips
 from app.views.table_model import PredictionFilterProxy, PredictionTableModel
@@ -88,9 +89,9 @@ class PredictionTable(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setMinimumSectionSize(30)
-        # Widths from the font, not pixels: the columns fit a 640-px pane (a 1280-px screen's half).
+        # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        for col, chars in enumerate((4, 0, 8, 5, 11, 6, 7, 12, 9)):
+        for col, chars in enumerate((4, 0, 8, 5, 8, 11, 6, 7, 12, 9)):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
         self.search.setMinimumWidth(80)
@@ -172,6 +173,10 @@ class PredictionTable(QWidget):
         index = self.proxy.index(target, 0)
         self.table.selectRow(target)  # announced: selecting shows the image
         self.table.scrollTo(index)
+        # After a filter change the rows are laid out later: scroll again then (a screenshot of the
+        # review queue showed its first image selected but scrolled out of sight).
+        kept = QPersistentModelIndex(index)
+        QTimer.singleShot(0, self, lambda: self._scroll_to(kept))
         return self.proxy.mapToSource(index).row()
 
     # -- review keys ----------------------------------------------------------------------------
@@ -183,11 +188,30 @@ class PredictionTable(QWidget):
         return None if source_row is None else self.model.row_at(source_row)
 
     def mark_selected(self, label: int) -> None:
-        """The selected image is of class ``label``; then the next row."""
+        """The selected image is of class ``label``; then the next row (in the review queue, the
+        queue's new first image: the reviewed one has left it and the order may have changed)."""
         row = self.selected_row()
         if row is not None and 0 <= label < len(self._classes):
             self.reviewRequested.emit(row.position, label)
+            if self.in_queue:
+                self.table.clearSelection()
             self.step(1)
+
+    @property
+    def in_queue(self) -> bool:
+        return self.proxy.row_filter.mode == "queue"
+
+    def set_queue(self, queue: QueueState) -> None:
+        """The review queue changed (a review, an undo, new disagreements)."""
+        self.model.set_queue(queue)
+        if self.in_queue:
+            self.set_filter(self.proxy.row_filter)  # refiltered and sorted in the queue's order
+
+    def open_queue(self) -> None:
+        """Show the review queue and select its first image."""
+        self.set_mode("queue")
+        self.table.clearSelection()
+        self.step(1)
 
     @Slot()
     def confirm_selected(self) -> None:
@@ -240,6 +264,10 @@ class PredictionTable(QWidget):
     def _on_filter_edited(self) -> None:
         row_filter = self.current_filter()
         self.threshold_spin.setEnabled(row_filter.mode == "low_confidence")
+        queue = row_filter.mode == "queue"
+        self.table.horizontalHeader().setSortIndicatorShown(not queue)  # the queue has its own order
+        if queue:
+            self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.set_filter(row_filter)
         self.filterChanged.emit(row_filter)
 
