@@ -20,6 +20,7 @@ the guard does nothing.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import sys
 from collections.abc import Callable
@@ -96,13 +97,27 @@ def lost_references() -> dict[str, int]:
 
 
 def _add_references(value: object, count: int) -> bool:
-    """Add ``count`` references to ``value`` (its ``ob_refcnt``, the first field of the object)."""
-    before = sys.getrefcount(value)
+    """Add ``count`` references to ``value`` (its ``ob_refcnt``, the first field of the object).
+
+    Checked against ``sys.getrefcount``: the field must be the object's count. The ctypes view is
+    made before the first count and the collector is paused while counting (making the view, or a
+    collection between the two counts, moves ``None``'s count on its own: the check then failed
+    now and then under load and ``None`` went unprotected); a count moved by another thread is
+    retried.
+    """
     cell = ctypes.c_ssize_t.from_address(id(value))
-    cell.value += count
-    if sys.getrefcount(value) - before == count:
-        return True
-    cell.value -= count  # not the layout expected: leave the object as it was
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(5):
+            before = sys.getrefcount(value)
+            cell.value += count
+            if sys.getrefcount(value) - before == count:
+                return True
+            cell.value -= count  # not (yet) the layout expected: leave the object as it was
+    finally:
+        if collecting:
+            gc.enable()
     return False
 
 
