@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -210,7 +211,7 @@ class ProfileStore:
         if not path.is_dir():
             return
         _check_unused(path)
-        shutil.rmtree(path)
+        _remove_tree(path)
 
     def open(self, name: str, create: bool = True) -> Profile:
         name = check_name(name)
@@ -221,6 +222,28 @@ class ProfileStore:
             path.mkdir(parents=True, exist_ok=True)
             Profile(path)._write_info(images_seen=0)
         return Profile(path)
+
+
+def _remove_tree(path: Path, attempts: int = 5) -> None:
+    """``shutil.rmtree``, tried again when a file appears inside while it runs.
+
+    The UI thread may still write a review file of the profile (the certificates, at a state save
+    it had queued) while the worker removes the folder: the removal then fails with "directory
+    not empty". The writer's file is gone with the next attempt.
+
+    Raises:
+        OSError: the folder is still there after ``attempts`` tries.
+    """
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1 or not path.exists():
+                raise
+            time.sleep(0.05)
 
 
 def _check_unused(path: Path) -> None:
