@@ -101,3 +101,38 @@ def _collection_given_back() -> Iterator[None]:
     collector = sys.modules.get("app.runtime.collector")
     if collector is not None:
         collector.give_back()
+
+
+class ModalDialogInTest(AssertionError):
+    """A test opened a modal dialog nobody answers: it would block until the test timeout."""
+
+
+@pytest.fixture(autouse=True)
+def _modal_dialogs_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A modal dialog in a test raises at once (pytest-qt fails the test with it) instead of
+    holding the test until its timeout with nobody to press a button; a test that expects a
+    question answers it by replacing the window's ``confirm`` (or the asking function)."""
+    if "PySide6.QtWidgets" not in sys.modules:
+        try:
+            import PySide6.QtWidgets  # noqa: F401
+        except ImportError:  # the engine's tests run without the app's extras
+            return
+    from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
+
+    def refuse(what: str) -> object:
+        def raiser(*args: object, **kwargs: object) -> object:
+            texts = [a for a in args if isinstance(a, str)]
+            if args and isinstance(args[0], QDialog):  # exec(): the dialog itself says what it asks
+                texts = [args[0].windowTitle()] + (
+                    [args[0].text()] if isinstance(args[0], QMessageBox) else []
+                )
+            raise ModalDialogInTest(f"a modal {what} opened in a test: {texts}")
+
+        return raiser
+
+    monkeypatch.setattr(QDialog, "exec", refuse("dialog"))
+    monkeypatch.setattr(QMessageBox, "exec", refuse("message box"))
+    for name in ("getExistingDirectory", "getOpenFileName", "getSaveFileName"):
+        monkeypatch.setattr(QFileDialog, name, refuse(f"file dialog ({name})"))
+    for name in ("getText", "getItem", "getInt"):
+        monkeypatch.setattr(QInputDialog, name, refuse(f"input dialog ({name})"))
