@@ -138,13 +138,13 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     studio.run_to_end(c)
 
     warnings = [m for level, m in c.window.log.entries if level == "warning"]
-    guard_lines = [m for m in warnings if "collapse guard after image" in m]
+    guard_lines = [m for m in warnings if "collapse guard after" in m]
     assert [m.split(": 50%")[0] for m in guard_lines] == [
-        f"img00{i}.png: collapse guard after image {i}" for i in (1, 3, 5)
+        f"img00{i}.png: collapse guard after {i + 1} images" for i in (1, 3, 5)
     ], "one line per guard action, with the file name, and no duplicate from the engine's logger"
     assert guard_lines[-1].endswith("adaptation reset to the source model")
     assert [m for m in warnings if "update skipped" in m] == [
-        "img002.png: non-finite loss or gradient on image 2, update skipped "
+        "img002.png (#3): non-finite loss or gradient, update skipped "
         "(the adaptation keeps its last good state)"
     ]
     assert guard_lines[-1] in c.window.log.text.toPlainText()
@@ -167,7 +167,7 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
         (3, "img003.png"),
         (5, "img005.png"),
     ]
-    assert config["guard_events"][0]["message"].startswith("collapse guard after image 1:")
+    assert config["guard_events"][0]["message"].startswith("collapse guard after 2 images:")
     assert config["run"]["guard"]["window"] == 2
     with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
         records = list(csv.DictReader(fh))
@@ -179,7 +179,7 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
         "Skipped updates (non-finite loss) 1",
         "Guard events",
         "img005.png",
-        "collapse guard after image 3:",
+        "collapse guard after 4 images:",
     ):
         assert needle in text, needle
 

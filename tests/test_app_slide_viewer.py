@@ -185,7 +185,9 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     assert c.controller.model.selected == row.position
     assert _centre(view) == pytest.approx((x + w / 2, y + h / 2), abs=1.0), "the slide is centred on the tile"
     assert view.tile_cursor.isVisible() and view.tile_cursor.rect().center().x() == pytest.approx(x + w / 2)
-    assert index.data() == f"tile r{row.tile[1]} c{row.tile[0]}", "a tile's name fits: its grid position"
+    assert index.data() == f"tile r{row.tile[1] + 1} c{row.tile[0] + 1}", (
+        "a tile's name fits: its grid position, from 1"
+    )
     # In the large slide view, N goes to the next tile and centres it.
     downsample = view.screen_downsample
     c.window.large_slide_action.trigger()

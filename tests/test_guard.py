@@ -57,7 +57,7 @@ def test_session_recovers_reports_and_persists_events(tiny_model_path: Path, tmp
     assert _Collapsing.recovered == before + 1
     event = results[-1].guard_event
     assert event is not None and event.action == "recover" and "test recovery" in event.message
-    assert "collapse guard after image 7" in event.message
+    assert "collapse guard after 8 images" in event.message
     assert all(r.guard_event is None for r in results[:-1])
     assert [e.action for e in session.events] == ["recover"]
     session.save(tmp_path / "st")

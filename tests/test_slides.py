@@ -99,3 +99,12 @@ def test_non_regular_slide_is_refused_with_the_right_reason(tmp_path: Path, kind
     expected = r"it is a named pipe \(FIFO\)" if kind == "fifo" else "it is a folder"
     with pytest.raises(SlideError, match=rf"not a regular file: {expected}"):  # "not found" before
         within(10, lambda: Slide(path))
+
+
+def test_a_tiles_name_counts_rows_and_columns_from_one() -> None:
+    """The table's "#" starts at 1; a tile's grid position in its name does too (the key stays
+    the level-0 pixel position, so journals written before still match)."""
+    from engine.io.tile_plan import Tile
+
+    tile = Tile(index=0, col=0, row=2, x=0, y=512, width=256, height=256, tissue=1.0)
+    assert tile.label == "tile r3 c1 (0, 512)" and tile.key == "0,512"

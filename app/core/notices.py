@@ -74,7 +74,7 @@ def source_opened(source: Source, opened: SourceOpened, pending: int, profile: s
 
 def update_skipped(row: PredictionRow) -> str:
     return (
-        f"{row.name}: non-finite loss or gradient on image {row.index}, update skipped "
+        f"{row.name} (#{row.position + 1}): non-finite loss or gradient, update skipped "
         "(the adaptation keeps its last good state)"
     )
 

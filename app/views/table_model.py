@@ -142,7 +142,9 @@ class PredictionTableModel(QAbstractTableModel):
             return str(row.position + 1)
         if col == 1:
             if row.tile is not None:  # its grid position; the level-0 corner is in the tooltip
-                return f"tile r{row.tile[1]} c{row.tile[0]}"
+                return (
+                    f"tile r{row.tile[1] + 1} c{row.tile[0] + 1}"  # as engine.io.tile_plan.Tile.label: from 1
+                )
             return shown(row.name)  # Qt drops bytes that are not UTF-8 and lays out bidi controls
         if col == 2:
             return row.prediction_label

@@ -39,7 +39,9 @@ class Tile:
 
     @property
     def label(self) -> str:
-        return f"tile r{self.row} c{self.col} ({self.x}, {self.y})"
+        """The name a person reads: grid row and column counted from 1 (as the table's "#"), then
+        the tile's level-0 pixel position (``tile r16 c4 (3072, 7680)``)."""
+        return f"tile r{self.row + 1} c{self.col + 1} ({self.x}, {self.y})"
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ class CollapseGuard:
         return GuardEvent(
             index,
             action,
-            f"collapse guard after image {index}: {cfg.adapted_share:.0%}+ of the last {cfg.window} adapted "
+            f"collapse guard after {index + 1} images: {cfg.adapted_share:.0%}+ of the last {cfg.window} adapted "
             f"predictions were '{adapted_class}' while the source model disagreed; {what}",
         )
 
