@@ -137,7 +137,13 @@ class Controller:
     # -- review marks, certificates and the slide's pyramid ------------------------------------
     def on_window_review_requested(self, position: int, label: int) -> None:
         """Confirm or correct the image at ``position`` (label -1 clears the mark); kept at once,
-        under the reviewer's name."""
+        under the reviewer's name. A mark that disagrees with the dataset's label asks first."""
+        disagreement = self.model.disagreement(position, label)
+        if disagreement is not None:
+            origin = self.model.source.label_origin if self.model.source is not None else None
+            if not self.view.confirm(*notices.mark_against_label(*disagreement, origin)):
+                self.view.show_status("No review mark recorded: the image keeps its dataset label only")
+                return
         try:
             self.model.review(position, None if label < 0 else label, self.state.settings.reviewer_name())
         except OSError as exc:

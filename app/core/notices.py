@@ -125,3 +125,14 @@ def mark_undone(name: str, mark: ReviewMark | None, redo: bool) -> str:
     if mark is None:
         return f"Undone: {shown} has no review mark (removed from the profile)"
     return f"Undone: {shown} has its earlier review mark again"
+
+
+def mark_against_label(dataset: str, mark: str, origin: str | None) -> tuple[str, str]:
+    """The question asked before a review mark that disagrees with the dataset's label (title, text)."""
+    where = "The folder" if origin in (None, "class sub-folders") else f"The dataset ({origin})"
+    return (
+        "Mark against the dataset's label?",
+        f"{where} says '{dataset}'; you mark '{mark}'. Keep both: the dataset label stays, your mark "
+        "is recorded beside it (the figures against the dataset's labels do not change; those "
+        "against the reviewers' marks do).",
+    )
