@@ -219,6 +219,7 @@ class Controller:
         if not self.state.usable or self.model.source is None or not self.model.pending:
             return
         self.model.start_run()
+        self.view.dismiss_banner("export")  # the reports written no longer hold every image
         self.status.set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.model.pending} images")
         self.worker.start()
@@ -272,6 +273,7 @@ class Controller:
             final = one_class_collapse(self.model.rows)
             if final is not None:
                 self.model.checks = [c for c in self.model.checks if not c.startswith("Nearly every")]
+                self.model.collapse = final  # the figures' caption says the same
                 self._note_collapse(final, log=False)
         self.view.set_progress(self.model.progress.progress(running=False))
         pending = self.model.pending

@@ -8,11 +8,14 @@ that disagrees with the label is asked about before it is kept (:meth:`Truths.di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.core.applicability import Collapse
 from app.core.figures import Figures, figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
 from app.core.reviews import ReviewMark
+from app.core.run_items import Notifier
 from app.core.stats import RunStatistics
 
 
@@ -27,6 +30,7 @@ class Truths:
     collapse: Collapse | None
     dataset_labelled: bool
     stats: RunStatistics
+    metrics_changed: Notifier[Figures]
     _row_of_position: dict[int, int]
 
     @property
@@ -39,6 +43,13 @@ class Truths:
             return raw.ground_truth
         mark = self.marks.get(raw.key)
         return None if mark is None else mark.label
+
+    def set_gate(self, warnings: Sequence[str]) -> None:
+        """The engine's applicability gate fired with ``warnings`` for this source (none: it did not);
+        the figures shown so far are shown again, marked."""
+        self.gate = list(warnings)
+        if self.rows:
+            self.metrics_changed.emit(self.figures())
 
     def _measure_against_dataset(self) -> None:
         """The rows carry dataset labels after all: the plots measure against them from now on."""
