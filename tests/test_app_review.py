@@ -135,8 +135,6 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     folder = make_folder(tmp_path, 12, labelled="folders")
     c = studio.processed(folder, "Truth")
     model, window = c.controller.model, c.window
-    before = model.figures()
-    assert before.dataset.labelled == 12 and before.reviewed.labelled == 0
     row = model.rows[0]
     # C on a wrong row, X on a right one: either way the mark disagrees with the folder's label.
     press = window.confirm_action if row.correct is False else window.correct_action
@@ -151,6 +149,8 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     press.trigger()
     assert len(asked) == 1 and f"The folder says '{row.truth_label}'" in asked[0]
     assert not model.marks and window.table.model.review_at(0) == "", "No records nothing"
+    before = model.figures()
+    assert before.dataset.labelled == 12 and before.reviewed.labelled == 0
     _select(c, 0)
     press.trigger()
     assert len(asked) == 2 and model.marks[row.key].label != row.ground_truth

@@ -242,8 +242,6 @@ def _labelled(home: Path) -> tuple[Controller, FakeView]:
 
 def test_a_mark_against_the_dataset_label_asks_first_and_no_records_nothing(tmp_path: Path) -> None:
     c, view = _labelled(tmp_path)
-    before = c.model.figures()
-    assert (before.dataset.labelled, before.dataset.confident_errors, before.reviewed.labelled) == (4, 1, 0)
     view.answers["confirm"] = False
     c.on_window_review_requested(0, 0)  # C on the confident error: the model's 'normal', the folder's 'tumor'
     title, text = view.last("confirm")
@@ -256,6 +254,12 @@ def test_a_mark_against_the_dataset_label_asks_first_and_no_records_nothing(tmp_
     c.on_window_review_requested(1, 0)  # agrees with the dataset's label: nothing asked
     c.on_window_review_requested(0, 0)  # the same mark again: nothing asked
     assert len(view.of("confirm")) == asked == 2
+    figures = c.model.figures()
+    assert (figures.dataset.labelled, figures.dataset.confident_errors, figures.reviewed.labelled) == (
+        4,
+        1,
+        2,
+    )
 
 
 def test_a_mark_against_the_label_changes_only_the_reviewed_figures(tmp_path: Path) -> None:
