@@ -12,8 +12,8 @@ import pytest
 from app_fixtures import CLASSES, sample_row
 from PySide6.QtCore import Qt
 
-from app.core.clinical import clinical_metrics
 from app.core.field_labels import field_label
+from app.core.figures import figures
 from app.core.settings import AppSettings, available_devices, method_fields
 from app.core.stats import RunStatistics
 from app.core.uncertainty import UncertaintyRanks
@@ -98,14 +98,15 @@ def test_an_empty_metrics_tab_has_no_headings(qtbot: object) -> None:
     qtbot.addWidget(view)  # type: ignore[attr-defined]
     view.resize(700, 300)
     view.show()
-    assert all(not h.isVisible() for h in view.headings) and not view.errors_button.isVisible()
+    assert not view.sets_area.isVisible() and not view.errors_button.isVisible()
     assert view.summary.isVisible() and "No ground truth yet" in view.summary.text()
     assert view.summary.height() > 150, "the message takes the tab, centred, instead of a top line"
     rows = [sample_row(k, pred=k % 2, truth=k % 2) for k in range(6)]
-    view.set_metrics(clinical_metrics(rows, CLASSES))
-    assert all(h.isVisible() for h in view.headings) and view.confusion.isVisible()
+    view.set_metrics(figures(rows, [r.ground_truth for r in rows], {}, CLASSES))
+    assert view.dataset.isVisible() and all(h.isVisible() for h in view.dataset.headings)
+    assert not view.reviewed.isVisible(), "no reviewed images: no heading over nothing"
     view.set_metrics(None)
-    assert not any(h.isVisible() for h in view.headings)
+    assert not view.sets_area.isVisible()
 
 
 def test_numbers_a_person_reads_start_at_1(qtbot: object) -> None:

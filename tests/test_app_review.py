@@ -11,6 +11,7 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import pytest
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 
@@ -45,12 +46,15 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     texts = [window.table.model.review_at(i) for i in range(4)]
     assert texts[0] == "✓ confirmed" and texts[1].startswith("✎ ") and texts[3] == ""
     assert [r.ground_truth is not None for r in c.controller.model.rows[:4]] == [True, True, True, False]
-    metrics = c.controller.model.metrics()
-    assert (metrics.labelled, metrics.reviewed) == (3, 3)
-    assert metrics.review_agreed == 1 + (rows[2].prediction == 1)
-    assert window.metrics.metrics is not None and window.metrics.metrics.reviewed == 3
+    figures = c.controller.model.figures()
+    assert (figures.dataset.labelled, figures.reviewed.labelled, figures.reviewed.reviewed) == (0, 3, 3)
+    assert figures.reviewed.review_agreed == 1 + (rows[2].prediction == 1)
+    assert window.metrics.figures is not None and window.metrics.figures.reviewed.reviewed == 3
+    assert not window.metrics.reviewed.isHidden() and window.metrics.dataset.isHidden()
+    assert window.metrics.reviewed.title.text() == "Against the reviewers' marks (3 reviewed images)"
     data = window.plots.data
     assert data is not None and data.labelled and data.x.size == 3, "plots count the marks as ground truth"
+    assert data.truth == "review marks", "and say so"
     # Take one mark back: it is gone from the model, the table and the file.
     _select(c, 1)
     window.clear_mark_action.trigger()
@@ -61,7 +65,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
     assert again.window.table.model.review_at(0) == "✓ confirmed"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
-    assert again.controller.model.metrics().reviewed == 2
+    assert again.controller.model.figures().reviewed.reviewed == 2
     out = tmp_path / "reports"
     with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         again.controller.export(str(out))
@@ -123,3 +127,57 @@ def test_an_image_that_cannot_be_read_again_is_named_not_left_loading(
     view = again.window.image_view
     qtbot.waitUntil(lambda: "Loading" not in view.title.text(), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
     assert view.title.text().startswith("Cannot be shown") and "img003.png" in view.title.text()
+
+
+def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_folder(tmp_path, 12, labelled="folders")
+    c = studio.processed(folder, "Truth")
+    model, window = c.controller.model, c.window
+    row = model.rows[0]
+    # C on a wrong row, X on a right one: either way the mark disagrees with the folder's label.
+    press = window.confirm_action if row.correct is False else window.correct_action
+    asked: list[str] = []
+
+    def answer(title: str, text: str) -> bool:
+        asked.append(text)
+        return len(asked) > 1  # No the first time, Yes the second
+
+    monkeypatch.setattr(window, "confirm", answer)
+    _select(c, 0)
+    press.trigger()
+    assert len(asked) == 1 and f"The folder says '{row.truth_label}'" in asked[0]
+    assert not model.marks and window.table.model.review_at(0) == "", "No records nothing"
+    before = model.figures()
+    assert before.dataset.labelled == 12 and before.reviewed.labelled == 0
+    _select(c, 0)
+    press.trigger()
+    assert len(asked) == 2 and model.marks[row.key].label != row.ground_truth
+    assert window.table.model.review_at(0).endswith(f" · dataset: {row.truth_label}")
+    after = model.figures()
+    assert model.rows[0].ground_truth == row.ground_truth, "the folder's label stays the truth"
+    assert after.dataset.accuracy == before.dataset.accuracy
+    assert after.dataset.confident_errors == before.dataset.confident_errors
+    assert (after.reviewed.labelled, after.reviewed.accuracy) == (1, float(press is window.confirm_action))
+    metrics = window.metrics
+    assert metrics.dataset.title.text() == "Against the dataset's labels (12 images)"
+    assert metrics.reviewed.title.text() == "Against the reviewers' marks (1 reviewed image)"
+    assert not metrics.reviewed.isHidden() and "lead with the figures against the dataset's labels" in (
+        metrics.summary.text()
+    )
+    assert "against dataset labels" in window.plots.running.getPlotItem().titleLabel.text
+    window.undo_action.trigger()  # undo asks nothing and takes the mark back
+    assert not model.marks and len(asked) == 2 and model.figures().reviewed.labelled == 0
+    window.redo_action.trigger()
+    assert model.marks[row.key].label != row.ground_truth and len(asked) == 2
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.controller.export(str(out))
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["metrics"]["measured_against"] == "the dataset's labels"
+    assert config["metrics"]["labelled"] == 12 and config["reviewed_metrics"]["labelled"] == 1
+    assert config["metrics"]["accuracy"] == round(before.dataset.accuracy, 6)
+    _, text = read_pdf_text(out / "report.pdf")
+    assert "Figures measured against" in text and "Per-class results: against the dataset's labels" in text
+    assert "Per-class results: against the reviewers' marks (1 reviewed image)" in text

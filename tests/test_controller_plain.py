@@ -10,6 +10,7 @@ running every other test here loads no Qt module at all.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from app_fixtures import CLASSES
+from app_fixtures import CLASSES, sample_row
 from controller_fakes import (
     FakeView,
     FakeWorker,
@@ -27,9 +28,11 @@ from controller_fakes import (
     make,
     opened,
     results,
+    results_of,
     session_info,
 )
 
+from app.control.controller import Controller
 from app.core.messages import ItemFailure
 from app.core.phase import Phase
 from app.core.profiles import DEFAULT_PROFILE
@@ -213,6 +216,69 @@ def test_a_review_mark_that_cannot_be_kept_changes_nothing(tmp_path: Path) -> No
     c.on_window_review_requested(0, 0)
     assert not c.model.marks and c.model.rows[0].ground_truth is None
     assert any("cannot be kept" in m for m in view.logged("error"))
+
+
+def _labelled(home: Path) -> tuple[Controller, FakeView]:
+    """A folder whose 4 images the dataset labels (sub-folders), processed: image 0 is a confident
+    error (dataset: tumor, model: normal at 0.95), the others right."""
+    c, view, _, _ = make(home)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(home))
+    truths = [1, 0, 1, 0]
+    source = folder(home, 4)
+    items = tuple(
+        dataclasses.replace(it, ground_truth=t) for it, t in zip(source.source.items, truths, strict=True)
+    )
+    labelled = dataclasses.replace(source.source, items=items, label_origin="class sub-folders")  # type: ignore[arg-type]
+    c.sessions.on_worker_source_ready(dataclasses.replace(source, source=labelled))
+    c.start()
+    rows = [
+        sample_row(i, pred=0 if i == 0 else truths[i], src=0, truth=truths[i], conf=0.95) for i in range(4)
+    ]
+    c.on_worker_results_ready(results_of(rows))
+    c.on_worker_run_ended(ended("finished", 4, home))
+    return c, view
+
+
+def test_a_mark_against_the_dataset_label_asks_first_and_no_records_nothing(tmp_path: Path) -> None:
+    c, view = _labelled(tmp_path)
+    view.answers["confirm"] = False
+    c.on_window_review_requested(0, 0)  # C on the confident error: the model's 'normal', the folder's 'tumor'
+    title, text = view.last("confirm")
+    assert "The folder says 'tumor'; you mark 'normal'" in text and "Keep both" in text, title
+    assert not c.model.marks, "No records nothing"
+    view.answers["confirm"] = True
+    c.on_window_review_requested(0, 0)
+    assert c.model.marks["k0"].label == 0, "Yes records the mark"
+    asked = len(view.of("confirm"))
+    c.on_window_review_requested(1, 0)  # agrees with the dataset's label: nothing asked
+    c.on_window_review_requested(0, 0)  # the same mark again: nothing asked
+    assert len(view.of("confirm")) == asked == 2
+    figures = c.model.figures()
+    assert (figures.dataset.labelled, figures.dataset.confident_errors, figures.reviewed.labelled) == (
+        4,
+        1,
+        2,
+    )
+
+
+def test_a_mark_against_the_label_changes_only_the_reviewed_figures(tmp_path: Path) -> None:
+    c, view = _labelled(tmp_path)
+    c.on_window_review_requested(0, 0)  # confirmed against the label (the fake window answers yes)
+    row = c.model.rows[0]
+    assert row.ground_truth == 1 and row.correct is False, "the dataset's label stays the row's truth"
+    assert c.model.review_of(0) == "✓ confirmed · dataset: tumor"
+    after = c.model.figures()
+    assert (after.dataset.labelled, after.dataset.accuracy, after.dataset.confident_errors) == (4, 0.75, 1)
+    assert (after.reviewed.labelled, after.reviewed.accuracy) == (1, 1.0), "the reviewed images only"
+    shown = view.last("set_metrics")[0]
+    assert (shown.dataset.accuracy, shown.reviewed.labelled) == (0.75, 1), "the window shows both sets"
+    data = c.model.stats.plot_data()
+    assert data.truth == "dataset labels" and data.adapted[-1] == 0.75, "the plots keep the dataset's truth"
+    c.on_window_undo_requested()
+    assert not c.model.marks and c.model.figures().reviewed.labelled == 0
+    c.on_window_undo_requested(redo=True)
+    assert c.model.marks["k0"].label == 0 and c.model.figures().dataset.accuracy == 0.75
 
 
 # -- profiles ------------------------------------------------------------------------------------

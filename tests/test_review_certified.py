@@ -280,7 +280,7 @@ def test_reviews_from_the_queue_revert_a_harmed_group_everywhere_and_for_good(tm
     assert c.model.raw_rows[25] == rows[25], "the engine's rows are kept as they were"
     summary = c.model.stats.summary()
     assert (summary.adapted_correct, summary.changed) == (60, 10), "the statistics follow"
-    assert c.model.metrics().accuracy == 1.0
+    assert c.model.figures().dataset.accuracy == 1.0
 
     # The reports: JSON certificates, the reported decisions in the CSV, the reviewer in reviews.csv.
     data = c.report_data()

@@ -137,7 +137,13 @@ class Controller:
     # -- review marks, certificates and the slide's pyramid ------------------------------------
     def on_window_review_requested(self, position: int, label: int) -> None:
         """Confirm or correct the image at ``position`` (label -1 clears the mark); kept at once,
-        under the reviewer's name."""
+        under the reviewer's name. A mark that disagrees with the dataset's label asks first."""
+        disagreement = self.model.disagreement(position, label)
+        if disagreement is not None:
+            origin = self.model.source.label_origin if self.model.source is not None else None
+            if not self.view.confirm(*notices.mark_against_label(*disagreement, origin)):
+                self.view.show_status("No review mark recorded: the image keeps its dataset label only")
+                return
         try:
             self.model.review(position, None if label < 0 else label, self.state.settings.reviewer_name())
         except OSError as exc:
@@ -213,6 +219,7 @@ class Controller:
         if not self.state.usable or self.model.source is None or not self.model.pending:
             return
         self.model.start_run()
+        self.view.dismiss_banner("export")  # the reports written no longer hold every image
         self.status.set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.model.pending} images")
         self.worker.start()
@@ -266,6 +273,7 @@ class Controller:
             final = one_class_collapse(self.model.rows)
             if final is not None:
                 self.model.checks = [c for c in self.model.checks if not c.startswith("Nearly every")]
+                self.model.collapse = final  # the figures' caption says the same
                 self._note_collapse(final, log=False)
         self.view.set_progress(self.model.progress.progress(running=False))
         pending = self.model.pending

@@ -21,7 +21,6 @@ from app.control.status import ControllerEvents, Status
 from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
-from app.core.arrival import class_sorted_warning
 from app.core.certificates import Reverted
 from app.core.filters import RowFilter, uncertainty_threshold
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
@@ -82,8 +81,8 @@ class SessionController:
         self.view.set_model_text(notices.model_line(info))
         self.view.set_classes(tuple(info.card.classes))
         self.view.set_profile_summary(self.state.profile_text())
-        self.view.dismiss_banner("model")
-        self.view.dismiss_banner("profile")
+        for key in advice.SESSION_KEYS:  # their causes went with the old session (reports: of its profile)
+            self.view.dismiss_banner(key)
         self.refresh_profiles()
         self.status.log("info", notices.model_loaded(info))
         self.events.session_changed.emit(info)
@@ -150,6 +149,7 @@ class SessionController:
         self.view.clear_results(len(source.items), segment_size_for(len(source.items)), labelled)
         self.view.clear_banners(advice.SOURCE_KEYS)
         self.view.dismiss_banner("open")
+        self.view.dismiss_banner("export")  # the reports written were of what was open before
         if isinstance(source, SlideSource):
             self.view.show_slide(SlideDisplay.of(source, opened.tissue))
         reviews = ReviewStore(opened.review_dir, source.source_id) if opened.review_dir is not None else None
@@ -177,26 +177,27 @@ class SessionController:
         self.events.source_opened.emit(opened)
 
     def _check_source(self, opened: SourceOpened) -> None:
-        """Does the model apply? Sub-folder names, class-sorted order, resolution, a new site."""
+        """Does the model apply? The engine's gate as ``f2tta run`` applies it (image kind,
+        class-sorted order, resolution; slides too, on open), then sub-folder names and a new site
+        as advice. What the gate says marks every figure of this source (the run model's ``gate``)."""
         source, info = opened.source, self.state.info
         if info is None:
             return
         classes = tuple(info.card.classes)
+        looks = opened.looks_like if opened.looks_like in ("histology", "fundus") else None
+        trained = model_kind(info.card)
+        for warning in opened.gate:
+            self.status.log("warning", warning.message)
+            self.model.checks.append(warning.message)
+            self.view.show_banner(advice.gate(warning, looks, trained, available_demos()))  # type: ignore[arg-type]
+        self.model.set_gate([w.message for w in opened.gate])
         if isinstance(source, FolderSource):
             folders = subfolder_warning(source, classes)
             if folders:
                 self.status.log("warning", folders)
                 self.model.checks.append(folders)
-                looks = opened.looks_like if opened.looks_like in ("histology", "fundus") else None
-                self.view.show_banner(
-                    advice.subfolders(folders, looks, model_kind(info.card), available_demos())  # type: ignore[arg-type]
-                )
-            ordered = class_sorted_warning(source, classes)
-            if ordered:
-                self.status.log("warning", ordered)
-                self.model.checks.append(ordered)
-                self.view.show_banner(advice.class_sorted(ordered))
-        elif source.plan.warning:
+                self.view.show_banner(advice.subfolders(folders, looks, trained, available_demos()))  # type: ignore[arg-type]
+        elif source.plan.warning and not any(w.check == "resolution" for w in opened.gate):
             self.model.checks.append(source.plan.warning)
             self.view.show_banner(advice.resolution(source.plan.warning))
         if opened.other_sources and not opened.done and self.state.state_dir is None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from app._engine import FieldInfo
 from app.core.certificates import GroupLine, QueueState
-from app.core.clinical import ClinicalMetrics
+from app.core.figures import Figures
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
 from app.core.overlay import Overlay
@@ -67,7 +67,7 @@ class View(Protocol):
     def set_reviewer(self, name: str) -> None: ...
     def set_undo_texts(self, undo: str, redo: str) -> None: ...
     def set_plot_data(self, data: PlotData) -> None: ...
-    def set_metrics(self, metrics: ClinicalMetrics | None) -> None: ...
+    def set_metrics(self, figures: Figures | None) -> None: ...
     def show_image(
         self,
         image: np.ndarray | None,

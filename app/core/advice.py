@@ -12,12 +12,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from app._engine import FolderSource, SlideSource, Source
+from app._engine import FolderSource, GateWarning, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
 from app.core.certificates import Group, Reverted
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
+SESSION_KEYS = ("model", "profile", "export")  # banners whose cause goes with the session (a profile switch)
 
 
 def model_failed(message: str, using_demo: bool) -> Banner:
@@ -66,6 +67,15 @@ def subfolders(text: str, images: Kind | None, model: Kind | None, demos: set[st
 
 def class_sorted(text: str) -> Banner:
     return Banner(SOURCE_KEYS + "sorted", "warning", text, (("interleave", "Interleave (seeded)"),))
+
+
+def gate(warning: GateWarning, images: Kind | None, model: Kind | None, demos: set[str]) -> Banner:
+    """A check of the engine's applicability gate that fired (``f2tta run`` stops with exit code 4)."""
+    if warning.check == "class-sorted":
+        return class_sorted(warning.message)
+    if warning.check == "resolution":
+        return resolution(warning.message)
+    return Banner(SOURCE_KEYS + warning.check, "warning", warning.message, _demo_action(images, model, demos))
 
 
 def resolution(warning: str) -> Banner:

@@ -48,6 +48,11 @@ class Collapse:
         )
 
 
+def collapse_due(rows: int, checked: int) -> bool:
+    """Time to look for a collapse again: enough rows, and enough new ones since the last look."""
+    return rows >= checked + max(10, rows // 20, COLLAPSE_MIN_IMAGES)
+
+
 def one_class_collapse(rows: Sequence[PredictionRow]) -> Collapse | None:
     """The collapse of ``rows`` onto one predicted class, or None.
 
@@ -74,6 +79,7 @@ __all__ = [
     "KIND_NAMES",
     "Collapse",
     "Kind",
+    "collapse_due",
     "dominant_kind",
     "image_kind",
     "model_kind",

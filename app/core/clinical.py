@@ -1,8 +1,9 @@
 """The figures a clinician reads where ground truth exists (Qt-free): per-class sensitivity and
 specificity, the confusion matrix, confident errors and the review count.
 
-Ground truth is the reviewer's mark where there is one, else the folder's (class sub-folders or
-a labels file); images without either are left out of every figure here.
+The rows given carry the truth to measure against (:mod:`app.core.figures` makes two sets: the
+dataset's labels, and the reviewers' marks over the reviewed images); rows without one are left
+out of every figure here.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app._engine import ModelCard, PredictionRow, Source
+from app._engine import GateWarning, ModelCard, PredictionRow, Source
 from app.core.overlay import Overlay
 from app.core.profiles import ProfileInfo
 
@@ -67,6 +67,9 @@ class SourceOpened:
     other_sources: int = 0  # other sources the profile has adapted to
     other_images: int = 0  # images of those sources
     looks_like: str | None = None  # "histology" or "fundus" from a few of its images (app.core.applicability)
+    gate: tuple[
+        GateWarning, ...
+    ] = ()  # the engine's applicability gate (check_source) for the session's model
 
 
 @dataclass(frozen=True)

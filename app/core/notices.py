@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,36 @@ class Banner:
     level: str
     text: str
     actions: tuple[tuple[str, str], ...] = ()
+    keys: tuple[str, ...] = ()  # a merged banner: the keys of every banner it stands for
+
+
+LEVELS = ("info", "warning", "error")  # least to most severe
+
+
+def merged(banners: Sequence[Banner]) -> list[Banner]:
+    """The banners as shown: those that offer the same fix become one, so a fix is offered once.
+
+    The merged banner keeps the first one's key and place, says every text (one a line), offers
+    every fix once, takes the most severe level and lists every key it stands for in ``keys``.
+    """
+    shown: list[Banner] = []
+    for banner in banners:
+        ids = {action for action, _ in banner.actions}
+        target = next((i for i, b in enumerate(shown) if ids & {a for a, _ in b.actions}), None)
+        if target is None:
+            shown.append(dataclasses.replace(banner, keys=(banner.key,)))
+            continue
+        into = shown[target]
+        actions = into.actions + tuple(a for a in banner.actions if a[0] not in {x for x, _ in into.actions})
+        level = max(into.level, banner.level, key=lambda lv: LEVELS.index(lv) if lv in LEVELS else 0)
+        shown[target] = dataclasses.replace(
+            into,
+            level=level,
+            text=f"{into.text}\n{banner.text}",
+            actions=actions,
+            keys=(*into.keys, banner.key),
+        )
+    return shown
 
 
 def times(count: int) -> str:
@@ -125,3 +157,14 @@ def mark_undone(name: str, mark: ReviewMark | None, redo: bool) -> str:
     if mark is None:
         return f"Undone: {shown} has no review mark (removed from the profile)"
     return f"Undone: {shown} has its earlier review mark again"
+
+
+def mark_against_label(dataset: str, mark: str, origin: str | None) -> tuple[str, str]:
+    """The question asked before a review mark that disagrees with the dataset's label (title, text)."""
+    where = "The folder" if origin in (None, "class sub-folders") else f"The dataset ({origin})"
+    return (
+        "Mark against the dataset's label?",
+        f"{where} says '{dataset}'; you mark '{mark}'. Keep both: the dataset label stays, your mark "
+        "is recorded beside it (the figures against the dataset's labels do not change; those "
+        "against the reviewers' marks do).",
+    )

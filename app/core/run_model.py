@@ -5,8 +5,10 @@ counters live here -- not in widgets. Views observe the model through its notifi
 the controller), and reports read it (:mod:`app.reports.data`). The model also paces the views:
 results arrive as fast as the engine makes them, and :meth:`RunModel.flush` hands them to one
 group of views per timer tick (table, plots, images in turn), so no single repaint redraws the
-whole window while the engine competes for the same cores. Its rows are the engine's with review
-marks as ground truth and a reverted site group's decisions the source model's (:meth:`RunModel.effective`).
+whole window while the engine competes for the same cores. Its rows are the engine's with a
+reverted site group's decisions the source model's and a review mark as the truth of an image the
+dataset does not label (:meth:`RunModel.effective`); a mark never replaces the dataset's label, and
+the figures against either truth are kept apart (:mod:`app.core.figures`).
 """
 
 from __future__ import annotations
@@ -17,20 +19,21 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from app._engine import KindTally, PredictionRow, SlideSource, Source
-from app.core.applicability import COLLAPSE_MIN_IMAGES, Collapse, Kind, one_class_collapse
+from app.core.applicability import Collapse, Kind, collapse_due, one_class_collapse
 from app.core.caches import LruCache
 from app.core.certificates import Group, GroupLine, QueueState, Reverted, reverted_row
-from app.core.clinical import ClinicalMetrics, clinical_metrics
+from app.core.figures import Figures
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
 from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import Cell, Notifier, RowChange, Selection, review_text
+from app.core.run_truth import Truths
 from app.core.stats import PlotData, RunStatistics, segment_size_for
 
 
-class RunModel:
+class RunModel(Truths):
     """Rows and everything else shown about the open source (owned by the UI thread).
 
     Args:
@@ -58,6 +61,8 @@ class RunModel:
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         self.checks: list[str] = []  # applicability warnings about this source (for the reports)
+        self.gate: list[str] = []  # the engine's applicability gate's warnings that fired for it
+        self.dataset_labelled = False  # the source labels some images: the plots measure against them
         self.run_guard_events = self.run_skipped_updates = 0
         self._collapse_checked = 0  # rows when the collapse was last checked
         self._row_of_position: dict[int, int] = {}
@@ -74,15 +79,11 @@ class RunModel:
         self.preview_needed: Notifier[int] = Notifier()
         self.event_noted: Notifier[PredictionRow] = Notifier()  # a guard event or skipped update
         self.rows_changed: Notifier[list[RowChange]] = Notifier()  # review marks set or cleared
-        self.metrics_changed: Notifier[ClinicalMetrics] = Notifier()
+        self.metrics_changed: Notifier[Figures] = Notifier()
         self.collapse_noted: Notifier[Collapse] = Notifier()
         self.queue_changed: Notifier[QueueState] = Notifier()  # the review queue and the groups' verdicts
         self.certificates_changed: Notifier[list[GroupLine]] = Notifier()
         self.group_reverted: Notifier[Reverted] = Notifier()
-
-    @property
-    def marks(self) -> dict[str, ReviewMark]:
-        return self.desk.marks  # review marks by item key, in the order they were made
 
     # -- opening ---------------------------------------------------------------------------------
     def open(
@@ -110,7 +111,8 @@ class RunModel:
         total = len(source.items)
         self.rows, self.raw_rows, self.overlays = [], [], {}
         self.classes = tuple(classes)
-        self.kinds, self.collapse, self.checks = KindTally(), None, []
+        self.kinds, self.collapse, self.checks, self.gate = KindTally(), None, [], []
+        self.dataset_labelled = any(item.ground_truth is not None for item in source.items)
         self._collapse_checked = 0
         self.previews.clear()
         self.heat_levels = None
@@ -125,6 +127,7 @@ class RunModel:
             positive_class=positive_class,
             segment_size=segment_size_for(total),
             low_confidence=self.low_confidence,
+            truth="dataset labels" if self.dataset_labelled else "review marks",
         )
         grid = source.plan.grid if isinstance(source, SlideSource) else (0, 0)
         self.tile_values = np.full(grid, np.nan)
@@ -182,13 +185,15 @@ class RunModel:
             self.desk.add_rows(rows_in)  # counted in their groups: a verdict may change
             self._sync_reverts()
         rows = [self.effective(r) for r in rows_in]
+        if not self.dataset_labelled and any(r.ground_truth is not None for r in rows_in):
+            self._measure_against_dataset()  # rows labelled where the items said nothing
         self.raw_rows.extend(rows_in)
         self._queue_dirty |= any(r.changed for r in rows_in)  # new disagreements join the queue
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
             self._show_tile(row)
-        self.stats.extend(rows)
+        self.stats.extend(rows, [self._plot_truth(r) for r in rows_in])
         self._unshown.extend(rows)
 
     def _show_tile(self, row: PredictionRow) -> None:
@@ -230,20 +235,18 @@ class RunModel:
         if self._plots_dirty:
             self._plots_dirty = False
             self.plots_changed.emit(self.stats.plot_data())
-            if any(r.ground_truth is not None for r in self.rows):
-                self.metrics_changed.emit(self.metrics())
+            self._check_collapse()  # before the figures: a collapse found now marks them
+            if self.rows:
+                self.metrics_changed.emit(self.figures())
             self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
-            self._check_collapse()
 
     def _check_collapse(self) -> None:
         """Note a one-class collapse once per source, checked every few new rows."""
-        n = len(self.rows)
-        if self.collapse is not None or n < self._collapse_checked + max(10, n // 20, COLLAPSE_MIN_IMAGES):
-            return
-        self._collapse_checked = n
-        self.collapse = one_class_collapse(self.rows)
-        if self.collapse is not None:
-            self.collapse_noted.emit(self.collapse)
+        if self.collapse is None and collapse_due(len(self.rows), self._collapse_checked):
+            self._collapse_checked = len(self.rows)
+            self.collapse = one_class_collapse(self.rows)
+            if self.collapse is not None:
+                self.collapse_noted.emit(self.collapse)
 
     def looks_like(self) -> Kind | None:
         """What most of the judged previews look like (the engine's verdict, :class:`KindTally`)."""
@@ -251,13 +254,14 @@ class RunModel:
 
     # -- review marks and certificates ----------------------------------------------------------
     def effective(self, row: PredictionRow) -> PredictionRow:
-        """``row`` as shown: the source model's decision where its group was reverted, and its
-        review mark as ground truth (the dataset's truth where there is none)."""
+        """``row`` as shown: the source model's decision where its group was reverted; the dataset's
+        label as ground truth, the review mark only where the dataset labels nothing (a mark that
+        disagrees with the label is kept beside it, never in its place)."""
         reviews = self._reverted.get(row.site_group)
         if reviews is not None:
             row = reverted_row(row, reviews, self.stats.positive_class, len(self.classes))
         mark = self.marks.get(row.key)
-        if mark is None or not 0 <= mark.label < len(self.classes):
+        if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
             return row
         return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
 
@@ -317,14 +321,14 @@ class RunModel:
             old, row = self.rows[index], self.effective(self.raw_rows[index])
             self.rows[index] = row
             decided |= old.prediction != row.prediction or old.positive_prob != row.positive_prob
-            self.stats.set_truth(index, row.ground_truth)
+            self.stats.set_truth(index, self._plot_truth(self.raw_rows[index]))
             self._show_tile(row)
             changes.append(RowChange(index, row, self.review_of(row.position)))
         if not changes:
             return
         if decided:  # the statistics follow the decisions shown
             self.stats.clear()
-            self.stats.extend(self.rows)
+            self.stats.extend(self.rows, [self._plot_truth(r) for r in self.raw_rows])
         shown = {c.row.position: c.row for c in changes}
         self._unshown = [shown.get(r.position, r) for r in self._unshown]
         self.rows_changed.emit(changes)
@@ -339,10 +343,6 @@ class RunModel:
         return review_text(
             self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
         )
-
-    def metrics(self) -> ClinicalMetrics:
-        """Per-class figures and confusion matrices over the labelled rows (review marks included)."""
-        return clinical_metrics(self.rows, self.classes, set(self.marks))
 
     def _flush_images(self, follow: bool) -> None:
         if not self._images_dirty:
@@ -374,17 +374,13 @@ class RunModel:
         self.selected = position
         preview = self.previews.get(position)
         row = self.row_at(position)
+        name, overlay, review = (
+            source.items[position].name,
+            self.overlays.get(position),
+            self.review_of(position),
+        )
         self.selection_changed.emit(
-            Selection(
-                position,
-                source.items[position].name,
-                row,
-                preview,
-                self.overlays.get(position),
-                self.heat_levels,
-                keep_view,
-                self.review_of(position),
-            )
+            Selection(position, name, row, preview, overlay, self.heat_levels, keep_view, review)
         )
         if preview is None:
             self.preview_needed.emit(position)

@@ -2,7 +2,9 @@
 
 With ground truth the plots show the running accuracy of the adapted and of the source model;
 without it, the running positive rate (share of images predicted as the card's positive class)
-and the running mean confidence. Per-segment bars show the same quantities over consecutive
+and the running mean confidence. The accuracies are measured against one truth, named in
+:attr:`PlotData.truth`: the dataset's labels where the source labels any image, else the review
+marks (:meth:`app.core.run_truth.Truths._plot_truth`). Per-segment bars show the same quantities over consecutive
 blocks of the stream, where drift and recovery are easier to see than in a cumulative curve.
 """
 
@@ -37,6 +39,7 @@ class PlotData:
     segment_adapted: np.ndarray
     segment_source: np.ndarray
     segment_size: int
+    truth: str = ""  # what the accuracies are measured against ("dataset labels", "review marks")
 
     @property
     def empty(self) -> bool:
@@ -75,6 +78,7 @@ class RunStatistics:
     positive_class: int = 1
     segment_size: int = 10
     low_confidence: float = 0.6
+    truth: str = "dataset labels"  # what the truths given to :meth:`extend` are
     _pred: list[int] = field(default_factory=list)
     _src: list[int] = field(default_factory=list)
     _truth: list[int] = field(default_factory=list)  # -1 when unknown
@@ -91,11 +95,14 @@ class RunStatistics:
             values.clear()
         self._guard_events = self._skipped_updates = 0
 
-    def extend(self, rows: Iterable[PredictionRow]) -> None:
-        for row in rows:
+    def extend(self, rows: Iterable[PredictionRow], truths: Iterable[int | None] | None = None) -> None:
+        """Add ``rows``; ``truths`` (one per row) replaces their ground truth for the accuracies."""
+        rows = list(rows)
+        given = [r.ground_truth for r in rows] if truths is None else list(truths)
+        for row, truth in zip(rows, given, strict=True):
             self._pred.append(row.prediction)
             self._src.append(row.source_prediction)
-            self._truth.append(-1 if row.ground_truth is None else row.ground_truth)
+            self._truth.append(-1 if truth is None else truth)
             self._conf.append(row.confidence)
             self._unc.append(row.uncertainty)
             self._guard_events += bool(row.guard_message)
@@ -149,7 +156,9 @@ class RunStatistics:
             source = np.cumsum(src == self.positive_class) / count
             confidence = np.cumsum(conf) / count
         starts, seg_a, seg_s = self._segments(pred, src, truth, labelled)
-        return PlotData(labelled, x, adapted, source, confidence, starts, seg_a, seg_s, self.segment_size)
+        return PlotData(
+            labelled, x, adapted, source, confidence, starts, seg_a, seg_s, self.segment_size, self.truth
+        )
 
     def _segments(
         self, pred: np.ndarray, src: np.ndarray, truth: np.ndarray, labelled: bool

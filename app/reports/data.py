@@ -129,7 +129,8 @@ def collect_report_data(
     )
     raw_by_key = {r.key: r for r in model.raw_rows}
     marks = tuple((raw_by_key[k], m) for k, m in model.marks.items() if k in raw_by_key)
-    metrics = model.metrics()
+    figures = model.figures()
+    both = figures.dataset.labelled and figures.reviewed.labelled
     book, reverted, classes = model.desk.book, model.desk.reverted(), tuple(info.card.classes)
     decided = tuple(  # the reported decisions with the dataset's truth (a reverted group's turned back)
         reverted_row(r, reverted[r.site_group], info.card.positive_class, len(classes))
@@ -164,7 +165,10 @@ def collect_report_data(
         slide_overview=None if overview is None else np.ascontiguousarray(overview),
         engine_version=engine_version,
         raw_rows=decided,
-        metrics=metrics if metrics.labelled else None,
+        metrics=figures.lead,
+        metrics_truth=figures.lead_truth,
+        reviewed_metrics=figures.reviewed if both else None,
+        gate=figures.gate,
         marks=marks,
         gallery=gallery,
         method_label=method_label(info.method),

@@ -30,6 +30,7 @@ from app._engine import (
 )
 from app.core.certificates import REVERTED_PATH
 from app.core.clinical import ClinicalMetrics
+from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
 from app.core.reviews import ReviewMark
 from app.core.stats import Summary
@@ -111,7 +112,12 @@ class ReportData:
     raw_rows: tuple[
         PredictionRow, ...
     ] = ()  # the decisions with the dataset's truth (predictions.csv); () = rows
-    metrics: ClinicalMetrics | None = None  # per-class figures where ground truth exists
+    metrics: ClinicalMetrics | None = None  # the figures the report leads with (where ground truth exists)
+    metrics_truth: str = ""  # what ``metrics`` is measured against (app.core.figures: DATASET or REVIEWED)
+    reviewed_metrics: ClinicalMetrics | None = (
+        None  # against the reviewers' marks, when ``metrics`` is the dataset's
+    )
+    gate: tuple[str, ...] = ()  # the applicability warnings that fired: every figure may mean nothing
     marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
     gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
     method_label: str = ""  # the method's readable name
@@ -213,6 +219,11 @@ def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
     }
 
 
+def _with_truth(document: dict[str, Any] | None, truth: str) -> dict[str, Any] | None:
+    """``document`` saying what its figures are measured against."""
+    return None if document is None else {"measured_against": truth, **document}
+
+
 def guard_events(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> list[PredictionRow]:
     """The rows after which the collapse guard acted, in arrival order."""
     return sorted((r for r in rows if r.guard_message), key=lambda r: r.index)
@@ -249,6 +260,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "changed_by_adaptation": s.changed,
             "adapted_accuracy": None if not math.isfinite(s.adapted_accuracy) else s.adapted_accuracy,
             "source_accuracy": None if not math.isfinite(s.source_accuracy) else s.source_accuracy,
+            "accuracy_measured_against": data.metrics_truth or None,
             "positive": s.positive,
             "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
             "low_confidence": s.low_confidence,
@@ -257,7 +269,13 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "reviewed": len(data.marks),
             "reverted_images": sum(1 for r in data.rows if r.decision_path == REVERTED_PATH),
         },
-        "metrics": metrics_document(data.metrics),
+        "metrics": _with_truth(metrics_document(data.metrics), data.metrics_truth),
+        "reviewed_metrics": _with_truth(metrics_document(data.reviewed_metrics), REVIEWED),
+        "applicability": {
+            "gate_fired": bool(data.gate),
+            "warnings": list(data.gate),
+            "figures": f"{GATE_CAPTION}." if data.gate else "no applicability check fired",
+        },
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
         ],

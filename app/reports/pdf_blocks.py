@@ -9,23 +9,23 @@ table, the method and state, events and errors, and the hyper-parameters in an a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from app import APP_NAME
 from app._engine import REVERTED
-from app.core.clinical import CONFIDENT, ClassMetrics, ClinicalMetrics
+from app.core.clinical import CONFIDENT
+from app.core.figures import DATASET, REVIEWED
 from app.core.overlay import PROB_COLORS, PROB_STOPS
 from app.reports.files import ReportData
+from app.reports.pdf_figures import figure_blocks, gate_note
 from app.reports.pdf_html import (
     MUTED,
     Block,
     breakable,
     chunked,
     esc,
-    grid_table,
     h2,
     notice,
     pairs_table,
@@ -85,12 +85,21 @@ def summary_block(data: ReportData) -> Block:
     ]
     m = data.metrics
     if m is not None and m.labelled:
+        origin = data.label_origin if data.metrics_truth == DATASET else None
         pairs += [
-            ("Ground truth", f"{m.labelled} images ({data.label_origin or 'review marks'})"),
+            (
+                "Figures measured against",
+                f"{data.metrics_truth} ({m.labelled} images{f', {origin}' if origin else ''})",
+            ),
             ("Accuracy, adapted model", pct(m.accuracy) + _reverted_note(data)),
             ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
             (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
         ]
+        r = data.reviewed_metrics
+        if r is not None and r.labelled:
+            pairs.append(
+                (f"Accuracy against {REVIEWED}", f"{pct(r.accuracy)} ({r.labelled} reviewed images)")
+            )
     else:
         pairs.append(("Ground truth", "not available"))
     reviewed = len(data.marks)
@@ -115,7 +124,7 @@ def summary_block(data: ReportData) -> Block:
         ("Skipped updates (non-finite loss)", s.skipped_updates),
         ("Errors during the run", len(data.errors)),
     ]
-    return Block(h2("Summary") + pairs_table(pairs))
+    return Block(h2("Summary") + gate_note(data.gate) + pairs_table(pairs))
 
 
 def _reverted_note(data: ReportData) -> str:
@@ -123,68 +132,6 @@ def _reverted_note(data: ReportData) -> str:
     if any(g["verdict"] == REVERTED for g in data.certificates):
         return " (reverted site groups: the source model's decisions)"
     return ""
-
-
-def _metric_cells(m: ClassMetrics) -> list[str]:
-    return [pct(m.sensitivity), pct(m.specificity), pct(m.precision)]
-
-
-def metrics_block(m: ClinicalMetrics) -> Block:
-    head = [
-        "Class",
-        "Images",
-        "Sensitivity",
-        "Specificity",
-        "Precision",
-        "Sensitivity, source model",
-        "Specificity, source model",
-    ]
-    body = [
-        [esc(a.name), str(a.support), *_metric_cells(a), pct(b.sensitivity), pct(b.specificity)]
-        for a, b in zip(m.per_class, m.source_per_class, strict=True)
-    ]
-    intro = (
-        f"<p style='color:{MUTED}'>Each class against the others, over the {m.labelled} images with ground "
-        "truth (a reviewer's mark counts as ground truth). Sensitivity: share of the class found; "
-        "specificity: share of the other images not called this class.</p>"
-    )
-    return Block(h2("Per-class results") + intro + grid_table(head, body, align="right"))
-
-
-def confusion_html(matrix: np.ndarray, classes: Sequence[str], title: str) -> str:
-    """A confusion matrix, each cell shaded by its share of the row (blue right, red wrong)."""
-    head = "".join(f"<th style='background:#eeeeee'>{esc(c)}</th>" for c in classes)
-    rows = []
-    for t, name in enumerate(classes):
-        total = int(matrix[t].sum())
-        cells = [f"<td style='background:#eeeeee'><b>{esc(name)}</b></td>"]
-        for p in range(len(classes)):
-            count = int(matrix[t, p])
-            share = count / total if total else 0.0
-            base = np.array([49, 104, 200] if t == p else [214, 39, 40])
-            tint = (255 - share * (255 - base)).round().astype(int)
-            colour = "#" + "".join(f"{int(v):02x}" for v in tint)
-            ink = "#ffffff" if share > 0.6 else "#000000"
-            cells.append(
-                f"<td align='center' bgcolor='{colour}' width='70'><span style='color:{ink}'><b>{count}</b>"
-                f"<br>{pct(share) if total else ''}</span></td>"
-            )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f"<p><b>{esc(title)}</b> (rows: truth, columns: prediction)</p>"
-        "<table cellspacing='0' cellpadding='4' border='1' style='border-collapse:collapse; border-color:#bbbbbb'>"
-        f"<tr><th style='background:#eeeeee'>truth \\ predicted</th>{head}</tr>{''.join(rows)}</table>"
-    )
-
-
-def confusion_block(m: ClinicalMetrics) -> Block:
-    side = (
-        "<table cellspacing='0' cellpadding='0'><tr>"
-        f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'Adapted model')}</td><td width='24'></td>"
-        f"<td valign='top'>{confusion_html(m.source_confusion, m.classes, 'Source model')}</td></tr></table>"
-    )
-    note = f"<p style='color:{MUTED}'>Percentages are shares of each row (of the images of that class).</p>"
-    return Block(h2("Confusion matrix") + side + note)
 
 
 def slide_map_block(data: ReportData, width: int) -> Block | None:
@@ -265,8 +212,7 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
     """Every block of the report in reading order."""
 
     blocks = [title_block(data), summary_block(data)]
-    if data.metrics is not None and data.metrics.labelled:
-        blocks += [metrics_block(data.metrics), confusion_block(data.metrics)]
+    blocks += figure_blocks(data)
     blocks += certificate_blocks(data)
     slide_map = slide_map_block(data, width) if with_images else None
     if slide_map is not None:

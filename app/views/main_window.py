@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from app import APP_NAME
 from app._engine import FieldInfo
 from app.core.certificates import GroupLine, QueueState
-from app.core.clinical import ClinicalMetrics
+from app.core.figures import Figures
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
 from app.core.overlay import Overlay
@@ -264,8 +264,8 @@ class MainWindow(WindowParts, QMainWindow):
     def set_plot_data(self, data: PlotData) -> None:
         self.plots.set_data(data)
 
-    def set_metrics(self, metrics: ClinicalMetrics | None) -> None:
-        self.metrics.set_metrics(metrics)
+    def set_metrics(self, figures: Figures | None) -> None:
+        self.metrics.set_metrics(figures)
 
     def set_tile_values(self, cells: list[tuple[int, int, float]]) -> None:
         self.slide_view.set_values(cells)

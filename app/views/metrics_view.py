@@ -1,4 +1,7 @@
-"""Clinical figures where ground truth exists: the confusion matrix and per-class sensitivity/specificity."""
+"""Clinical figures where ground truth exists, in two sets never mixed: against the dataset's
+labels and against the reviewers' marks (:mod:`app.core.figures`), each with its confusion matrix
+and per-class sensitivity/specificity; when the applicability gate fired, every set says at its
+figures that the model may not apply."""
 
 from __future__ import annotations
 
@@ -8,10 +11,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
@@ -20,12 +25,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.clinical import CONFIDENT, ClinicalMetrics
+from app.core.figures import DATASET, GATE_CAPTION, REVIEWED, Figures, dataset_title, reviewed_title
+from app.views._plain import plain_label
 
 NO_TRUTH = (
     "No ground truth yet. It comes from class sub-folders named after the model's classes, a labels.csv "
     "in the folder, or your review marks (C confirms, X corrects the selected image)."
 )
-
+GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 
 EXPAND = QSizePolicy.Policy.Expanding  # the empty tab's message takes the room, centred
 
@@ -40,33 +47,27 @@ def _table(rows: int, cols: int) -> QTableWidget:
     table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
     table.verticalHeader().setDefaultSectionSize(22)
     table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+    table.setMinimumHeight(90)
     return table
 
 
-class MetricsView(QWidget):
-    """Confusion matrix (rows: truth, columns: prediction) and per-class figures.
-
-    Signals:
-        confidentErrorsRequested(): show the confident errors in the table.
-    """
-
-    confidentErrorsRequested = Signal()
+class FigureSet(QFrame):
+    """One set of figures under its title: the accuracy line, the confusion matrix and the per-class table."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.summary = QLabel(NO_TRUTH)
-        self.summary.setWordWrap(True)
+        self.title = QLabel()
+        self.title.setStyleSheet("font-weight: bold;")
+        self.caption = QLabel(f"⚠ {GATE_CAPTION}")  # shown only when the gate fired
+        self.caption.setStyleSheet(GATE_STYLE)
+        self.line = QLabel()
+        self.line.setWordWrap(True)
         self.confusion = _table(0, 0)
         self.per_class = _table(0, 5)
         self.per_class.setHorizontalHeaderLabels(
             ["Class", "Images", "Sensitivity", "Specificity", "Precision"]
         )
         self.per_class.verticalHeader().setVisible(False)
-        self.errors_button = QPushButton("Show confident errors")
-        self.errors_button.setToolTip(f"Wrong predictions made with confidence ≥ {CONFIDENT:.1f}")
-        self.errors_button.clicked.connect(self.confidentErrorsRequested)
-        self.metrics: ClinicalMetrics | None = None
-        # Shown only with figures: an empty tab says what to do, without headings over nothing.
         self.headings = (
             QLabel("Confusion matrix (rows: truth, columns: prediction)"),
             QLabel("Per class (this class against the others)"),
@@ -80,38 +81,29 @@ class MetricsView(QWidget):
         tables = QHBoxLayout()
         tables.addLayout(left, 1)
         tables.addLayout(right, 1)
-        bar = QHBoxLayout()
-        bar.addWidget(self.summary, 1)
-        bar.addWidget(self.errors_button)
+        head = QHBoxLayout()
+        head.addWidget(self.title)
+        head.addWidget(self.caption)
+        head.addStretch(1)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
+        layout.setContentsMargins(0, 2, 0, 6)
+        layout.addLayout(head)
+        layout.addWidget(self.line)
         layout.addLayout(tables, 1)
-        self.set_metrics(None)
 
-    def set_metrics(self, metrics: ClinicalMetrics | None) -> None:
-        self.metrics = metrics
-        has = metrics is not None and metrics.labelled > 0
-        for widget in (self.confusion, self.per_class, self.errors_button, *self.headings):
-            widget.setVisible(has)
-        self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft if has else Qt.AlignmentFlag.AlignCenter)
-        self.summary.setSizePolicy(
-            QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred if has else EXPAND
-        )
-        self.errors_button.setEnabled(has and metrics is not None and metrics.confident_errors > 0)
-        if metrics is None or not has:
-            self.summary.setText(NO_TRUTH)
-            return
-        n = len(metrics.classes)
+    def show_metrics(self, title: str, metrics: ClinicalMetrics, gate: bool, reviewed: bool) -> None:
+        self.title.setText(title)
+        self.caption.setVisible(gate)
+        self.setStyleSheet("FigureSet { border-left: 4px solid #b3261e; }" if gate else "")
         text = (
-            f"{metrics.labelled} images with ground truth · accuracy {_pct(metrics.accuracy)} · "
+            f"accuracy {_pct(metrics.accuracy)} (source model "
+            f"{_pct(float(metrics.source_confusion.trace()) / metrics.labelled)}) · "
             f"confident errors (≥ {CONFIDENT:.1f}): {metrics.confident_errors}"
         )
-        if metrics.reviewed:
-            text += (
-                f" · reviewed: {metrics.reviewed}, agreement with the model: {_pct(metrics.review_agreement)}"
-            )
-        self.summary.setText(text)
+        if reviewed:
+            text += f" · agreement of the marks with the model: {_pct(metrics.review_agreement)}"
+        self.line.setText(text)
+        n = len(metrics.classes)
         self.confusion.setRowCount(n)
         self.confusion.setColumnCount(n)
         self.confusion.setHorizontalHeaderLabels([f"→ {c}" for c in metrics.classes])
@@ -136,3 +128,80 @@ class MetricsView(QWidget):
                 if col:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.per_class.setItem(k, col, item)
+
+
+class MetricsView(QWidget):
+    """The figures against the dataset's labels and against the reviewers' marks, one set above
+    the other, each titled with its truth and image count.
+
+    Signals:
+        confidentErrorsRequested(): show the confident errors in the table.
+    """
+
+    confidentErrorsRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = QLabel(NO_TRUTH)
+        self.summary.setWordWrap(True)
+        self.gate = plain_label("")  # the warnings name folders and classes
+        self.gate.setWordWrap(True)
+        self.gate.setStyleSheet(GATE_STYLE)
+        self.errors_button = QPushButton("Show confident errors")
+        self.errors_button.setToolTip(
+            f"Wrong predictions (against the dataset's labels) made with confidence ≥ {CONFIDENT:.1f}"
+        )
+        self.errors_button.clicked.connect(self.confidentErrorsRequested)
+        self.figures: Figures | None = None
+        self.dataset, self.reviewed = FigureSet(), FigureSet()
+        sets = QWidget()
+        column = QVBoxLayout(sets)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(self.dataset, 1)
+        column.addWidget(self.reviewed, 1)
+        self.sets_area = QScrollArea()
+        self.sets_area.setWidgetResizable(True)
+        self.sets_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.sets_area.setWidget(sets)
+        bar = QHBoxLayout()
+        bar.addWidget(self.summary, 1)
+        bar.addWidget(self.errors_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.gate)
+        layout.addLayout(bar)
+        layout.addWidget(self.sets_area, 1)
+        self.set_metrics(None)
+
+    def set_metrics(self, figures: Figures | None) -> None:
+        self.figures = figures
+        has = figures is not None and figures.any
+        gate = figures.gate if figures is not None else ()
+        self.gate.setVisible(has and bool(gate))
+        self.gate.setText(f"⚠ {GATE_CAPTION}: " + " ".join(gate))
+        self.sets_area.setVisible(has)
+        self.errors_button.setVisible(has)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft if has else Qt.AlignmentFlag.AlignCenter)
+        self.summary.setSizePolicy(
+            QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred if has else EXPAND
+        )
+        if figures is None or not has:
+            self.summary.setText(NO_TRUTH)
+            self.errors_button.setEnabled(False)
+            return
+        dataset, reviewed = figures.dataset, figures.reviewed
+        self.errors_button.setEnabled(dataset.confident_errors > 0)
+        self.dataset.setVisible(dataset.labelled > 0)
+        if dataset.labelled:
+            self.dataset.show_metrics(dataset_title(dataset.labelled), dataset, bool(gate), False)
+        self.reviewed.setVisible(reviewed.labelled > 0)
+        if reviewed.labelled:
+            self.reviewed.show_metrics(reviewed_title(reviewed.labelled), reviewed, bool(gate), True)
+        text = f"The reports lead with the figures against {figures.lead_truth}"
+        if dataset.labelled and reviewed.labelled:
+            text += f" and carry those against {REVIEWED} beside them"
+        elif dataset.labelled:
+            text += " (no image reviewed yet)"
+        else:
+            text += f" ({DATASET} label none of these images)"
+        self.summary.setText(text + ". A review mark never changes the dataset's label.")

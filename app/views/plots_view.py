@@ -122,7 +122,8 @@ class PlotsView(QWidget):
                 labelled = data is not None and data.labelled
             self._set_quantity("accuracy" if labelled else "positive rate", data)
             return
-        self._set_quantity("accuracy" if data.labelled else "positive rate", data)
+        against = f" (against {data.truth})" if data.truth else ""
+        self._set_quantity(f"accuracy{against}" if data.labelled else "positive rate", data)
         self.adapted_curve.setData(data.x, data.adapted)
         self.source_curve.setData(data.x, data.source)
         self.confidence_curve.setData(data.x, data.confidence)
@@ -141,7 +142,7 @@ class PlotsView(QWidget):
             return
         self._quantity, self._titled = quantity, True
         self.running.setTitle(f"Running {quantity}<br><span style='font-size:8pt'>{KEY}</span>", color="k")
-        self.running.setLabel("left", quantity)
+        self.running.setLabel("left", quantity.split(" (")[0])  # the title names the truth
         self._title_segments(data.segment_size if data is not None else 0)
 
     def _title_segments(self, size: int) -> None:

@@ -25,6 +25,7 @@ from app._engine import (
     Failed,
     FolderSource,
     Journal,
+    Kind,
     Outcome,
     Paused,
     Predicted,
@@ -37,6 +38,7 @@ from app._engine import (
     Source,
     SourceError,
     StreamRun,
+    check_source,
     read_item,
     shown,
     tile_reader,
@@ -98,7 +100,7 @@ class EngineWorker(QObject):
         self._slide: Slide | None = None
         self._overlays: OverlayStore | None = None
         self._tissue: np.ndarray | None = None  # the open slide's tissue mask (thumbnail grid)
-        self._looks_like: str | None = None  # what the open source's images look like
+        self._looks_like: Kind | None = None  # what the open source's images look like
         self._run: StreamRun | None = None
         self._outcomes: Iterator[Outcome] | None = None
         self._pending: list[ItemResult] = []
@@ -231,8 +233,10 @@ class EngineWorker(QObject):
             for sid, rec in self._journal.record.items()
             if sid != source.source_id and rec.processed
         ]
+        gate = () if self._session is None else check_source(source, self._session.card, self._looks_like)
+        n = (len(others), sum(others))
         return SourceOpened(
-            source, done, rows, overlays, review_dir, self._tissue, len(others), sum(others), self._looks_like
+            source, done, rows, overlays, review_dir, self._tissue, *n, self._looks_like, gate
         )
 
     def _close_slide(self) -> None:

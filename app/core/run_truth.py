@@ -1,0 +1,83 @@
+"""What the run model measures its rows against (Qt-free, part of :class:`~app.core.run_model.RunModel`).
+
+The dataset's label (class sub-folders or a labels file) and the reviewer's mark are two truths
+kept side by side: a mark never replaces the label (:mod:`app.core.figures`). The plots measure
+against the dataset's labels where the source labels any image, else against the marks; a mark
+that disagrees with the label is asked about before it is kept (:meth:`Truths.disagreement`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.core.applicability import Collapse
+from app.core.figures import Figures, figures
+from app.core.filters import PredictionRow
+from app.core.review_desk import ReviewDesk
+from app.core.reviews import ReviewMark
+from app.core.run_items import Notifier
+from app.core.stats import RunStatistics
+
+
+class Truths:
+    """The truths of the run model's rows (the attributes are the run model's)."""
+
+    rows: list[PredictionRow]
+    raw_rows: list[PredictionRow]
+    classes: tuple[str, ...]
+    desk: ReviewDesk
+    gate: list[str]
+    collapse: Collapse | None
+    dataset_labelled: bool
+    stats: RunStatistics
+    metrics_changed: Notifier[Figures]
+    _row_of_position: dict[int, int]
+
+    @property
+    def marks(self) -> dict[str, ReviewMark]:
+        return self.desk.marks  # review marks by item key, in the order they were made
+
+    def _plot_truth(self, raw: PredictionRow) -> int | None:
+        """The truth the plots measure ``raw`` against: the dataset's where it labels any image, else the mark."""
+        if self.dataset_labelled:
+            return raw.ground_truth
+        mark = self.marks.get(raw.key)
+        return None if mark is None else mark.label
+
+    def set_gate(self, warnings: Sequence[str]) -> None:
+        """The engine's applicability gate fired with ``warnings`` for this source (none: it did not);
+        the figures shown so far are shown again, marked."""
+        self.gate = list(warnings)
+        if self.rows:
+            self.metrics_changed.emit(self.figures())
+
+    def _measure_against_dataset(self) -> None:
+        """The rows carry dataset labels after all: the plots measure against them from now on."""
+        self.dataset_labelled, self.stats.truth = True, "dataset labels"
+        self.stats.clear()
+        self.stats.extend(self.rows, [self._plot_truth(r) for r in self.raw_rows])
+
+    def figures(self) -> Figures:
+        """The figures against the dataset's labels and against the reviewers' marks, kept apart,
+        with the applicability warnings that fired (the gate's and a one-class collapse)."""
+        gate = [*self.gate, *([self.collapse.text()] if self.collapse is not None else [])]
+        truth = [r.ground_truth for r in self.raw_rows]
+        marks = {k: m.label for k, m in self.marks.items()}
+        return figures(self.rows, truth, marks, self.classes, gate)
+
+    def disagreement(self, position: int, label: int) -> tuple[str, str] | None:
+        """``(dataset's class, marked class)`` when marking the image at ``position`` as ``label``
+        would disagree with its dataset label; None when it agrees, the image has no label, or the
+        image already carries that mark."""
+        index = self._row_of_position.get(position)
+        if index is None or not 0 <= label < len(self.classes):
+            return None
+        raw = self.raw_rows[index]
+        mark = self.marks.get(raw.key)
+        if (
+            raw.ground_truth is None
+            or raw.ground_truth == label
+            or (mark is not None and mark.label == label)
+        ):
+            return None
+        return raw.truth_label or str(raw.ground_truth), self.classes[label]

@@ -1,0 +1,73 @@
+"""The engine's applicability gate in the app (pytest-qt, offscreen): the histology-like test model
+on a folder of fundus-like photographs is warned about on open, as ``f2tta run`` would stop with
+exit code 4, and every figure computed under the warning says so, in the Metrics tab and in the
+PDF and JSON reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+from app_fixtures import CLASSES
+from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+from PIL import Image
+
+from app.core.figures import GATE_CAPTION
+
+
+def _labelled_fundus_folder(root: Path, n: int = 12) -> Path:
+    """Bright discs on black corners (what the image-kind judge calls fundus photographs), in class
+    sub-folders named after the test model's classes, so the figures exist."""
+    yy, xx = np.mgrid[0:64, 0:64]
+    disc = (yy - 32) ** 2 + (xx - 32) ** 2 < 28**2
+    for i in range(n):
+        sub = root / CLASSES[i % 2]
+        sub.mkdir(parents=True, exist_ok=True)
+        img = np.zeros((64, 64, 3), np.uint8)
+        img[disc] = (200 - i, 90, 40)
+        Image.fromarray(img).save(sub / f"eye{i:02d}.png")
+    return root
+
+
+def test_a_model_that_does_not_apply_marks_every_figure(
+    studio: Studio, tmp_path: Path, qtbot: object
+) -> None:
+    folder = _labelled_fundus_folder(tmp_path / "eyes")
+    c = studio.open_with(folder, "Eyes")
+    window, model = c.window, c.controller.model
+    # On open, before any image is processed: the engine's gate, as f2tta run applies it.
+    assert any("look like fundus photographs" in g for g in model.gate), model.gate
+    kinds = [b for b in window.banners.banners() if b.key == "source-image-kind"]
+    assert kinds and "fundus photographs" in kinds[0].text
+    studio.run_to_end(c)
+    figures = model.figures()
+    assert figures.dataset.labelled == 12 and figures.gate, "figures computed under the fired gate"
+    metrics = window.metrics
+    assert not metrics.gate.isHidden() and GATE_CAPTION in metrics.gate.text()
+    assert "fundus photographs" in metrics.gate.text()
+    assert not metrics.dataset.caption.isHidden() and GATE_CAPTION in metrics.dataset.caption.text()
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.controller.export(str(out))
+    config = json.loads((out / "run_config.json").read_text())
+    gate = config["applicability"]
+    assert gate["gate_fired"] is True and any("fundus photographs" in w for w in gate["warnings"])
+    assert gate["figures"] == f"{GATE_CAPTION}."
+    _, text = read_pdf_text(out / "report.pdf")
+    flat = " ".join(text.split())
+    results = flat.index("Per-class results: against the dataset's labels")
+    assert GATE_CAPTION in flat[results : results + 400], "said on the page with the figures"
+    assert flat.index(GATE_CAPTION) < results, "and in the summary above them"
+
+
+def test_a_fitting_folder_marks_nothing(studio: Studio, tmp_path: Path) -> None:
+    from app_fixtures import make_folder
+
+    folder = make_folder(tmp_path, 12, labelled="csv")  # histology-like, labels mixed: nothing fires
+    c = studio.processed(folder, "Fits")
+    assert c.controller.model.gate == [] and c.controller.model.figures().gate == ()
+    assert c.window.metrics.gate.isHidden() and c.window.metrics.dataset.caption.isHidden()
