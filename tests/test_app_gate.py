@@ -16,7 +16,7 @@ from app_fixtures import CLASSES
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from PIL import Image
 
-from app.core.figures import GATE_CAPTION
+from app.core.figures import GATE_CAPTION, SORTED_CAPTION, gate_caption
 
 
 def _labelled_fundus_folder(root: Path, n: int = 12) -> Path:
@@ -71,3 +71,26 @@ def test_a_fitting_folder_marks_nothing(studio: Studio, tmp_path: Path) -> None:
     c = studio.processed(folder, "Fits")
     assert c.controller.model.gate == [] and c.controller.model.figures().gate == ()
     assert c.window.metrics.gate.isHidden() and c.window.metrics.dataset.caption.isHidden()
+
+
+def test_figures_of_a_class_sorted_folder_say_so_not_that_the_model_does_not_apply(
+    studio: Studio, tmp_path: Path
+) -> None:
+    """A folder opened in name order with class sub-folders arrives class by class: the gate
+    fires (as in f2tta run), but the model still applies; its figures say what happened instead."""
+    from app_fixtures import make_folder
+
+    folder = make_folder(tmp_path, 12, labelled="folders")
+    c = studio.processed(folder, "Sorted")
+    model, metrics = c.controller.model, c.window.metrics
+    assert model.gate_checks == ["class-sorted"], model.gate_checks
+    figures = model.figures()
+    assert figures.caption == SORTED_CAPTION and GATE_CAPTION not in metrics.gate.text()
+    assert SORTED_CAPTION in metrics.gate.text() and SORTED_CAPTION in metrics.dataset.caption.text()
+
+
+def test_the_caption_names_what_fired() -> None:
+    assert gate_caption([]) == ""
+    assert gate_caption(["class-sorted"]) == SORTED_CAPTION
+    assert gate_caption(["class-sorted", "image-kind"]) == GATE_CAPTION
+    assert gate_caption(["collapse"]) == gate_caption(["resolution"]) == GATE_CAPTION

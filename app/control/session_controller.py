@@ -190,7 +190,7 @@ class SessionController:
             self.status.log("warning", warning.message)
             self.model.checks.append(warning.message)
             self.view.show_banner(advice.gate(warning, looks, trained, available_demos()))  # type: ignore[arg-type]
-        self.model.set_gate([w.message for w in opened.gate])
+        self.model.set_gate([(w.check, w.message) for w in opened.gate])
         if isinstance(source, FolderSource):
             folders = subfolder_warning(source, classes)
             if folders:

@@ -20,6 +20,21 @@ from app.core.filters import PredictionRow
 DATASET = "the dataset's labels"
 REVIEWED = "the reviewers' marks"
 GATE_CAPTION = "Model may not apply — these figures may mean nothing"
+SORTED_CAPTION = (
+    "Images arrived class by class — adaptation and these figures may not hold for a mixed stream"
+)
+
+
+def gate_caption(checks: Sequence[str]) -> str:
+    """What every figure says under the checks that fired (empty: none fired).
+
+    A class-sorted stream alone does not make the model inapplicable, it biases the adaptation
+    (and the running figures) towards the order: it gets its own words. Any other check (image
+    kind, resolution, a one-class collapse) means the model may not apply at all.
+    """
+    if not checks:
+        return ""
+    return SORTED_CAPTION if set(checks) == {"class-sorted"} else GATE_CAPTION
 
 
 @dataclass(frozen=True)
@@ -30,11 +45,13 @@ class Figures:
         dataset: over the images the dataset labels (marks never change it).
         reviewed: over the reviewed images only, each mark as its truth.
         gate: why the model may not apply to these images (empty: no check fired).
+        caption: what every figure says under ``gate`` (:func:`gate_caption`; empty with no gate).
     """
 
     dataset: ClinicalMetrics
     reviewed: ClinicalMetrics
     gate: tuple[str, ...] = ()
+    caption: str = ""
 
     @property
     def any(self) -> bool:
@@ -70,6 +87,7 @@ def figures(
     marks: Mapping[str, int],
     classes: Sequence[str],
     gate: Sequence[str] = (),
+    checks: Sequence[str] = (),
 ) -> Figures:
     """Both figure sets of ``rows`` (the decisions as shown).
 
@@ -79,6 +97,8 @@ def figures(
         marks: the reviewers' class of each reviewed image, by item key.
         classes: the model's class names.
         gate: the warnings of the checks that fired.
+        checks: the names of those checks (``image-kind``, ``class-sorted``, ``resolution``,
+            ``collapse``), which choose the caption.
     """
     labelled = [
         dataclasses.replace(row, ground_truth=truth, truth_label=_name(truth, classes))
@@ -94,6 +114,7 @@ def figures(
         clinical_metrics(labelled, classes),
         clinical_metrics(reviewed, classes, {r.key for r in reviewed}),
         tuple(gate),
+        gate_caption(checks) if gate else "",
     )
 
 

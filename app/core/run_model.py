@@ -62,6 +62,7 @@ class RunModel(Truths):
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         self.checks: list[str] = []  # applicability warnings about this source (for the reports)
         self.gate: list[str] = []  # the engine's applicability gate's warnings that fired for it
+        self.gate_checks: list[str] = []  # the names of those checks (they choose the figures' caption)
         self.dataset_labelled = False  # the source labels some images: the plots measure against them
         self.run_guard_events = self.run_skipped_updates = 0
         self._collapse_checked = 0  # rows when the collapse was last checked
@@ -111,7 +112,7 @@ class RunModel(Truths):
         total = len(source.items)
         self.rows, self.raw_rows, self.overlays = [], [], {}
         self.classes = tuple(classes)
-        self.kinds, self.collapse, self.checks, self.gate = KindTally(), None, [], []
+        self.kinds, self.collapse, self.checks, self.gate, self.gate_checks = KindTally(), None, [], [], []
         self.dataset_labelled = any(item.ground_truth is not None for item in source.items)
         self._collapse_checked = 0
         self.previews.clear()

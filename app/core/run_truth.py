@@ -44,10 +44,11 @@ class Truths:
         mark = self.marks.get(raw.key)
         return None if mark is None else mark.label
 
-    def set_gate(self, warnings: Sequence[str]) -> None:
-        """The engine's applicability gate fired with ``warnings`` for this source (none: it did not);
-        the figures shown so far are shown again, marked."""
-        self.gate = list(warnings)
+    def set_gate(self, warnings: Sequence[tuple[str, str]]) -> None:
+        """The engine's applicability gate fired with ``warnings`` (``(check, message)`` pairs) for
+        this source (none: it did not); the figures shown so far are shown again, marked."""
+        self.gate = [message for _, message in warnings]
+        self.gate_checks = [check for check, _ in warnings]
         if self.rows:
             self.metrics_changed.emit(self.figures())
 
@@ -60,10 +61,12 @@ class Truths:
     def figures(self) -> Figures:
         """The figures against the dataset's labels and against the reviewers' marks, kept apart,
         with the applicability warnings that fired (the gate's and a one-class collapse)."""
+        collapsed = self.collapse is not None
         gate = [*self.gate, *([self.collapse.text()] if self.collapse is not None else [])]
+        checks = [*self.gate_checks, *(["collapse"] if collapsed else [])]
         truth = [r.ground_truth for r in self.raw_rows]
         marks = {k: m.label for k, m in self.marks.items()}
-        return figures(self.rows, truth, marks, self.classes, gate)
+        return figures(self.rows, truth, marks, self.classes, gate, checks)
 
     def disagreement(self, position: int, label: int) -> tuple[str, str] | None:
         """``(dataset's class, marked class)`` when marking the image at ``position`` as ``label``

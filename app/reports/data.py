@@ -169,6 +169,7 @@ def collect_report_data(
         metrics_truth=figures.lead_truth,
         reviewed_metrics=figures.reviewed if both else None,
         gate=figures.gate,
+        gate_caption=figures.caption,
         marks=marks,
         gallery=gallery,
         method_label=method_label(info.method),

@@ -118,6 +118,7 @@ class ReportData:
         None  # against the reviewers' marks, when ``metrics`` is the dataset's
     )
     gate: tuple[str, ...] = ()  # the applicability warnings that fired: every figure may mean nothing
+    gate_caption: str = ""  # what every figure says under them (app.core.figures.gate_caption)
     marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
     gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
     method_label: str = ""  # the method's readable name
@@ -274,7 +275,9 @@ def config_document(data: ReportData) -> dict[str, Any]:
         "applicability": {
             "gate_fired": bool(data.gate),
             "warnings": list(data.gate),
-            "figures": f"{GATE_CAPTION}." if data.gate else "no applicability check fired",
+            "figures": f"{data.gate_caption or GATE_CAPTION}."
+            if data.gate
+            else "no applicability check fired",
         },
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)

@@ -124,7 +124,7 @@ def summary_block(data: ReportData) -> Block:
         ("Skipped updates (non-finite loss)", s.skipped_updates),
         ("Errors during the run", len(data.errors)),
     ]
-    return Block(h2("Summary") + gate_note(data.gate) + pairs_table(pairs))
+    return Block(h2("Summary") + gate_note(data.gate, data.gate_caption) + pairs_table(pairs))
 
 
 def _reverted_note(data: ReportData) -> str:

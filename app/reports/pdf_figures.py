@@ -19,14 +19,15 @@ from app.reports.pdf_html import MUTED, Block, esc, grid_table, h2, pct
 __all__ = ["figure_blocks", "gate_note"]
 
 
-def gate_note(gate: Sequence[str]) -> str:
-    """The "model may not apply" box with the warnings that fired (empty: none fired)."""
+def gate_note(gate: Sequence[str], caption: str = GATE_CAPTION) -> str:
+    """The "model may not apply" box (or ``caption``'s words) with the warnings that fired (empty:
+    none fired)."""
     if not gate:
         return ""
     items = "".join(f"<li>{esc(text)}</li>" for text in gate)
     return (
         "<table width='100%' cellpadding='5' style='border: 1px solid #b3261e; background:#fdecea'>"
-        f"<tr><td><b style='color:#b3261e'>⚠ {esc(GATE_CAPTION)}.</b><ul>{items}</ul></td></tr></table>"
+        f"<tr><td><b style='color:#b3261e'>⚠ {esc(caption or GATE_CAPTION)}.</b><ul>{items}</ul></td></tr></table>"
     )
 
 
@@ -40,7 +41,10 @@ def figure_blocks(data: ReportData) -> list[Block]:
         sets.append((reviewed_title(data.reviewed_metrics.labelled), data.reviewed_metrics))
     blocks = []
     for title, metrics in sets:
-        blocks += [metrics_block(metrics, title, data.gate), confusion_block(metrics, title)]
+        blocks += [
+            metrics_block(metrics, title, data.gate, data.gate_caption),
+            confusion_block(metrics, title),
+        ]
     return blocks
 
 
@@ -48,7 +52,7 @@ def _metric_cells(m: ClassMetrics) -> list[str]:
     return [pct(m.sensitivity), pct(m.specificity), pct(m.precision)]
 
 
-def metrics_block(m: ClinicalMetrics, title: str, gate: Sequence[str] = ()) -> Block:
+def metrics_block(m: ClinicalMetrics, title: str, gate: Sequence[str] = (), caption: str = "") -> Block:
     head = [
         "Class",
         "Images",
@@ -69,7 +73,7 @@ def metrics_block(m: ClinicalMetrics, title: str, gate: Sequence[str] = ()) -> B
         "share of the class found; specificity: share of the other images not called this class.</p>"
     )
     table = grid_table(head, body, align="right")
-    return Block(h2(f"Per-class results: {_lower(title)}") + gate_note(gate) + intro + table)
+    return Block(h2(f"Per-class results: {_lower(title)}") + gate_note(gate, caption) + intro + table)
 
 
 def _lower(title: str) -> str:

@@ -91,8 +91,11 @@ class FigureSet(QFrame):
         layout.addWidget(self.line)
         layout.addLayout(tables, 1)
 
-    def show_metrics(self, title: str, metrics: ClinicalMetrics, gate: bool, reviewed: bool) -> None:
+    def show_metrics(self, title: str, metrics: ClinicalMetrics, caption: str, reviewed: bool) -> None:
+        """``caption``: what the figures say under a fired applicability gate (empty: none fired)."""
+        gate = bool(caption)
         self.title.setText(title)
+        self.caption.setText(f"⚠ {caption}")
         self.caption.setVisible(gate)
         self.setStyleSheet("FigureSet { border-left: 4px solid #b3261e; }" if gate else "")
         text = (
@@ -178,7 +181,8 @@ class MetricsView(QWidget):
         has = figures is not None and figures.any
         gate = figures.gate if figures is not None else ()
         self.gate.setVisible(has and bool(gate))
-        self.gate.setText(f"⚠ {GATE_CAPTION}: " + " ".join(gate))
+        caption = figures.caption if figures is not None else ""
+        self.gate.setText(f"⚠ {caption}: " + " ".join(gate))
         self.sets_area.setVisible(has)
         self.errors_button.setVisible(has)
         self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft if has else Qt.AlignmentFlag.AlignCenter)
@@ -193,10 +197,14 @@ class MetricsView(QWidget):
         self.errors_button.setEnabled(dataset.confident_errors > 0)
         self.dataset.setVisible(dataset.labelled > 0)
         if dataset.labelled:
-            self.dataset.show_metrics(dataset_title(dataset.labelled), dataset, bool(gate), False)
+            self.dataset.show_metrics(
+                dataset_title(dataset.labelled), dataset, caption if gate else "", False
+            )
         self.reviewed.setVisible(reviewed.labelled > 0)
         if reviewed.labelled:
-            self.reviewed.show_metrics(reviewed_title(reviewed.labelled), reviewed, bool(gate), True)
+            self.reviewed.show_metrics(
+                reviewed_title(reviewed.labelled), reviewed, caption if gate else "", True
+            )
         text = f"The reports lead with the figures against {figures.lead_truth}"
         if dataset.labelled and reviewed.labelled:
             text += f" and carry those against {REVIEWED} beside them"
