@@ -149,11 +149,15 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     press.trigger()
     assert len(asked) == 1 and f"The folder says '{row.truth_label}'" in asked[0]
     assert not model.marks and window.table.model.review_at(0) == "", "No records nothing"
+    selected = window.table.selected_row()
+    assert selected is not None and selected.position == row.position, "and keeps the image selected"
     before = model.figures()
     assert before.dataset.labelled == 12 and before.reviewed.labelled == 0
     _select(c, 0)
     press.trigger()
     assert len(asked) == 2 and model.marks[row.key].label != row.ground_truth
+    selected = window.table.selected_row()
+    assert selected is not None and selected.position != row.position, "a recorded mark moves on"
     assert window.table.model.review_at(0).endswith(f" · dataset: {row.truth_label}")
     after = model.figures()
     assert model.rows[0].ground_truth == row.ground_truth, "the folder's label stays the truth"

@@ -70,6 +70,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows: list[PredictionRow] = []
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
         self._reviews: dict[int, str] = {}  # review column text by row
+        self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
         self.queue = QueueState({}, {})  # the review queue's order and each group's verdict
 
@@ -200,6 +201,7 @@ class PredictionTableModel(QAbstractTableModel):
             return
         self._rows[index] = row
         self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
+        self.review_updates += 1
         if review:
             self._reviews[index] = review
         else:

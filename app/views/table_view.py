@@ -189,10 +189,15 @@ class PredictionTable(QWidget):
 
     def mark_selected(self, label: int) -> None:
         """The selected image is of class ``label``; then the next row (in the review queue, the
-        queue's new first image: the reviewed one has left it and the order may have changed)."""
+        queue's new first image: the reviewed one has left it and the order may have changed).
+        A mark that was not recorded (the reviewer said No to marking against the dataset's
+        label) keeps the image selected."""
         row = self.selected_row()
         if row is not None and 0 <= label < len(self._classes):
+            before = self.model.review_updates
             self.reviewRequested.emit(row.position, label)
+            if self.model.review_updates == before:
+                return
             if self.in_queue:
                 self.table.clearSelection()
             self.step(1)
