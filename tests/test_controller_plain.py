@@ -282,32 +282,37 @@ def test_a_mark_against_the_label_changes_only_the_reviewed_figures(tmp_path: Pa
 
 
 # -- profiles ------------------------------------------------------------------------------------
-def test_switching_profile_reloads_the_session_and_reopens_the_source(tmp_path: Path) -> None:
+def test_switching_project_reloads_the_session_and_empties_the_screen(tmp_path: Path) -> None:
     c, view, worker, _ = make(tmp_path, persist=True)
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path))
     c.open_folder(str(tmp_path / "site"))
     c.sessions.on_worker_source_ready(folder(tmp_path, 3))
     c.profiles.select(DEFAULT_PROFILE)
-    assert worker.names().count("open_session") == 1, "selecting the profile in use does nothing"
+    assert worker.names().count("open_session") == 1, "selecting the project in use does nothing"
 
     c.profiles.select("Site B")
     assert c.state.settings.profile == "Site B" and c.phase is Phase.LOADING and c.state.info is None
     assert worker.last("open_session")[0].profile == "Site B"
     assert '"profile": "Site B"' in (tmp_path / "settings.json").read_text(), "the choice is saved"
+    assert c.model.source is None and c.model.rows == [] and view.last("set_source_title") == ("",)
+    assert view.last("clear_results")[0] == 0 and view.last("set_inputs") == ([],)
     c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
-    names, current = view.last("set_profiles")
+    names, current, _details = view.last("set_profiles")
     assert current == "Site B" and "Site B" in names
-    assert worker.last("open_source")[0].path == tmp_path / "site", "the open folder, under the new profile"
+    assert worker.names().count("open_source") == 1, "the other project's folder is not carried over"
+    assert c.phase is Phase.DONE and view.actions().open
 
     c.profiles.on_window_rename_profile_requested("../bad")
-    assert view.last("show_error")[0] == "Rename profile" and "rename_profile" not in worker.names()
+    assert view.last("show_error")[0] == "Rename project" and "rename_profile" not in worker.names()
     c.profiles.on_window_rename_profile_requested(" Site C ")
     assert worker.last("rename_profile") == ("Site C",) and c.state.settings.profile == "Site C"
 
 
-def test_deleting_the_profile_in_use_leaves_a_usable_session(tmp_path: Path) -> None:
+def test_deleting_the_project_in_use_leaves_a_usable_session(tmp_path: Path) -> None:
     c, view, worker, _ = make(tmp_path, profile="Site B")
+    (tmp_path / "profiles" / "Site B").mkdir(parents=True)
+    (tmp_path / "profiles" / DEFAULT_PROFILE).mkdir()
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
     c.open_folder(str(tmp_path / "site"))
@@ -315,19 +320,44 @@ def test_deleting_the_profile_in_use_leaves_a_usable_session(tmp_path: Path) -> 
     c.start()
     c.on_worker_results_ready(results(0))
     c.on_worker_run_ended(ended("stopped", 1, tmp_path))
+    assert c.model.rows
 
     c.profiles.on_window_delete_profile_requested("Site B")
-    assert worker.last("delete_profile") == (DEFAULT_PROFILE,) and c.state.settings.profile == DEFAULT_PROFILE
-    assert c.model.source is None and c.model.pending == 0, "the deleted profile's source is closed"
+    assert (
+        worker.last("delete_profile") == (tmp_path, "Site B") and c.state.settings.profile == DEFAULT_PROFILE
+    )
+    assert worker.names()[-2:] == ["delete_profile", "open_session"], (
+        "the next project opens after the deletion"
+    )
+    assert worker.last("open_session")[0].profile == DEFAULT_PROFILE
+    assert c.model.source is None and c.model.pending == 0 and not c.model.rows, (
+        "the deleted project's rows are gone"
+    )
+    assert view.last("clear_results")[0] == 0 and "clear_banners" in view.names()
+    c.sessions.on_worker_source_ready(folder(tmp_path, 3))  # a late answer for the deleted project
+    assert c.model.source is None, "an answer about the deleted project is dropped"
     c.sessions.on_worker_session_ready(session_info(tmp_path, DEFAULT_PROFILE))
-    assert c.state.usable and c.phase is Phase.DONE and view.actions().open
+    assert c.state.usable and c.phase is Phase.DONE and view.actions().open and not view.actions().export
     assert view.last("set_profiles")[1] == DEFAULT_PROFILE
     c.open_folder(str(tmp_path / "site"))
     assert worker.last("open_source")[0].path == tmp_path / "site" and c.phase is Phase.LOADING
 
     c.profiles.on_worker_profile_failed("Profile 'x' cannot be deleted: busy")
-    assert view.last("show_error") == ("Profile", "Profile 'x' cannot be deleted: busy")
+    assert view.last("show_error") == ("Project", "Profile 'x' cannot be deleted: busy")
     assert "Profile 'x' cannot be deleted: busy" in view.logged("error")
+
+
+def test_deleting_the_last_project_opens_a_new_empty_one_and_says_so(tmp_path: Path) -> None:
+    c, view, worker, _ = make(tmp_path, profile=DEFAULT_PROFILE)
+    (tmp_path / "profiles" / DEFAULT_PROFILE).mkdir(parents=True)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(tmp_path))
+    c.profiles.on_window_delete_profile_requested(DEFAULT_PROFILE)
+    assert worker.last("delete_profile") == (tmp_path, DEFAULT_PROFILE)
+    assert worker.names().count("open_session") == 2, "the same name: loaded again all the same"
+    banner = view.last("show_banner")[0]
+    assert banner.key == "project" and "No other project was left" in banner.text
+    assert ("new-project", "New project…") in banner.actions
 
 
 def test_a_new_profile_and_the_banners_fixes(tmp_path: Path) -> None:
@@ -336,9 +366,12 @@ def test_a_new_profile_and_the_banners_fixes(tmp_path: Path) -> None:
     c.sessions.on_worker_session_ready(session_info(tmp_path))
     c.profiles.create("Site D")
     assert c.state.settings.profile == "Site D" and worker.last("open_session")[0].profile == "Site D"
-    assert (tmp_path / "profiles").is_dir()
+    assert not (tmp_path / "profiles").exists(), "the worker makes the project's folder"
     c.profiles.create("")
-    assert view.last("show_error")[0] == "New profile"
+    assert view.last("show_error")[0] == "New project"
+    (tmp_path / "profiles" / "Site E").mkdir(parents=True)
+    c.profiles.create("Site E")
+    assert "exists already" in view.last("show_error")[1] and c.state.settings.profile == "Site D"
     c.profiles.on_window_banner_action_triggered("open", "show-log")
     assert view.last("show_tab") == ("log",)
     view.answers["confirm"] = False

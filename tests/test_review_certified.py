@@ -328,7 +328,7 @@ def test_undo_through_the_controller_selects_the_image_and_takes_the_banner_away
     assert view.last("dismiss_banner") == ("source-reverted-1",)
     assert any("Group 1 is no longer reverted" in m for m in view.logged("info"))
     assert view.last("select_row") == (19,) and view.last("set_undo_texts") == ("img13.png", "img19.png")
-    assert view.last("show_status")[0] == "Undone: img19.png has no review mark (removed from the profile)"
+    assert view.last("show_status")[0] == "Undone: img19.png has no review mark (removed from the project)"
     c.on_window_undo_requested(redo=True)
     assert c.model.desk.book.verdict(1) == REVERTED and view.last("show_banner")[0].key == "source-reverted-1"
     assert view.last("show_status")[0] == "Redone: the review mark on img19.png"

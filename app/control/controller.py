@@ -73,6 +73,7 @@ class Controller:
         view.set_preferences(settings.low_confidence, settings.overlay_opacity)
         view.set_reviewer(settings.reviewer_name())
         view.set_order(settings.order)
+        view.set_start_folders(settings.start_folders())
         view.set_demos(available_demos())
         self.sessions.refresh_profiles()
         self.status.set_phase(Phase.EMPTY)
@@ -206,9 +207,11 @@ class Controller:
         self.sessions.load_session()
 
     def open_folder(self, path: str) -> None:
+        self.sessions.remember_folder("folder", Path(path).parent)
         self.sessions.open_folder(path)
 
     def open_slide(self, path: str) -> None:
+        self.sessions.remember_folder("slide", Path(path).parent)
         self.sessions.open_slide(path)
 
     def save_settings(self) -> None:
@@ -309,6 +312,7 @@ class Controller:
         if data is None:
             self.on_worker_export_failed("Nothing to export: open images and process them first.")
             return
+        self.sessions.remember_folder("export", directory)
         self.log("info", f"Exporting reports to {shown_name(directory)} …")
         self.worker.export_reports(directory, data)
 

@@ -12,12 +12,15 @@ import dataclasses
 from pathlib import Path
 from typing import Protocol
 
+from app._engine import SlideSource
 from app.control.requests import WorkerRequests
 from app.control.status import Status
 from app.control.view import View
 from app.core import advice
 from app.core.open_session import OpenSession
+from app.core.phase import Phase
 from app.core.profiles import DEFAULT_PROFILE, ProfileError, ProfileStore, check_name
+from app.core.projects import model_choices, model_file_text, next_project
 from app.core.run_model import RunModel
 from app.core.settings import (
     DEMO_MODEL,
@@ -35,8 +38,15 @@ from app.core.settings import (
 class SessionActions(Protocol):
     """What profile actions ask of the session controller."""
 
-    def apply_settings(self, settings: AppSettings, then_open: Path | None = None) -> None: ...
+    open_after_session: Path | None
+
+    def apply_settings(
+        self, settings: AppSettings, then_open: Path | None = None, reload: bool = False
+    ) -> None: ...
     def save_settings(self) -> None: ...
+    def clear_screen(self) -> None: ...
+    def refresh_profiles(self) -> None: ...
+    def remember_folder(self, kind: str, folder: Path) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
 
@@ -86,44 +96,86 @@ class ProfileActions:
         return new
 
     def select(self, name: str) -> None:
+        """Open the project ``name`` with its own model and method; the screen starts empty (its
+        folders and slides are offered on the welcome page)."""
         st = self.state
         if name == st.settings.profile and st.usable and st.state_dir is None:
             return
         st.state_dir = None
+        self.sessions.clear_screen()
         self.sessions.apply_settings(self.settings_for_profile(name))
 
+    def on_window_new_project_requested(self) -> None:
+        """Ask for the new project's name and model, then create it with them."""
+        st = self.state
+        current = st.settings.model_path() if st.info is not None else None
+        demos = {kind: DEMO_MODELS[kind] for kind in sorted(available_demos())}
+        taken = ProfileStore(st.home).names()
+        answer = self.view.ask_new_project(model_choices(current, demos), taken, model_file_text)
+        if answer is None:
+            return
+        name, model = answer
+        self.sessions.remember_folder("model", Path(model).parent)
+        self.create(name, dataclasses.replace(st.settings, model=model_setting(Path(model))))
+
     def create(self, name: str, settings: AppSettings | None = None) -> None:
-        """A new profile with the current model and method (or ``settings``), selected."""
+        """A new project with the model and method of ``settings`` (the current ones when None),
+        opened. The engine worker makes its folder (the one writer of project folders)."""
         st = self.state
         try:
             name = check_name(name)
-            ProfileStore(st.home).open(name)
-        except (ProfileError, OSError) as exc:
-            self.view.show_error("New profile", str(exc))
+            if ProfileStore(st.home).info(name) is not None:
+                raise ProfileError(f"a project named {name!r} exists already")
+        except ProfileError as exc:
+            self.view.show_error("New project", str(exc))
             return
         st.state_dir = None
+        self.sessions.clear_screen()
         self.sessions.apply_settings(dataclasses.replace(settings or st.settings, profile=name))
 
     def on_window_rename_profile_requested(self, name: str) -> None:
+        """Rename the current project; its open folder or slide opens again under the new name."""
         try:
             check_name(name)
         except ProfileError as exc:
-            self.view.show_error("Rename profile", str(exc))
+            self.view.show_error("Rename project", str(exc))
             return
+        source = self.model.source
+        self.sessions.clear_screen()
+        if source is not None:
+            self.sessions.open_after_session = source.path if isinstance(source, SlideSource) else source.root
         self.state.settings = dataclasses.replace(self.state.settings, profile=name.strip())
         self.sessions.save_settings()
+        self.status.set_phase(Phase.LOADING)
         self.worker.rename_profile(name.strip())
 
     def on_window_delete_profile_requested(self, name: str) -> None:
-        fallback = DEFAULT_PROFILE
-        self.state.settings = dataclasses.replace(self.state.settings, profile=fallback)
-        self.sessions.save_settings()
-        self.model.close()
-        self.worker.delete_profile(fallback)
+        """Delete the project ``name``. The one in use: the app goes on in the project saved most
+        recently, or -- none left -- in a new empty project "default" with the same model, and
+        says so. The screen is emptied and the review files let go of first, so nothing writes
+        into the folder the worker removes."""
+        st = self.state
+        if name != st.settings.profile or st.state_dir is not None:
+            self.worker.delete_profile(st.home, name)
+            self.status.log("info", f"Project '{name}' deleted.")
+            self.sessions.refresh_profiles()
+            return
+        following = next_project(ProfileStore(st.home).infos(), name)
+        self.sessions.clear_screen()
+        self.worker.delete_profile(st.home, name)
+        if following is not None:
+            settings = self.settings_for_profile(following)
+            self.status.log("info", f"Project '{name}' deleted; project '{following}' is open.")
+        else:
+            settings = dataclasses.replace(st.settings, profile=DEFAULT_PROFILE)
+            model = model_file_text(settings.model_path())
+            self.status.log("info", f"Project '{name}' deleted; no other project was left.")
+            self.view.show_banner(advice.fresh_project(name, DEFAULT_PROFILE, model))
+        self.sessions.apply_settings(settings, reload=True)
 
     def on_worker_profile_failed(self, message: str) -> None:
         self.status.log("error", message)
-        self.view.show_error("Profile", message)
+        self.view.show_error("Project", message)
 
     # -- settings and demos --------------------------------------------------------------------
     def on_window_settings_requested(self) -> None:
@@ -166,10 +218,12 @@ class ProfileActions:
             self.create(advice.profile_for_method(st.settings.profile, method))
         elif verb == "new-profile":
             self.create(arg)
+        elif verb == "new-project":
+            self.on_window_new_project_requested()
         elif verb == "reset":
             if view.confirm(
                 "Reset to source model",
-                f"Reset profile '{st.settings.profile}' to the source model? Its adaptation state and "
+                f"Reset project '{st.settings.profile}' to the source model? Its adaptation state and "
                 "record of processed images are deleted (review marks are kept).",
             ):
                 s.request_reset()

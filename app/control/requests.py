@@ -34,8 +34,9 @@ class WorkerRequests(Protocol):
         """Rename the open profile, then reopen the session under ``name``."""
         ...
 
-    def delete_profile(self, fallback: str) -> None:
-        """Delete the open profile, then open the session under ``fallback``."""
+    def delete_profile(self, home: Path | None, name: str) -> None:
+        """Delete the project ``name`` of ``home`` (the open one released first; answer only when it
+        fails: profile failed). The next session is asked for separately."""
         ...
 
     def start(self) -> None:

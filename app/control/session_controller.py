@@ -27,6 +27,8 @@ from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceR
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.profiles import ProfileStore
+from app.core.projects import project_tooltip
+from app.core.recent import read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
 from app.core.run_model import RunModel
@@ -78,12 +80,16 @@ class SessionController:
 
     def on_worker_session_ready(self, info: SessionInfo) -> None:
         self.state.adopt(info)
+        if self.state.state_dir is None and info.profile.name != self.state.settings.profile:
+            self.state.settings = dataclasses.replace(self.state.settings, profile=info.profile.name)
+            self.save_settings()  # a rename that failed: the project kept its name
         self.view.set_model_text(notices.model_line(info))
         self.view.set_classes(tuple(info.card.classes))
         self.view.set_profile_summary(self.state.profile_text())
         for key in advice.SESSION_KEYS:  # their causes went with the old session (reports: of its profile)
             self.view.dismiss_banner(key)
         self.refresh_profiles()
+        self.show_inputs()
         self.status.log("info", notices.model_loaded(info))
         self.events.session_changed.emit(info)
         if info.profile_error:
@@ -127,7 +133,7 @@ class SessionController:
 
     def _request_source(self, request: SourceRequest) -> None:
         if not self.state.usable:
-            message = "Load a model (and a usable profile) before opening images."
+            message = "Load a model (and a usable project) before opening images."
             self.status.log("error", message)
             self.view.show_banner(advice.source_failed(message, None))
             return
@@ -145,6 +151,8 @@ class SessionController:
 
     def on_worker_source_ready(self, opened: SourceOpened) -> None:
         source, model, info = opened.source, self.model, self.state.info
+        if not self.state.usable:  # an answer for a project left since (renamed, deleted, switched)
+            return
         labelled = any(it.ground_truth is not None for it in source.items)
         self.view.clear_results(len(source.items), segment_size_for(len(source.items)), labelled)
         self.view.clear_banners(advice.SOURCE_KEYS)
@@ -174,6 +182,7 @@ class SessionController:
         hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"
         self.view.show_image(None, None, hint)
         self.status.set_phase(Phase.READY if model.pending else Phase.DONE)
+        self.show_inputs()
         self.events.source_opened.emit(opened)
 
     def _check_source(self, opened: SourceOpened) -> None:
@@ -255,16 +264,44 @@ class SessionController:
 
     # -- settings ------------------------------------------------------------------------------
     def refresh_profiles(self) -> None:
-        """The profile list in the window (the --state directory counts as the current one)."""
+        """The project list in the window, each with its model and images seen (the --state
+        directory counts as the current one)."""
         st = self.state
         current = st.state_dir.name if st.state_dir is not None else st.settings.profile
-        self.view.set_profiles(sorted({*ProfileStore(st.home).names(), current}), current)
+        details = {i.name: project_tooltip(i) for i in ProfileStore(st.home).infos()}
+        self.view.set_profiles(sorted({*details, current}), current, details)
         self.view.set_demos(available_demos())
 
-    def apply_settings(self, settings: AppSettings, then_open: Path | None = None) -> None:
+    def show_inputs(self) -> None:
+        """The current project's folders and slides, most recent first (the welcome page, File ▸ Open recent)."""
+        info = self.state.info
+        inputs = read_inputs(info.profile.path) if info is not None and self.state.state_dir is None else ()
+        self.view.set_inputs(shown_inputs(inputs))
+
+    def clear_screen(self) -> None:
+        """Forget what is open and shown before another project is opened (switched to, renamed,
+        deleted): the run model lets go of its review files first, so nothing more is written into
+        the project; the table, plots, metrics, slide, image, banners and status start empty."""
+        self.open_after_session = None
+        self.model.close()
+        self.model.progress.start(0, 0)
+        view = self.view
+        view.clear_results(0, segment_size_for(0))
+        view.clear_banners()
+        view.set_source_title("")
+        view.show_image(None, None, "")
+        view.set_undo_texts("", "")
+        view.set_progress(self.model.progress.progress(running=False))
+        view.set_inputs([])
+
+    def apply_settings(
+        self, settings: AppSettings, then_open: Path | None = None, reload: bool = False
+    ) -> None:
         """Adopt new settings; reload the session when the model, method, device or profile changed.
 
         ``then_open``: a source to open once the (re)loaded session is ready (a demo set).
+        ``reload``: load the session again even when nothing of it changed (a project deleted
+        and made again under the same name).
         """
         if then_open is not None:
             self.open_after_session = then_open
@@ -273,12 +310,22 @@ class SessionController:
         self.view.set_order(settings.order)
         self.view.set_reviewer(settings.reviewer_name())
         source = self.model.source
-        if any(getattr(old, k) != getattr(settings, k) for k in RELOAD_KEYS) or self.state.info is None:
+        if (
+            reload
+            or any(getattr(old, k) != getattr(settings, k) for k in RELOAD_KEYS)
+            or self.state.info is None
+        ):
             self.load_session()
         elif (old.order, old.order_seed) != (settings.order, settings.order_seed) and isinstance(
             source, FolderSource
         ):
             self.open_folder(str(source.root))
+
+    def remember_folder(self, kind: str, folder: Path) -> None:
+        """The ``kind`` file dialog starts in ``folder`` next time (kept in the settings)."""
+        self.state.settings = self.state.settings.remember_folder(kind, folder)
+        self.save_settings()
+        self.view.set_start_folders(self.state.settings.start_folders())
 
     def save_settings(self) -> None:
         if self.state.persist_settings:
@@ -301,7 +348,7 @@ class SessionController:
         self.state.adopt(info)
         self.view.set_profile_summary(self.state.profile_text())
         self.view.dismiss_banner("profile")
-        self.status.log("info", f"Profile '{info.profile.name}' reset to the source model")
+        self.status.log("info", f"Project '{info.profile.name}' reset to the source model")
         if self.model.source is None or info.profile_error:
             self.status.set_phase(Phase.DONE)
 

@@ -40,8 +40,8 @@ def profile_refused(profile: str, method: str, error: str) -> Banner:
         "error",
         error,
         (
-            ("new-profile-for-method", "New profile for this method"),
-            ("reset", "Reset profile…"),
+            ("new-profile-for-method", "New project for this method"),
+            ("reset", "Reset project…"),
             ("settings", "Settings…"),
         ),
     )
@@ -88,12 +88,12 @@ def new_source_in_profile(profile: str, source: Source, other_images: int, other
     suggestion = re.sub(r"[^A-Za-z0-9 ._-]", "-", name).strip(" .-_")[:64] or "new site"
     plural = "s" if other_sources > 1 else ""
     text = (
-        f"'{source.display_name}' opens in profile '{profile}', which has already adapted to {other_images} "
-        f"images from {other_sources} other source{plural}. Images of another site belong in a profile of "
+        f"'{source.display_name}' opens in project '{profile}', which has already adapted to {other_images} "
+        f"images from {other_sources} other source{plural}. Images of another site belong in a project of "
         "their own, or the adaptation carries over from one site to the next."
     )
     return Banner(
-        SOURCE_KEYS + "profile", "info", text, ((f"new-profile:{suggestion}", f"New profile '{suggestion}'"),)
+        SOURCE_KEYS + "profile", "info", text, ((f"new-profile:{suggestion}", f"New project '{suggestion}'"),)
     )
 
 
@@ -135,3 +135,14 @@ def exported(directory: str, names: Sequence[str]) -> Banner:
 
 def export_failed(message: str) -> Banner:
     return Banner("export", "error", message, (("show-log", "Show log"),))
+
+
+def fresh_project(deleted: str, name: str, model: str) -> Banner:
+    """The project in use was deleted and no other was left: a new empty one is open."""
+    return Banner(
+        "project",
+        "info",
+        f"Project '{deleted}' was deleted. No other project was left, so a new empty project '{name}' "
+        f"is open with the same model ({model}). To work with another model, make a new project.",
+        (("new-project", "New project…"),),
+    )

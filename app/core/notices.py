@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from app._engine import Source
 from app._engine import shown as shown_name
 from app.core.filters import PredictionRow
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.names import describe_model, method_label
+from app.core.projects import model_text
 from app.core.reviews import ReviewMark
 from app.core.run_model import RunModel
 
@@ -68,8 +68,9 @@ def times(count: int) -> str:
 
 
 def model_line(info: SessionInfo) -> str:
-    """The status bar's model label."""
-    return f"{Path(info.model_path).name} · {describe_model(info.card)} · {method_label(info.method)} · {info.device}"
+    """The status bar's model label: the model by its card (kind of image, classes, network, training
+    site), not its file name, which the demo models share."""
+    return f"{model_text(info.card)} · {method_label(info.method)} · {info.device}"
 
 
 def model_loaded(info: SessionInfo) -> str:
@@ -97,7 +98,7 @@ def source_opened(source: Source, opened: SourceOpened, pending: int, profile: s
         lines.append(
             (
                 "info",
-                f"{len(opened.restored_rows)} images were processed in an earlier session (profile '{profile}')",
+                f"{len(opened.restored_rows)} images were processed in an earlier session (project '{profile}')",
             )
         )
     lines += [("warning", note) for note in source.notes]
@@ -126,21 +127,21 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
 
 
 def profile_unusable(name: str, exc: Exception) -> str:
-    return f"Profile '{name}' cannot be used: {str(exc).rstrip('.')}."
+    return f"Project '{name}' cannot be used: {str(exc).rstrip('.')}."
 
 
 def settings_differ(name: str, differences: list[str]) -> str:
     return (
-        f"The saved state of profile '{name}' was made with other method settings "
+        f"The saved state of project '{name}' was made with other method settings "
         f"({'; '.join(differences)}). Set them back in Settings to continue it, or reset "
-        "the profile to the source model to use the new ones."
+        "the project to the source model to use the new ones."
     )
 
 
 def state_unusable(name: str, exc: Exception) -> str:
     return (
-        f"The saved state of profile '{name}' cannot be used: {str(exc).rstrip('.')}. "
-        "Reset the profile to the source model, or choose another profile."
+        f"The saved state of project '{name}' cannot be used: {str(exc).rstrip('.')}. "
+        "Reset the project to the source model, or choose another project."
     )
 
 
@@ -155,7 +156,7 @@ def mark_undone(name: str, mark: ReviewMark | None, redo: bool) -> str:
     if redo:
         return f"Redone: the review mark on {shown}"
     if mark is None:
-        return f"Undone: {shown} has no review mark (removed from the profile)"
+        return f"Undone: {shown} has no review mark (removed from the project)"
     return f"Undone: {shown} has its earlier review mark again"
 
 

@@ -1,8 +1,12 @@
-"""Site profiles: the adaptation state of one site, kept between sessions (Qt-free).
+"""Site profiles -- shown to the user as *projects* -- the adaptation state of one site, kept between
+sessions (Qt-free). The code keeps the name "profile"; :mod:`app.core.projects` says what a project
+shows, :mod:`app.core.recent` the folders and slides opened in it.
 
 A profile is a folder under ``<studio home>/profiles/<name>/``::
 
     profile.json        name, created/updated times, images seen, model and method (for listing)
+    inputs.json         the folders and slides opened in it (:mod:`app.core.recent`)
+    review/             review marks, overlays and certificates per folder or slide
     state/              the profile's journal (:mod:`engine.run.journal`): the engine's state, one rows
                         file per source, the lock -- the same format as ``f2tta run --state``
 
@@ -61,7 +65,7 @@ def check_name(name: str) -> str:
     name = name.strip()
     if not _NAME_RE.match(name):
         raise ProfileError(
-            f"{name!r} is not a valid profile name: use 1-64 letters, digits, spaces, '.', '_' or '-', "
+            f"{name!r} is not a valid project name: use 1-64 letters, digits, spaces, '.', '_' or '-', "
             "starting with a letter or digit"
         )
     return name
@@ -85,7 +89,7 @@ class ProfileInfo:
     def summary(self, seen: int | None = None) -> str:
         """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
         count = self.images_seen if seen is None else seen
-        text = f"Profile '{self.name}': {count} images seen"
+        text = f"Project '{self.name}': {count} images seen"
         if self.updated:
             text += f", saved {self.updated.replace('T', ' ')[:16]}"
         if count > self.images_seen:
@@ -192,9 +196,9 @@ class ProfileStore:
         old, new = check_name(old), check_name(new)
         source, target = self.root / old, self.root / new
         if not source.is_dir():
-            raise ProfileError(f"profile {old!r} does not exist")
+            raise ProfileError(f"project {old!r} does not exist")
         if target.exists():
-            raise ProfileError(f"a profile named {new!r} exists already")
+            raise ProfileError(f"a project named {new!r} exists already")
         _check_unused(source)
         os.rename(source, target)
         profile = Profile(target)
@@ -218,7 +222,7 @@ class ProfileStore:
         path = self.root / name
         if not path.is_dir():
             if not create:
-                raise ProfileError(f"profile {name!r} does not exist")
+                raise ProfileError(f"project {name!r} does not exist")
             path.mkdir(parents=True, exist_ok=True)
             Profile(path)._write_info(images_seen=0)
         return Profile(path)
@@ -255,7 +259,7 @@ def _check_unused(path: Path) -> None:
     try:
         Profile(path).open_journal().close()
     except (StateError, OSError) as exc:
-        raise ProfileError(f"profile {path.name!r} is in use or cannot be changed: {exc}") from exc
+        raise ProfileError(f"project {path.name!r} is in use or cannot be changed: {exc}") from exc
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -149,9 +149,9 @@ class RunModel(Truths):
         self.flush(force=True)
 
     def close(self) -> None:
-        self.source = None
-        self.pending = 0
-        self.desk.close()
+        self.desk.close()  # its review files saved and let go of first: nothing is written after this
+        self.source, self.pending, self.selected, self.rows, self.raw_rows = None, 0, None, [], []
+        self._unshown, self._cells, self.overlays = [], [], {}
 
     # -- results ---------------------------------------------------------------------------------
     def start_run(self, counters: bool = True) -> None:

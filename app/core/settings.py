@@ -24,6 +24,7 @@ DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
 DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
 DEMO_PROFILES = {"histology": "Demo histology", "fundus": "Demo fundus"}
 
+FOLDER_KINDS = ("folder", "slide", "export", "model")  # the file dialogs that remember where they were
 ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)
 
 
@@ -66,6 +67,7 @@ class AppSettings:
     profile: str = DEFAULT_PROFILE  # site profile the adaptation state is kept in
     autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
     reviewer: str = ""  # the name kept with each review mark; empty = the operating system's user name
+    folders: dict[str, str] = field(default_factory=dict)  # where each file dialog starts (FOLDER_KINDS)
 
     def model_path(self) -> Path:
         return Path(self.model).expanduser() if self.model else DEMO_MODEL
@@ -78,6 +80,18 @@ class AppSettings:
             return getpass.getuser()
         except (OSError, KeyError, ImportError):  # no user name in the environment or the password database
             return "unknown reviewer"
+
+    def start_folders(self) -> dict[str, str]:
+        """Where the file dialogs start, by kind (only the known kinds and text paths are kept)."""
+        return {
+            k: v
+            for k, v in self.folders.items()
+            if k in FOLDER_KINDS and isinstance(v, str) and len(v) < 4096
+        }
+
+    def remember_folder(self, kind: str, folder: Path) -> AppSettings:
+        """These settings with ``folder`` as where the ``kind`` dialog starts next time."""
+        return dataclasses.replace(self, folders={**self.start_folders(), kind: str(folder)})
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -41,7 +41,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.settingsRequested, profiles.on_window_settings_requested),
         (window.aboutRequested, sessions.on_window_about_requested),
         (window.profileSelected, profiles.select),
-        (window.newProfileRequested, profiles.create),
+        (window.newProfileRequested, profiles.on_window_new_project_requested),
         (window.renameProfileRequested, profiles.on_window_rename_profile_requested),
         (window.deleteProfileRequested, profiles.on_window_delete_profile_requested),
         (window.closeRequested, c.on_window_close_requested),

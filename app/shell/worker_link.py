@@ -25,7 +25,7 @@ class WorkerLink(QObject):
     _openSource = Signal(object)  # SourceRequest
     _resetState = Signal()
     _renameProfile = Signal(str)
-    _deleteProfile = Signal(str)
+    _deleteProfile = Signal(object, str)  # the studio home (Path | None), the project
     _start = Signal()
     _resume = Signal()
     _stop = Signal()
@@ -65,8 +65,8 @@ class WorkerLink(QObject):
     def rename_profile(self, name: str) -> None:
         self._renameProfile.emit(name)
 
-    def delete_profile(self, fallback: str) -> None:
-        self._deleteProfile.emit(fallback)
+    def delete_profile(self, home: Path | None, name: str) -> None:
+        self._deleteProfile.emit(home, name)
 
     def start(self) -> None:
         self._start.emit()

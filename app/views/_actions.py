@@ -11,6 +11,7 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
 
 from app.core.arrival import ORDER_LABELS
+from app.core.recent import InputLine
 from app.views import _prompts as ask
 from app.views._layout import set_large_slide
 
@@ -48,7 +49,7 @@ def make_actions(w: MainWindow) -> None:
     w.resume_action = action(w, "Resume", w.resumeRequested.emit, "F7", tip="Resume (F7)")
     w.stop_action = action(w, "Stop", w.stopRequested.emit, "F8", tip="Stop after this image and save (F8)")
     w.reset_action = action(
-        w, "Reset profile to the source model…", lambda: ask.reset_profile(w), short="Reset…"
+        w, "Reset project to the source model…", lambda: ask.reset_profile(w), short="Reset…"
     )
     w.settings_action = action(w, "Settings…", w.settingsRequested.emit, "Ctrl+,", "Settings")
     w.about_action = action(w, "About", w.aboutRequested.emit)
@@ -62,9 +63,16 @@ def make_actions(w: MainWindow) -> None:
     w.large_slide_action.toggled.connect(lambda on: set_large_slide(w, on))
     w.large_slide_action.toggled.connect(w.slide_view.large_button.setChecked)
     w.slide_view.large_button.toggled.connect(w.large_slide_action.setChecked)
-    w.new_profile_action = action(w, "New profile…", lambda: ask.new_profile(w), short="New…")
-    w.rename_profile_action = action(w, "Rename profile…", lambda: ask.rename_profile(w))
-    w.delete_profile_action = action(w, "Delete profile…", lambda: ask.delete_profile(w))
+    w.new_profile_action = action(
+        w,
+        "New project…",
+        w.newProfileRequested.emit,
+        "Ctrl+N",
+        "New project…",
+        "A project with its own model",
+    )
+    w.rename_profile_action = action(w, "Rename project…", lambda: ask.rename_profile(w))
+    w.delete_profile_action = action(w, "Delete project…", lambda: ask.delete_profile(w))
     w.next_action = action(w, "Next image", lambda: w.table.step(1), "N")
     w.previous_action = action(w, "Previous image", lambda: w.table.step(-1), "P")
     w.confirm_action = action(w, "Confirm prediction", w.table.confirm_selected, "C")
@@ -129,6 +137,19 @@ def name_undo_actions(w: MainWindow, undo: str, redo: str) -> None:
         act.setText(f"{verb} review mark on {name}" if name else f"{verb} review mark")
 
 
+def fill_recent_menu(w: MainWindow, inputs: list[InputLine]) -> None:
+    """File ▸ Open recent: the current project's folders and slides, most recent first (a missing
+    one is shown, disabled)."""
+    w.recent_menu.clear()
+    for line in inputs:
+        act = w.recent_menu.addAction(line.text)
+        act.setEnabled(not line.missing)
+        signal = w.openFolderRequested if line.kind == "folder" else w.openSlideRequested
+        act.triggered.connect(lambda _checked=False, s=signal, path=line.path: s.emit(path))
+    if not inputs:
+        w.recent_menu.addAction("No folders or slides opened in this project yet").setEnabled(False)
+
+
 def _emit_order(w: MainWindow) -> None:
     act = w.order_group.checkedAction()
     if act is not None:
@@ -138,7 +159,9 @@ def _emit_order(w: MainWindow) -> None:
 def make_menus_and_toolbar(w: MainWindow) -> None:
     menu = w.menuBar()
     file_menu = menu.addMenu("&File")
-    file_menu.addActions([w.open_folder_action, w.open_slide_action])
+    file_menu.addActions([w.new_profile_action, w.open_folder_action, w.open_slide_action])
+    w.recent_menu = file_menu.addMenu("Open recent")
+    fill_recent_menu(w, [])
     order_menu = file_menu.addMenu("Arrival order")
     order_menu.addActions(list(w.order_actions.values()))
     file_menu.addSeparator()
@@ -149,8 +172,8 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     edit_menu.addActions([w.undo_action, w.redo_action])
     run_menu = menu.addMenu("&Run")
     run_menu.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
-    run_menu.addSeparator()
-    run_menu.addActions(
+    project_menu = menu.addMenu("&Project")
+    project_menu.addActions(
         [w.new_profile_action, w.rename_profile_action, w.delete_profile_action, w.reset_action]
     )
     review_menu = menu.addMenu("Re&view")
@@ -184,12 +207,14 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     bar.addSeparator()
     bar.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
     bar.addSeparator()
-    bar.addWidget(QLabel(" Site profile "))
+    bar.addWidget(QLabel(" Project "))
     w.profile_combo = QComboBox()
     w.profile_combo.setMinimumWidth(120)
     w.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     w.profile_combo.setMinimumContentsLength(12)
-    w.profile_combo.setToolTip("The adaptation state (and the review marks) are kept per site profile")
+    w.profile_combo.setToolTip(
+        "A project keeps its model, adaptation state, folders and slides, and review marks"
+    )
     bar.addWidget(w.profile_combo)
     bar.addAction(w.new_profile_action)
     bar.addAction(w.reset_action)

@@ -79,7 +79,7 @@ def make_status_bar(w: MainWindow) -> None:
     w.progress_bar.setMaximumWidth(180)
     w.progress_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
     w.model_label = ElidedLabel("")  # the file name and the method/device stay readable
-    # "Profile 'x': n images seen" stays whole; the time of the last save goes first.
+    # "Project 'x': n images seen" stays whole; the time of the last save goes first.
     w.profile_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
     w.reviewer_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
     w.reviewer_label.setToolTip("Each review mark is kept with this name (Settings ▸ Reviewer name)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QSplitter, QStackedWidget, QTabWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QProgressBar, QSplitter, QStackedWidget, QTabWidget
 
 from app.views._canvas import ElidedLabel
 
@@ -47,6 +47,7 @@ class WindowParts:
     order_actions: dict[str, QAction]
     pane_actions: dict[str, QAction]
     profile_combo: QComboBox
+    recent_menu: QMenu  # File ▸ Open recent: the current project's folders and slides
     # made by app.views._layout
     image_split: QSplitter  # the slide over the image
     left: QStackedWidget  # the welcome panel or image_split

@@ -1,6 +1,6 @@
 """What the main window asks the user before it sends a request: a folder or a slide to open, a
-folder to export into, a profile's name, whether to reset or delete a profile; and the settings
-and About dialogs.
+folder to export into, a new project's name and model, a project's new name, whether to reset or
+delete a project; and the settings and About dialogs. (A project is a site profile in the code.)
 
 Each asking function takes the window and emits its request signal once the user has answered
 (nothing when they cancel); the actions of :mod:`app.views._actions` and the welcome panel call them.
@@ -8,12 +8,14 @@ Each asking function takes the window and emits its request signal once the user
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from app._engine import FieldInfo
+from app.core.projects import ModelChoice
 from app.core.settings import AppSettings, ModelCheck
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
@@ -24,22 +26,22 @@ SLIDE_FILTER = (
 )
 
 
-def _ask_folder(w: MainWindow, title: str, request: SignalInstance) -> None:
-    path = QFileDialog.getExistingDirectory(w, title)
+def _ask_folder(w: MainWindow, title: str, request: SignalInstance, kind: str) -> None:
+    path = QFileDialog.getExistingDirectory(w, title, w.start_folders.get(kind, ""))
     if path:
         request.emit(path)
 
 
 def open_folder(w: MainWindow) -> None:
-    _ask_folder(w, "Open a folder of images", w.openFolderRequested)
+    _ask_folder(w, "Open a folder of images", w.openFolderRequested, "folder")
 
 
 def export(w: MainWindow) -> None:
-    _ask_folder(w, "Export reports into folder", w.exportRequested)
+    _ask_folder(w, "Export reports into folder", w.exportRequested, "export")
 
 
 def open_slide(w: MainWindow) -> None:
-    path, _ = QFileDialog.getOpenFileName(w, "Open a slide", "", SLIDE_FILTER)
+    path, _ = QFileDialog.getOpenFileName(w, "Open a slide", w.start_folders.get("slide", ""), SLIDE_FILTER)
     if path:
         w.openSlideRequested.emit(path)
 
@@ -48,21 +50,25 @@ def reset_profile(w: MainWindow) -> None:
     name = w.profile_combo.currentText()
     if w.confirm(
         "Reset to source model",
-        f"Reset profile '{name}' to the source model?\n\nIts adaptation state and its record of "
+        f"Reset project '{name}' to the source model?\n\nIts adaptation state and its record of "
         "processed images are deleted (review marks are kept). This cannot be undone.",
     ):
         w.resetRequested.emit()
 
 
-def new_profile(w: MainWindow) -> None:
-    name, ok = QInputDialog.getText(w, "New site profile", "Profile name (e.g. the site):")
-    if ok and name.strip():
-        w.newProfileRequested.emit(name.strip())
+def new_project(
+    w: MainWindow, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
+) -> tuple[str, str] | None:
+    """The New project dialog: the name and the model's path, or None when cancelled."""
+    from app.views.project_dialog import NewProjectDialog
+
+    dialog = NewProjectDialog(choices, taken, describe, w.start_folders.get("model", ""), w)
+    return dialog.answer() if dialog.exec() else None
 
 
 def rename_profile(w: MainWindow) -> None:
     old = w.profile_combo.currentText()
-    name, ok = QInputDialog.getText(w, "Rename site profile", f"New name for profile '{old}':", text=old)
+    name, ok = QInputDialog.getText(w, "Rename project", f"New name for project '{old}':", text=old)
     if ok and name.strip() and name.strip() != old:
         w.renameProfileRequested.emit(name.strip())
 
@@ -70,8 +76,9 @@ def rename_profile(w: MainWindow) -> None:
 def delete_profile(w: MainWindow) -> None:
     name = w.profile_combo.currentText()
     if w.confirm(
-        "Delete site profile",
-        f"Delete profile '{name}' with its adaptation state, rows and review marks?\n\nThis cannot be undone.",
+        "Delete project",
+        f"Delete project '{name}' with its adaptation state, rows, review marks and list of folders and "
+        "slides? The images themselves are not touched.\n\nThis cannot be undone.",
     ):
         w.deleteProfileRequested.emit(name)
 

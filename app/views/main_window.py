@@ -9,10 +9,11 @@ elided, and failures appear as banners above the work area with their fixes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QUrl, Signal, Slot
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
     QMainWindow,
@@ -28,12 +29,20 @@ from app.core.notices import Banner
 from app.core.overlay import Overlay
 from app.core.phase import Actions, Phase
 from app.core.progress import Progress
+from app.core.projects import ModelChoice
+from app.core.recent import InputLine
 from app.core.run_items import RowChange
 from app.core.settings import AppSettings, ModelCheck
 from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 from app.views import _prompts as ask
-from app.views._actions import make_actions, make_menus_and_toolbar, name_class_actions, name_undo_actions
+from app.views._actions import (
+    fill_recent_menu,
+    make_actions,
+    make_menus_and_toolbar,
+    name_class_actions,
+    name_undo_actions,
+)
 from app.views._layout import (
     LOG_TAB,
     TABS,
@@ -44,7 +53,7 @@ from app.views._layout import (
     show_slide_pane,
 )
 from app.views._parts import WindowParts
-from app.views._plain import ask_yes_no, warn
+from app.views._plain import ask_yes_no, plain_tooltip, warn
 from app.views.banner import BannerBar
 from app.views.certificates_view import CertificatesView
 from app.views.image_view import ImageView
@@ -73,7 +82,7 @@ class MainWindow(WindowParts, QMainWindow):
     settingsRequested = Signal()
     aboutRequested = Signal()
     profileSelected = Signal(str)
-    newProfileRequested = Signal(str)
+    newProfileRequested = Signal()  # the controller asks for the new project's name and model
     renameProfileRequested = Signal(str)  # the new name of the current profile
     deleteProfileRequested = Signal(str)  # the profile to delete (after the user confirmed)
     closeRequested = Signal()
@@ -93,6 +102,7 @@ class MainWindow(WindowParts, QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.close_allowed = True
+        self.start_folders: dict[str, str] = {}  # where each file dialog starts ("folder", "slide", …)
         self._unseen_log = 0
         self.image_view = ImageView()
         self.slide_view = SlideView()
@@ -120,6 +130,8 @@ class MainWindow(WindowParts, QMainWindow):
         self.welcome.openFolderClicked.connect(lambda: ask.open_folder(self))
         self.welcome.openSlideClicked.connect(lambda: ask.open_slide(self))
         self.welcome.demoClicked.connect(self.demoRequested)
+        self.welcome.newProjectClicked.connect(self.newProfileRequested)
+        self.welcome.inputClicked.connect(self._on_welcome_input_clicked)
         self.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
 
     # -- state from the controller ------------------------------------------------------------
@@ -143,22 +155,36 @@ class MainWindow(WindowParts, QMainWindow):
         self.profile_combo.setEnabled(actions.settings)
         for act in self.order_actions.values():
             act.setEnabled(actions.settings)
-        for button in (self.welcome.folder_button, self.welcome.slide_button):
-            button.setEnabled(actions.open)
-        for button in (self.welcome.histology_button, self.welcome.fundus_button):
-            button.setEnabled(actions.settings)
+        self.welcome.set_allowed(actions.open, actions.settings)
 
     def set_progress(self, progress: Progress) -> None:
         self.progress_bar.setRange(0, max(progress.total, 1))
         self.progress_bar.setValue(min(progress.done, max(progress.total, 1)))
         self.progress_label.set_full_text(progress.text())
 
-    def set_profiles(self, names: list[str], current: str) -> None:
-        self.profile_combo.blockSignals(True)
-        self.profile_combo.clear()
-        self.profile_combo.addItems(names)
-        self.profile_combo.setCurrentText(current)
-        self.profile_combo.blockSignals(False)
+    def set_profiles(self, names: list[str], current: str, details: dict[str, str] | None = None) -> None:
+        """The project list; ``details``: each project's model and images seen (its tooltip)."""
+        details = details or {}
+        combo = self.profile_combo
+        combo.blockSignals(True)
+        combo.clear()
+        for name in names:
+            combo.addItem(name)
+            combo.setItemData(
+                combo.count() - 1, plain_tooltip(details.get(name, "")), Qt.ItemDataRole.ToolTipRole
+            )
+        combo.setCurrentText(current)
+        combo.setToolTip(plain_tooltip(f"Project '{current}'\n{details.get(current, '')}".strip()))
+        combo.blockSignals(False)
+        self.welcome.set_project(current, details.get(current, ""))
+
+    def set_inputs(self, inputs: list[InputLine]) -> None:
+        """The current project's folders and slides: the welcome page and File ▸ Open recent."""
+        self.welcome.set_inputs(inputs)
+        fill_recent_menu(self, inputs)
+
+    def set_start_folders(self, folders: dict[str, str]) -> None:
+        self.start_folders = dict(folders)
 
     def set_profile_summary(self, text: str) -> None:
         self.profile_label.set_full_text(text)
@@ -324,6 +350,12 @@ class MainWindow(WindowParts, QMainWindow):
         """The settings dialog; the edited settings, or None when cancelled."""
         return ask.settings(self, settings, fields, devices, check_model)
 
+    def ask_new_project(
+        self, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
+    ) -> tuple[str, str] | None:
+        """The New project dialog: the name and the model's path, or None when cancelled."""
+        return ask.new_project(self, choices, taken, describe)
+
     def show_about(self, summary: str) -> None:
         ask.about(self, summary)
 
@@ -340,6 +372,10 @@ class MainWindow(WindowParts, QMainWindow):
     @Slot(int)
     def _on_table_row_selected(self, source_row: int) -> None:
         self.positionSelected.emit(self.table.model.row_at(source_row).position)
+
+    @Slot(str, str)
+    def _on_welcome_input_clicked(self, path: str, kind: str) -> None:
+        (self.openFolderRequested if kind == "folder" else self.openSlideRequested).emit(path)
 
     @Slot(int)
     def _on_bottom_tabs_current_changed(self, index: int) -> None:

@@ -1,28 +1,45 @@
-"""What the work area shows while nothing is open: what to do, and demo sets to try."""
+"""What the work area shows while nothing is open: the current project, its folders and slides to
+resume, what to do, and demo sets to try."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.core.recent import InputLine
 from app.views._plain import plain_label
+
+SHOWN_INPUTS = 8  # the welcome page lists this many; File ▸ Open recent lists them all
 
 
 class WelcomePanel(QWidget):
-    """First-launch guidance: open a folder or a slide, or try a demo set.
+    """The current project and its inputs to resume; first-launch guidance: open a folder or a
+    slide, make a project, or try a demo set.
 
     Signals:
         openFolderClicked(), openSlideClicked(): the user wants to choose something to open.
         demoClicked(str): the demo set of this kind ("histology" or "fundus").
+        newProjectClicked(): the user wants a new project.
+        inputClicked(str, str): open this folder or slide again (path, "folder" or "slide").
     """
 
     openFolderClicked = Signal()
     openSlideClicked = Signal()
     demoClicked = Signal(str)
+    newProjectClicked = Signal()
+    inputClicked = Signal(str, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.heading = QLabel("<h2>Review images from a new site</h2>")
+        self.project_label = plain_label("")
+        self.project_label.setWordWrap(True)
+        self.project_label.setStyleSheet("font-weight: bold;")
+        self.inputs_heading = plain_label("")
+        self.inputs_box = QVBoxLayout()
+        self.inputs_box.setSpacing(2)
+        self.input_rows: list[tuple[QLabel, QPushButton]] = []
+        self._open_allowed = True
         self.text = QLabel(
             "Open a <b>folder of images</b> (class sub-folders or a <tt>labels.csv</tt> give ground truth) "
             "or a <b>whole-slide image</b>, then press <b>Start</b> (F5). The model adapts to the site "
@@ -36,6 +53,7 @@ class WelcomePanel(QWidget):
         self.slide_button = QPushButton("Open slide… (Ctrl+Shift+O)")
         self.histology_button = QPushButton("Try the histology demo")
         self.fundus_button = QPushButton("Try the fundus demo")
+        self.new_project_button = QPushButton("New project… (Ctrl+N)")
         self.model_label = plain_label("")
         self.model_label.setWordWrap(True)
         self.model_label.setStyleSheet("color: #555;")
@@ -44,10 +62,15 @@ class WelcomePanel(QWidget):
         buttons.addWidget(self.slide_button, 0, 1)
         buttons.addWidget(self.histology_button, 1, 0)
         buttons.addWidget(self.fundus_button, 1, 1)
+        buttons.addWidget(self.new_project_button, 2, 0)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 16, 24, 16)
         layout.addStretch(1)
         layout.addWidget(self.heading)
+        layout.addWidget(self.project_label)
+        layout.addWidget(self.inputs_heading)
+        layout.addLayout(self.inputs_box)
+        layout.addSpacing(8)
         layout.addWidget(self.text)
         layout.addSpacing(8)
         layout.addLayout(buttons)
@@ -58,6 +81,8 @@ class WelcomePanel(QWidget):
         self.slide_button.clicked.connect(self.openSlideClicked)
         self.histology_button.clicked.connect(lambda: self.demoClicked.emit("histology"))
         self.fundus_button.clicked.connect(lambda: self.demoClicked.emit("fundus"))
+        self.new_project_button.clicked.connect(self.newProjectClicked)
+        self.set_inputs([])
 
     def set_model_text(self, text: str) -> None:
         self.model_label.setText(text)
@@ -66,3 +91,51 @@ class WelcomePanel(QWidget):
         """Offer only the demo sets that are installed."""
         self.histology_button.setVisible("histology" in available)
         self.fundus_button.setVisible("fundus" in available)
+
+    def set_project(self, name: str, details: str) -> None:
+        """The current project and its model (by its card) and images seen."""
+        self.project_label.setText(
+            f"Project '{name}' · {details.replace(chr(10), ' · ')}" if details else f"Project '{name}'"
+        )
+
+    def set_inputs(self, inputs: list[InputLine]) -> None:
+        """The project's folders and slides, most recent first, each with an Open button (a missing
+        one is listed as missing, without a button)."""
+        for label, button in self.input_rows:
+            label.deleteLater()
+            button.deleteLater()
+        while self.inputs_box.count():
+            item = self.inputs_box.takeAt(0)
+            if item is not None and item.layout() is not None:
+                item.layout().deleteLater()  # type: ignore[union-attr]
+        self.input_rows = []
+        self.inputs_heading.setText(
+            "Folders and slides of this project (most recent first):"
+            if inputs
+            else "No folders or slides opened in this project yet."
+        )
+        for line in inputs[:SHOWN_INPUTS]:
+            label = plain_label(line.text)
+            label.setToolTip(line.path)
+            button = QPushButton("Missing" if line.missing else "Resume" if line.images else "Open")
+            button.setEnabled(not line.missing and self._open_allowed)
+            button.setToolTip(line.path)
+            button.clicked.connect(
+                lambda _checked=False, p=line.path, k=line.kind: self.inputClicked.emit(p, k)
+            )
+            row = QHBoxLayout()
+            row.addWidget(label, 1)
+            row.addWidget(button)
+            self.inputs_box.addLayout(row)
+            self.input_rows.append((label, button))
+
+    def set_allowed(self, open_allowed: bool, settings_allowed: bool) -> None:
+        """Opening (folders, slides, the project's inputs) and changing project (new, demos) are
+        possible only while no run goes on and a model is loaded."""
+        self._open_allowed = open_allowed
+        for button in (self.folder_button, self.slide_button):
+            button.setEnabled(open_allowed)
+        for _label, button in self.input_rows:
+            button.setEnabled(open_allowed and button.text() != "Missing")
+        for button in (self.histology_button, self.fundus_button, self.new_project_button):
+            button.setEnabled(settings_allowed)

@@ -57,7 +57,7 @@ from app.core.profiles import Profile, ProfileError, ProfileStore
 from app.core.reviews import REVIEW_DIR, OverlayStore
 from app.reports.files import ReportData, report_failure
 from app.worker.io import judge_kind, read_preview, read_region, write_reports
-from app.worker.opening import load_session, open_journal, open_profile, open_source
+from app.worker.opening import load_session, note_progress, open_journal, open_profile, open_source
 from app.worker.results import item_failure, item_result, run_ended, session_info
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class EngineWorker(QObject):
     stateSaved = Signal(object)  # ProfileInfo
     saveFailed = Signal(str)
     resetDone = Signal(object)  # SessionInfo
-    profileFailed = Signal(str)  # a profile could not be renamed or deleted (the session reopens)
+    profileFailed = Signal(str)  # a project could not be renamed or deleted
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
@@ -142,30 +142,28 @@ class EngineWorker(QObject):
     @Slot(str)
     def rename_profile(self, new: str) -> None:
         """Rename the open profile (released first), then open the session again under the new name."""
-        self._change_profile(new, rename=True)
-
-    @Slot(str)
-    def delete_profile(self, fallback: str) -> None:
-        """Delete the open profile (released first), then open the session under ``fallback``."""
-        self._change_profile(fallback, rename=False)
-
-    def _change_profile(self, name: str, rename: bool) -> None:
         request, profile = self._request, self._profile
         if request is None or profile is None or profile.external:
-            self.sessionFailed.emit("Only site profiles can be renamed or deleted, not a --state directory.")
+            self.sessionFailed.emit("Only projects can be renamed or deleted, not a --state directory.")
             return
-        store = ProfileStore(request.home)
         self._release()
         try:
-            if rename:
-                store.rename(profile.name, name)
-            else:
-                store.delete(profile.name)
+            ProfileStore(request.home).rename(profile.name, new)
         except (ProfileError, OSError) as exc:
             self.profileFailed.emit(shown(exc))
             self.open_session(request)  # back to the profile as it was
             return
-        self.open_session(dataclasses.replace(request, profile=name))
+        self.open_session(dataclasses.replace(request, profile=new))
+
+    @Slot(object, str)
+    def delete_profile(self, home: Path | None, name: str) -> None:
+        """Delete the project ``name`` (the open one released first); the controller asks for the next."""
+        if self._profile is not None and not self._profile.external and self._profile.name == name:
+            self._release()
+        try:
+            ProfileStore(home).delete(name)
+        except (ProfileError, OSError) as exc:
+            self.profileFailed.emit(shown(exc))
 
     def _info(self) -> SessionInfo:
         assert self._session is not None and self._profile is not None and self._request is not None
@@ -186,7 +184,7 @@ class EngineWorker(QObject):
             self._profile_error = None
         except (OSError, F2TTAError) as exc:
             self.saveFailed.emit(
-                shown(f"Profile '{self._profile.name}': the reset state cannot be written: {exc}")
+                shown(f"Project '{self._profile.name}': the reset state cannot be written: {exc}")
             )
         self.resetDone.emit(self._info())
         if self._source is not None and self._profile_error is None:
@@ -200,7 +198,7 @@ class EngineWorker(QObject):
             return
         slide: Slide | None = None
         try:
-            source, slide, tissue = open_source(request, self._session.card)
+            source, slide, tissue = open_source(request, self._session.card, self._profile)
             rows = tuple(self._journal.rows(source.source_id))
         except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
             if slide is not None:
@@ -328,8 +326,9 @@ class EngineWorker(QObject):
         elif isinstance(outcome, Saved):
             if outcome.error is not None:
                 name = self._profile.name if self._profile else "?"
-                self.saveFailed.emit(shown(f"Profile '{name}': {outcome.error}"))
+                self.saveFailed.emit(shown(f"Project '{name}': {outcome.error}"))
             elif self._profile is not None and self._session is not None:
+                note_progress(self._profile, self._source, self._journal)
                 self.stateSaved.emit(self._profile.note_saved(self._session))
         elif isinstance(outcome, Failed):
             logger.debug("run failed: %s", outcome.message)

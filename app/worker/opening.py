@@ -7,6 +7,7 @@ for the journal, returned as the user-facing reason) for it to report.
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +18,7 @@ from app._engine import (
     Session,
     SettingsMismatchError,
     Slide,
+    SlideSource,
     Source,
     StateError,
     method_config,
@@ -24,9 +26,11 @@ from app._engine import (
     open_slide_source,
     tissue_mask,
 )
-from app.core import notices
+from app.core import notices, recent
 from app.core.messages import SessionRequest, SourceRequest
 from app.core.profiles import Profile, ProfileStore
+
+logger = logging.getLogger(__name__)
 
 
 def load_session(request: SessionRequest) -> Session:
@@ -74,13 +78,38 @@ class OpenSource(NamedTuple):
     tissue: np.ndarray | None  # a slide's tissue mask (thumbnail grid)
 
 
-def open_source(request: SourceRequest, card: ModelCard) -> OpenSource:
-    """The folder or slide of ``request`` in its arrival order, for a model described by ``card``."""
+def open_source(request: SourceRequest, card: ModelCard, profile: Profile | None = None) -> OpenSource:
+    """The folder or slide of ``request`` in its arrival order, for a model described by ``card``;
+    once it opened, it goes first in ``profile``'s list of inputs."""
     if request.kind == "slide":
         slide_source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
         tissue = tissue_mask(slide_source.thumbnail)[0]
-        return OpenSource(slide_source, Slide(request.path), tissue)
-    source: Source = open_folder(
-        request.path, card.classes, request.order, request.manifest, seed=request.seed
-    )
-    return OpenSource(source, None, None)
+        opened = OpenSource(slide_source, Slide(request.path), tissue)
+    else:
+        folder = open_folder(request.path, card.classes, request.order, request.manifest, seed=request.seed)
+        opened = OpenSource(folder, None, None)
+    if profile is not None:
+        note_input(profile, request)
+    return opened
+
+
+def note_input(profile: Profile, request: SourceRequest) -> None:
+    """Put the source just opened first in the project's list of inputs (a project folder only;
+    a failure is logged: the list is a convenience, the run does not depend on it)."""
+    if profile.external:
+        return
+    try:
+        recent.note_opened(profile.path, request.path, request.kind)
+    except OSError as exc:
+        logger.warning("project %s cannot record %s: %s", profile.name, request.path, exc)
+
+
+def note_progress(profile: Profile | None, source: Source | None, journal: Journal | None) -> None:
+    """Record in the project's list of inputs how many images of ``source`` the journal holds."""
+    if profile is None or profile.external or source is None or journal is None:
+        return
+    path = source.path if isinstance(source, SlideSource) else source.root
+    try:
+        recent.note_images(profile.path, path, len(journal.source(source.source_id).done()))
+    except OSError as exc:
+        logger.warning("project %s cannot record the images of %s: %s", profile.name, path, exc)
