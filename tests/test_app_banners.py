@@ -61,6 +61,7 @@ def test_the_reports_banner_goes_with_the_profile_and_with_a_new_run(
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.profiles.select("Site B")
     assert "export" not in c.window.banners.items, "the reports were of the other profile"
+    studio.open_folder(c, folder)  # a project opens empty: its own folders are on the welcome page
     ready = lambda: c.controller.phase is Phase.READY and c.controller.model.pending == 8  # noqa: E731
     qtbot.waitUntil(ready, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
     c.window.banners.show_banner(Banner("export", "info", "Reports written.", (("open:x", "Open"),)))

@@ -62,6 +62,7 @@ def test_a_model_that_does_not_apply_marks_every_figure(
     results = flat.index("Per-class results: against the dataset's labels")
     assert GATE_CAPTION in flat[results : results + 400], "said on the page with the figures"
     assert flat.index(GATE_CAPTION) < results, "and in the summary above them"
+    assert "Model Histology · normal / tumor · ViT-Tiny" in flat, "the model named by its card, as in the app"
 
 
 def test_a_fitting_folder_marks_nothing(studio: Studio, tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def test_deleting_the_project_in_use_leaves_a_working_app(
     assert w.open_folder_action.isEnabled() and w.open_slide_action.isEnabled()
     assert not w.export_action.isEnabled(), "nothing to export"
     assert w.left.currentWidget() is w.welcome, "the welcome page, not the deleted project's images"
-    assert w.profile_combo.currentText() == "default"
+    assert w.profile_combo.current_name() == "default"
 
     qtbot.wait(100)  # type: ignore[attr-defined]
     assert not (studio.home / "profiles" / "Site B").exists(), "nothing wrote into it after the deletion"
@@ -100,9 +100,11 @@ def test_the_model_is_shown_by_its_card_and_each_project_by_its_model(studio: St
     assert (
         "Project 'Site A'" in w.welcome.project_label.text() and "Histology" in w.welcome.project_label.text()
     )
-    index = w.profile_combo.findText("Site A")
+    index = w.profile_combo.findData("Site A")
     tip = w.profile_combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
     assert "Histology · normal / tumor" in tip and "0 images seen" in tip
+    assert w.profile_combo.itemText(index) == "Site A — Histology · 0 images seen", "the list names the kind"
+    assert w.profile_combo.current_name() == "Site A"
 
 
 def test_a_new_project_takes_the_model_chosen_for_it(
@@ -184,7 +186,7 @@ def test_renaming_the_project_opens_its_folder_again_under_the_new_name(
         c.window.renameProfileRequested.emit("New name")
     assert len(table_keys(c)) == 4 and c.controller.model.pending == 0
     assert (
-        c.window.profile_combo.currentText() == "New name"
+        c.window.profile_combo.current_name() == "New name"
         and "Old name" not in ProfileStore(studio.home).names()
     )
     assert not (studio.home / "profiles" / "Old name").exists()

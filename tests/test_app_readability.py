@@ -37,6 +37,15 @@ def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
     assert "■ adapted" in view.segments.getPlotItem().titleLabel.text
 
 
+def test_with_nothing_open_the_bars_are_not_per_1_images(qtbot: object) -> None:
+    view = PlotsView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.set_data(None, labelled=False)
+    view.set_extent(0, 1)  # a project with no folder or slide open (as the window clears it)
+    title = view.segments.getPlotItem().titleLabel.text
+    assert title.startswith("Per segment") and "per 1 images" not in title, title
+
+
 @pytest.mark.parametrize("name", ["prompt_len_specific", "mc_passes", "beta", "gamma"])
 def test_settings_show_plain_names_with_the_code_name_in_the_tooltip(qtbot: object, name: str) -> None:
     from app.views.settings_dialog import SettingsDialog

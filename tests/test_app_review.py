@@ -171,6 +171,8 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
         metrics.summary.text()
     )
     assert "against dataset labels" in window.plots.running.getPlotItem().titleLabel.text
+    bars = window.plots.segments.getPlotItem().titleLabel.text
+    assert bars.startswith("Accuracy per ") and "against" not in bars, "named once: the titles fit at 1280 px"
     window.undo_action.trigger()  # undo asks nothing and takes the mark back
     assert not model.marks and len(asked) == 2 and model.figures().reviewed.labelled == 0
     window.redo_action.trigger()

@@ -59,7 +59,7 @@ def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot:
     assert c.controller.state.info.profile.name == "New name" and c.controller.state.info.images_seen == 4, (
         "its state moved with it"
     )
-    assert c.window.profile_combo.currentText() == "New name"
+    assert c.window.profile_combo.current_name() == "New name"
     with pytest.raises(ProfileError, match="in use"):
         store.delete("New name")  # this window holds it
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]

@@ -11,7 +11,14 @@ import pytest
 
 from app.core import recent
 from app.core.profiles import ProfileInfo
-from app.core.projects import model_choices, model_file_text, model_text, next_project, project_tooltip
+from app.core.projects import (
+    model_choices,
+    model_file_text,
+    model_text,
+    next_project,
+    project_entry,
+    project_tooltip,
+)
 from app.core.settings import DEMO_MODELS, AppSettings
 from engine import ModelCard
 
@@ -39,7 +46,10 @@ def test_a_model_file_without_a_card_or_missing_is_said_so(tmp_path: Path) -> No
 
 def test_the_new_project_dialog_offers_the_current_model_then_each_demo_once(tmp_path: Path) -> None:
     choices = model_choices(DEMO_MODELS["histology"], dict(DEMO_MODELS))
-    assert [c.label for c in choices] == ["The current project's model", "The fundus photographs demo model"]
+    assert [c.label for c in choices] == [
+        "The histology demo model (the current project's)",
+        "The fundus photographs demo model",
+    ]
     assert choices[0].text.startswith("Histology") and choices[1].text.startswith("Fundus")
     assert [c.path for c in model_choices(None, {})] == []
 
@@ -54,6 +64,9 @@ def test_the_project_list_shows_model_and_images_seen(tmp_path: Path) -> None:
         and "60 images seen, saved 2025-01-02 03:04" in text
     )
     assert project_tooltip(info).startswith("no model chosen yet")
+    fundus = ProfileInfo("Site B", tmp_path, 60, model_path=str(DEMO_MODELS["fundus"]))
+    assert project_entry(fundus) == "Fundus photographs · 60 images seen"
+    assert project_entry(ProfileInfo("New", tmp_path, 1)) == "no usable model · 1 image seen"
 
 
 def test_after_a_deletion_the_project_saved_most_recently_opens(tmp_path: Path) -> None:

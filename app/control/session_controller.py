@@ -27,7 +27,7 @@ from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceR
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.profiles import ProfileStore
-from app.core.projects import project_tooltip
+from app.core.projects import project_entry, project_tooltip
 from app.core.recent import read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
@@ -268,8 +268,10 @@ class SessionController:
         directory counts as the current one)."""
         st = self.state
         current = st.state_dir.name if st.state_dir is not None else st.settings.profile
-        details = {i.name: project_tooltip(i) for i in ProfileStore(st.home).infos()}
-        self.view.set_profiles(sorted({*details, current}), current, details)
+        infos = ProfileStore(st.home).infos()
+        details = {i.name: project_tooltip(i) for i in infos}
+        entries = {i.name: project_entry(i) for i in infos}
+        self.view.set_profiles(sorted({*details, current}), current, details, entries)
         self.view.set_demos(available_demos())
 
     def show_inputs(self) -> None:

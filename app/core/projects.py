@@ -55,6 +55,13 @@ def model_file_text(checkpoint: str | Path) -> str:
     return model_text(card) if card is not None else f"{NO_CARD} beside {path.name}"
 
 
+def project_entry(info: ProfileInfo) -> str:
+    """The project list's words after a project's name: ``Histology · 60 images seen``."""
+    card = card_of(info.model_path) if info.model_path else None
+    kind = kind_text(card) if card is not None else "no usable model"
+    return f"{kind} · {info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
+
+
 def project_tooltip(info: ProfileInfo) -> str:
     """The project list's second line: the model by its card and the images seen."""
     model = model_file_text(info.model_path) if info.model_path else "no model chosen yet"
@@ -78,7 +85,14 @@ def model_choices(current: Path | None, demos: dict[str, Path]) -> list[ModelCho
     choices: list[ModelChoice] = []
     seen: set[Path] = set()
     if current is not None and current.is_file():
-        choices.append(ModelChoice("The current project's model", str(current), model_file_text(current)))
+        demo = next(
+            (kind for kind, path in demos.items() if path.is_file() and path.resolve() == current.resolve()),
+            None,
+        )
+        label = "The current project's model"
+        if demo is not None:  # say which: "model.safetensors" names neither demo
+            label = f"The {KIND_NAMES.get(demo, demo)} demo model (the current project's)"
+        choices.append(ModelChoice(label, str(current), model_file_text(current)))
         seen.add(current.resolve())
     for kind, path in demos.items():
         if path.is_file() and path.resolve() not in seen:

@@ -21,6 +21,7 @@ from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
 from app.core.open_session import OpenSession
 from app.core.overlay import composite, slide_heatmap
+from app.core.projects import model_text
 from app.core.run_model import RunModel
 from app.reports.files import ExampleImage, GalleryItem, ReportData
 
@@ -174,6 +175,7 @@ def collect_report_data(
         gallery=gallery,
         method_label=method_label(info.method),
         model_description=describe_model(info.card),
+        model_summary=model_text(info.card),
         weights_sha256=info.weights_sha256,
         label_notes=tuple(model.checks),
         hyperparameters=hyperparameters(info.method),

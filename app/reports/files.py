@@ -123,6 +123,9 @@ class ReportData:
     gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
     method_label: str = ""  # the method's readable name
     model_description: str = ""  # "ViT-Tiny, 4 blocks, 12-px patches, 96 px input"
+    model_summary: str = (
+        ""  # the card as the app names the model: "Histology · normal / tumor · ViT-Tiny, … — site1"
+    )
     weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
     label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields

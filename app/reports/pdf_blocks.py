@@ -75,7 +75,7 @@ def summary_block(data: ReportData) -> Block:
     pairs: list[tuple[str, Any]] = [
         ("Source", f"{data.source_kind}: {data.source_path}"),
         ("Arrival order", data.order),
-        ("Model", data.model_description or data.card.get("arch", "")),
+        ("Model", data.model_summary or data.model_description or data.card.get("arch", "")),
         ("Method", data.method_label or data.method),
         ("Images processed", s.images),
         ("Changed by adaptation", share(s.changed)),

@@ -8,12 +8,13 @@ from typing import Any
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QComboBox, QLabel, QToolBar
+from PySide6.QtWidgets import QLabel, QToolBar
 
 from app.core.arrival import ORDER_LABELS
 from app.core.recent import InputLine
 from app.views import _prompts as ask
 from app.views._layout import set_large_slide
+from app.views.project_combo import ProjectCombo
 
 # The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
 MainWindow = Any
@@ -208,10 +209,7 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     bar.addActions([w.start_action, w.pause_action, w.resume_action, w.stop_action])
     bar.addSeparator()
     bar.addWidget(QLabel(" Project "))
-    w.profile_combo = QComboBox()
-    w.profile_combo.setMinimumWidth(120)
-    w.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-    w.profile_combo.setMinimumContentsLength(12)
+    w.profile_combo = ProjectCombo()
     w.profile_combo.setToolTip(
         "A project keeps its model, adaptation state, folders and slides, and review marks"
     )
@@ -221,4 +219,4 @@ def make_menus_and_toolbar(w: MainWindow) -> None:
     bar.addSeparator()
     bar.addActions([w.settings_action, w.export_action])
     w.addToolBar(bar)
-    w.profile_combo.activated.connect(lambda _index: w.profileSelected.emit(w.profile_combo.currentText()))
+    w.profile_combo.activated.connect(lambda _index: w.profileSelected.emit(w.profile_combo.current_name()))

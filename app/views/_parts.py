@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QProgressBar, QSplitter, QStackedWidget, QTabWidget
+from PySide6.QtWidgets import QLabel, QMenu, QProgressBar, QSplitter, QStackedWidget, QTabWidget
 
 from app.views._canvas import ElidedLabel
+from app.views.project_combo import ProjectCombo
 
 
 class WindowParts:
@@ -46,7 +47,7 @@ class WindowParts:
     order_group: QActionGroup
     order_actions: dict[str, QAction]
     pane_actions: dict[str, QAction]
-    profile_combo: QComboBox
+    profile_combo: ProjectCombo
     recent_menu: QMenu  # File ▸ Open recent: the current project's folders and slides
     # made by app.views._layout
     image_split: QSplitter  # the slide over the image

@@ -47,7 +47,7 @@ def open_slide(w: MainWindow) -> None:
 
 
 def reset_profile(w: MainWindow) -> None:
-    name = w.profile_combo.currentText()
+    name = w.profile_combo.current_name()
     if w.confirm(
         "Reset to source model",
         f"Reset project '{name}' to the source model?\n\nIts adaptation state and its record of "
@@ -67,14 +67,14 @@ def new_project(
 
 
 def rename_profile(w: MainWindow) -> None:
-    old = w.profile_combo.currentText()
+    old = w.profile_combo.current_name()
     name, ok = QInputDialog.getText(w, "Rename project", f"New name for project '{old}':", text=old)
     if ok and name.strip() and name.strip() != old:
         w.renameProfileRequested.emit(name.strip())
 
 
 def delete_profile(w: MainWindow) -> None:
-    name = w.profile_combo.currentText()
+    name = w.profile_combo.current_name()
     if w.confirm(
         "Delete project",
         f"Delete project '{name}' with its adaptation state, rows, review marks and list of folders and "

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import (
     QMainWindow,
@@ -162,20 +162,19 @@ class MainWindow(WindowParts, QMainWindow):
         self.progress_bar.setValue(min(progress.done, max(progress.total, 1)))
         self.progress_label.set_full_text(progress.text())
 
-    def set_profiles(self, names: list[str], current: str, details: dict[str, str] | None = None) -> None:
-        """The project list; ``details``: each project's model and images seen (its tooltip)."""
+    def set_profiles(
+        self,
+        names: list[str],
+        current: str,
+        details: dict[str, str] | None = None,
+        entries: dict[str, str] | None = None,
+    ) -> None:
+        """The project list; ``details``: each project's model and images seen (its tooltip);
+        ``entries``: the short line after each name in the list (kind of image, images seen)."""
         details = details or {}
         combo = self.profile_combo
-        combo.blockSignals(True)
-        combo.clear()
-        for name in names:
-            combo.addItem(name)
-            combo.setItemData(
-                combo.count() - 1, plain_tooltip(details.get(name, "")), Qt.ItemDataRole.ToolTipRole
-            )
-        combo.setCurrentText(current)
+        combo.set_projects(names, current, entries or {}, details)
         combo.setToolTip(plain_tooltip(f"Project '{current}'\n{details.get(current, '')}".strip()))
-        combo.blockSignals(False)
         self.welcome.set_project(current, details.get(current, ""))
 
     def set_inputs(self, inputs: list[InputLine]) -> None:

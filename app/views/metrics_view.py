@@ -81,13 +81,13 @@ class FigureSet(QFrame):
         tables = QHBoxLayout()
         tables.addLayout(left, 1)
         tables.addLayout(right, 1)
-        head = QHBoxLayout()
-        head.addWidget(self.title)
-        head.addWidget(self.caption)
-        head.addStretch(1)
+        self.head = QHBoxLayout()  # the title, the gate's caption; the view may add a button
+        self.head.addWidget(self.title)
+        self.head.addWidget(self.caption)
+        self.head.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 6)
-        layout.addLayout(head)
+        layout.addLayout(self.head)
         layout.addWidget(self.line)
         layout.addLayout(tables, 1)
 
@@ -166,13 +166,13 @@ class MetricsView(QWidget):
         self.sets_area.setWidgetResizable(True)
         self.sets_area.setFrameShape(QFrame.Shape.NoFrame)
         self.sets_area.setWidget(sets)
-        bar = QHBoxLayout()
-        bar.addWidget(self.summary, 1)
-        bar.addWidget(self.errors_button)
+        # The button belongs to the dataset's figures (its errors are against the dataset's labels);
+        # the summary gets a row of its own: a wrapped label beside a button was cut at 1280x800.
+        self.dataset.head.addWidget(self.errors_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.gate)
-        layout.addLayout(bar)
+        layout.addWidget(self.summary)
         layout.addWidget(self.sets_area, 1)
         self.set_metrics(None)
 

@@ -108,7 +108,7 @@ class PlotsView(QWidget):
         self._extent = max(total, 1)
         self.running.setXRange(0, self._extent, padding=0.02)
         self.segments.setXRange(0, self._extent + 1, padding=0.02)
-        self._title_segments(segment_size)
+        self._title_segments(segment_size if total > 0 else 0)  # nothing open: no segment size to name
 
     def set_data(self, data: PlotData | None, labelled: bool | None = None) -> None:
         """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show)."""
@@ -146,6 +146,8 @@ class PlotsView(QWidget):
         self._title_segments(data.segment_size if data is not None else 0)
 
     def _title_segments(self, size: int) -> None:
-        """The bar chart's title with its key under it (which bar is which model)."""
-        title = f"{self._quantity.capitalize()} per {size} images" if size else "Per segment"
+        """The bar chart's title with its key under it (which bar is which model); the truth is
+        named once, in the running plot's title beside it (both titles did not fit at 1280 px)."""
+        quantity = self._quantity.split(" (")[0].capitalize()
+        title = f"{quantity} per {size} image{'s' if size != 1 else ''}" if size > 0 else "Per segment"
         self.segments.setTitle(f"{title}<br><span style='font-size:8pt'>{BAR_KEY}</span>", color="k")

@@ -1,0 +1,52 @@
+"""The toolbar's project list: each entry names the project, its kind of image and the images it
+has seen ("Hospital B — Histology · 60 images seen"); the closed box shows the name only, so the
+toolbar stays narrow."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPaintEvent
+from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox, QStylePainter, QWidget
+
+from app._engine import shown
+from app.views._plain import plain_tooltip
+
+
+class ProjectCombo(QComboBox):
+    """A combo box of projects: the item's data is the project's name, its text the full entry."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMinimumWidth(120)
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(12)
+
+    def set_projects(
+        self, names: list[str], current: str, entries: dict[str, str], tips: dict[str, str]
+    ) -> None:
+        """``entries``: each project's line after its name; ``tips``: its tooltip (both may lack a name)."""
+        self.blockSignals(True)
+        self.clear()
+        for name in names:
+            entry = entries.get(name, "")
+            self.addItem(shown(f"{name} — {entry}" if entry else name), name)
+            self.setItemData(self.count() - 1, plain_tooltip(tips.get(name, "")), Qt.ItemDataRole.ToolTipRole)
+        index = self.findData(current)
+        self.setCurrentIndex(index)
+        self.blockSignals(False)
+        view = self.view()
+        view.setMinimumWidth(view.sizeHintForColumn(0) + 24)  # the popup shows whole entries
+
+    def current_name(self) -> str:
+        """The current project's name (not its entry)."""
+        name = self.currentData()
+        return name if isinstance(name, str) else self.currentText()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        """The closed box shows the current project's name only."""
+        painter = QStylePainter(self)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        option.currentText = shown(self.current_name())
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, option)
