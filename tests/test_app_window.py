@@ -160,3 +160,27 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
     )
     assert len(source.items) == 48 and all(it.ground_truth is not None for it in source.items)
     assert window.left.currentWidget() is not window.welcome and not window.banners.items
+
+
+def test_a_long_line_on_the_welcome_page_leaves_the_tables_names_readable(qtbot: object) -> None:
+    """At 1280×800 the project's list of folders (long names, dates) once widened the left pane so
+    far that the table cut every name to "no…ng"."""
+    from app.core.recent import InputLine
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    window.resize(1280, 760)
+    long_name = "histology-site-3-from-the-second-hospital-scanned-2026"
+    line = InputLine(
+        f"/data/{long_name}",
+        "folder",
+        f"{long_name} (folder) · 60 images processed · opened 2026-11-27 00:59",
+        False,
+        60,
+    )
+    window.set_inputs([line])
+    window.show()
+    qtbot.waitExposed(window)  # type: ignore[attr-defined]
+    em = window.table.table.fontMetrics().horizontalAdvance("0")
+    assert window.table.table.columnWidth(1) >= 14 * em, window.table.table.columnWidth(1)
+    assert window.welcome.minimumSizeHint().width() < 500

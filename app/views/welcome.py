@@ -116,6 +116,9 @@ class WelcomePanel(QWidget):
         )
         for line in inputs[:SHOWN_INPUTS]:
             label = plain_label(line.text)
+            label.setWordWrap(
+                True
+            )  # a long line must not widen the left pane (the table's names were cut to "no…ng")
             label.setToolTip(line.path)
             button = QPushButton("Missing" if line.missing else "Resume" if line.images else "Open")
             button.setEnabled(not line.missing and self._open_allowed)
