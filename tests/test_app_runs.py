@@ -4,6 +4,7 @@ shares with ``f2tta run`` (offscreen, pytest-qt). Every test ends with the worke
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -241,3 +242,30 @@ def test_profile_written_by_the_app_resumes_under_f2tta_run(
     assert [r["item"] for r in rows][: len(app_rows)] == [r.name for r in app_rows]
     assert [f"{r.confidence:.6f}" for r in app_rows] == [r["confidence"] for r in rows][: len(app_rows)]
     assert [int(r["index"]) for r in rows] == list(range(30)) and len({r["item"] for r in rows}) == 30
+
+
+def test_a_folder_begun_interleaved_continues_in_that_order_when_reopened(
+    studio: Studio, tmp_path: Path
+) -> None:
+    """Reopened under the settings' name order (a restart with other settings, another computer),
+    a folder begun interleaved continues interleaved, as `f2tta run` does without --order: its
+    rows keep their "#" and no class-sorted warning appears for a stream that was not sorted.
+    Changing the order for the open folder still changes it."""
+    folder = make_folder(tmp_path, 12, labelled="folders")
+    first = studio.open(order="interleaved")
+    studio.open_folder(first, folder)
+    studio.run_to_end(first)
+    positions = {r.key: r.position for r in first.controller.model.rows}
+    assert [r.key for r in sorted(first.controller.model.rows, key=lambda r: r.position)] != sorted(positions)
+    studio.close(first)
+    again = studio.open(order="name")
+    studio.open_folder(again, folder)
+    model = again.controller.model
+    assert model.source is not None and model.source.order == "interleaved"
+    assert {r.key: r.position for r in model.rows} == positions, "the rows keep their #"
+    assert "class-sorted" not in model.gate_checks
+    with studio.qtbot.waitSignal(again.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        again.controller.sessions.apply_settings(
+            dataclasses.replace(again.controller.state.settings, order="mtime")
+        )
+    assert again.controller.model.source.order == "mtime", "an order chosen for the open folder wins"

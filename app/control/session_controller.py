@@ -118,9 +118,13 @@ class SessionController:
         self.events.load_failed.emit(message)
 
     # -- sources -------------------------------------------------------------------------------
-    def open_folder(self, path: str) -> None:
+    def open_folder(self, path: str, order_chosen: bool = False) -> None:
+        """Open the folder at ``path`` in the settings' arrival order; a folder begun in another
+        order continues in that one unless ``order_chosen`` (the order was changed for it)."""
         s = self.state.settings
-        self._request_source(SourceRequest(Path(path), "folder", s.order, seed=s.order_seed))
+        self._request_source(
+            SourceRequest(Path(path), "folder", s.order, seed=s.order_seed, order_chosen=order_chosen)
+        )
 
     def open_slide(self, path: str) -> None:
         self._request_source(SourceRequest(Path(path), "slide", min_tissue=self.state.settings.min_tissue))
@@ -321,7 +325,7 @@ class SessionController:
         elif (old.order, old.order_seed) != (settings.order, settings.order_seed) and isinstance(
             source, FolderSource
         ):
-            self.open_folder(str(source.root))
+            self.open_folder(str(source.root), order_chosen=True)
 
     def remember_folder(self, kind: str, folder: Path) -> None:
         """The ``kind`` file dialog starts in ``folder`` next time (kept in the settings)."""

@@ -54,6 +54,9 @@ class SourceRequest:
     manifest: Path | None = None
     min_tissue: float = 0.25
     seed: int = 0  # the interleaved order's seed
+    #: The order was chosen for this folder (the order menu, the banner's Interleave): it wins over
+    #: the order the folder was begun in; otherwise a begun folder continues in its recorded order.
+    order_chosen: bool = False
 
 
 @dataclass(frozen=True)

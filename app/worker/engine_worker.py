@@ -198,7 +198,7 @@ class EngineWorker(QObject):
             return
         slide: Slide | None = None
         try:
-            source, slide, tissue = open_source(request, self._session.card, self._profile)
+            source, slide, tissue = open_source(request, self._session.card, self._profile, self._journal)
             rows = tuple(self._journal.rows(source.source_id))
         except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
             if slide is not None:

@@ -78,15 +78,30 @@ class OpenSource(NamedTuple):
     tissue: np.ndarray | None  # a slide's tissue mask (thumbnail grid)
 
 
-def open_source(request: SourceRequest, card: ModelCard, profile: Profile | None = None) -> OpenSource:
+def open_source(
+    request: SourceRequest, card: ModelCard, profile: Profile | None = None, journal: Journal | None = None
+) -> OpenSource:
     """The folder or slide of ``request`` in its arrival order, for a model described by ``card``;
-    once it opened, it goes first in ``profile``'s list of inputs."""
+    once it opened, it goes first in ``profile``'s list of inputs.
+
+    A folder ``journal`` says was begun in another order continues in that one (as ``f2tta run``
+    without ``--order`` does), so its rows keep their "#" and the stream the method saw stays one
+    stream; unless the request chose the order for it (``order_chosen``)."""
     if request.kind == "slide":
         slide_source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
         tissue = tissue_mask(slide_source.thumbnail)[0]
         opened = OpenSource(slide_source, Slide(request.path), tissue)
     else:
         folder = open_folder(request.path, card.classes, request.order, request.manifest, seed=request.seed)
+        recorded = journal.arrival(folder.source_id) if journal is not None else None
+        if not request.order_chosen and recorded is not None and recorded != (folder.order, folder.seed):
+            logger.info(
+                "%s continues in the arrival order it was begun in (%s, seed %d)",
+                folder.root.name,
+                recorded[0],
+                recorded[1],
+            )
+            folder = open_folder(request.path, card.classes, recorded[0], request.manifest, seed=recorded[1])
         opened = OpenSource(folder, None, None)
     if profile is not None:
         note_input(profile, request)
