@@ -124,3 +124,24 @@ def test_a_plain_tooltip_is_shown_as_it_is(qapp: object) -> None:
     assert "&lt;img" in tip and "<img" not in tip and "\\u202e" in tip
     assert "two\nlines" in tip, "line breaks stay breaks (they showed as a visible \\n)"
     assert QtGui.mightBeRichText(tip), "escaped into rich text, so Qt does not guess"
+
+
+def test_a_question_keeps_its_line_breaks_and_escapes_what_a_name_hides(
+    qapp: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete question read "…not touched.\\n\\nThis cannot be undone." with visible escapes."""
+    from PySide6.QtWidgets import QMessageBox, QWidget
+
+    from app.views._plain import ask_yes_no
+
+    shown_texts: list[str] = []
+
+    def answer(box: QMessageBox) -> int:
+        shown_texts.append(box.text())
+        return int(QMessageBox.StandardButton.Yes.value)
+
+    monkeypatch.setattr(QMessageBox, "exec", answer)
+    assert ask_yes_no(QWidget(), "Delete project", "Delete project 'a\u202eb'?\n\nThis cannot be undone.")
+    (text,) = shown_texts
+    assert text.split("\n")[-1] == "This cannot be undone." and "\\n" not in text
+    assert "\u202e" not in text, "a bidi control in a name is still made visible"

@@ -37,10 +37,17 @@ def plain_label(text: str = "", parent: QWidget | None = None) -> QLabel:
     return label
 
 
+def shown_lines(text: str) -> str:
+    """``text`` made safe to show line by line: :func:`shown` escapes a line break into a visible
+    ``\\n`` (the delete question read "…not touched.\\n\\nThis cannot be undone."), so each line
+    is made safe on its own and the breaks stay breaks."""
+    return "\n".join(shown(line) for line in text.split("\n"))
+
+
 def _message(
     parent: QWidget, icon: QMessageBox.Icon, title: str, text: str, buttons: QMessageBox.StandardButton
 ) -> int:
-    box = QMessageBox(icon, title, shown(text), buttons, parent)
+    box = QMessageBox(icon, title, shown_lines(text), buttons, parent)
     box.setTextFormat(Qt.TextFormat.PlainText)  # the text names profiles, folders and files
     answer: int = box.exec()
     return answer

@@ -19,7 +19,7 @@ class ProjectCombo(QComboBox):
         super().__init__(parent)
         self.setMinimumWidth(120)
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.setMinimumContentsLength(12)
+        self.setMinimumContentsLength(20)  # "Hospital B pathology" whole at 1280 px
 
     def set_projects(
         self, names: list[str], current: str, entries: dict[str, str], tips: dict[str, str]
