@@ -94,7 +94,7 @@ class PredictionTable(QWidget):
         header.setMinimumSectionSize(30)
         # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        widths = (4, 0, 8, 5, 8, 11, 6, 7, 12, 9)
+        widths = (4, 0, 8, 5, 8, 15, 6, 7, 12, 9)  # the group: "262 · undecided" whole
         for col, chars in enumerate(widths):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
