@@ -136,3 +136,20 @@ def test_table_tooltips_keep_their_line_breaks(qtbot: object) -> None:
     tip = plain_tooltip(table.model.index(0, 1).data(Qt.ItemDataRole.ToolTipRole))
     assert "\\n" + "adapted" not in tip and "\nadapted: tumor" in tip, "a line break, not a visible \\n"
     assert "two\\nlines.png" in tip, "a line break inside a name stays visible as an escape"
+
+
+def test_both_figure_sets_are_in_view_at_1920_by_1080(qtbot: object) -> None:
+    """The Metrics tab at 1920×1080 is about 1 300×400 px: the confusion and per-class tables of
+    two classes once stretched to fill it, so the reviewers' set sat below the fold."""
+    rows = [sample_row(i, pred=i % 2, truth=(i // 3) % 2) for i in range(12)]
+    marks = {rows[0].key: 0, rows[1].key: 1}
+    view = MetricsView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.resize(1300, 400)
+    view.show()
+    qtbot.waitExposed(view)  # type: ignore[attr-defined]
+    view.set_metrics(figures(rows, [r.ground_truth for r in rows], marks, CLASSES))
+    qtbot.wait(10)  # type: ignore[attr-defined]
+    assert view.reviewed.isVisible() and view.dataset.isVisible()
+    bottom = view.reviewed.geometry().bottom()
+    assert bottom <= view.sets_area.viewport().height(), (bottom, view.sets_area.viewport().height())

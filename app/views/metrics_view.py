@@ -47,8 +47,17 @@ def _table(rows: int, cols: int) -> QTableWidget:
     table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
     table.verticalHeader().setDefaultSectionSize(22)
     table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-    table.setMinimumHeight(90)
     return table
+
+
+def _fit_rows(table: QTableWidget, rows: int) -> None:
+    """Make ``table`` exactly as tall as its header and ``rows`` rows (at most 8 before it scrolls):
+    stretched tables left the second figure set below the fold at 1920×1080."""
+    shown = min(rows, 8)
+    height = (
+        table.horizontalHeader().sizeHint().height() + shown * table.verticalHeader().defaultSectionSize()
+    )
+    table.setFixedHeight(height + 2 * table.frameWidth() + 2)
 
 
 class FigureSet(QFrame):
@@ -74,10 +83,10 @@ class FigureSet(QFrame):
         )
         left = QVBoxLayout()
         left.addWidget(self.headings[0])
-        left.addWidget(self.confusion, 1)
+        left.addWidget(self.confusion)
         right = QVBoxLayout()
         right.addWidget(self.headings[1])
-        right.addWidget(self.per_class, 1)
+        right.addWidget(self.per_class)
         tables = QHBoxLayout()
         tables.addLayout(left, 1)
         tables.addLayout(right, 1)
@@ -89,7 +98,7 @@ class FigureSet(QFrame):
         layout.setContentsMargins(0, 2, 0, 6)
         layout.addLayout(self.head)
         layout.addWidget(self.line)
-        layout.addLayout(tables, 1)
+        layout.addLayout(tables)
 
     def show_metrics(self, title: str, metrics: ClinicalMetrics, caption: str, reviewed: bool) -> None:
         """``caption``: what the figures say under a fired applicability gate (empty: none fired)."""
@@ -131,6 +140,8 @@ class FigureSet(QFrame):
                 if col:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.per_class.setItem(k, col, item)
+        for table in (self.confusion, self.per_class):  # as tall as their rows: both sets in view
+            _fit_rows(table, n)
 
 
 class MetricsView(QWidget):
@@ -160,8 +171,9 @@ class MetricsView(QWidget):
         sets = QWidget()
         column = QVBoxLayout(sets)
         column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(self.dataset, 1)
-        column.addWidget(self.reviewed, 1)
+        column.addWidget(self.dataset)
+        column.addWidget(self.reviewed)
+        column.addStretch(1)  # the sets keep their height; the space left stays below them
         self.sets_area = QScrollArea()
         self.sets_area.setWidgetResizable(True)
         self.sets_area.setFrameShape(QFrame.Shape.NoFrame)
