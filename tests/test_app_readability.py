@@ -153,3 +153,5 @@ def test_both_figure_sets_are_in_view_at_1920_by_1080(qtbot: object) -> None:
     assert view.reviewed.isVisible() and view.dataset.isVisible()
     bottom = view.reviewed.geometry().bottom()
     assert bottom <= view.sets_area.viewport().height(), (bottom, view.sets_area.viewport().height())
+    line = view.summary.fontMetrics().lineSpacing()
+    assert view.summary.height() <= 3 * line, "the summary is as tall as its text"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -197,9 +197,11 @@ class MetricsView(QWidget):
         self.gate.setText(f"⚠ {caption}: " + " ".join(gate))
         self.sets_area.setVisible(has)
         self.errors_button.setVisible(has)
-        self.summary.setAlignment(Qt.AlignmentFlag.AlignLeft if has else Qt.AlignmentFlag.AlignCenter)
+        top_left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
+        self.summary.setAlignment(top_left if has else Qt.AlignmentFlag.AlignCenter)
+        # With figures the line takes the height of its text, no more (it kept ~80 px at 1920 px).
         self.summary.setSizePolicy(
-            QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred if has else EXPAND
+            QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum if has else EXPAND
         )
         if figures is None or not has:
             self.summary.setText(NO_TRUTH)
@@ -225,3 +227,21 @@ class MetricsView(QWidget):
         else:
             text += f" ({DATASET} label none of these images)"
         self.summary.setText(text + ". A review mark never changes the dataset's label.")
+        self._fit_lines()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_lines()
+
+    def _fit_lines(self) -> None:
+        """The gate's warning and the summary line take the height of their wrapped text at the
+        tab's width: a wrapped label's own size hint assumes a narrow width, which left ~80 px of
+        empty space above the figures at 1920×1080."""
+        if self.figures is None or not self.figures.any:
+            self.summary.setMinimumHeight(0)
+            self.summary.setMaximumHeight(16_777_215)  # the empty state fills the tab
+            return
+        for label in (self.gate, self.summary):
+            width = self.width() - 8  # the layout's margins
+            if width > 0:
+                label.setFixedHeight(label.heightForWidth(width))
