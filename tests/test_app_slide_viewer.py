@@ -140,6 +140,7 @@ def test_the_slide_pane_is_large_at_1280_by_800(qtbot: object) -> None:
     qtbot.wait(20)  # type: ignore[attr-defined]
     column = window.image_split.height()
     assert window.slide_view.height() >= 0.55 * column, "the slide takes most of the column"
+    assert window.minimumSizeHint().width() <= 1280, "a slide open, the window still fits 1280 px"
     window.large_slide_action.trigger()  # L, or the pane's "Large" button
     qtbot.wait(20)  # type: ignore[attr-defined]
     assert window.slide_view.large_button.isChecked()

@@ -167,20 +167,18 @@ def test_a_long_line_on_the_welcome_page_leaves_the_tables_names_readable(qtbot:
     far that the table cut every name to "no…ng"."""
     from app.core.recent import InputLine
 
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    window.resize(1280, 760)
+    def item_width(inputs: list[InputLine]) -> tuple[int, int]:
+        window = MainWindow()
+        qtbot.addWidget(window)  # type: ignore[attr-defined]
+        window.resize(1280, 760)
+        window.set_inputs(inputs)
+        window.show()
+        qtbot.waitExposed(window)  # type: ignore[attr-defined]
+        table = window.table.table
+        return table.columnWidth(1), table.fontMetrics().horizontalAdvance("0")
+
     long_name = "histology-site-3-from-the-second-hospital-scanned-2026"
-    line = InputLine(
-        f"/data/{long_name}",
-        "folder",
-        f"{long_name} (folder) · 60 images processed · opened 2026-11-27 00:59",
-        False,
-        60,
-    )
-    window.set_inputs([line])
-    window.show()
-    qtbot.waitExposed(window)  # type: ignore[attr-defined]
-    em = window.table.table.fontMetrics().horizontalAdvance("0")
-    assert window.table.table.columnWidth(1) >= 14 * em, window.table.table.columnWidth(1)
-    assert window.welcome.minimumSizeHint().width() < 500
+    text = f"{long_name} (folder) · 60 images processed · opened 2026-11-27 00:59"
+    plain, em = item_width([])
+    with_line, _ = item_width([InputLine(f"/data/{long_name}", "folder", text, False, 60)])
+    assert with_line == plain and plain >= 12 * em, (with_line, plain, em)

@@ -32,9 +32,6 @@ from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
 from app.views._plain import PlainToolTips
 from app.views.table_model import PredictionFilterProxy, PredictionTableModel
 
-#: Characters of the item's name the table always has room for.
-ITEM_MIN_CHARS = 14
-
 
 class PredictionTable(QWidget):
     """Table + filters, and the review keys that act on the selected row.
@@ -94,13 +91,10 @@ class PredictionTable(QWidget):
         header.setMinimumSectionSize(30)
         # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        widths = (4, 0, 8, 5, 8, 15, 6, 7, 12, 9)  # the group: "262 · undecided" whole
+        widths = (4, 0, 8, 5, 8, 13, 6, 7, 12, 9)  # the group: "262 · undecided" whole
         for col, chars in enumerate(widths):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
-        # The item's name keeps at least 14 characters: a wider left pane (the welcome page's list)
-        # once squeezed it to "no…ng" while every other column kept its width.
-        self.table.setMinimumWidth(sum(em * c + 10 for c in widths if c) + em * ITEM_MIN_CHARS + 24)
         self.search.setMinimumWidth(80)
 
         bar = QHBoxLayout()
