@@ -155,3 +155,21 @@ def test_both_figure_sets_are_in_view_at_1920_by_1080(qtbot: object) -> None:
     assert bottom <= view.sets_area.viewport().height(), (bottom, view.sets_area.viewport().height())
     line = view.summary.fontMetrics().lineSpacing()
     assert view.summary.height() <= 3 * line, "the summary is as tall as its text"
+
+
+@pytest.mark.parametrize("width", [560, 1400])
+def test_the_item_name_keeps_room_in_a_narrow_table_and_fills_a_wide_one(qtbot: object, width: int) -> None:
+    """A stretched name column shrank to "…" when the left pane was wide (a splitter saved on a
+    larger screen); it now keeps 14 characters and the table scrolls sideways instead."""
+    view = PredictionTable()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.resize(width, 400)
+    view.show()
+    qtbot.waitExposed(view)  # type: ignore[attr-defined]
+    table = view.table
+    em = table.fontMetrics().horizontalAdvance("0")
+    assert table.columnWidth(1) >= 14 * em
+    header = table.horizontalHeader()
+    total = sum(header.sectionSize(c) for c in range(header.count()))
+    if width > 1000:
+        assert total == table.viewport().width(), "a wide table: the name fills what is left"

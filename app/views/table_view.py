@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from PySide6.QtCore import (
+    QEvent,
     QItemSelection,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
     QPoint,
     Qt,
@@ -31,6 +33,9 @@ from app.core.certificates import QueueState
 from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
 from app.views._plain import PlainToolTips
 from app.views.table_model import PredictionFilterProxy, PredictionTableModel
+
+#: Characters of the item's name the table keeps room for before it scrolls sideways.
+ITEM_MIN_CHARS = 14
 
 
 class PredictionTable(QWidget):
@@ -87,7 +92,10 @@ class PredictionTable(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        # The item's name fills what the other columns leave, but never less than ITEM_MIN_CHARS
+        # (a stretched section shrank to "…" in a narrow table); then the table scrolls sideways.
+        self.table.viewport().installEventFilter(self)
+        header.sectionResized.connect(self._on_section_resized)
         header.setMinimumSectionSize(30)
         # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
@@ -118,6 +126,22 @@ class PredictionTable(QWidget):
             signal.connect(self._update_count)
 
     # -- public API ---------------------------------------------------------------------------
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_item_column()
+        return super().eventFilter(watched, event)
+
+    def _on_section_resized(self, column: int, _old: int, _new: int) -> None:
+        if column != 1:  # another column was resized by hand: the name takes what is left
+            self.fit_item_column()
+
+    def fit_item_column(self) -> None:
+        """The item's name takes the width the other columns leave, at least ITEM_MIN_CHARS."""
+        header = self.table.horizontalHeader()
+        others = sum(header.sectionSize(c) for c in range(header.count()) if c != 1)
+        em = self.table.fontMetrics().horizontalAdvance("0")
+        self.table.setColumnWidth(1, max(em * ITEM_MIN_CHARS, self.table.viewport().width() - others))
+
     def set_filter(self, row_filter: RowFilter) -> None:
         """Apply a filter (also used by the controller to set the uncertainty threshold)."""
         # Keep the shown row selected if it stays visible; selection moves made by the filter
