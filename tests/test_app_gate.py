@@ -49,7 +49,10 @@ def test_a_model_that_does_not_apply_marks_every_figure(
     metrics = window.metrics
     assert not metrics.gate.isHidden() and GATE_CAPTION in metrics.gate.text()
     assert "fundus photographs" in metrics.gate.text()
-    assert not metrics.dataset.caption.isHidden() and GATE_CAPTION in metrics.dataset.caption.text()
+    assert (
+        not metrics.dataset.caption.isHidden() and metrics.dataset.caption.text() == "⚠ Model may not apply"
+    )
+    assert metrics.dataset.caption.toolTip() == GATE_CAPTION
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.export(str(out))
@@ -87,7 +90,7 @@ def test_figures_of_a_class_sorted_folder_say_so_not_that_the_model_does_not_app
     assert model.gate_checks == ["class-sorted"], model.gate_checks
     figures = model.figures()
     assert figures.caption == SORTED_CAPTION and GATE_CAPTION not in metrics.gate.text()
-    assert SORTED_CAPTION in metrics.gate.text() and SORTED_CAPTION in metrics.dataset.caption.text()
+    assert SORTED_CAPTION in metrics.gate.text() and metrics.dataset.caption.toolTip() == SORTED_CAPTION
 
 
 def test_the_caption_names_what_fired() -> None:

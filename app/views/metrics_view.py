@@ -104,7 +104,10 @@ class FigureSet(QFrame):
         """``caption``: what the figures say under a fired applicability gate (empty: none fired)."""
         gate = bool(caption)
         self.title.setText(title)
-        self.caption.setText(f"⚠ {caption}")
+        # Beside the title only the caption's first words (the box above the sets has the rest):
+        # the whole caption pushed the set's button out of a 700-px tab.
+        self.caption.setText(f"⚠ {caption.split(' — ')[0]}")
+        self.caption.setToolTip(caption)
         self.caption.setVisible(gate)
         self.setStyleSheet("FigureSet { border-left: 4px solid #b3261e; }" if gate else "")
         text = (
