@@ -20,7 +20,7 @@ from app.core.uncertainty import UncertaintyRanks
 from app.views.metrics_view import MetricsView
 from app.views.plots_view import PlotsView
 from app.views.table_model import UNCERTAINTY_COLUMN
-from app.views.table_view import PredictionTable
+from app.views.table_view import ITEM_MIN_CHARS, PredictionTable
 from engine import fields_of, list_methods, method_config_class
 
 
@@ -160,7 +160,7 @@ def test_both_figure_sets_are_in_view_at_1920_by_1080(qtbot: object) -> None:
 @pytest.mark.parametrize("width", [560, 1400])
 def test_the_item_name_keeps_room_in_a_narrow_table_and_fills_a_wide_one(qtbot: object, width: int) -> None:
     """A stretched name column shrank to "…" when the left pane was wide (a splitter saved on a
-    larger screen); it now keeps 14 characters and the table scrolls sideways instead."""
+    larger screen); it now keeps ITEM_MIN_CHARS characters and the table scrolls sideways instead."""
     view = PredictionTable()
     qtbot.addWidget(view)  # type: ignore[attr-defined]
     view.resize(width, 400)
@@ -168,7 +168,7 @@ def test_the_item_name_keeps_room_in_a_narrow_table_and_fills_a_wide_one(qtbot: 
     qtbot.waitExposed(view)  # type: ignore[attr-defined]
     table = view.table
     em = table.fontMetrics().horizontalAdvance("0")
-    assert table.columnWidth(1) >= 14 * em
+    assert table.columnWidth(1) >= ITEM_MIN_CHARS * em
     header = table.horizontalHeader()
     total = sum(header.sectionSize(c) for c in range(header.count()))
     if width > 1000:

@@ -35,7 +35,7 @@ from app.views._plain import PlainToolTips
 from app.views.table_model import PredictionFilterProxy, PredictionTableModel
 
 #: Characters of the item's name the table keeps room for before it scrolls sideways.
-ITEM_MIN_CHARS = 14
+ITEM_MIN_CHARS = 12
 
 
 class PredictionTable(QWidget):
