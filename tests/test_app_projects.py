@@ -192,3 +192,28 @@ def test_renaming_the_project_opens_its_folder_again_under_the_new_name(
     assert not (studio.home / "profiles" / "Old name").exists()
     (label, _button), *_ = c.window.welcome.input_rows
     assert label.text().startswith("site (folder) · 4 images processed"), "its list of inputs moved with it"
+
+
+def test_a_project_lists_where_each_inputs_reports_were_written(
+    studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project binds its reports too: the welcome page offers the folder an input's reports
+    were last written into, beside Resume."""
+    folder = make_folder(tmp_path / "a", 4, labelled="none")
+    c = studio.processed(folder, profile="Site A")
+    w = c.window
+    out = tmp_path / "reports"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.controller.export(str(out))
+    for project in ("default", "Site A"):
+        with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+            w.profileSelected.emit(project)
+    (label, _resume), *_ = w.welcome.input_rows
+    assert "· reports " in label.text()
+    (reports,) = w.welcome.report_buttons
+    opened: list[str] = []
+    monkeypatch.setattr(w, "open_location", opened.append)
+    w.welcome.reportsClicked.disconnect()
+    w.welcome.reportsClicked.connect(w.open_location)
+    reports.click()
+    assert opened == [str(out)]

@@ -152,3 +152,29 @@ def test_file_dialogs_remember_where_they_were_per_kind() -> None:
     )
     assert loaded.start_folders() == {"folder": "/x"}
     assert AppSettings.from_json({"folders": ["not", "a", "dict"]}).start_folders() == {}
+
+
+def test_a_projects_input_remembers_where_its_reports_went(tmp_path: Path) -> None:
+    project, folder, reports = tmp_path / "p", tmp_path / "site", tmp_path / "out"
+    project.mkdir()
+    folder.mkdir()
+    recent.note_opened(project, folder, "folder", when="2026-11-27T01:00:00")
+    recent.note_images(project, folder, 60)
+    assert recent.note_reports(project, tmp_path / "elsewhere", reports) == recent.read_inputs(project)
+    recent.note_reports(project, folder, reports, when="2026-11-27T01:18:00")
+    (line,) = recent.shown_inputs(recent.read_inputs(project))
+    assert line.reports is None and "reports" not in line.text, "a reports folder that is gone is not offered"
+    reports.mkdir()
+    (line,) = recent.shown_inputs(recent.read_inputs(project))
+    assert line.reports == str(reports) and line.text.endswith("· reports 2026-11-27 01:18")
+    recent.note_opened(project, folder, "folder", when="2026-11-27T02:00:00")  # opened again
+    (entry,) = recent.read_inputs(project)
+    assert (entry.images, entry.reports, entry.opened) == (60, str(reports), "2026-11-27T02:00:00")
+
+
+def test_a_reports_entry_of_the_wrong_type_is_left_out(tmp_path: Path) -> None:
+    good = {"path": "/a", "kind": "folder", "opened": "2026-11-27T01:00:00"}
+    (tmp_path / recent.INPUTS_FILE).write_text(
+        json.dumps({"inputs": [{**good, "reports": 5}, {**good, "path": "/b", "reported": ["x"]}, good]})
+    )
+    assert [e.path for e in recent.read_inputs(tmp_path)] == ["/a"]

@@ -324,6 +324,7 @@ class Controller:
         """Every report file is in place (the PDF was the last, written on the UI thread)."""
         self.log("info", "Reports written: " + ", ".join(shown_name(p) for p in paths))
         self.view.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
+        self.sessions.show_inputs()  # the project's list names where its reports are
         self.events.export_finished.emit(paths)
 
     def on_worker_export_failed(self, message: str) -> None:

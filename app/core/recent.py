@@ -34,12 +34,16 @@ class Input:
         kind: "folder" or "slide".
         opened: when it was last opened (ISO 8601, local time).
         images: images of it processed so far (None while not known).
+        reports: the folder its reports were last written into (None: never).
+        reported: when (ISO 8601, local time).
     """
 
     path: str
     kind: str
     opened: str
     images: int | None = None
+    reports: str | None = None
+    reported: str | None = None
 
     @property
     def name(self) -> str:
@@ -60,7 +64,12 @@ def _entry(raw: Any) -> Input | None:
         return None
     if images is not None and (type(images) is not int or images < 0):
         return None
-    return Input(path, str(kind), opened, images)
+    reports, reported = raw.get("reports"), raw.get("reported")
+    if reports is not None and not (isinstance(reports, str) and 0 < len(reports) <= 4096):
+        return None
+    if reported is not None and not (isinstance(reported, str) and len(reported) <= 64):
+        return None
+    return Input(path, str(kind), opened, images, reports, reported)
 
 
 def read_inputs(project: Path) -> tuple[Input, ...]:
@@ -100,7 +109,9 @@ def note_opened(project: Path, path: Path, kind: str, when: str | None = None) -
     inputs = list(read_inputs(project))
     earlier = next((e for e in inputs if e.path == str(path)), None)
     rest = [e for e in inputs if e.path != str(path)]
-    entry = Input(str(path), kind, when or now_iso(), earlier.images if earlier is not None else None)
+    entry = Input(str(path), kind, when or now_iso())
+    if earlier is not None:  # its image count and reports stay
+        entry = replace(earlier, kind=kind, opened=entry.opened)
     return _write(project, [entry, *rest])
 
 
@@ -118,6 +129,20 @@ def note_images(project: Path, path: Path, images: int) -> tuple[Input, ...]:
     return _write(project, inputs)
 
 
+def note_reports(project: Path, path: Path, directory: Path, when: str | None = None) -> tuple[Input, ...]:
+    """The reports of ``path`` (an input of ``project``) were written into ``directory``.
+
+    Raises:
+        OSError: the list cannot be written.
+    """
+    inputs = list(read_inputs(project))
+    index = next((k for k, e in enumerate(inputs) if e.path == str(path)), None)
+    if index is None:
+        return tuple(inputs)
+    inputs[index] = replace(inputs[index], reports=str(directory), reported=when or now_iso())
+    return _write(project, inputs)
+
+
 @dataclass(frozen=True)
 class InputLine:
     """An input as the welcome page and File ▸ Open recent show it.
@@ -128,6 +153,7 @@ class InputLine:
         text: its name, kind, images processed and when it was last opened.
         missing: the folder or slide is not there any more (shown, not offered).
         images: images of it processed so far (None while not known).
+        reports: the folder its reports were last written into, when it is still there.
     """
 
     path: str
@@ -135,6 +161,7 @@ class InputLine:
     text: str
     missing: bool
     images: int | None = None
+    reports: str | None = None
 
 
 def shown_inputs(inputs: tuple[Input, ...]) -> list[InputLine]:
@@ -146,7 +173,10 @@ def shown_inputs(inputs: tuple[Input, ...]) -> list[InputLine]:
         if entry.images is not None:
             text += f" · {entry.images} image{'s' if entry.images != 1 else ''} processed"
         text += f" · opened {entry.opened.replace('T', ' ')[:16]}"
+        reports = entry.reports if entry.reports is not None and Path(entry.reports).is_dir() else None
+        if reports is not None and entry.reported:
+            text += f" · reports {entry.reported.replace('T', ' ')[:16]}"
         if missing:
             text += " · missing"
-        lines.append(InputLine(entry.path, entry.kind, text, missing, entry.images))
+        lines.append(InputLine(entry.path, entry.kind, text, missing, entry.images, reports))
     return lines

@@ -132,6 +132,7 @@ class MainWindow(WindowParts, QMainWindow):
         self.welcome.demoClicked.connect(self.demoRequested)
         self.welcome.newProjectClicked.connect(self.newProfileRequested)
         self.welcome.inputClicked.connect(self._on_welcome_input_clicked)
+        self.welcome.reportsClicked.connect(self.open_location)
         self.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
 
     # -- state from the controller ------------------------------------------------------------

@@ -21,6 +21,7 @@ class WelcomePanel(QWidget):
         demoClicked(str): the demo set of this kind ("histology" or "fundus").
         newProjectClicked(): the user wants a new project.
         inputClicked(str, str): open this folder or slide again (path, "folder" or "slide").
+        reportsClicked(str): show the folder the reports of an input were written into.
     """
 
     openFolderClicked = Signal()
@@ -28,6 +29,7 @@ class WelcomePanel(QWidget):
     demoClicked = Signal(str)
     newProjectClicked = Signal()
     inputClicked = Signal(str, str)
+    reportsClicked = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -39,6 +41,7 @@ class WelcomePanel(QWidget):
         self.inputs_box = QVBoxLayout()
         self.inputs_box.setSpacing(2)
         self.input_rows: list[tuple[QLabel, QPushButton]] = []
+        self.report_buttons: list[QPushButton] = []  # an input's "Reports", where it has some
         self._open_allowed = True
         self.text = QLabel(
             "Open a <b>folder of images</b> (class sub-folders or a <tt>labels.csv</tt> give ground truth) "
@@ -101,14 +104,13 @@ class WelcomePanel(QWidget):
     def set_inputs(self, inputs: list[InputLine]) -> None:
         """The project's folders and slides, most recent first, each with an Open button (a missing
         one is listed as missing, without a button)."""
-        for label, button in self.input_rows:
-            label.deleteLater()
-            button.deleteLater()
+        for widget in [w for row in self.input_rows for w in row] + self.report_buttons:
+            widget.deleteLater()
         while self.inputs_box.count():
             item = self.inputs_box.takeAt(0)
             if item is not None and item.layout() is not None:
                 item.layout().deleteLater()  # type: ignore[union-attr]
-        self.input_rows = []
+        self.input_rows, self.report_buttons = [], []
         self.inputs_heading.setText(
             "Folders and slides of this project (most recent first):"
             if inputs
@@ -129,6 +131,12 @@ class WelcomePanel(QWidget):
             row = QHBoxLayout()
             row.addWidget(label, 1)
             row.addWidget(button)
+            if line.reports is not None:  # the project's reports of it: open their folder
+                reports = QPushButton("Reports")
+                reports.setToolTip(line.reports)
+                reports.clicked.connect(lambda _checked=False, p=line.reports: self.reportsClicked.emit(p))
+                row.addWidget(reports)
+                self.report_buttons.append(reports)
             self.inputs_box.addLayout(row)
             self.input_rows.append((label, button))
 

@@ -56,6 +56,7 @@ from app.core.overlay import Overlay
 from app.core.profiles import Profile, ProfileError, ProfileStore
 from app.core.reviews import REVIEW_DIR, OverlayStore
 from app.reports.files import ReportData, report_failure
+from app.worker import opening
 from app.worker.io import judge_kind, read_preview, read_region, write_reports
 from app.worker.opening import load_session, note_progress, open_journal, open_profile, open_source
 from app.worker.results import item_failure, item_result, run_ended, session_info
@@ -381,6 +382,7 @@ class EngineWorker(QObject):
         except Exception as exc:  # the scripted mode waits for one of the two answers
             self.exportFailed.emit(report_failure(exc, Path(directory)))
             return
+        opening.note_reports(self._profile, source, Path(directory))
         self.exported.emit(written, complete)
 
     def _release(self) -> None:

@@ -8,6 +8,7 @@ for the journal, returned as the user-facing reason) for it to report.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -117,6 +118,17 @@ def note_input(profile: Profile, request: SourceRequest) -> None:
         recent.note_opened(profile.path, request.path, request.kind)
     except OSError as exc:
         logger.warning("project %s cannot record %s: %s", profile.name, request.path, exc)
+
+
+def note_reports(profile: Profile | None, source: Source | None, directory: Path) -> None:
+    """Record in the project's list of inputs where the reports of ``source`` were written."""
+    if profile is None or profile.external or source is None:
+        return
+    path = source.path if isinstance(source, SlideSource) else source.root
+    try:
+        recent.note_reports(profile.path, path, directory)
+    except OSError as exc:
+        logger.warning("project %s cannot record the reports of %s: %s", profile.name, path, exc)
 
 
 def note_progress(profile: Profile | None, source: Source | None, journal: Journal | None) -> None:
