@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         ReviewQueue,
     )
     from engine.run.guard import GuardConfig, GuardEvent
-    from engine.run.journal import Journal
+    from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
     from engine.run.rows import (
         CSV_COLUMNS,
@@ -184,6 +184,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GuardConfig": ("engine.run.guard", "GuardConfig"),
     "GuardEvent": ("engine.run.guard", "GuardEvent"),
     "Journal": ("engine.run.journal", "Journal"),
+    "in_recorded_order": ("engine.run.journal", "in_recorded_order"),
     "LockedError": ("engine.run.lock", "LockedError"),
     "CSV_COLUMNS": ("engine.run.rows", "CSV_COLUMNS"),
     "PredictionRow": ("engine.run.rows", "PredictionRow"),
@@ -311,6 +312,7 @@ __all__ = [
     "fields_of",
     "get_method_class",
     "image_kind",
+    "in_recorded_order",
     "list_images",
     "list_methods",
     "load_model",

@@ -22,6 +22,7 @@ from app._engine import (
     SlideSource,
     Source,
     StateError,
+    in_recorded_order,
     method_config,
     open_folder,
     open_slide_source,
@@ -94,15 +95,8 @@ def open_source(
         opened = OpenSource(slide_source, Slide(request.path), tissue)
     else:
         folder = open_folder(request.path, card.classes, request.order, request.manifest, seed=request.seed)
-        recorded = journal.arrival(folder.source_id) if journal is not None else None
-        if not request.order_chosen and recorded is not None and recorded != (folder.order, folder.seed):
-            logger.info(
-                "%s continues in the arrival order it was begun in (%s, seed %d)",
-                folder.root.name,
-                recorded[0],
-                recorded[1],
-            )
-            folder = open_folder(request.path, card.classes, recorded[0], request.manifest, seed=recorded[1])
+        if journal is not None and not request.order_chosen:
+            folder = in_recorded_order(folder, journal, card.classes, request.manifest)
         opened = OpenSource(folder, None, None)
     if profile is not None:
         note_input(profile, request)

@@ -31,13 +31,14 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from engine.errors import StateError
 from engine.io.arrival import ORDERS
-from engine.io.sources import source_hash
+from engine.io.sources import FolderSource, open_folder, source_hash
 from engine.run.lock import DirectoryLock
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
@@ -376,3 +377,27 @@ def _check_writable(directory: Path) -> None:
             os.fsync(fh.fileno())
     except OSError as exc:
         raise StateError(f"{directory}: cannot be written ({exc.strerror or exc})") from exc
+
+
+def in_recorded_order(
+    folder: FolderSource,
+    journal: Journal,
+    classes: Sequence[str],
+    manifest: Path | None = None,
+    seed: int | None = None,
+) -> FolderSource:
+    """``folder`` in the arrival order ``journal`` says it was begun in, so a folder continued
+    later keeps its positions and the stream the method saw stays one stream (``f2tta run``
+    without ``--order``, the app on reopening a folder). ``seed`` replaces the recorded seed.
+    ``folder`` itself when nothing is recorded or its order is already that one."""
+    recorded = journal.arrival(folder.source_id)
+    if recorded is None:
+        return folder
+    order, recorded_seed = recorded
+    seed = recorded_seed if seed is None else seed
+    if (order, seed) == (folder.order, folder.seed):
+        return folder
+    logger.info(
+        "%s continues in the arrival order it was begun in (%s, seed %d)", folder.root.name, order, seed
+    )
+    return open_folder(folder.root, classes, order, manifest, seed=seed)

@@ -18,7 +18,7 @@ from typing import Any
 from engine.errors import StateError
 from engine.io.sources import FolderSource, open_folder
 from engine.model.gate import GateWarning, NotApplicableError, check_source
-from engine.run.journal import Journal
+from engine.run.journal import Journal, in_recorded_order
 from engine.run.outputs import CsvOutputs, check_out_before_journal
 from engine.run.session import Session
 from engine.run.step import SettingsMismatchError
@@ -114,10 +114,8 @@ def open_folder_job(
             journal.restore(session, keep_saved_settings=keep_saved_settings)
         except SettingsMismatchError as exc:
             raise StateError(settings_advice(exc, state_dir)) from exc
-        recorded = journal.arrival(source.source_id)
-        if order is None and recorded is not None and recorded != (source.order, source.seed):
-            seed = order_seed if order_seed is not None else recorded[1]
-            source = open_folder(input_dir, session.card.classes, recorded[0], manifest, seed=seed)
+        if order is None:
+            source = in_recorded_order(source, journal, session.card.classes, manifest, order_seed)
         journal.check_space(session)
         rows = journal.rows(source.source_id)
         out_csv.parent.mkdir(parents=True, exist_ok=True)
