@@ -8,6 +8,7 @@ for the journal, returned as the user-facing reason) for it to report.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -116,21 +117,26 @@ def note_input(profile: Profile, request: SourceRequest) -> None:
 
 def note_reports(profile: Profile | None, source: Source | None, directory: Path) -> None:
     """Record in the project's list of inputs where the reports of ``source`` were written."""
-    if profile is None or profile.external or source is None:
-        return
-    path = source.path if isinstance(source, SlideSource) else source.root
-    try:
-        recent.note_reports(profile.path, path, directory)
-    except OSError as exc:
-        logger.warning("project %s cannot record the reports of %s: %s", profile.name, path, exc)
+    _note(profile, source, "the reports", lambda project, path: recent.note_reports(project, path, directory))
 
 
 def note_progress(profile: Profile | None, source: Source | None, journal: Journal | None) -> None:
     """Record in the project's list of inputs how many images of ``source`` the journal holds."""
-    if profile is None or profile.external or source is None or journal is None:
+    if source is None or journal is None:
+        return
+    done = len(journal.source(source.source_id).done())
+    _note(profile, source, "the images", lambda project, path: recent.note_images(project, path, done))
+
+
+def _note(
+    profile: Profile | None, source: Source | None, what: str, record: Callable[[Path, Path], object]
+) -> None:
+    """``record(project folder, source path)`` for a project folder (not an external state); a
+    failure is logged: the list is a convenience, the run does not depend on it."""
+    if profile is None or profile.external or source is None:
         return
     path = source.path if isinstance(source, SlideSource) else source.root
     try:
-        recent.note_images(profile.path, path, len(journal.source(source.source_id).done()))
+        record(profile.path, path)
     except OSError as exc:
-        logger.warning("project %s cannot record the images of %s: %s", profile.name, path, exc)
+        logger.warning("project %s cannot record %s of %s: %s", profile.name, what, path, exc)
