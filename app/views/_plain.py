@@ -70,10 +70,10 @@ def plain_tooltip(text: str) -> str:
     and the table's row tooltips showed "(engine image index 5)\\nadapted: …" on one line)."""
     if not text:
         return ""
-    # Line by line: shown() would make the line breaks visible "\n" escapes (every table tooltip
-    # read "…\nadapted: …"); a name that holds a line break is escaped by whoever puts it in.
-    lines = "\n".join(html.escape(shown(line)) for line in text.split("\n"))
-    return f"<p style='white-space:pre-wrap'>{lines}</p>"
+    # Line by line (shown_lines): shown() would make the line breaks visible "\n" escapes (every
+    # table tooltip read "…\nadapted: …"); a name that holds a line break is escaped by whoever
+    # puts it in.
+    return f"<p style='white-space:pre-wrap'>{html.escape(shown_lines(text))}</p>"
 
 
 class PlainToolTips(QStyledItemDelegate):
