@@ -27,7 +27,7 @@ from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceR
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.profiles import ProfileStore
-from app.core.projects import project_entry, project_tooltip
+from app.core.projects import project_lines
 from app.core.recent import read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
@@ -273,8 +273,9 @@ class SessionController:
         st = self.state
         current = st.state_dir.name if st.state_dir is not None else st.settings.profile
         infos = ProfileStore(st.home).infos()
-        details = {i.name: project_tooltip(i) for i in infos}
-        entries = {i.name: project_entry(i) for i in infos}
+        lines = {i.name: project_lines(i) for i in infos}  # each model card read once
+        details = {name: tooltip for name, (_entry, tooltip) in lines.items()}
+        entries = {name: entry for name, (entry, _tooltip) in lines.items()}
         self.view.set_profiles(sorted({*details, current}), current, details, entries)
         self.view.set_demos(available_demos())
 

@@ -48,27 +48,35 @@ def model_text(card: ModelCard) -> str:
 
 def model_file_text(checkpoint: str | Path) -> str:
     """The card's description of the model at ``checkpoint``, or why there is none."""
-    path = Path(checkpoint)
+    return _described(Path(checkpoint), card_of(checkpoint))
+
+
+def _described(path: Path, card: ModelCard | None) -> str:
     if not path.is_file():
         return f"{MISSING}: {path}"
-    card = card_of(path)
     return model_text(card) if card is not None else f"{NO_CARD} beside {path.name}"
+
+
+def project_lines(info: ProfileInfo) -> tuple[str, str]:
+    """The project list's entry after a project's name (``Histology · 60 images seen``) and its
+    tooltip (the model by its card, the images seen and when saved), the card read once."""
+    card = card_of(info.model_path) if info.model_path else None
+    seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
+    entry = f"{kind_text(card) if card is not None else 'no usable model'} · {seen}"
+    model = _described(Path(info.model_path), card) if info.model_path else "no model chosen yet"
+    if info.updated:
+        seen += f", saved {info.updated.replace('T', ' ')[:16]}"
+    return entry, f"{model}\n{seen}"
 
 
 def project_entry(info: ProfileInfo) -> str:
     """The project list's words after a project's name: ``Histology · 60 images seen``."""
-    card = card_of(info.model_path) if info.model_path else None
-    kind = kind_text(card) if card is not None else "no usable model"
-    return f"{kind} · {info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
+    return project_lines(info)[0]
 
 
 def project_tooltip(info: ProfileInfo) -> str:
-    """The project list's second line: the model by its card and the images seen."""
-    model = model_file_text(info.model_path) if info.model_path else "no model chosen yet"
-    seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
-    if info.updated:
-        seen += f", saved {info.updated.replace('T', ' ')[:16]}"
-    return f"{model}\n{seen}"
+    """The project list's tooltip: the model by its card and the images seen."""
+    return project_lines(info)[1]
 
 
 @dataclass(frozen=True)
