@@ -26,7 +26,7 @@ from app.control.session_controller import SessionController
 from app.control.status import RUNNING, TICKING, ControllerEvents, Status
 from app.control.view import View
 from app.core import advice, notices
-from app.core.applicability import Collapse, model_kind, one_class_collapse
+from app.core.applicability import Collapse, model_kind
 from app.core.caches import MessageThrottle
 from app.core.certificates import Reverted
 from app.core.filters import PredictionRow
@@ -273,7 +273,7 @@ class Controller:
             self.on_worker_state_saved(ended.profile)
         self.log("error" if ended.reason == "failed" else "info", notices.run_ended(ended, self.model))
         if self.model.collapse is not None:  # the banner's figures as of the end of the run
-            final = one_class_collapse(self.model.rows)
+            final = self.model.watch.collapse()
             if final is not None:
                 self.model.checks = [c for c in self.model.checks if not c.startswith("Nearly every")]
                 self.model.collapse = final  # the figures' caption says the same

@@ -19,9 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from app._engine import KindTally, PredictionRow, SlideSource, Source
-from app.core.applicability import Collapse, Kind, collapse_due, one_class_collapse
+from app.core.applicability import Collapse, CollapseWatch, Kind, collapse_due
 from app.core.caches import LruCache
 from app.core.certificates import Group, GroupLine, QueueState, Reverted, reverted_row
+from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay, widen_levels
@@ -56,6 +57,8 @@ class RunModel(Truths):
         self.notes: list[str] = []
         self.classes: tuple[str, ...] = ()
         self.raw_rows: list[PredictionRow] = []  # the rows as the engine made them (the journal's)
+        self.tally = FigureTally()  # the figures, counted row by row (figures())
+        self.watch = CollapseWatch()  # the predictions, counted row by row (a one-class collapse)
         self.desk = ReviewDesk()  # review marks, undo, the review queue and the certificates
         self._reverted: dict[Group, int] = {}  # reverted groups (reviews each took), as the rows show
         self.kinds = KindTally()  # what the first previews look like
@@ -112,6 +115,7 @@ class RunModel(Truths):
         total = len(source.items)
         self.rows, self.raw_rows, self.overlays = [], [], {}
         self.classes = tuple(classes)
+        self.tally, self.watch = FigureTally(self.classes), CollapseWatch()
         self.kinds, self.collapse, self.checks, self.gate, self.gate_checks = KindTally(), None, [], [], []
         self.dataset_labelled = any(item.ground_truth is not None for item in source.items)
         self._collapse_checked = 0
@@ -151,6 +155,7 @@ class RunModel(Truths):
     def close(self) -> None:
         self.desk.close()  # its review files saved and let go of first: nothing is written after this
         self.source, self.pending, self.selected, self.rows, self.raw_rows = None, 0, None, [], []
+        self.tally, self.watch = FigureTally(self.classes), CollapseWatch()
         self._unshown, self._cells, self.overlays = [], [], {}
 
     # -- results ---------------------------------------------------------------------------------
@@ -193,6 +198,7 @@ class RunModel(Truths):
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
+            self._tally(len(self.rows) - 1)
             self._show_tile(row)
         self.stats.extend(rows, [self._plot_truth(r) for r in rows_in])
         self._unshown.extend(rows)
@@ -245,7 +251,7 @@ class RunModel(Truths):
         """Note a one-class collapse once per source, checked every few new rows."""
         if self.collapse is None and collapse_due(len(self.rows), self._collapse_checked):
             self._collapse_checked = len(self.rows)
-            self.collapse = one_class_collapse(self.rows)
+            self.collapse = self.watch.collapse()
             if self.collapse is not None:
                 self.collapse_noted.emit(self.collapse)
 
@@ -323,6 +329,7 @@ class RunModel(Truths):
             self.rows[index] = row
             decided |= old.prediction != row.prediction or old.positive_prob != row.positive_prob
             self.stats.set_truth(index, self._plot_truth(self.raw_rows[index]))
+            self._tally(index)
             self._show_tile(row)
             changes.append(RowChange(index, row, self.review_of(row.position)))
         if not changes:

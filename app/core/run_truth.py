@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.core.applicability import Collapse
-from app.core.figures import Figures, figures
+from app.core.applicability import Collapse, CollapseWatch
+from app.core.figure_tally import FigureTally
+from app.core.figures import Figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
 from app.core.reviews import ReviewMark
@@ -30,6 +31,8 @@ class Truths:
     collapse: Collapse | None
     dataset_labelled: bool
     stats: RunStatistics
+    tally: FigureTally
+    watch: CollapseWatch
     metrics_changed: Notifier[Figures]
     _row_of_position: dict[int, int]
 
@@ -64,9 +67,15 @@ class Truths:
         collapsed = self.collapse is not None
         gate = [*self.gate, *([self.collapse.text()] if self.collapse is not None else [])]
         checks = [*self.gate_checks, *(["collapse"] if collapsed else [])]
-        truth = [r.ground_truth for r in self.raw_rows]
-        marks = {k: m.label for k, m in self.marks.items()}
-        return figures(self.rows, truth, marks, self.classes, gate, checks)
+        return self.tally.figures(gate, checks)
+
+    def _tally(self, index: int) -> None:
+        """The figures count the row at ``index`` as it is shown now (its decision, its dataset
+        label and its mark): what it counted before is taken away (O(1), see :mod:`app.core.figure_tally`)."""
+        raw = self.raw_rows[index]
+        mark = self.marks.get(raw.key)
+        self.tally.set_row(index, self.rows[index], raw.ground_truth, None if mark is None else mark.label)
+        self.watch.set_row(index, self.rows[index])
 
     def disagreement(self, position: int, label: int) -> tuple[str, str] | None:
         """``(dataset's class, marked class)`` when marking the image at ``position`` as ``label``

@@ -19,6 +19,17 @@ import numpy as np
 from app.core.filters import PredictionRow
 
 DEFAULT_SEGMENTS = 10
+#: Points of a running curve the plots draw at most: more than a plot is pixels wide only costs
+#: repaint time, which grew with the rows shown (issue 30). The curves are cumulative: even steps
+#: through the stream lose nothing a reader can see.
+PLOT_POINTS = 600
+
+
+def thin(count: int, most: int = PLOT_POINTS) -> np.ndarray:
+    """Indices of at most ``most`` of ``count`` points, evenly spread, first and last included."""
+    if count <= most:
+        return np.arange(count)
+    return np.unique(np.linspace(0, count - 1, most).round().astype(np.int64))
 
 
 def segment_size_for(total: int, segments: int = DEFAULT_SEGMENTS) -> int:
@@ -31,7 +42,7 @@ class PlotData:
     """Everything the plots draw, as immutable arrays (x = position in the stream, 1-based)."""
 
     labelled: bool  # True when the curves are accuracies against ground truth
-    x: np.ndarray
+    x: np.ndarray  # at most PLOT_POINTS, evenly spread over the stream (the last one included)
     adapted: np.ndarray  # running accuracy or positive rate of the adapted model
     source: np.ndarray  # the same for the source model
     confidence: np.ndarray  # running mean confidence of the adapted model
@@ -156,8 +167,18 @@ class RunStatistics:
             source = np.cumsum(src == self.positive_class) / count
             confidence = np.cumsum(conf) / count
         starts, seg_a, seg_s = self._segments(pred, src, truth, labelled)
+        keep = thin(x.size)
         return PlotData(
-            labelled, x, adapted, source, confidence, starts, seg_a, seg_s, self.segment_size, self.truth
+            labelled,
+            x[keep],
+            adapted[keep],
+            source[keep],
+            confidence[keep],
+            starts,
+            seg_a,
+            seg_s,
+            self.segment_size,
+            self.truth,
         )
 
     def _segments(

@@ -78,6 +78,7 @@ class StudioApp(QObject):
         self.worker.moveToThread(self.engine_thread)
         self.link = WorkerLink(self.worker)
         self.timer = QTimer(self)
+        self.timer.setObjectName("views-timer")
         self.timer.setInterval(flush_interval_ms)
         self.log_bridge = LogBridge("engine")
         state = OpenSession(settings, home, state_dir, persist_settings)

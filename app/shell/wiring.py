@@ -99,6 +99,8 @@ class _UiSlot(QObject):
     def __init__(self, handler: Callable[..., object], parent: QObject) -> None:
         super().__init__(parent)
         self._handler = handler
+        # Named after its handler, so a queued call is named in event traces (benchmarks/_stalls.py).
+        self.setObjectName(getattr(handler, "__qualname__", type(handler).__name__))
 
     def call(self, *args: Any) -> None:
         self._handler(*args)

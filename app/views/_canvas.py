@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QResizeEvent
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app._engine import shown
 from app.views._plain import plain_label, plain_tooltip
@@ -34,12 +34,27 @@ def image_canvas() -> tuple[pg.GraphicsLayoutWidget, pg.ViewBox]:
     return canvas, viewbox
 
 
+def cache_axes(item: pg.GraphicsItem) -> None:
+    """Draw each axis under ``item`` once into a pixmap and reuse it until the axis changes.
+
+    A pyqtgraph axis with grid lines spans its whole plot: every new curve or image repainted
+    every axis, tick labels included, and those repaints grew into the longest stalls of a run
+    (issue 30). The axes here change only when their range or size does.
+    """
+    for child in [item, *item.childItems()]:
+        if isinstance(child, pg.AxisItem):
+            child.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        elif child is not item:
+            cache_axes(child)
+
+
 def add_colorbar(canvas: pg.GraphicsLayoutWidget, colormap: pg.ColorMap, label: str) -> pg.ColorBarItem:
     """A non-interactive colour bar right of the view box."""
     bar = pg.ColorBarItem(
         values=(0.0, 1.0), colorMap=colormap, interactive=False, width=14, label=label, rounding=1e-9
     )
     canvas.addItem(bar, row=0, col=1)
+    cache_axes(bar)
     return bar
 
 

@@ -8,6 +8,7 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from app.core.stats import PlotData
+from app.views._canvas import cache_axes
 
 ADAPTED_COLOR = (31, 119, 180)
 SOURCE_COLOR = (150, 150, 150)
@@ -79,6 +80,8 @@ class PlotsView(QWidget):
         self.source_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=SOURCE_COLOR, name="source")
         self.segments.addItem(self.adapted_bars)
         self.segments.addItem(self.source_bars)
+        for plot in (self.running, self.segments):
+            cache_axes(plot.getPlotItem())
         layout = QHBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(self.running, 3)

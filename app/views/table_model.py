@@ -56,6 +56,8 @@ RIGHT_BRUSH = QBrush(QColor(30, 130, 60))
 
 Index = QModelIndex | QPersistentModelIndex
 RIGHT_ALIGN = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+#: A cell as the delegate paints it: text, right-aligned, text colour, background (None: the default).
+Cell = tuple[str, bool, QBrush | None, QBrush | None]
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -73,6 +75,7 @@ class PredictionTableModel(QAbstractTableModel):
         self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
         self.queue = QueueState({}, {})  # the review queue's order and each group's verdict
+        self.in_arrival_order = True  # the rows' positions ascend: "#" sorts as the rows are kept
 
     def rowCount(self, parent: Index | None = None) -> int:
         return 0 if parent is not None and parent.isValid() else len(self._rows)
@@ -90,16 +93,30 @@ class PredictionTableModel(QAbstractTableModel):
                 return HEADER_TIPS[section]
         return None
 
+    def text(self, row: int, column: int) -> str:
+        """What the cell at (``row``, ``column``) shows."""
+        if column == REVIEW_COLUMN:
+            return self._reviews.get(row, "")
+        if column == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
+            return self.uncertainty.band(self._rows[row].uncertainty)
+        if column == GROUP_COLUMN:
+            return self._group_text(self._rows[row].site_group)
+        return self._texts[row][column]
+
+    def cell(self, row: int, column: int) -> Cell:
+        """The cell's text, whether it is right-aligned (a number), its text colour and its
+        background, in one call (the table's delegate paints from it: one call a cell instead of
+        one a role, see :mod:`app.views.table_cells`)."""
+        data = self._rows[row]
+        foreground = None
+        if column in (AGREEMENT_COLUMN, REVIEW_COLUMN) and data.ground_truth is not None:
+            foreground = RIGHT_BRUSH if data.correct else WRONG_BRUSH
+        return self.text(row, column), column in (0, 3), foreground, CHANGED_BRUSH if data.changed else None
+
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        # Called for every visible cell and role at each repaint: keep the common paths short.
+        # The delegate paints from cell(); this serves sorting, tooltips, tests and accessibility.
         if role == Qt.ItemDataRole.DisplayRole:
-            if index.column() == REVIEW_COLUMN:
-                return self._reviews.get(index.row(), "")
-            if index.column() == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
-                return self.uncertainty.band(self._rows[index.row()].uncertainty)
-            if index.column() == GROUP_COLUMN:
-                return self._group_text(self._rows[index.row()].site_group)
-            return self._texts[index.row()][index.column()]
+            return self.text(index.row(), index.column())
         if role == SORT_ROLE:
             if index.column() == REVIEW_COLUMN:
                 return self._reviews.get(index.row(), "")
@@ -181,6 +198,10 @@ class PredictionTableModel(QAbstractTableModel):
             return
         first = len(self._rows)
         self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+        last = self._rows[-1].position if self._rows else -1
+        for row in rows:
+            self.in_arrival_order &= row.position > last
+            last = row.position
         self._rows.extend(rows)
         self.uncertainty.add(r.uncertainty for r in rows)
         self._texts.extend(tuple(self._display(r, c) for c in range(len(COLUMNS))) for r in rows)
@@ -191,6 +212,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows = []
         self._texts = []
         self._reviews = {}
+        self.in_arrival_order = True
         self.uncertainty.clear()
         self.queue = QueueState({}, {})
         self.endResetModel()
@@ -245,6 +267,7 @@ class PredictionFilterProxy(QSortFilterProxyModel):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._filter = RowFilter()
+        self._column = -1  # the column the user sorts by ("#" may be sorted as the rows are kept)
         self.setSortRole(SORT_ROLE)
         self.setDynamicSortFilter(True)
 
@@ -258,7 +281,29 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         self._filter = row_filter
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
         if resort:
-            self.invalidate()
+            column = self._sort_column(self._column)
+            if column == self.sortColumn():
+                self.invalidate()
+            else:
+                super().sort(column, self.sortOrder())
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Sort by ``column``; by "#" (arrival order), the rows stay in the order the model keeps
+        them, so rows that arrive are placed without comparing them (each comparison is a call
+        into Python: with the rows' comparisons the table took most of the UI thread's time)."""
+        self._column = column
+        super().sort(self._sort_column(column), order)
+
+    def keep_order(self) -> None:
+        """Rows arrived out of arrival order (restored rows of a folder reordered since): "#" is
+        sorted by comparing the rows from now on."""
+        if self.sortColumn() != self._sort_column(self._column):
+            super().sort(self._sort_column(self._column), self.sortOrder())
+
+    def _sort_column(self, column: int) -> int:
+        model = self.sourceModel()
+        arrival = isinstance(model, PredictionTableModel) and model.in_arrival_order
+        return -1 if column == 0 and arrival and self._filter.mode != "queue" else column
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         model = self.sourceModel()

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.core.certificates import QueueState
 from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
-from app.views._plain import PlainToolTips
+from app.views.table_cells import TableCells
 from app.views.table_model import PredictionFilterProxy, PredictionTableModel
 
 #: Characters of the item's name the table keeps room for before it scrolls sideways.
@@ -76,9 +76,16 @@ class PredictionTable(QWidget):
         self.follow_box.setChecked(True)
         self.follow_box.setToolTip("Show each new image as it is processed")
         self.count_label = QLabel("0 rows")
+        # Room for four-digit counts from the start: a label as wide as its text widened the
+        # table, and with it a window at its least width, at every new digit (a resize and a
+        # repaint of the whole window during a run, issue 30).
+        self.count_label.setMinimumWidth(
+            self.count_label.fontMetrics().horizontalAdvance("0000 of 0000 rows")
+        )
 
         self.table = QTableView()
-        self.table.setItemDelegate(PlainToolTips(self.table))  # tooltips hold file and class names
+        # Painted from the model's cells (one call a cell); tooltips hold file and class names.
+        self.table.setItemDelegate(TableCells(self.model, self.proxy, self.table))
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
@@ -124,6 +131,7 @@ class PredictionTable(QWidget):
         self.table.clicked.connect(self._on_table_clicked)
         for signal in (self.model.rowsInserted, self.model.modelReset, self.proxy.layoutChanged):
             signal.connect(self._update_count)
+        self.model.rowsInserted.connect(self.proxy.keep_order)
 
     # -- public API ---------------------------------------------------------------------------
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
