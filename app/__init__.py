@@ -2,7 +2,7 @@
 
 The app follows the ndv/napari split (``docs/architecture.md``), one package per role:
 
-* :mod:`app.core`: Qt-free state and logic (the run model, statistics, profiles, review marks,
+* :mod:`app.core`: Qt-free state and logic (the run model, statistics, projects, review marks,
   settings, names and words), unit-tested without a display; import-linter keeps it Qt-free.
 * :mod:`app.worker`: the engine session in its own thread (:mod:`app.worker.engine_worker`).
 * :mod:`app.reports`: the PDF, CSV, JSON and GeoJSON reports and the data they are made from.

@@ -1,7 +1,7 @@
-"""``f2tta-studio [PATH] [--model M] [--profile NAME] [--method NAME] [--device D] [--run] [--export DIR]
+"""``f2tta-studio [PATH] [--model M] [--project NAME] [--method NAME] [--device D] [--run] [--export DIR]
 [--quit-when-done]``: the desktop app's entry point (also ``python -m app``).
 
-Exit codes: 0 success; 1 failure (model, profile, source, state or reports could not be used);
+Exit codes: 0 success; 1 failure (model, project, source, state or reports could not be used);
 2 bad command line; 3 the run completed but some images could not be processed.
 """
 
@@ -64,12 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("path", nargs="?", type=Path, help="a folder of images or a slide to open")
     parser.add_argument("--model", help="checkpoint (.safetensors) with its model card .json beside it")
-    parser.add_argument("--profile", help="site profile that keeps the adaptation state")
+    parser.add_argument(
+        "--project", "--profile", dest="project", help="the project that keeps the adaptation state"
+    )
     parser.add_argument(
         "--state",
         type=Path,
         metavar="DIR",
-        help="use this state directory (e.g. one written by `f2tta run --state DIR`) instead of a profile",
+        help="use this state directory (e.g. one written by `f2tta run --state DIR`) instead of a project",
     )
     parser.add_argument(
         "--method", help="adaptation method (default: engine.DEFAULT_METHOD; `f2tta methods` lists them)"
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.control.script import ScriptedRun, ScriptOptions
-    from app.core.profiles import ProfileError, check_name
+    from app.core.projects import ProjectError, check_name
     from app.core.settings import load_settings
     from app.runtime.singleton_refs import protect_singletons
     from app.shell.studio_app import StudioApp
@@ -138,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         key: value
         for key, value in (
             ("model", args.model and str(Path(args.model).expanduser().resolve())),
-            ("profile", args.profile),
+            ("project", args.project),
             ("method", args.method),
             ("device", args.device),
             ("order", args.order),
@@ -149,10 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides["order_seed"] = args.seed
     if overrides.get("method") and overrides["method"] != settings.method:
         overrides["method_config"] = {}  # the saved hyper-parameters belong to the other method
-    if "profile" in overrides:
+    if "project" in overrides:
         try:
-            check_name(overrides["profile"])
-        except ProfileError as exc:
+            check_name(overrides["project"])
+        except ProjectError as exc:
             print(f"f2tta-studio: {exc}", file=sys.stderr)
             return 2
     settings = dataclasses.replace(settings, **overrides)

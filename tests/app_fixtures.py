@@ -152,7 +152,7 @@ def report_data(rows: tuple[PredictionRow, ...], **changes: object) -> ReportDat
         method="idipt",
         run_config={"seed": 0},
         state_fingerprint="sf",
-        profile={"name": "p"},
+        project={"name": "p"},
         device="cpu",
     )
     return dataclasses.replace(data, **changes)  # type: ignore[arg-type]

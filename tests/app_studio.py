@@ -25,10 +25,10 @@ class Studio:
         self.model = model
         self.apps: list[StudioApp] = []
 
-    def open(self, profile: str = "default", state_dir: Path | None = None, **settings: object) -> StudioApp:
+    def open(self, project: str = "default", state_dir: Path | None = None, **settings: object) -> StudioApp:
         window = MainWindow()
         self.qtbot.addWidget(window)  # type: ignore[attr-defined]
-        options = {"model": str(self.model), "method_config": FAST_IDIPT, "profile": profile, **settings}
+        options = {"model": str(self.model), "method_config": FAST_IDIPT, "project": project, **settings}
         app = StudioApp(
             window,
             AppSettings(**options),  # type: ignore[arg-type]
@@ -45,15 +45,15 @@ class Studio:
         with self.qtbot.waitSignal(app.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             app.controller.open_folder(str(folder))
 
-    def open_with(self, folder: Path, profile: str = "default") -> StudioApp:
-        """An app on ``profile`` with ``folder`` open (as the user reopens it after a restart)."""
-        app = self.open(profile=profile)
+    def open_with(self, folder: Path, project: str = "default") -> StudioApp:
+        """An app on ``project`` with ``folder`` open (as the user reopens it after a restart)."""
+        app = self.open(project=project)
         self.open_folder(app, folder)
         return app
 
-    def processed(self, folder: Path, profile: str = "default") -> StudioApp:
-        """An app on ``profile`` that has run through ``folder`` to the end."""
-        app = self.open_with(folder, profile)
+    def processed(self, folder: Path, project: str = "default") -> StudioApp:
+        """An app on ``project`` that has run through ``folder`` to the end."""
+        app = self.open_with(folder, project)
         self.run_to_end(app)
         return app
 

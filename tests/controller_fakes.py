@@ -17,7 +17,7 @@ from app.control.view import View
 from app.core.messages import ItemResult, RunEnded, SessionInfo, SourceOpened
 from app.core.open_session import OpenSession
 from app.core.overlay import Overlay
-from app.core.profiles import DEFAULT_PROFILE, ProfileInfo
+from app.core.projects import DEFAULT_PROJECT, ProjectInfo
 from app.core.settings import AppSettings
 from engine import FolderSource, ModelCard, PredictionRow, StreamItem
 
@@ -113,7 +113,7 @@ def make(
     return controller, view, worker, ticker
 
 
-def session_info(home: Path, profile: str = DEFAULT_PROFILE, error: str | None = None) -> SessionInfo:
+def session_info(home: Path, project: str = DEFAULT_PROJECT, error: str | None = None) -> SessionInfo:
     return SessionInfo(
         CARD,
         "tiny.safetensors",
@@ -123,20 +123,20 @@ def session_info(home: Path, profile: str = DEFAULT_PROFILE, error: str | None =
         "state-fp",
         0,
         {},
-        profile_info(home, profile),
+        project_info(home, project),
         error,
     )
 
 
-def profile_info(home: Path, profile: str = DEFAULT_PROFILE, seen: int = 0) -> ProfileInfo:
-    return ProfileInfo(profile, home / "profiles" / profile, images_seen=seen)
+def project_info(home: Path, project: str = DEFAULT_PROJECT, seen: int = 0) -> ProjectInfo:
+    return ProjectInfo(project, home / "profiles" / project, images_seen=seen)
 
 
 def folder(home: Path, n: int, review: bool = True) -> SourceOpened:
     root = home / "site"
     root.mkdir(parents=True, exist_ok=True)
     items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=root / f"img{i}.png") for i in range(n))
-    review_dir = home / "profiles" / DEFAULT_PROFILE / "review" if review else None
+    review_dir = home / "profiles" / DEFAULT_PROJECT / "review" if review else None
     return SourceOpened(FolderSource(root, "name", items), 0, (), review_dir=review_dir)
 
 
@@ -149,7 +149,7 @@ def results(*positions: int) -> tuple[ItemResult, ...]:
 
 
 def ended(reason: str, processed: int, home: Path, saved: bool = True) -> RunEnded:
-    return RunEnded(reason, processed, 0, saved, profile_info(home, seen=processed), "state-fp")  # type: ignore[arg-type]
+    return RunEnded(reason, processed, 0, saved, project_info(home, seen=processed), "state-fp")  # type: ignore[arg-type]
 
 
 def opened(
@@ -182,7 +182,7 @@ def results_of(rows: list[PredictionRow]) -> tuple[ItemResult, ...]:
 def reopened(
     home: Path, rows: list[PredictionRow], n: int
 ) -> tuple[Controller, FakeView, FakeWorker, FakeTicker]:
-    """A new controller (a restart) on the same profile, the folder open with ``rows`` restored from
+    """A new controller (a restart) on the same project, the folder open with ``rows`` restored from
     the journal (``n`` images in the folder)."""
     c, view, worker, ticker = make(home)
     c.load_session()

@@ -50,7 +50,7 @@ def test_the_same_fix_is_offered_once_and_the_stack_stays_short(qtbot: object) -
     assert "source-image-kind" not in bar.items and "source-sorted" in bar.items
 
 
-def test_the_reports_banner_goes_with_the_profile_and_with_a_new_run(
+def test_the_reports_banner_goes_with_the_project_and_with_a_new_run(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path, 8, labelled="csv")
@@ -59,8 +59,8 @@ def test_the_reports_banner_goes_with_the_profile_and_with_a_new_run(
         c.controller.export(str(tmp_path / "reports"))
     assert "export" in c.window.banners.items
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.controller.profiles.select("Site B")
-    assert "export" not in c.window.banners.items, "the reports were of the other profile"
+        c.controller.projects.select("Site B")
+    assert "export" not in c.window.banners.items, "the reports were of the other project"
     studio.open_folder(c, folder)  # a project opens empty: its own folders are on the welcome page
     ready = lambda: c.controller.phase is Phase.READY and c.controller.model.pending == 8  # noqa: E731
     qtbot.waitUntil(ready, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]

@@ -49,15 +49,15 @@ def test_twenty_keyboard_reviews_from_the_queue_revert_the_harmed_group(
 ) -> None:
     window, c = _window_on_rows(qtbot, tmp_path)
     table = window.table
-    assert window.reviewer_label.full_text() == "Reviewer: Dr Ada"
+    assert window.status_parts.reviewer_label.full_text() == "Reviewer: Dr Ada"
     assert [a.text() for a in window.menuBar().actions()][:3] == ["&File", "&Edit", "&Run"]
-    assert not window.undo_action.isEnabled()
+    assert not window.commands.undo.isEnabled()
 
     # Two of group 1's later disagreements were reviewed before: group 0 goes first, and the
     # queue's order is not the table's (arrival) order.
     for position in (13, 19):
         c.on_window_review_requested(position, c.model.raw_rows[position].source_prediction)
-    window.queue_action.trigger()  # Q: the queue, its first image selected
+    window.commands.queue.trigger()  # Q: the queue, its first image selected
     assert table.current_filter().mode == "queue" and table.proxy.rowCount() == 18
     shown = [table.proxy.mapToSource(table.proxy.index(r, 0)).row() for r in range(table.proxy.rowCount())]
     ranks = c.model.desk.queue_state().ranks
@@ -69,7 +69,7 @@ def test_twenty_keyboard_reviews_from_the_queue_revert_the_harmed_group(
         assert row is not None and row.changed and len(reviewed) < 18
         reviewed.append(row.position)
         # The reviewer knows group 1's adapted decisions are wrong: X (the other class); else C.
-        (window.correct_action if row.site_group == 1 else window.confirm_action).trigger()
+        (window.commands.correct if row.site_group == 1 else window.commands.confirm).trigger()
     assert reviewed == [0, 6, 1, 12, 7], "the least-reviewed group first, then in turns"
     banner = window.banners.items["source-reverted-1"].banner
     assert banner.text.startswith("Group 1 reverted after 4 reviews: its 30 images now show")
@@ -93,22 +93,24 @@ def test_twenty_keyboard_reviews_from_the_queue_revert_the_harmed_group(
         assert row is not None
         reviewed.append(row.position)
         (
-            window.correct_action
+            window.commands.correct
             if row.site_group == 1 and row.prediction != row.source_prediction
-            else window.confirm_action
+            else window.commands.confirm
         ).trigger()
     assert reviewed[5:10] == [18, 24, 30, 36, 42], "group 0, the one still undecided, came first"
     assert c.model.desk.book.verdict(0) == "verified", "eight helpful reviews verified group 0"
     assert table.model.review_at(1) == "✓ confirmed", "the source model's class, now the decision shown"
 
     # Undo and redo from the Edit menu.
-    assert window.undo_action.isEnabled() and window.undo_action.text().startswith("Undo review mark on img")
+    assert window.commands.undo.isEnabled() and window.commands.undo.text().startswith(
+        "Undo review mark on img"
+    )
     last = reviewed[-1]
-    window.undo_action.trigger()
-    assert c.model.raw_rows[last].key not in c.model.marks and window.redo_action.isEnabled()
+    window.commands.undo.trigger()
+    assert c.model.raw_rows[last].key not in c.model.marks and window.commands.redo.isEnabled()
     assert table.selected_row() is not None and table.selected_row().position == last  # type: ignore[union-attr]
-    window.redo_action.trigger()
-    assert c.model.raw_rows[last].key in c.model.marks and not window.redo_action.isEnabled()
+    window.commands.redo.trigger()
+    assert c.model.raw_rows[last].key in c.model.marks and not window.commands.redo.isEnabled()
 
     data = c.report_data()
     assert data is not None
@@ -125,8 +127,8 @@ def test_the_pdf_says_the_adapted_decisions_are_unverified_where_nothing_was_cer
     qtbot: object, tmp_path: Path
 ) -> None:
     window, c = _window_on_rows(qtbot, tmp_path)
-    window.queue_action.trigger()
-    window.confirm_action.trigger()  # one review: nothing can be decided yet
+    window.commands.queue.trigger()
+    window.commands.confirm.trigger()  # one review: nothing can be decided yet
     data = c.report_data()
     assert data is not None
     _, text = read_pdf_text(write_pdf(tmp_path / "report.pdf", data))

@@ -61,7 +61,7 @@ def test_a_saved_model_that_is_gone_offers_the_demo_model(qtbot: object, home: P
         text = _banner_text(c, "model")
         assert "No model is loaded" in text and "moved-away.safetensors" in text
         assert "demo-model" in window.banners.items["model"].buttons
-        assert not window.open_folder_action.isEnabled() and window.settings_action.isEnabled()
+        assert not window.commands.open_folder.isEnabled() and window.commands.settings.isEnabled()
         with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             window.banners.items["model"].buttons["demo-model"].click()
         assert (

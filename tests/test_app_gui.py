@@ -16,7 +16,7 @@ from app_fixtures import make_folder, make_slide
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text, table_keys
 
 from app.core.phase import Phase
-from app.core.profiles import ProfileStore
+from app.core.projects import ProjectStore
 from app.core.settings import AppSettings
 from engine import DEFAULT_METHOD
 
@@ -33,8 +33,8 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     assert window.table.proxy.rowCount() == 24
     assert (
         c.controller.phase is Phase.DONE
-        and not window.start_action.isEnabled()
-        and window.export_action.isEnabled()
+        and not window.commands.start.isEnabled()
+        and window.commands.export.isEnabled()
     )
     # Plots: labelled data -> running accuracy over the 24 images, consistent with the rows.
     data = window.plots.data
@@ -43,11 +43,14 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
     np.testing.assert_allclose(data.adapted, correct)
     x, _ = window.plots.adapted_curve.getData()
     assert len(x) == 24
-    # The saved state: the profile reports every image, and the engine state exists.
-    info = ProfileStore(studio.home).open("default").info()
+    # The saved state: the project reports every image, and the engine state exists.
+    info = ProjectStore(studio.home).open("default").info()
     assert info.images_seen == 24 and info.state_fingerprint == ended.state_fingerprint  # type: ignore[attr-defined]
     assert (studio.home / "profiles" / "default" / "state").is_dir()
-    assert window.progress_bar.value() == 24 and "24 / 24" in window.progress_label.text()
+    assert (
+        window.status_parts.progress_bar.value() == 24
+        and "24 / 24" in window.status_parts.progress_label.text()
+    )
     # Selecting a row shows that image with its overlay; the hotkey action toggles the overlay.
     window.table.table.selectRow(5)
     shown = window.table.model.row_at(window.table.proxy.mapToSource(window.table.proxy.index(5, 0)).row())
@@ -56,9 +59,9 @@ def test_folder_runs_to_the_end(studio: Studio, tmp_path: Path) -> None:
         and f"#{shown.position + 1}" in window.image_view.title.text()
     )
     assert window.image_view.heat_item.isVisible() or window.image_view.heat_item.image is not None
-    window.toggle_overlay_action.trigger()
+    window.commands.toggle_overlay.trigger()
     assert not window.image_view.overlay_visible and not window.image_view.uncertain_item.isVisible()
-    window.toggle_overlay_action.trigger()
+    window.commands.toggle_overlay.trigger()
     assert window.image_view.overlay_visible
     # Filters (proxy): changed-by-adaptation and low confidence.
     rows = window.table.model.rows
@@ -74,9 +77,9 @@ def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None
     c = studio.open()
     studio.start_and_wait(c, folder, 3)
     c.controller.pause()
-    assert c.controller.phase is Phase.PAUSING and not c.window.resume_action.isEnabled()
+    assert c.controller.phase is Phase.PAUSING and not c.window.commands.resume.isEnabled()
     qtbot.waitUntil(lambda: c.controller.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
-    assert c.window.resume_action.isEnabled() and not c.window.pause_action.isEnabled()
+    assert c.window.commands.resume.isEnabled() and not c.window.commands.pause.isEnabled()
     count = c.window.table.model.rowCount()
     qtbot.wait(300)  # type: ignore[attr-defined]
     assert c.window.table.model.rowCount() == count < 40, "nothing is processed while paused"
@@ -87,9 +90,9 @@ def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None
     assert data is not None and not data.labelled and data.x.size == 40  # positive rate without truth
 
 
-def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+def test_stop_then_reopen_project_and_continue(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     folder = make_folder(tmp_path, 30, labelled="csv")
-    first = studio.open(profile="Site A")
+    first = studio.open(project="Site A")
     studio.start_and_wait(first, folder, 4)
     with qtbot.waitSignal(first.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         first.controller.stop()
@@ -97,15 +100,15 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     assert ended.reason == "stopped" and ended.saved
     done_first = table_keys(first)
     assert 4 <= len(done_first) < 30 and first.controller.phase is Phase.READY
-    assert ProfileStore(studio.home).open("Site A").info().images_seen == len(done_first)
+    assert ProjectStore(studio.home).open("Site A").info().images_seen == len(done_first)
     studio.close(first)
 
-    second = studio.open(profile="Site A")
+    second = studio.open(project="Site A")
     assert second.controller.state.info is not None and second.controller.state.info.images_seen == len(
         done_first
     )
     studio.open_folder(second, folder)
-    assert table_keys(second) == done_first, "earlier rows come back from the profile"
+    assert table_keys(second) == done_first, "earlier rows come back from the project"
     assert all(r.restored for r in second.window.table.model.rows)
     assert second.controller.model.pending == 30 - len(done_first)
     studio.run_to_end(second)
@@ -113,7 +116,7 @@ def test_stop_then_reopen_profile_and_continue(studio: Studio, tmp_path: Path, q
     assert len(keys) == 30 and len(set(keys)) == 30, "no image lost or processed twice"
     indices = sorted(r.index for r in second.window.table.model.rows)
     assert indices == list(range(30)), "arrival indices continue across sessions"
-    assert ProfileStore(studio.home).open("Site A").info().images_seen == 30
+    assert ProjectStore(studio.home).open("Site A").info().images_seen == 30
     # Opening the folder again: nothing left to do.
     studio.open_folder(second, folder)
     assert (
@@ -131,14 +134,14 @@ def test_reset_to_source_model(
     studio.open_folder(c, folder)
     studio.run_to_end(c)
     monkeypatch.setattr(c.window, "confirm", lambda *a: False)
-    c.window.reset_action.trigger()
-    assert ProfileStore(studio.home).open("default").info().images_seen == 6, "declined: nothing reset"
+    c.window.commands.reset.trigger()
+    assert ProjectStore(studio.home).open("default").info().images_seen == 6, "declined: nothing reset"
     monkeypatch.setattr(c.window, "confirm", lambda *a: True)
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.reset_action.trigger()
+        c.window.commands.reset.trigger()
     assert c.controller.model.pending == 6 and c.window.table.model.rowCount() == 0
-    assert ProfileStore(studio.home).open("default").info().images_seen == 0
-    assert "0 images seen" in c.window.profile_label.full_text()
+    assert ProjectStore(studio.home).open("default").info().images_seen == 0
+    assert "0 images seen" in c.window.status_parts.project_label.full_text()
 
 
 def test_unreadable_file_is_logged_and_the_run_continues(studio: Studio, tmp_path: Path) -> None:
@@ -261,15 +264,15 @@ def test_about_dialog_carries_the_notice(qtbot: object) -> None:
     assert "For research use only. Not for use in diagnostic procedures." in dialog.label.text()
 
 
-def test_switching_method_with_a_foreign_profile_state_reports_it(studio: Studio, tmp_path: Path) -> None:
+def test_switching_method_with_a_foreign_project_state_reports_it(studio: Studio, tmp_path: Path) -> None:
     folder = make_folder(tmp_path, 4, labelled="none")
-    c = studio.open(profile="mixed")
+    c = studio.open(project="mixed")
     studio.open_folder(c, folder)
     studio.run_to_end(c)
-    other = studio.open(profile="mixed", method="source", method_config={})
-    assert other.controller.state.info is not None and other.controller.state.info.profile_error
+    other = studio.open(project="mixed", method="source", method_config={})
+    assert other.controller.state.info is not None and other.controller.state.info.project_error
     assert any("cannot be used" in m for lvl, m in other.window.log.entries if lvl == "error")
-    assert not other.window.start_action.isEnabled() and other.window.reset_action.isEnabled()
+    assert not other.window.commands.start.isEnabled() and other.window.commands.reset.isEnabled()
 
 
 def test_log_view_stays_bounded_and_counts_everything(qtbot: object) -> None:

@@ -14,8 +14,8 @@ from app_fixtures import make_folder, make_model
 from app_studio import RUN_TIMEOUT_MS, Studio, table_keys
 from PySide6.QtCore import Qt
 
-from app.core.profiles import ProfileStore
-from app.core.projects import ModelChoice
+from app.core.project_lines import ModelChoice
+from app.core.projects import ProjectStore
 from app.shell.studio_app import StudioApp
 
 
@@ -23,7 +23,7 @@ def _new_project(studio: Studio, c: StudioApp, name: str, model: Path) -> None:
     """A project created with its own model (what the New project dialog sends)."""
     with studio.qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         settings = dataclasses.replace(c.controller.state.settings, model=str(model))
-        c.controller.profiles.create(name, settings)
+        c.controller.projects.create(name, settings)
 
 
 def test_deleting_the_project_in_use_leaves_a_working_app(
@@ -41,22 +41,22 @@ def test_deleting_the_project_in_use_leaves_a_working_app(
     assert len(table_keys(c)) == 6 and c.controller.state.settings.model == str(other_model)
 
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        w.deleteProfileRequested.emit("Site B")
+        w.deleteProjectRequested.emit("Site B")
     qtbot.wait(50)  # type: ignore[attr-defined]
     st = c.controller.state
-    assert "Site B" not in ProfileStore(studio.home).names()
-    assert st.settings.profile == "default" and st.usable, "the app is usable on the remaining project"
+    assert "Site B" not in ProjectStore(studio.home).names()
+    assert st.settings.project == "default" and st.usable, "the app is usable on the remaining project"
     assert st.settings.model == str(studio.model), "the remaining project's own model is loaded"
-    assert st.info is not None and not st.info.profile_error and st.info.images_seen == 4
+    assert st.info is not None and not st.info.project_error and st.info.images_seen == 4
     assert table_keys(c) == [] and c.controller.model.rows == [], "the deleted project's rows are gone"
     assert c.controller.model.source is None
-    assert "4 images seen" in w.profile_label.full_text()
-    assert "no model" not in w.phase_label.text()
+    assert "4 images seen" in w.status_parts.project_label.full_text()
+    assert "no model" not in w.status_parts.phase_label.text()
     assert not w.banners.items, f"no stale banners: {list(w.banners.items)}"
-    assert w.open_folder_action.isEnabled() and w.open_slide_action.isEnabled()
-    assert not w.export_action.isEnabled(), "nothing to export"
-    assert w.left.currentWidget() is w.welcome, "the welcome page, not the deleted project's images"
-    assert w.profile_combo.current_name() == "default"
+    assert w.commands.open_folder.isEnabled() and w.commands.open_slide.isEnabled()
+    assert not w.commands.export.isEnabled(), "nothing to export"
+    assert w.panes.left.currentWidget() is w.welcome, "the welcome page, not the deleted project's images"
+    assert w.commands.project_combo.current_name() == "default"
 
     qtbot.wait(100)  # type: ignore[attr-defined]
     assert not (studio.home / "profiles" / "Site B").exists(), "nothing wrote into it after the deletion"
@@ -71,46 +71,53 @@ def test_switching_projects_shows_each_ones_inputs_and_resumes_them(
     """A switch empties the screen; the welcome page and File ▸ Open recent list the project's own
     folders, and Resume opens one with the rows it has."""
     folder = make_folder(tmp_path / "a", 4, labelled="none")
-    c = studio.processed(folder, profile="Site A")
+    c = studio.processed(folder, project="Site A")
     w = c.window
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        w.profileSelected.emit("default")
-    assert table_keys(c) == [] and w.left.currentWidget() is w.welcome and not w.banners.items
-    assert not w.export_action.isEnabled() and w.open_folder_action.isEnabled()
+        w.projectSelected.emit("default")
+    assert table_keys(c) == [] and w.panes.left.currentWidget() is w.welcome and not w.banners.items
+    assert not w.commands.export.isEnabled() and w.commands.open_folder.isEnabled()
     assert w.welcome.input_rows == [] and "No folders or slides" in w.welcome.inputs_heading.text()
-    assert [a.text() for a in w.recent_menu.actions()] == ["No folders or slides opened in this project yet"]
+    assert [a.text() for a in w.commands.recent_menu.actions()] == [
+        "No folders or slides opened in this project yet"
+    ]
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        w.profileSelected.emit("Site A")
+        w.projectSelected.emit("Site A")
     assert table_keys(c) == [], "nothing opens by itself"
     (label, button), *_ = w.welcome.input_rows
     assert label.text().startswith("site (folder) · 4 images processed") and button.text() == "Resume"
-    assert w.recent_menu.actions()[0].text() == label.text() and w.recent_menu.actions()[0].isEnabled()
+    assert (
+        w.commands.recent_menu.actions()[0].text() == label.text()
+        and w.commands.recent_menu.actions()[0].isEnabled()
+    )
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         button.click()
     assert len(table_keys(c)) == 4 and c.controller.model.pending == 0, "the rows it has, nothing left"
 
 
 def test_the_model_is_shown_by_its_card_and_each_project_by_its_model(studio: Studio, tmp_path: Path) -> None:
-    c = studio.open(profile="Site A")
+    c = studio.open(project="Site A")
     w = c.window
-    assert w.model_label.full_text().startswith(
+    assert w.status_parts.model_label.full_text().startswith(
         "Histology · normal / tumor · ViT-Tiny, 2 blocks, 8-px patches"
     )
-    assert studio.model.name not in w.model_label.full_text()
+    assert studio.model.name not in w.status_parts.model_label.full_text()
     assert (
         "Project 'Site A'" in w.welcome.project_label.text() and "Histology" in w.welcome.project_label.text()
     )
-    index = w.profile_combo.findData("Site A")
-    tip = w.profile_combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
+    index = w.commands.project_combo.findData("Site A")
+    tip = w.commands.project_combo.itemData(index, Qt.ItemDataRole.ToolTipRole)
     assert "Histology · normal / tumor" in tip and "0 images seen" in tip
-    assert w.profile_combo.itemText(index) == "Site A — Histology · 0 images seen", "the list names the kind"
-    assert w.profile_combo.current_name() == "Site A"
+    assert w.commands.project_combo.itemText(index) == "Site A — Histology · 0 images seen", (
+        "the list names the kind"
+    )
+    assert w.commands.project_combo.current_name() == "Site A"
 
 
 def test_a_new_project_takes_the_model_chosen_for_it(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    c = studio.open(profile="Site A")
+    c = studio.open(project="Site A")
     fundus_like = make_model(tmp_path / "m", mpp=None, img_size=32)
     asked: list[tuple[list[ModelChoice], list[str]]] = []
 
@@ -120,12 +127,12 @@ def test_a_new_project_takes_the_model_chosen_for_it(
 
     monkeypatch.setattr(c.window, "ask_new_project", answer)
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.new_profile_action.trigger()
+        c.window.commands.new_project.trigger()
     choices, taken = asked[0]
     assert choices[0].path == str(studio.model) and "Site A" in taken
     st = c.controller.state
-    assert st.settings.profile == "Site B" and st.settings.model == str(fundus_like) and st.usable
-    info = ProfileStore(studio.home).info("Site B")
+    assert st.settings.project == "Site B" and st.settings.model == str(fundus_like) and st.usable
+    info = ProjectStore(studio.home).info("Site B")
     assert info is not None and info.model_path == str(fundus_like), (
         "profile.json records the project's model"
     )
@@ -135,7 +142,7 @@ def test_a_new_project_takes_the_model_chosen_for_it(
 def test_the_new_project_dialog_describes_the_model_and_refuses_a_taken_name(
     qtbot: object, tmp_path: Path
 ) -> None:
-    from app.core.projects import model_choices, model_file_text
+    from app.core.project_lines import model_choices, model_file_text
     from app.core.settings import DEMO_MODELS
     from app.views.project_dialog import NewProjectDialog
 
@@ -181,13 +188,13 @@ def test_renaming_the_project_opens_its_folder_again_under_the_new_name(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path / "a", 4, labelled="none")
-    c = studio.processed(folder, profile="Old name")
+    c = studio.processed(folder, project="Old name")
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.renameProfileRequested.emit("New name")
+        c.window.renameProjectRequested.emit("New name")
     assert len(table_keys(c)) == 4 and c.controller.model.pending == 0
     assert (
-        c.window.profile_combo.current_name() == "New name"
-        and "Old name" not in ProfileStore(studio.home).names()
+        c.window.commands.project_combo.current_name() == "New name"
+        and "Old name" not in ProjectStore(studio.home).names()
     )
     assert not (studio.home / "profiles" / "Old name").exists()
     (label, _button), *_ = c.window.welcome.input_rows
@@ -200,14 +207,14 @@ def test_a_project_lists_where_each_inputs_reports_were_written(
     """A project binds its reports too: the welcome page offers the folder an input's reports
     were last written into, beside Resume."""
     folder = make_folder(tmp_path / "a", 4, labelled="none")
-    c = studio.processed(folder, profile="Site A")
+    c = studio.processed(folder, project="Site A")
     w = c.window
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.export(str(out))
     for project in ("default", "Site A"):
         with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-            w.profileSelected.emit(project)
+            w.projectSelected.emit(project)
     (label, _resume), *_ = w.welcome.input_rows
     assert "· reports " in label.text()
     (reports,) = w.welcome.report_buttons

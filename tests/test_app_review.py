@@ -1,5 +1,5 @@
 """A review survives a restart (pytest-qt, offscreen): review marks made with the keyboard actions
-are kept with the profile, shown in the table, counted as ground truth and exported; overlays come
+are kept with the project, shown in the table, counted as ground truth and exported; overlays come
 back with the rows of an earlier session and reach the PDF."""
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     rows = list(c.controller.model.rows)
     window = c.window
     _select(c, 0)
-    window.confirm_action.trigger()  # C: the prediction is right; moves on to row 1
+    window.commands.confirm.trigger()  # C: the prediction is right; moves on to row 1
     assert window.table.selected_source_row() == 1
-    window.correct_action.trigger()  # X: two classes, so the other one; moves on to row 2
-    window.class_actions[1].trigger()  # 2: mark as class 2 (tumor)
-    window.next_action.trigger()  # N: skip row 3
-    window.clear_mark_action.trigger()  # nothing to clear on row 4
+    window.commands.correct.trigger()  # X: two classes, so the other one; moves on to row 2
+    window.commands.classes[1].trigger()  # 2: mark as class 2 (tumor)
+    window.commands.next.trigger()  # N: skip row 3
+    window.commands.clear_mark.trigger()  # nothing to clear on row 4
     marks = c.controller.model.marks
     assert set(marks) == {rows[0].key, rows[1].key, rows[2].key}
     assert marks[rows[0].key].label == rows[0].prediction and marks[rows[0].key].confirmed
@@ -57,12 +57,12 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert data.truth == "review marks", "and say so"
     # Take one mark back: it is gone from the model, the table and the file.
     _select(c, 1)
-    window.clear_mark_action.trigger()
+    window.commands.clear_mark.trigger()
     assert rows[1].key not in c.controller.model.marks and window.table.model.review_at(1) == ""
     studio.close(c)
 
     again = studio.open_with(folder, "Review")
-    assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the profile"
+    assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the project"
     assert again.window.table.model.review_at(0) == "✓ confirmed"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
     assert again.controller.model.figures().reviewed.reviewed == 2
@@ -137,7 +137,7 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     model, window = c.controller.model, c.window
     row = model.rows[0]
     # C on a wrong row, X on a right one: either way the mark disagrees with the folder's label.
-    press = window.confirm_action if row.correct is False else window.correct_action
+    press = window.commands.confirm if row.correct is False else window.commands.correct
     asked: list[str] = []
 
     def answer(title: str, text: str) -> bool:
@@ -163,7 +163,7 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     assert model.rows[0].ground_truth == row.ground_truth, "the folder's label stays the truth"
     assert after.dataset.accuracy == before.dataset.accuracy
     assert after.dataset.confident_errors == before.dataset.confident_errors
-    assert (after.reviewed.labelled, after.reviewed.accuracy) == (1, float(press is window.confirm_action))
+    assert (after.reviewed.labelled, after.reviewed.accuracy) == (1, float(press is window.commands.confirm))
     metrics = window.metrics
     assert metrics.dataset.title.text() == "Against the dataset's labels (12 images)"
     assert metrics.reviewed.title.text() == "Against the reviewers' marks (1 reviewed image)"
@@ -173,9 +173,9 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     assert "against dataset labels" in window.plots.running.getPlotItem().titleLabel.text
     bars = window.plots.segments.getPlotItem().titleLabel.text
     assert bars.startswith("Accuracy per ") and "against" not in bars, "named once: the titles fit at 1280 px"
-    window.undo_action.trigger()  # undo asks nothing and takes the mark back
+    window.commands.undo.trigger()  # undo asks nothing and takes the mark back
     assert not model.marks and len(asked) == 2 and model.figures().reviewed.labelled == 0
-    window.redo_action.trigger()
+    window.commands.redo.trigger()
     assert model.marks[row.key].label != row.ground_truth and len(asked) == 2
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]

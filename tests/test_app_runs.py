@@ -17,7 +17,7 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from cli_helpers import before_step, out_of_memory_at
 
 from app.core.phase import Phase
-from app.core.profiles import ProfileStore
+from app.core.projects import ProjectStore
 from app.shell.studio_app import StudioApp
 
 
@@ -42,7 +42,7 @@ def test_command_line_run_export_and_quit(
             str(folder),
             "--model",
             str(model),
-            "--profile",
+            "--project",
             "smoke",
             "--run",
             "--export",
@@ -54,7 +54,7 @@ def test_command_line_run_export_and_quit(
     assert {p.name for p in out.iterdir()} == {"predictions.csv", "run_config.json", "report.pdf"}
     with open(out / "predictions.csv", newline="") as fh:
         assert len(list(csv.DictReader(fh))) == 10
-    assert ProfileStore(home).open("smoke").info().images_seen == 10
+    assert ProjectStore(home).open("smoke").info().images_seen == 10
     assert made and not any(c.engine_thread.isRunning() for c in made), "main() ends the worker thread"
     # Failures give a non-zero exit code.
     assert (
@@ -104,7 +104,7 @@ def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Pa
         and c.controller.state.last_run.reason == "stopped"
         and c.controller.state.last_run.saved
     )
-    assert ProfileStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
+    assert ProjectStore(studio.home).open("default").info().images_seen == c.window.table.model.rowCount()
 
 
 def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
@@ -203,7 +203,7 @@ def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studi
     assert (
         c.controller.state.info is not None
         and c.controller.state.info.images_seen == 10
-        and not c.controller.state.info.profile_error
+        and not c.controller.state.info.project_error
     )
     studio.open_folder(c, folder)
     rows = c.controller.model.rows
@@ -225,19 +225,19 @@ def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studi
     assert [int(r["index"]) for r in final] == list(range(13)) and len({r["item"] for r in final}) == 13
 
 
-def test_profile_written_by_the_app_resumes_under_f2tta_run(
+def test_project_written_by_the_app_resumes_under_f2tta_run(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     folder = make_folder(tmp_path, 30, labelled="none")
-    c = studio.open(profile="Site B")
+    c = studio.open(project="Site B")
     studio.start_and_wait(c, folder, 4)
     with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.stop()
     app_rows = list(c.controller.model.rows)
     studio.close(c)
-    profile = studio.home / "profiles" / "Site B"
+    project = studio.home / "profiles" / "Site B"
     out = tmp_path / "preds.csv"
-    assert _cli(studio.model, folder, out, profile) == 0, "the profile folder is accepted as --state"
+    assert _cli(studio.model, folder, out, project) == 0, "the project folder is accepted as --state"
     rows = [r for r in csv.DictReader(out.open(newline=""))]
     assert [r["item"] for r in rows][: len(app_rows)] == [r.name for r in app_rows]
     assert [f"{r.confidence:.6f}" for r in app_rows] == [r["confidence"] for r in rows][: len(app_rows)]

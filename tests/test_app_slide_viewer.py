@@ -135,31 +135,31 @@ def test_the_slide_pane_is_large_at_1280_by_800(qtbot: object) -> None:
     window.show()
     qtbot.waitExposed(window)  # type: ignore[attr-defined]
     window.set_source_title("slide.svs")
-    assert not window.large_slide_action.isEnabled(), "no slide open"
+    assert not window.commands.large_slide.isEnabled(), "no slide open"
     window.show_slide(_display())
     qtbot.wait(20)  # type: ignore[attr-defined]
-    column = window.image_split.height()
+    column = window.panes.image_split.height()
     assert window.slide_view.height() >= 0.55 * column, "the slide takes most of the column"
     assert window.minimumSizeHint().width() <= 1280, "a slide open, the window still fits 1280 px"
-    window.large_slide_action.trigger()  # L, or the pane's "Large" button
+    window.commands.large_slide.trigger()  # L, or the pane's "Large" button
     qtbot.wait(20)  # type: ignore[attr-defined]
     assert window.slide_view.large_button.isChecked()
     canvas = window.slide_view.canvas
     assert canvas.width() >= 780 and canvas.height() >= 480, (canvas.width(), canvas.height())
     assert window.image_view.isVisible(), "the tile is shown beside the slide"
     assert window.image_view.x() > window.slide_view.x() + 700
-    assert not window.table.isVisible() and not window.bottom_tabs.isVisible()
+    assert not window.table.isVisible() and not window.panes.bottom_tabs.isVisible()
     window.slide_view.large_button.click()  # and back
     qtbot.wait(20)  # type: ignore[attr-defined]
-    assert not window.large_slide_action.isChecked() and window.table.isVisible()
+    assert not window.commands.large_slide.isChecked() and window.table.isVisible()
     assert window.slide_view.canvas.width() < 600 and window.image_view.y() > window.slide_view.y()
-    window.large_slide_action.trigger()
-    window.pane_actions["tabs"].trigger()  # a pane asked for: the large view ends
-    assert not window.large_slide_action.isChecked() and window.table.isVisible()
-    window.pane_actions["tabs"].trigger()
-    window.large_slide_action.trigger()
+    window.commands.large_slide.trigger()
+    window.commands.panes["tabs"].trigger()  # a pane asked for: the large view ends
+    assert not window.commands.large_slide.isChecked() and window.table.isVisible()
+    window.commands.panes["tabs"].trigger()
+    window.commands.large_slide.trigger()
     window.clear_results(10, 2)  # a folder opens: the slide pane goes, and its large view with it
-    assert not window.large_slide_action.isChecked() and not window.large_slide_action.isEnabled()
+    assert not window.commands.large_slide.isChecked() and not window.commands.large_slide.isEnabled()
     assert window.image_view.isVisibleTo(window)
 
 
@@ -191,17 +191,17 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     )
     # In the large slide view, N goes to the next tile and centres it.
     downsample = view.screen_downsample
-    c.window.large_slide_action.trigger()
+    c.window.commands.large_slide.trigger()
     qtbot.wait(50)  # type: ignore[attr-defined]
     assert _centre(view) == pytest.approx((x + w / 2, y + h / 2), abs=1.0), "the larger pane keeps the tile"
     assert view.screen_downsample == pytest.approx(downsample, rel=0.02), "and the zoom"
     following = rows[rows.index(row) + 1]
     assert following.tile is not None
-    c.window.next_action.trigger()
+    c.window.commands.next.trigger()
     assert c.controller.model.selected == following.position
     f = following.tile
     assert _centre(view) == pytest.approx((f[2] + f[4] / 2, f[3] + f[5] / 2), abs=1.0)
-    c.window.large_slide_action.trigger()
+    c.window.commands.large_slide.trigger()
     # Clicking a tile in the slide selects its row without moving the slide.
     before = view.viewbox.viewRect()
     other = rows[0]

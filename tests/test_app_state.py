@@ -1,4 +1,4 @@
-"""Qt-free app state: phases, progress, rows and filters, statistics, sources, profiles, settings, reports."""
+"""Qt-free app state: phases, progress, rows and filters, statistics, sources, projects, settings, reports."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from app.core.caches import LruCache, MessageThrottle
 from app.core.filters import PredictionRow, RowFilter, make_row
 from app.core.overlay import Overlay, composite, probability_rgba, slide_heatmap, widen_levels
 from app.core.phase import Phase, actions_for
-from app.core.profiles import ProfileError, ProfileStore, check_name, studio_home
 from app.core.progress import ProgressMeter, format_duration
+from app.core.projects import ProjectError, ProjectStore, check_name, studio_home
 from app.core.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
 from app.core.stats import RunStatistics, segment_size_for
 from engine import (
@@ -274,24 +274,24 @@ def test_overlay_composite_draws_heat_and_tokens() -> None:
     assert widen_levels(levels, overlay) == levels, "the stream-wide range only changes when exceeded"
 
 
-# -- profiles ---------------------------------------------------------------------------------
-def test_profile_keeps_its_journal_and_lists_what_was_saved(
+# -- projects ---------------------------------------------------------------------------------
+def test_project_keeps_its_journal_and_lists_what_was_saved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_model_path: Path
 ) -> None:
     from engine import Session
 
     monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
     assert studio_home() == tmp_path / "home"
-    store = ProfileStore()
-    profile = store.open("Site A")
+    store = ProjectStore()
+    project = store.open("Site A")
     session = Session(tiny_model_path)
-    journal = profile.open_journal()
-    assert journal.directory == profile.state_dir == tmp_path / "home" / "profiles" / "Site A" / "state"
+    journal = project.open_journal()
+    assert journal.directory == project.state_dir == tmp_path / "home" / "profiles" / "Site A" / "state"
     for i in range(3):
         journal.add_row("src", sample_row(i))
         session.images_seen += 1
     journal.save(session)
-    info = profile.note_saved(session)
+    info = project.note_saved(session)
     assert info.images_seen == 3 and info.state_fingerprint == session.state_fingerprint()
     assert "3 images seen" in info.summary() and store.names() == ["Site A"]
     with pytest.raises(StateError, match="in use by process"):
@@ -304,29 +304,29 @@ def test_profile_keeps_its_journal_and_lists_what_was_saved(
     journal.clear()
     assert cleared.note_cleared().images_seen == 0 and not journal.has_state
     journal.close()
-    with pytest.raises(ProfileError):
+    with pytest.raises(ProjectError):
         check_name("../evil")
 
 
-def test_profile_rows_of_the_older_layout_move_into_the_journal(
+def test_project_rows_of_the_older_layout_move_into_the_journal(
     tmp_path: Path, tiny_model_path: Path
 ) -> None:
     from engine import Session
     from engine.io.sources import source_hash
 
-    profile = ProfileStore(tmp_path).open("old")
+    project = ProjectStore(tmp_path).open("old")
     session = Session(tiny_model_path)
     session.images_seen = 2
     legacy_rows = [sample_row(0), sample_row(1)]
-    rows_dir = profile.path / "rows"
+    rows_dir = project.path / "rows"
     rows_dir.mkdir()
     source_id = "/data/site"
     name = f"{source_hash(source_id)}.jsonl"  # the old layout used the same file names
     (rows_dir / name).write_text("".join(json.dumps(r.to_json()) + "\n" for r in legacy_rows))
     session.save(
-        profile.state_dir, extra={"format": "f2tta-studio/profile-1", "processed": {source_id: ["k0", "k1"]}}
+        project.state_dir, extra={"format": "f2tta-studio/profile-1", "processed": {source_id: ["k0", "k1"]}}
     )
-    journal = profile.open_journal()
+    journal = project.open_journal()
     journal.restore(Session(tiny_model_path))
     assert [r.key for r in journal.rows(source_id)] == ["k0", "k1"] and not rows_dir.exists()
     journal.close()

@@ -1,5 +1,5 @@
-"""Profiles and layout (pytest-qt, offscreen): each profile remembers its model and method,
-profiles can be renamed and deleted, and the window and the settings dialog fit a 1280×800 screen."""
+"""Projects and layout (pytest-qt, offscreen): each project remembers its model and method,
+projects can be renamed and deleted, and the window and the settings dialog fit a 1280×800 screen."""
 
 from __future__ import annotations
 
@@ -13,59 +13,59 @@ import pytest
 from app_fixtures import make_folder, make_model
 from app_studio import RUN_TIMEOUT_MS, Studio
 
-from app.core.profiles import ProfileError, ProfileStore
+from app.core.projects import ProjectError, ProjectStore
 from app.core.settings import AppSettings, available_devices, method_fields
 from app.views.main_window import MainWindow
 from engine import DEFAULT_METHOD
 
 
-def test_each_profile_remembers_its_model_and_method(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+def test_each_project_remembers_its_model_and_method(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     other_model = make_model(tmp_path, mpp=None, img_size=32)
-    c = studio.open(profile="Site A")  # the studio's model, the default method
-    info = ProfileStore(studio.home).info("Site A")
+    c = studio.open(project="Site A")  # the studio's model, the default method
+    info = ProjectStore(studio.home).info("Site A")
     assert info is not None and info.model_path == str(studio.model) and info.method == DEFAULT_METHOD
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         settings = dataclasses.replace(
             c.controller.state.settings, model=str(other_model), method="source", method_config={}
         )
-        c.controller.profiles.create("Site B", settings)
+        c.controller.projects.create("Site B", settings)
     assert c.controller.state.info is not None and c.controller.state.info.method == "source"
     # Back to Site A: its model and method come with it.
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.profileSelected.emit("Site A")
+        c.window.projectSelected.emit("Site A")
     assert (
         c.controller.state.settings.model == str(studio.model)
         and c.controller.state.settings.method == DEFAULT_METHOD
     )
     assert c.controller.state.settings.method_config == {"mc_passes": 2} and c.controller.state.usable
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.profileSelected.emit("Site B")
+        c.window.projectSelected.emit("Site B")
     assert (
         c.controller.state.settings.model == str(other_model)
         and c.controller.state.settings.method == "source"
     )
 
 
-def test_profiles_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+def test_projects_are_renamed_and_deleted(studio: Studio, tmp_path: Path, qtbot: object) -> None:
     folder = make_folder(tmp_path, 4, labelled="none")
-    c = studio.open(profile="Old name", method="source", method_config={})
+    c = studio.open(project="Old name", method="source", method_config={})
     studio.open_folder(c, folder)
     studio.run_to_end(c)
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.renameProfileRequested.emit("New name")
-    store = ProfileStore(studio.home)
+        c.window.renameProjectRequested.emit("New name")
+    store = ProjectStore(studio.home)
     assert "Old name" not in store.names() and "New name" in store.names()
-    assert c.controller.state.settings.profile == "New name" and c.controller.state.info is not None
-    assert c.controller.state.info.profile.name == "New name" and c.controller.state.info.images_seen == 4, (
+    assert c.controller.state.settings.project == "New name" and c.controller.state.info is not None
+    assert c.controller.state.info.project.name == "New name" and c.controller.state.info.images_seen == 4, (
         "its state moved with it"
     )
-    assert c.window.profile_combo.current_name() == "New name"
-    with pytest.raises(ProfileError, match="in use"):
+    assert c.window.commands.project_combo.current_name() == "New name"
+    with pytest.raises(ProjectError, match="in use"):
         store.delete("New name")  # this window holds it
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        c.window.deleteProfileRequested.emit("New name")
-    assert "New name" not in store.names() and c.controller.state.settings.profile == "default"
-    assert c.controller.state.info is not None and c.controller.state.info.profile.name == "default"
+        c.window.deleteProjectRequested.emit("New name")
+    assert "New name" not in store.names() and c.controller.state.settings.project == "default"
+    assert c.controller.state.info is not None and c.controller.state.info.project.name == "default"
 
 
 def test_the_window_and_the_settings_dialog_fit_1280_by_800(qtbot: object) -> None:
@@ -76,11 +76,11 @@ def test_the_window_and_the_settings_dialog_fit_1280_by_800(qtbot: object) -> No
     hint = window.minimumSizeHint()
     assert hint.width() <= 1280 and hint.height() <= 740, hint  # 800 less title bar and panel
     for pane in ("images", "table", "tabs"):
-        window.pane_actions[pane].setChecked(False)
-        assert not {"images": window.left, "table": window.table, "tabs": window.bottom_tabs}[
+        window.commands.panes[pane].setChecked(False)
+        assert not {"images": window.panes.left, "table": window.table, "tabs": window.panes.bottom_tabs}[
             pane
         ].isVisibleTo(window)
-        window.pane_actions[pane].setChecked(True)
+        window.commands.panes[pane].setChecked(True)
     dialog = SettingsDialog(AppSettings(), method_fields(), available_devices(), window)
     qtbot.addWidget(dialog)  # type: ignore[attr-defined]
     dialog.advanced_toggle.setChecked(True)  # every hyper-parameter shown: the form scrolls
@@ -145,7 +145,7 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
         pytest.skip("the demo models or sets are not in this checkout")
     c = studio.open(method="source", method_config={})
     window = c.window
-    assert window.left.currentWidget() is window.welcome, "nothing open: the window says what to do"
+    assert window.panes.left.currentWidget() is window.welcome, "nothing open: the window says what to do"
     assert window.welcome.fundus_button.isEnabled() and window.welcome.histology_button.isEnabled()
     with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         window.welcome.fundus_button.click()
@@ -156,10 +156,10 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
     )
     assert (
         c.controller.state.settings.model == str(FUNDUS_DEMO_MODEL)
-        and c.controller.state.settings.profile == "Demo fundus"
+        and c.controller.state.settings.project == "Demo fundus"
     )
     assert len(source.items) == 48 and all(it.ground_truth is not None for it in source.items)
-    assert window.left.currentWidget() is not window.welcome and not window.banners.items
+    assert window.panes.left.currentWidget() is not window.welcome and not window.banners.items
 
 
 def test_a_long_line_on_the_welcome_page_leaves_the_tables_names_readable(qtbot: object) -> None:

@@ -147,7 +147,7 @@ def test_state_of_another_method_is_refused(
 def test_a_folder_begun_interleaved_continues_in_that_order_without_order(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    """The journal records the arrival order and seed (as the app begins a profile), so ``f2tta run``
+    """The journal records the arrival order and seed (as the app begins a project), so ``f2tta run``
     without ``--order`` continues the same shuffle, and the rows match one uninterrupted run."""
     inp = _folder(tmp_path / "in", 10)
     whole_state, whole_out = tmp_path / "whole", tmp_path / "whole.csv"

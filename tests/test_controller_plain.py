@@ -35,7 +35,7 @@ from controller_fakes import (
 from app.control.controller import Controller
 from app.core.messages import ItemFailure
 from app.core.phase import Phase
-from app.core.profiles import DEFAULT_PROFILE
+from app.core.projects import DEFAULT_PROJECT
 from app.core.reviews import ReviewStore
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +50,7 @@ def test_phases_from_open_through_run_pause_and_stop_to_done(tmp_path: Path) -> 
     assert "start" not in worker.names(), "nothing to run without a session"
 
     c.load_session()
-    assert c.phase is Phase.LOADING and worker.last("open_session")[0].profile == DEFAULT_PROFILE
+    assert c.phase is Phase.LOADING and worker.last("open_session")[0].project == DEFAULT_PROJECT
     c.sessions.on_worker_session_ready(session_info(tmp_path))
     assert c.phase is Phase.DONE and c.state.usable and len(seen["session_changed"]) == 1
     assert view.actions().open and not view.actions().start
@@ -192,7 +192,7 @@ def test_review_marks_reach_the_run_model_the_table_and_the_marks_file(tmp_path:
     assert [r.ground_truth for r in c.model.rows] == [1, 0, None, None], "a mark is the row's truth"
     changes = [change for (batch,) in view.of("update_rows") for change in batch]
     assert [(ch.index, ch.review) for ch in changes] == [(0, "✓ confirmed"), (1, f"✎ {CLASSES[0]}")]
-    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"
+    review_dir = tmp_path / "profiles" / DEFAULT_PROJECT / "review"
     source_id = str((tmp_path / "site").resolve())
     kept = ReviewStore(review_dir, source_id).load()
     assert {k: (m.label, m.confirmed) for k, m in kept.items()} == {"k0": (1, True), "k1": (0, False)}
@@ -210,7 +210,7 @@ def test_a_review_mark_that_cannot_be_kept_changes_nothing(tmp_path: Path) -> No
     c.start()
     c.on_worker_results_ready(results(0, 1))
     c.on_worker_run_ended(ended("finished", 2, tmp_path))
-    review_dir = tmp_path / "profiles" / DEFAULT_PROFILE / "review"  # made with the first mark
+    review_dir = tmp_path / "profiles" / DEFAULT_PROJECT / "review"  # made with the first mark
     review_dir.parent.mkdir(parents=True, exist_ok=True)
     review_dir.write_text("a file where the folder should be")
     c.on_window_review_requested(0, 0)
@@ -281,38 +281,38 @@ def test_a_mark_against_the_label_changes_only_the_reviewed_figures(tmp_path: Pa
     assert c.model.marks["k0"].label == 0 and c.model.figures().dataset.accuracy == 0.75
 
 
-# -- profiles ------------------------------------------------------------------------------------
+# -- projects ------------------------------------------------------------------------------------
 def test_switching_project_reloads_the_session_and_empties_the_screen(tmp_path: Path) -> None:
     c, view, worker, _ = make(tmp_path, persist=True)
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path))
     c.open_folder(str(tmp_path / "site"))
     c.sessions.on_worker_source_ready(folder(tmp_path, 3))
-    c.profiles.select(DEFAULT_PROFILE)
+    c.projects.select(DEFAULT_PROJECT)
     assert worker.names().count("open_session") == 1, "selecting the project in use does nothing"
 
-    c.profiles.select("Site B")
-    assert c.state.settings.profile == "Site B" and c.phase is Phase.LOADING and c.state.info is None
-    assert worker.last("open_session")[0].profile == "Site B"
-    assert '"profile": "Site B"' in (tmp_path / "settings.json").read_text(), "the choice is saved"
+    c.projects.select("Site B")
+    assert c.state.settings.project == "Site B" and c.phase is Phase.LOADING and c.state.info is None
+    assert worker.last("open_session")[0].project == "Site B"
+    assert '"project": "Site B"' in (tmp_path / "settings.json").read_text(), "the choice is saved"
     assert c.model.source is None and c.model.rows == [] and view.last("set_source_title") == ("",)
     assert view.last("clear_results")[0] == 0 and view.last("set_inputs") == ([],)
     c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
-    names, current, _details, entries = view.last("set_profiles")
+    names, current, _details, entries = view.last("set_projects")
     assert current == "Site B" and "Site B" in names and set(entries) <= set(names)
     assert worker.names().count("open_source") == 1, "the other project's folder is not carried over"
     assert c.phase is Phase.DONE and view.actions().open
 
-    c.profiles.on_window_rename_profile_requested("../bad")
-    assert view.last("show_error")[0] == "Rename project" and "rename_profile" not in worker.names()
-    c.profiles.on_window_rename_profile_requested(" Site C ")
-    assert worker.last("rename_profile") == ("Site C",) and c.state.settings.profile == "Site C"
+    c.projects.on_window_rename_project_requested("../bad")
+    assert view.last("show_error")[0] == "Rename project" and "rename_project" not in worker.names()
+    c.projects.on_window_rename_project_requested(" Site C ")
+    assert worker.last("rename_project") == ("Site C",) and c.state.settings.project == "Site C"
 
 
 def test_deleting_the_project_in_use_leaves_a_usable_session(tmp_path: Path) -> None:
-    c, view, worker, _ = make(tmp_path, profile="Site B")
+    c, view, worker, _ = make(tmp_path, project="Site B")
     (tmp_path / "profiles" / "Site B").mkdir(parents=True)
-    (tmp_path / "profiles" / DEFAULT_PROFILE).mkdir()
+    (tmp_path / "profiles" / DEFAULT_PROJECT).mkdir()
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path, "Site B"))
     c.open_folder(str(tmp_path / "site"))
@@ -322,60 +322,60 @@ def test_deleting_the_project_in_use_leaves_a_usable_session(tmp_path: Path) -> 
     c.on_worker_run_ended(ended("stopped", 1, tmp_path))
     assert c.model.rows
 
-    c.profiles.on_window_delete_profile_requested("Site B")
+    c.projects.on_window_delete_project_requested("Site B")
     assert (
-        worker.last("delete_profile") == (tmp_path, "Site B") and c.state.settings.profile == DEFAULT_PROFILE
+        worker.last("delete_project") == (tmp_path, "Site B") and c.state.settings.project == DEFAULT_PROJECT
     )
-    assert worker.names()[-2:] == ["delete_profile", "open_session"], (
+    assert worker.names()[-2:] == ["delete_project", "open_session"], (
         "the next project opens after the deletion"
     )
-    assert worker.last("open_session")[0].profile == DEFAULT_PROFILE
+    assert worker.last("open_session")[0].project == DEFAULT_PROJECT
     assert c.model.source is None and c.model.pending == 0 and not c.model.rows, (
         "the deleted project's rows are gone"
     )
     assert view.last("clear_results")[0] == 0 and "clear_banners" in view.names()
     c.sessions.on_worker_source_ready(folder(tmp_path, 3))  # a late answer for the deleted project
     assert c.model.source is None, "an answer about the deleted project is dropped"
-    c.sessions.on_worker_session_ready(session_info(tmp_path, DEFAULT_PROFILE))
+    c.sessions.on_worker_session_ready(session_info(tmp_path, DEFAULT_PROJECT))
     assert c.state.usable and c.phase is Phase.DONE and view.actions().open and not view.actions().export
-    assert view.last("set_profiles")[1] == DEFAULT_PROFILE
+    assert view.last("set_projects")[1] == DEFAULT_PROJECT
     c.open_folder(str(tmp_path / "site"))
     assert worker.last("open_source")[0].path == tmp_path / "site" and c.phase is Phase.LOADING
 
-    c.profiles.on_worker_profile_failed("Profile 'x' cannot be deleted: busy")
-    assert view.last("show_error") == ("Project", "Profile 'x' cannot be deleted: busy")
-    assert "Profile 'x' cannot be deleted: busy" in view.logged("error")
+    c.projects.on_worker_project_failed("Project 'x' cannot be deleted: busy")
+    assert view.last("show_error") == ("Project", "Project 'x' cannot be deleted: busy")
+    assert "Project 'x' cannot be deleted: busy" in view.logged("error")
 
 
 def test_deleting_the_last_project_opens_a_new_empty_one_and_says_so(tmp_path: Path) -> None:
-    c, view, worker, _ = make(tmp_path, profile=DEFAULT_PROFILE)
-    (tmp_path / "profiles" / DEFAULT_PROFILE).mkdir(parents=True)
+    c, view, worker, _ = make(tmp_path, project=DEFAULT_PROJECT)
+    (tmp_path / "profiles" / DEFAULT_PROJECT).mkdir(parents=True)
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path))
-    c.profiles.on_window_delete_profile_requested(DEFAULT_PROFILE)
-    assert worker.last("delete_profile") == (tmp_path, DEFAULT_PROFILE)
+    c.projects.on_window_delete_project_requested(DEFAULT_PROJECT)
+    assert worker.last("delete_project") == (tmp_path, DEFAULT_PROJECT)
     assert worker.names().count("open_session") == 2, "the same name: loaded again all the same"
     banner = view.last("show_banner")[0]
     assert banner.key == "project" and "No other project was left" in banner.text
     assert ("new-project", "New project…") in banner.actions
 
 
-def test_a_new_profile_and_the_banners_fixes(tmp_path: Path) -> None:
+def test_a_new_project_and_the_banners_fixes(tmp_path: Path) -> None:
     c, view, worker, _ = make(tmp_path)
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path))
-    c.profiles.create("Site D")
-    assert c.state.settings.profile == "Site D" and worker.last("open_session")[0].profile == "Site D"
+    c.projects.create("Site D")
+    assert c.state.settings.project == "Site D" and worker.last("open_session")[0].project == "Site D"
     assert not (tmp_path / "profiles").exists(), "the worker makes the project's folder"
-    c.profiles.create("")
+    c.projects.create("")
     assert view.last("show_error")[0] == "New project"
     (tmp_path / "profiles" / "Site E").mkdir(parents=True)
-    c.profiles.create("Site E")
-    assert "exists already" in view.last("show_error")[1] and c.state.settings.profile == "Site D"
-    c.profiles.on_window_banner_action_triggered("open", "show-log")
+    c.projects.create("Site E")
+    assert "exists already" in view.last("show_error")[1] and c.state.settings.project == "Site D"
+    c.projects.on_window_banner_action_triggered("open", "show-log")
     assert view.last("show_tab") == ("log",)
     view.answers["confirm"] = False
-    c.profiles.on_window_banner_action_triggered("profile", "reset")
+    c.projects.on_window_banner_action_triggered("project", "reset")
     assert "reset_state" not in worker.names(), "the user said no"
 
 

@@ -12,8 +12,8 @@ def test_a_modal_message_fails_the_test_at_once(qtbot: object) -> None:
     from app.views._plain import ask_yes_no
 
     widget = QWidget()
-    with pytest.raises(ModalDialogInTest, match="Delete profile"):
-        ask_yes_no(widget, "Delete profile", "Delete it?")
+    with pytest.raises(ModalDialogInTest, match="Delete project"):
+        ask_yes_no(widget, "Delete project", "Delete it?")
 
 
 def test_a_file_dialog_fails_the_test_at_once(qtbot: object) -> None:

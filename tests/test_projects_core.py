@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.core import recent
-from app.core.profiles import ProfileInfo
-from app.core.projects import (
+from app.core.project_lines import (
     model_choices,
     model_file_text,
     model_text,
@@ -19,6 +18,7 @@ from app.core.projects import (
     project_entry,
     project_tooltip,
 )
+from app.core.projects import ProjectInfo
 from app.core.settings import DEMO_MODELS, AppSettings
 from engine import ModelCard
 
@@ -55,30 +55,30 @@ def test_the_new_project_dialog_offers_the_current_model_then_each_demo_once(tmp
 
 
 def test_the_project_list_shows_model_and_images_seen(tmp_path: Path) -> None:
-    info = ProfileInfo("Site B", tmp_path, images_seen=60, updated="2025-01-02T03:04:05+00:00")
+    info = ProjectInfo("Site B", tmp_path, images_seen=60, updated="2025-01-02T03:04:05+00:00")
     text = project_tooltip(
-        ProfileInfo("Site B", tmp_path, 60, updated=info.updated, model_path=str(DEMO_MODELS["fundus"]))
+        ProjectInfo("Site B", tmp_path, 60, updated=info.updated, model_path=str(DEMO_MODELS["fundus"]))
     )
     assert (
         text.startswith("Fundus photographs · glaucoma / normal")
         and "60 images seen, saved 2025-01-02 03:04" in text
     )
     assert project_tooltip(info).startswith("no model chosen yet")
-    fundus = ProfileInfo("Site B", tmp_path, 60, model_path=str(DEMO_MODELS["fundus"]))
+    fundus = ProjectInfo("Site B", tmp_path, 60, model_path=str(DEMO_MODELS["fundus"]))
     assert project_entry(fundus) == "Fundus photographs · 60 images seen"
-    assert project_entry(ProfileInfo("New", tmp_path, 1)) == "no usable model · 1 image seen"
+    assert project_entry(ProjectInfo("New", tmp_path, 1)) == "no usable model · 1 image seen"
 
 
 def test_after_a_deletion_the_project_saved_most_recently_opens(tmp_path: Path) -> None:
     infos = [
-        ProfileInfo("default", tmp_path, updated="2025-01-01T10:00:00+00:00"),
-        ProfileInfo("Site A", tmp_path, updated="2025-03-01T10:00:00+00:00"),
-        ProfileInfo("Site B", tmp_path, updated="2025-04-01T10:00:00+00:00"),
-        ProfileInfo("never saved", tmp_path),
+        ProjectInfo("default", tmp_path, updated="2025-01-01T10:00:00+00:00"),
+        ProjectInfo("Site A", tmp_path, updated="2025-03-01T10:00:00+00:00"),
+        ProjectInfo("Site B", tmp_path, updated="2025-04-01T10:00:00+00:00"),
+        ProjectInfo("never saved", tmp_path),
     ]
     assert next_project(infos, "Site B") == "Site A"
     assert next_project(infos[:1], "default") is None
-    assert next_project([ProfileInfo("b", tmp_path), ProfileInfo("a", tmp_path)], "x") == "a"
+    assert next_project([ProjectInfo("b", tmp_path), ProjectInfo("a", tmp_path)], "x") == "a"
 
 
 def test_inputs_are_kept_most_recent_first_with_their_image_counts(tmp_path: Path) -> None:

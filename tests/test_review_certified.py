@@ -1,5 +1,5 @@
 """Review-certified adaptation in the app, without Qt: the review queue of disagreements, marks
-with the reviewer's name, undo and redo, the certificates kept with the profile (and rebuilt when
+with the reviewer's name, undo and redo, the certificates kept with the project (and rebuilt when
 the file is damaged or edited), and the revert path end to end through the plain controller:
 reviews from the queue turn a harmed site group back to the source model's decisions in the
 table, the statistics and the reports, and the verdict survives a restart."""
@@ -19,7 +19,7 @@ from controller_fakes import FakeView, ended, opened, reopened, results_of
 
 from app.control.controller import Controller
 from app.core.certificates import REVERTED_PATH, CertificateFile, LineCache
-from app.core.profiles import DEFAULT_PROFILE
+from app.core.projects import DEFAULT_PROJECT
 from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import review_text
 from app.core.run_model import RunModel
@@ -32,14 +32,14 @@ N = 60  # images: two site groups of 30, every third image of each changed by ad
 
 
 def _review_dir(home: Path) -> Path:
-    return home / "profiles" / DEFAULT_PROFILE / "review"
+    return home / "profiles" / DEFAULT_PROJECT / "review"
 
 
 def _model(home: Path, rows: list[PredictionRow], n: int = N, restored: bool = False) -> RunModel:
     """A run model on a folder of ``n`` images in ``home``, with ``rows`` processed."""
     items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=home / f"img{i}.png") for i in range(n))
     source = FolderSource(home, "name", items)
-    _review_dir(home).parent.mkdir(parents=True, exist_ok=True)  # the profile's folder (the worker makes it)
+    _review_dir(home).parent.mkdir(parents=True, exist_ok=True)  # the project's folder (the worker makes it)
     model = RunModel()
     store = ReviewStore(_review_dir(home), source.source_id)
     model.open(source, len(rows) if restored else 0, rows if restored else [], 1, CLASSES, None, store)
@@ -131,7 +131,7 @@ def test_undo_removes_a_mark_durably_and_redo_makes_it_again(tmp_path: Path) -> 
     assert reviewed[-1].position in _queue(model), "back in the queue"
     assert json.loads(store_path.read_text().splitlines()[-1]) == {"k": reviewed[-1].key, "label": None}
     kept = ReviewStore(_review_dir(tmp_path), str(tmp_path.resolve())).load()
-    assert reviewed[-1].key not in kept, "undo removed the mark from the profile"
+    assert reviewed[-1].key not in kept, "undo removed the mark from the project"
     assert model.desk.history() == (reviewed[-2].name, reviewed[-1].name)
 
     assert model.undo(redo=True) is not None
@@ -155,7 +155,7 @@ def test_a_mark_against_the_datasets_label_is_kept_beside_it() -> None:
 
 
 # -- the certificates file -------------------------------------------------------------------------
-def _reviewed_profile(home: Path) -> tuple[list[PredictionRow], dict[int | None, str]]:
+def _reviewed_project(home: Path) -> tuple[list[PredictionRow], dict[int | None, str]]:
     """Eight reviews from the queue: group 1 reverted, group 0 undecided."""
     rows = grouped_rows(N)
     model = _model(home, rows)
@@ -172,7 +172,7 @@ def _reviewed_profile(home: Path) -> tuple[list[PredictionRow], dict[int | None,
     ["garbage", "verdict edited", "bounds edited", "a mark removed", "a folder", "NaN", "extra key"],
 )
 def test_damaged_or_edited_certificates_are_rebuilt_from_the_marks(tmp_path: Path, damage: str) -> None:
-    rows, verdicts = _reviewed_profile(tmp_path)
+    rows, verdicts = _reviewed_project(tmp_path)
     path = CertificateFile(_review_dir(tmp_path), str(tmp_path.resolve())).path
     data = json.loads(path.read_text())
     group1 = next(g for g in data["groups"] if g["group"] == 1)
@@ -371,16 +371,16 @@ def test_the_look_ahead_is_worked_out_once_per_state_of_a_group() -> None:
     assert first.decision == "≈7 more reviews would likely decide it"
 
 
-def test_closing_after_the_profile_was_renamed_does_not_make_its_old_folder_again(tmp_path: Path) -> None:
+def test_closing_after_the_project_was_renamed_does_not_make_its_old_folder_again(tmp_path: Path) -> None:
     model = _model(tmp_path, grouped_rows(12))
     model.desk.save()  # as when the state was saved at the end of the run
-    old = tmp_path / "profiles" / DEFAULT_PROFILE
-    old.rename(tmp_path / "profiles" / "Site B")  # the worker renamed the profile
+    old = tmp_path / "profiles" / DEFAULT_PROJECT
+    old.rename(tmp_path / "profiles" / "Site B")  # the worker renamed the project
     model.close()  # the source is opened again under the new name
     assert not old.exists(), "nothing changed since the last save: nothing is written"
-    model = _model(tmp_path, grouped_rows(12))  # a new source in a profile that then goes away
-    (tmp_path / "profiles" / DEFAULT_PROFILE).rename(tmp_path / "profiles" / "Site C")
+    model = _model(tmp_path, grouped_rows(12))  # a new source in a project that then goes away
+    (tmp_path / "profiles" / DEFAULT_PROJECT).rename(tmp_path / "profiles" / "Site C")
     model.add_results(results_of(grouped_rows(2, start=12)))
     model.close()
-    assert not old.exists(), "the old profile folder is not made again"
+    assert not old.exists(), "the old project folder is not made again"
     assert "cannot be saved" in model.desk.take_notes()[-1][1]

@@ -29,11 +29,11 @@ def python_calls(action: Callable[[], object]) -> int:
     """How many Python functions run during ``action`` (on this thread)."""
     count = 0
 
-    def profile(_frame: object, event: str, _arg: object) -> None:
+    def hook(_frame: object, event: str, _arg: object) -> None:
         nonlocal count
         count += event == "call"
 
-    sys.setprofile(profile)
+    sys.setprofile(hook)
     try:
         action()
     finally:

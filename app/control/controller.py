@@ -5,8 +5,8 @@ to the window (a :class:`~app.control.view.View`); the engine work is asked of a
 :class:`~app.control.requests.WorkerRequests` and its answers arrive at the ``on_worker_*`` methods.
 This class starts, pauses and stops runs, paces the views (:meth:`Controller.tick`), exports
 reports and keeps review marks; what is open (session, source, settings, selection) is its
-:class:`~app.control.session_controller.SessionController`'s and the profiles its
-:class:`~app.control.profile_actions.ProfileActions`'. Nothing here imports Qt: the thread, the
+:class:`~app.control.session_controller.SessionController`'s and the projects its
+:class:`~app.control.project_actions.ProjectActions`'. Nothing here imports Qt: the thread, the
 timer, the runtime guards and the signal wiring are :class:`app.shell.studio_app.StudioApp`'s, and
 the tests drive this class with a fake window and a fake worker (``tests/test_controller_plain.py``).
 Scripted use is :mod:`app.control.script`.
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from app._engine import shown as shown_name
-from app.control.profile_actions import ProfileActions
+from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
 from app.control.session_controller import SessionController
-from app.control.status import RUNNING, TICKING, ControllerEvents, Status
+from app.control.status import RUNNING, TICKING, ControllerContext, ControllerEvents, Status
 from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import Collapse, model_kind
@@ -33,7 +33,7 @@ from app.core.filters import PredictionRow
 from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
-from app.core.profiles import ProfileInfo
+from app.core.projects import ProjectInfo
 from app.core.run_model import RunModel
 from app.core.settings import available_demos
 from app.reports.data import collect_report_data
@@ -54,7 +54,7 @@ class Controller:
     Attributes:
         events: what it announces (a session loaded, a source opened, a run ended, reports written).
         sessions: the session, source, settings and selection part.
-        profiles: the profile, settings-dialog, demo and banner-fix part.
+        projects: the project, settings-dialog, demo and banner-fix part.
     """
 
     def __init__(self, view: View, worker: WorkerRequests, state: OpenSession, ticker: Ticker) -> None:
@@ -62,8 +62,9 @@ class Controller:
         self.model = RunModel(state.settings.low_confidence)
         self.events = ControllerEvents()
         self.status = Status(view, state, self.model, ticker)
-        self.sessions = SessionController(view, worker, state, self.model, self.status, self.events)
-        self.profiles = ProfileActions(view, worker, state, self.model, self.status, self.sessions)
+        self.ctx = ControllerContext(view, worker, state, self.model, self.status, self.events)
+        self.sessions = SessionController(self.ctx)
+        self.projects = ProjectActions(self.ctx, self.sessions)
         self._closing = False
         self._region_ticket = 0
         self._throttle = MessageThrottle()
@@ -75,7 +76,7 @@ class Controller:
         view.set_order(settings.order)
         view.set_start_folders(settings.start_folders())
         view.set_demos(available_demos())
-        self.sessions.refresh_profiles()
+        self.sessions.refresh_projects()
         self.status.set_phase(Phase.EMPTY)
 
     def _watch_model(self) -> None:
@@ -122,7 +123,7 @@ class Controller:
         banner = advice.collapse(found, looks, model, available_demos())
         if log:
             self.log("warning", banner.text)
-        self.model.checks.append(banner.text)
+        self.model.checks["collapse"] = banner.text  # the figures as of now replace earlier ones
         self.view.show_banner(banner)
 
     def _note_event(self, row: PredictionRow) -> None:
@@ -247,7 +248,7 @@ class Controller:
         """Hand what arrived to the views (one group of views per tick, all of them with ``force``)."""
         self.view.set_progress(self.model.progress.progress(running=self.phase in TICKING))
         self.model.flush(force=force, follow=self.view.following)
-        self.view.set_profile_summary(self.state.profile_text())
+        self.view.set_project_summary(self.state.project_text())
 
     def on_worker_results_ready(self, batch: tuple[ItemResult, ...]) -> None:
         self.model.add_results(batch)
@@ -269,13 +270,12 @@ class Controller:
         self.tick(force=True)
         self.model.progress.pause()
         self.state.last_run = ended
-        if ended.profile is not None:
-            self.on_worker_state_saved(ended.profile)
+        if ended.project is not None:
+            self.on_worker_state_saved(ended.project)
         self.log("error" if ended.reason == "failed" else "info", notices.run_ended(ended, self.model))
         if self.model.collapse is not None:  # the banner's figures as of the end of the run
             final = self.model.watch.collapse()
             if final is not None:
-                self.model.checks = [c for c in self.model.checks if not c.startswith("Nearly every")]
                 self.model.collapse = final  # the figures' caption says the same
                 self._note_collapse(final, log=False)
         self.view.set_progress(self.model.progress.progress(running=False))
@@ -289,9 +289,9 @@ class Controller:
             self.events.shutdown_needed.emit(None)
             self.view.close_now()
 
-    def on_worker_state_saved(self, info: ProfileInfo) -> None:
-        self.state.latest_profile = info
-        self.view.set_profile_summary(self.state.profile_text())
+    def on_worker_state_saved(self, info: ProjectInfo) -> None:
+        self.state.latest_project = info
+        self.view.set_project_summary(self.state.project_text())
         self.model.desk.save()  # the certificates count the images the state now holds
         for level, text in self.model.desk.take_notes():
             self.log(level, text)

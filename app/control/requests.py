@@ -19,7 +19,7 @@ class WorkerRequests(Protocol):
     """The requests the controller sends the engine worker; each answer arrives later, as an event."""
 
     def open_session(self, request: SessionRequest) -> None:
-        """Load the model, method and profile (answer: session ready or failed)."""
+        """Load the model, method and project (answer: session ready or failed)."""
         ...
 
     def open_source(self, request: SourceRequest) -> None:
@@ -27,16 +27,16 @@ class WorkerRequests(Protocol):
         ...
 
     def reset_state(self) -> None:
-        """Back to the source model; the profile forgets its state (answer: reset done)."""
+        """Back to the source model; the project forgets its state (answer: reset done)."""
         ...
 
-    def rename_profile(self, name: str) -> None:
-        """Rename the open profile, then reopen the session under ``name``."""
+    def rename_project(self, name: str) -> None:
+        """Rename the open project, then reopen the session under ``name``."""
         ...
 
-    def delete_profile(self, home: Path | None, name: str) -> None:
+    def delete_project(self, home: Path | None, name: str) -> None:
         """Delete the project ``name`` of ``home`` (the open one released first; answer only when it
-        fails: profile failed). The next session is asked for separately."""
+        fails: project failed). The next session is asked for separately."""
         ...
 
     def start(self) -> None:

@@ -16,7 +16,7 @@ from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.run_items import Notifier
 
 EXIT_OK = 0
-EXIT_FAILED = 1  # the model, profile, source, state or reports could not be used
+EXIT_FAILED = 1  # the model, project, source, state or reports could not be used
 EXIT_ITEM_ERRORS = 3  # the run completed, but some images could not be processed
 
 
@@ -58,7 +58,7 @@ class ScriptedRun:
         events.export_error.connect(self.on_export_error)
 
     def on_session_changed(self, info: SessionInfo) -> None:
-        if self.stage is Stage.SESSION and not info.profile_error and self.options.path is not None:
+        if self.stage is Stage.SESSION and not info.project_error and self.options.path is not None:
             self.stage = Stage.SOURCE
             path = self.options.path
             if path.is_dir():

@@ -1,12 +1,12 @@
-"""What is open and how it is shown: the session, the source, the profile, the settings, the selection.
+"""What is open and how it is shown: the session, the source, the project, the settings, the selection.
 
 Part of the controller (:class:`app.control.controller.Controller` makes one and hands it the window,
 the worker's requests, the :class:`~app.core.open_session.OpenSession`, the run model, the
 :class:`~app.control.status.Status` and the events it shares). A plain object: it turns what the user
 asks to open or change into requests to the engine worker, shows what comes back (its
 ``on_worker_*`` methods; failures as banners with their fixes, see :mod:`app.core.advice`) and
-checks that the model applies to what was opened. Profile management and the banners' fixes are
-:class:`~app.control.profile_actions.ProfileActions`'s; the wording lives in
+checks that the model applies to what was opened. Project management and the banners' fixes are
+:class:`~app.control.project_actions.ProjectActions`'s; the wording lives in
 :mod:`app.core.notices` and :mod:`app.core.advice`.
 """
 
@@ -16,62 +16,47 @@ import dataclasses
 from pathlib import Path
 
 from app._engine import FolderSource, SlideSource
-from app.control.requests import WorkerRequests
-from app.control.status import ControllerEvents, Status
-from app.control.view import View
+from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
 from app.core.certificates import Reverted
 from app.core.filters import RowFilter, uncertainty_threshold
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
-from app.core.open_session import OpenSession
 from app.core.phase import Phase
-from app.core.profiles import ProfileStore
-from app.core.projects import project_lines
+from app.core.project_lines import project_lines
+from app.core.projects import ProjectStore
 from app.core.recent import read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
-from app.core.run_model import RunModel
 from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
 from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
 
-RELOAD_KEYS = ("model", "device", "method", "method_config", "profile", "autosave_every")
+RELOAD_KEYS = ("model", "device", "method", "method_config", "project", "autosave_every")
 
 
 class SessionController:
-    """Session, source, profile, settings and selection requests (see the module notes).
+    """Session, source, project, settings and selection requests (see the module notes).
 
     Args:
-        view: the window.
-        worker: the engine worker's requests.
-        state: the open session, shared with the rest of the controller.
-        model: the run model the source's rows go into.
-        status: the phase and the log.
-        events: where a loaded session, an opened source and a failure are announced.
+        ctx: what the controller's parts share (the window, the worker's requests, the open
+            session, the run model the source's rows go into, the phase and log, the events).
     """
 
-    def __init__(
-        self,
-        view: View,
-        worker: WorkerRequests,
-        state: OpenSession,
-        model: RunModel,
-        status: Status,
-        events: ControllerEvents,
-    ) -> None:
-        self.view, self.worker, self.state, self.model = view, worker, state, model
-        self.status, self.events = status, events
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+        self.view, self.worker, self.state, self.model = ctx.view, ctx.worker, ctx.state, ctx.model
+        self.status, self.events = ctx.status, ctx.events
         self.open_after_session: Path | None = None  # a source to open once the session is ready (demos)
 
     # -- the session ---------------------------------------------------------------------------
     def load_session(self) -> None:
-        """(Re)load the model, method and profile from the current settings."""
+        """(Re)load the model, method and project from the current settings."""
         s, st = self.state.settings, self.state
         st.info = None
         self.status.set_phase(Phase.LOADING)
         self.view.set_model_text("loading model…")
-        request = SessionRequest(s.model_path(), s.method, dict(s.method_config), s.device, s.profile)
+        request = SessionRequest(s.model_path(), s.method, dict(s.method_config), s.device, s.project)
         self.worker.open_session(
             dataclasses.replace(
                 request, home=st.home, autosave_every=s.autosave_every, state_dir=st.state_dir
@@ -80,25 +65,25 @@ class SessionController:
 
     def on_worker_session_ready(self, info: SessionInfo) -> None:
         self.state.adopt(info)
-        if self.state.state_dir is None and info.profile.name != self.state.settings.profile:
-            self.state.settings = dataclasses.replace(self.state.settings, profile=info.profile.name)
+        if self.state.state_dir is None and info.project.name != self.state.settings.project:
+            self.state.change_settings(project=info.project.name)
             self.save_settings()  # a rename that failed: the project kept its name
         self.view.set_model_text(notices.model_line(info))
         self.view.set_classes(tuple(info.card.classes))
-        self.view.set_profile_summary(self.state.profile_text())
-        for key in advice.SESSION_KEYS:  # their causes went with the old session (reports: of its profile)
+        self.view.set_project_summary(self.state.project_text())
+        for key in advice.SESSION_KEYS:  # their causes went with the old session (reports: of its project)
             self.view.dismiss_banner(key)
-        self.refresh_profiles()
+        self.refresh_projects()
         self.show_inputs()
         self.status.log("info", notices.model_loaded(info))
         self.events.session_changed.emit(info)
-        if info.profile_error:
-            self.status.log("error", info.profile_error)
-            self.view.show_banner(advice.profile_refused(info.profile.name, info.method, info.profile_error))
+        if info.project_error:
+            self.status.log("error", info.project_error)
+            self.view.show_banner(advice.project_refused(info.project.name, info.method, info.project_error))
             self.status.set_phase(Phase.EMPTY)
-            self.events.load_failed.emit(info.profile_error)
+            self.events.load_failed.emit(info.project_error)
             return
-        self.status.log("info", self.state.profile_text())
+        self.status.log("info", self.state.project_text())
         after, self.open_after_session = self.open_after_session, None
         source = self.model.source
         if after is not None:
@@ -174,7 +159,7 @@ class SessionController:
             )
         self.view.set_progress(model.progress.progress(running=False))
         self.view.set_source_title(source.display_name)
-        for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.profile):
+        for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.project):
             self.status.log(level, text)
         for level, text in model.desk.take_notes():  # the certificates, when they had to be rebuilt
             self.status.log(level, text)
@@ -201,22 +186,22 @@ class SessionController:
         trained = model_kind(info.card)
         for warning in opened.gate:
             self.status.log("warning", warning.message)
-            self.model.checks.append(warning.message)
+            self.model.checks[f"gate:{warning.check}"] = warning.message
             self.view.show_banner(advice.gate(warning, looks, trained, available_demos()))  # type: ignore[arg-type]
         self.model.set_gate([(w.check, w.message) for w in opened.gate])
         if isinstance(source, FolderSource):
             folders = subfolder_warning(source, classes)
             if folders:
                 self.status.log("warning", folders)
-                self.model.checks.append(folders)
+                self.model.checks["subfolders"] = folders
                 self.view.show_banner(advice.subfolders(folders, looks, trained, available_demos()))  # type: ignore[arg-type]
         elif source.plan.warning and not any(w.check == "resolution" for w in opened.gate):
-            self.model.checks.append(source.plan.warning)
+            self.model.checks["resolution"] = source.plan.warning
             self.view.show_banner(advice.resolution(source.plan.warning))
         if opened.other_sources and not opened.done and self.state.state_dir is None:
             self.view.show_banner(
-                advice.new_source_in_profile(
-                    info.profile.name, source, opened.other_images, opened.other_sources
+                advice.new_source_in_project(
+                    info.project.name, source, opened.other_images, opened.other_sources
                 )
             )
 
@@ -258,31 +243,29 @@ class SessionController:
             threshold = uncertainty_threshold(self.model.rows)
             self.view.apply_filter(dataclasses.replace(row_filter, high_uncertainty=threshold))
         if row_filter.low_confidence != self.state.settings.low_confidence:
-            self.state.settings = dataclasses.replace(
-                self.state.settings, low_confidence=row_filter.low_confidence
-            )
+            self.state.change_settings(low_confidence=row_filter.low_confidence)
             self.model.set_low_confidence(row_filter.low_confidence)
 
     def on_window_opacity_changed(self, value: float) -> None:
-        self.state.settings = dataclasses.replace(self.state.settings, overlay_opacity=value)
+        self.state.change_settings(overlay_opacity=value)
 
     # -- settings ------------------------------------------------------------------------------
-    def refresh_profiles(self) -> None:
+    def refresh_projects(self) -> None:
         """The project list in the window, each with its model and images seen (the --state
         directory counts as the current one)."""
         st = self.state
-        current = st.state_dir.name if st.state_dir is not None else st.settings.profile
-        infos = ProfileStore(st.home).infos()
+        current = st.state_dir.name if st.state_dir is not None else st.settings.project
+        infos = ProjectStore(st.home).infos()
         lines = {i.name: project_lines(i) for i in infos}  # each model card read once
         details = {name: tooltip for name, (_entry, tooltip) in lines.items()}
         entries = {name: entry for name, (entry, _tooltip) in lines.items()}
-        self.view.set_profiles(sorted({*details, current}), current, details, entries)
+        self.view.set_projects(sorted({*details, current}), current, details, entries)
         self.view.set_demos(available_demos())
 
     def show_inputs(self) -> None:
         """The current project's folders and slides, most recent first (the welcome page, File ▸ Open recent)."""
         info = self.state.info
-        inputs = read_inputs(info.profile.path) if info is not None and self.state.state_dir is None else ()
+        inputs = read_inputs(info.project.path) if info is not None and self.state.state_dir is None else ()
         self.view.set_inputs(shown_inputs(inputs))
 
     def clear_screen(self) -> None:
@@ -304,7 +287,7 @@ class SessionController:
     def apply_settings(
         self, settings: AppSettings, then_open: Path | None = None, reload: bool = False
     ) -> None:
-        """Adopt new settings; reload the session when the model, method, device or profile changed.
+        """Adopt new settings; reload the session when the model, method, device or project changed.
 
         ``then_open``: a source to open once the (re)loaded session is ready (a demo set).
         ``reload``: load the session again even when nothing of it changed (a project deleted
@@ -312,7 +295,7 @@ class SessionController:
         """
         if then_open is not None:
             self.open_after_session = then_open
-        old, self.state.settings = self.state.settings, settings
+        old = self.state.change_settings(settings)
         self.save_settings()
         self.view.set_order(settings.order)
         self.view.set_reviewer(settings.reviewer_name())
@@ -330,7 +313,7 @@ class SessionController:
 
     def remember_folder(self, kind: str, folder: Path) -> None:
         """The ``kind`` file dialog starts in ``folder`` next time (kept in the settings)."""
-        self.state.settings = self.state.settings.remember_folder(kind, folder)
+        self.state.change_settings(self.state.settings.remember_folder(kind, folder))
         self.save_settings()
         self.view.set_start_folders(self.state.settings.start_folders())
 
@@ -353,10 +336,10 @@ class SessionController:
 
     def on_worker_reset_done(self, info: SessionInfo) -> None:
         self.state.adopt(info)
-        self.view.set_profile_summary(self.state.profile_text())
-        self.view.dismiss_banner("profile")
-        self.status.log("info", f"Project '{info.profile.name}' reset to the source model")
-        if self.model.source is None or info.profile_error:
+        self.view.set_project_summary(self.state.project_text())
+        self.view.dismiss_banner("project")
+        self.status.log("info", f"Project '{info.project.name}' reset to the source model")
+        if self.model.source is None or info.project_error:
             self.status.set_phase(Phase.DONE)
 
     def on_window_about_requested(self) -> None:

@@ -1,9 +1,10 @@
-"""The phase, the log and the controller's events: what every part of the controller reports through.
+"""The phase, the log and the controller's events: what every part of the controller reports
+through, and the :class:`ControllerContext` that hands the parts what they share.
 
-Qt-free. The controller (:mod:`app.control.controller`) makes one :class:`Status` and one
-:class:`ControllerEvents` and hands them to its parts (:mod:`app.control.session_controller`,
-:mod:`app.control.profile_actions`), so each part shows the phase and logs the same way without
-reaching into the others.
+Qt-free. The controller (:mod:`app.control.controller`) makes one :class:`Status`, one
+:class:`ControllerEvents` and one :class:`ControllerContext` and hands the context to its parts
+(:mod:`app.control.session_controller`, :mod:`app.control.project_actions`), so each part shows
+the phase and logs the same way without reaching into the others.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.control.requests import Ticker
+from app.control.requests import Ticker, WorkerRequests
 from app.control.view import View
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.open_session import OpenSession
@@ -35,7 +36,7 @@ class ControllerEvents:
     Attributes:
         session_changed: a session was loaded.
         source_opened: a source was opened.
-        load_failed: the model, the profile's state or a source could not be opened.
+        load_failed: the model, the project's state or a source could not be opened.
         run_finished: a run ended, after its results reached the views.
         export_finished: reports were written (their paths).
         export_error: they were not (why).
@@ -74,7 +75,7 @@ class Status:
         self._state.phase = phase
         info, m = self._state.info, self._model
         actions = actions_for(phase, has_session=self._state.usable, pending=m.pending, has_rows=bool(m.rows))
-        if info is not None and info.profile_error:  # only a reset can make such a profile usable
+        if info is not None and info.project_error:  # only a reset can make such a project usable
             actions = dataclasses.replace(actions, reset=phase in (Phase.EMPTY, Phase.DONE))
         if status is None and m.source is None and phase is Phase.DONE:
             status = "open a folder or slide"
@@ -93,3 +94,24 @@ class Status:
         if level == "error":
             self._state.errors.append(message)
             self._view.show_status(message)
+
+
+@dataclass(frozen=True)
+class ControllerContext:
+    """What the controller's parts share (one object instead of six arguments to each).
+
+    Attributes:
+        view: the window.
+        worker: the engine worker's requests.
+        state: the open session (settings, project, model).
+        model: the run model (rows, figures, review).
+        status: the phase and the log.
+        events: what the controller announces.
+    """
+
+    view: View
+    worker: WorkerRequests
+    state: OpenSession
+    model: RunModel
+    status: Status
+    events: ControllerEvents

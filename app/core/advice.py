@@ -1,8 +1,8 @@
 """The banners the app raises where the user acts, each with its fixes (Qt-free wording).
 
 Each function turns a situation into a :class:`~app.core.notices.Banner`; the action ids are handled
-by :class:`app.control.profile_actions.ProfileActions` (``demo-model[:kind]``, ``settings``,
-``new-profile-for-method``, ``reset``, ``interleave``, ``new-profile:<name>``, ``open:<folder>``,
+by :class:`app.control.project_actions.ProjectActions` (``demo-model[:kind]``, ``settings``,
+``new-project-for-method``, ``reset``, ``interleave``, ``new-project:<name>``, ``open:<folder>``,
 ``show-log``, ``show-certificates``).
 """
 
@@ -18,7 +18,7 @@ from app.core.certificates import Group, Reverted
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
-SESSION_KEYS = ("model", "profile", "export")  # banners whose cause goes with the session (a profile switch)
+SESSION_KEYS = ("model", "project", "export")  # banners whose cause goes with the session (a project switch)
 
 
 def model_failed(message: str, using_demo: bool) -> Banner:
@@ -33,24 +33,24 @@ def model_failed(message: str, using_demo: bool) -> Banner:
     )
 
 
-def profile_refused(profile: str, method: str, error: str) -> Banner:
-    """The profile's saved state cannot be used with the session's model, method or settings."""
+def project_refused(project: str, method: str, error: str) -> Banner:
+    """The project's saved state cannot be used with the session's model, method or settings."""
     return Banner(
-        "profile",
+        "project",
         "error",
         error,
         (
-            ("new-profile-for-method", "New project for this method"),
+            ("new-project-for-method", "New project for this method"),
             ("reset", "Reset project…"),
             ("settings", "Settings…"),
         ),
     )
 
 
-def profile_for_method(profile: str, method: str) -> str:
-    """A profile name for ``profile`` under ``method`` (only characters profile names allow)."""
+def project_for_method(project: str, method: str) -> str:
+    """A project name for ``project`` under ``method`` (only characters project names allow)."""
     tag = re.sub(r"[^A-Za-z0-9._-]", "-", method.replace("+", "-plus"))
-    return f"{profile} {tag}"[:64].strip()
+    return f"{project} {tag}"[:64].strip()
 
 
 def source_failed(message: str, still_open: Source | None) -> Banner:
@@ -82,18 +82,18 @@ def resolution(warning: str) -> Banner:
     return Banner(SOURCE_KEYS + "resolution", "warning", warning)
 
 
-def new_source_in_profile(profile: str, source: Source, other_images: int, other_sources: int) -> Banner:
-    """A folder or slide new to a profile that has already adapted to other sources."""
+def new_source_in_project(project: str, source: Source, other_images: int, other_sources: int) -> Banner:
+    """A folder or slide new to a project that has already adapted to other sources."""
     name = source.display_name if isinstance(source, FolderSource) else Path(source.display_name).stem
     suggestion = re.sub(r"[^A-Za-z0-9 ._-]", "-", name).strip(" .-_")[:64] or "new site"
     plural = "s" if other_sources > 1 else ""
     text = (
-        f"'{source.display_name}' opens in project '{profile}', which has already adapted to {other_images} "
+        f"'{source.display_name}' opens in project '{project}', which has already adapted to {other_images} "
         f"images from {other_sources} other source{plural}. Images of another site belong in a project of "
         "their own, or the adaptation carries over from one site to the next."
     )
     return Banner(
-        SOURCE_KEYS + "profile", "info", text, ((f"new-profile:{suggestion}", f"New project '{suggestion}'"),)
+        SOURCE_KEYS + "project", "info", text, ((f"new-project:{suggestion}", f"New project '{suggestion}'"),)
     )
 
 

@@ -1,7 +1,7 @@
 """The arrival orders as the app names them; the orders and the class-sorted check are the engine's.
 
 ``engine.io.arrival`` holds the orders (``interleaved`` included) and the check that an order
-sorts the stream by class, so ``f2tta run`` continues an app profile in the app's order.
+sorts the stream by class, so ``f2tta run`` continues an app project in the app's order.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 
 from app._engine import GateWarning, ModelCard, PredictionRow, Source
 from app.core.overlay import Overlay
-from app.core.profiles import ProfileInfo
+from app.core.projects import ProjectInfo
 
 RunReason = Literal["finished", "stopped", "failed"]
 
@@ -25,10 +25,10 @@ class SessionRequest:
     method: str
     method_config: dict[str, Any] = field(default_factory=dict)
     device: str = "auto"
-    profile: str = "default"
-    home: Path | None = None  # studio home (profiles), None = default
+    project: str = "default"
+    home: Path | None = None  # studio home (projects), None = default
     autosave_every: int = 100
-    state_dir: Path | None = None  # a journal directory to use instead of the profile (f2tta run's --state)
+    state_dir: Path | None = None  # a journal directory to use instead of the project (f2tta run's --state)
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class SessionInfo:
     state_fingerprint: str
     images_seen: int
     config: dict[str, Any]
-    profile: ProfileInfo
-    profile_error: str | None = None  # the profile's state cannot be used; reset it to use it
+    project: ProjectInfo
+    project_error: str | None = None  # the project's state cannot be used; reset it to use it
     weights_sha256: str = ""  # the checkpoint's SHA-256 recorded in its card (load_model checked it)
 
 
@@ -65,9 +65,9 @@ class SourceOpened:
     done: int  # items processed or skipped for good by earlier runs
     restored_rows: tuple[PredictionRow, ...]
     overlays: dict[str, Overlay] = field(default_factory=dict)  # kept overlays of restored rows, by key
-    review_dir: Path | None = None  # where the profile keeps review marks and overlays
+    review_dir: Path | None = None  # where the project keeps review marks and overlays
     tissue: np.ndarray | None = None  # slides: the tissue mask on the thumbnail's grid (bool)
-    other_sources: int = 0  # other sources the profile has adapted to
+    other_sources: int = 0  # other sources the project has adapted to
     other_images: int = 0  # images of those sources
     looks_like: str | None = None  # "histology" or "fundus" from a few of its images (app.core.applicability)
     gate: tuple[
@@ -114,7 +114,7 @@ class RunEnded:
     reason: RunReason
     processed: int  # images processed in this run
     failed: int  # images that could not be read in this run
-    saved: bool  # the state was written to the profile
-    profile: ProfileInfo | None
+    saved: bool  # the state was written to the project
+    project: ProjectInfo | None
     state_fingerprint: str
     message: str = ""

@@ -11,7 +11,7 @@ from app._engine import shown as shown_name
 from app.core.filters import PredictionRow
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.names import describe_model, method_label
-from app.core.projects import model_text
+from app.core.project_lines import model_text
 from app.core.reviews import ReviewMark
 from app.core.run_model import RunModel
 
@@ -89,7 +89,7 @@ def about(info: SessionInfo | None) -> str:
     )
 
 
-def source_opened(source: Source, opened: SourceOpened, pending: int, profile: str) -> list[tuple[str, str]]:
+def source_opened(source: Source, opened: SourceOpened, pending: int, project: str) -> list[tuple[str, str]]:
     """(level, message) lines for the log when a source opens."""
     total = len(source.items)
     labels = f", ground truth from {source.label_origin}" if source.label_origin else ", no ground truth"
@@ -98,7 +98,7 @@ def source_opened(source: Source, opened: SourceOpened, pending: int, profile: s
         lines.append(
             (
                 "info",
-                f"{len(opened.restored_rows)} images were processed in an earlier session (project '{profile}')",
+                f"{len(opened.restored_rows)} images were processed in an earlier session (project '{project}')",
             )
         )
     lines += [("warning", note) for note in source.notes]
@@ -126,7 +126,7 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
     return text + ("; state saved" if ended.saved else "; state NOT saved")
 
 
-def profile_unusable(name: str, exc: Exception) -> str:
+def project_unusable(name: str, exc: Exception) -> str:
     return f"Project '{name}' cannot be used: {str(exc).rstrip('.')}."
 
 

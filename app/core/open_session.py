@@ -1,13 +1,15 @@
-"""What the window knows of the open session: its profile, settings and model (Qt-free)."""
+"""What the window knows of the open session: its project, settings and model (Qt-free)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.core.messages import RunEnded, SessionInfo
 from app.core.phase import Phase
-from app.core.profiles import ProfileInfo
+from app.core.projects import ProjectInfo
 from app.core.settings import AppSettings
 
 
@@ -17,11 +19,11 @@ class OpenSession:
 
     Attributes:
         settings: the user's settings in force.
-        home: the studio home (profiles, settings.json); None for the default.
-        state_dir: a journal directory used instead of a profile (``f2tta-studio --state``).
+        home: the studio home (projects, settings.json); None for the default.
+        state_dir: a journal directory used instead of a project (``f2tta-studio --state``).
         persist_settings: settings changed in the dialog are saved to disk.
         info: the loaded session, None while none is.
-        latest_profile: the profile's listing as last saved.
+        latest_project: the project's listing as last saved.
         last_run: how the last run ended.
         images_seen: the session's live count (unsaved images included).
         errors: every error shown in this session (for the reports).
@@ -33,7 +35,7 @@ class OpenSession:
     state_dir: Path | None = None
     persist_settings: bool = True
     info: SessionInfo | None = None
-    latest_profile: ProfileInfo | None = None
+    latest_project: ProjectInfo | None = None
     last_run: RunEnded | None = None
     images_seen: int = 0
     errors: list[str] = field(default_factory=list)
@@ -41,17 +43,24 @@ class OpenSession:
 
     def adopt(self, info: SessionInfo) -> None:
         """A session (re)loaded or reset: its counts replace the live ones."""
-        self.info, self.latest_profile, self.images_seen, self.last_run = (
+        self.info, self.latest_project, self.images_seen, self.last_run = (
             info,
-            info.profile,
+            info.project,
             info.images_seen,
             None,
         )
 
+    def change_settings(self, settings: AppSettings | None = None, **changes: Any) -> AppSettings:
+        """``settings`` (the current ones when None) with ``changes`` become the settings in force:
+        the one place they change. Returns the settings they replace."""
+        old = self.settings
+        self.settings = dataclasses.replace(settings or old, **changes)
+        return old
+
     @property
     def usable(self) -> bool:
-        """A session is loaded and its profile's state can be used."""
-        return self.info is not None and not self.info.profile_error
+        """A session is loaded and its project's state can be used."""
+        return self.info is not None and not self.info.project_error
 
-    def profile_text(self) -> str:
-        return "" if self.latest_profile is None else self.latest_profile.summary(self.images_seen)
+    def project_text(self) -> str:
+        return "" if self.latest_project is None else self.latest_project.summary(self.images_seen)

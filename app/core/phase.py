@@ -10,7 +10,7 @@ class Phase(enum.Enum):
     """Where the app is; decides which actions are enabled."""
 
     EMPTY = "no model"  # no session yet (loading, or the model failed)
-    LOADING = "loading"  # a model, profile or source is being opened
+    LOADING = "loading"  # a model, project or source is being opened
     READY = "ready"  # a session and a source with images left to process
     RUNNING = "running"
     PAUSING = "pausing"  # the current image finishes, then the run pauses

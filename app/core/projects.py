@@ -1,119 +1,277 @@
-"""Projects as the user sees them (Qt-free): a model named by its card, the project list's lines.
+"""Projects: the adaptation state of one site with its model, kept between sessions (Qt-free).
+:mod:`app.core.project_lines` says what a project shows, :mod:`app.core.recent` the folders and
+slides opened in it.
 
-A *project* is what the app calls a site profile (:mod:`app.core.profiles`): the folder
-``<studio home>/profiles/<name>/`` with its model, adaptation state, review marks and the folders
-and slides opened in it (:mod:`app.core.recent`). The code keeps the older name (``Profile``,
-``ProfileInfo``, ``profile_actions``) so profiles written before open unchanged as projects.
+A project is a folder under ``<studio home>/profiles/<name>/`` (the folder and ``profile.json``
+keep the names they had when projects were called site profiles, so every project written
+before opens unchanged)::
 
-A model is shown by what its card says -- the kind of image, the classes, the network and the
-training site -- never by its file name: both demo models are ``model.safetensors``.
+    profile.json        name, created/updated times, images seen, model and method (for listing)
+    inputs.json         the folders and slides opened in it (:mod:`app.core.recent`)
+    review/             review marks, overlays and certificates per folder or slide
+    state/              the project's journal (:mod:`engine.run.journal`): the engine's state, one rows
+                        file per source, the lock -- the same format as ``f2tta run --state``
+
+So ``f2tta run --state <project>/state`` continues a project, and a ``f2tta run`` state directory
+opens in the app as a project (``f2tta-studio --state DIR``). Rows are written before the state
+and cut back to what the state lists when the journal opens: nothing is lost or counted twice.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import shutil
+import sys
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from app._engine import KIND_NAMES, ModelCard, UnsafeFileError, model_kind, read_regular
-from app.core.names import describe_model
-from app.core.profiles import ProfileInfo
+from app._engine import Journal, Session, StateError, atomic_write_bytes
 
-MAX_CARD_BYTES = 1 << 20  # a model card is a small JSON file
-MISSING, NO_CARD = "model file missing", "no readable model card"
-UNUSABLE = (MISSING, NO_CARD)  # how model_file_text starts for a model that cannot be used
+STATE_JSON = "state.json"  # the human-readable copy of a state's metadata (engine.run.state)
 
+logger = logging.getLogger(__name__)
 
-def card_of(checkpoint: str | Path) -> ModelCard | None:
-    """The card beside ``checkpoint`` (same stem, ``.json``), or None when it cannot be read."""
-    path = Path(checkpoint).with_suffix(".json")
-    try:
-        data = json.loads(read_regular(path, MAX_CARD_BYTES, "model card"))
-        return ModelCard.from_json(data, origin=str(path))
-    except (UnsafeFileError, OSError, ValueError, TypeError, KeyError):
-        return None
+ENV_HOME = "F2TTA_STUDIO_HOME"
+DEFAULT_PROJECT = "default"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
 
 
-def kind_text(card: ModelCard) -> str:
-    """ "Histology", "Fundus photographs" or "Unknown kind of image"."""
-    kind = model_kind(card)
-    return KIND_NAMES[kind].capitalize() if kind is not None else "Unknown kind of image"
+class ProjectError(ValueError):
+    """A project name or folder cannot be used; the message is meant for the user."""
 
 
-def model_text(card: ModelCard) -> str:
-    """``Histology · normal / tumor · ViT-Tiny, 4 blocks, 12-px patches, 96 px input — site1``."""
-    text = f"{kind_text(card)} · {' / '.join(card.classes)} · {describe_model(card)}"
-    return f"{text} — {card.source_domain}" if card.source_domain else text
+def studio_home() -> Path:
+    """The user data folder (``$F2TTA_STUDIO_HOME`` overrides the platform default)."""
+    env = os.environ.get(ENV_HOME)
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
+        return base / "F2TTA Studio"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "F2TTA Studio"
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "f2tta-studio"
 
 
-def model_file_text(checkpoint: str | Path) -> str:
-    """The card's description of the model at ``checkpoint``, or why there is none."""
-    return _described(Path(checkpoint), card_of(checkpoint))
+def now_iso() -> str:
+    return datetime.now(UTC).astimezone().isoformat(timespec="seconds")
 
 
-def _described(path: Path, card: ModelCard | None) -> str:
-    if not path.is_file():
-        return f"{MISSING}: {path}"
-    return model_text(card) if card is not None else f"{NO_CARD} beside {path.name}"
-
-
-def project_lines(info: ProfileInfo) -> tuple[str, str]:
-    """The project list's entry after a project's name (``Histology · 60 images seen``) and its
-    tooltip (the model by its card, the images seen and when saved), the card read once."""
-    card = card_of(info.model_path) if info.model_path else None
-    seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
-    entry = f"{kind_text(card) if card is not None else 'no usable model'} · {seen}"
-    model = _described(Path(info.model_path), card) if info.model_path else "no model chosen yet"
-    if info.updated:
-        seen += f", saved {info.updated.replace('T', ' ')[:16]}"
-    return entry, f"{model}\n{seen}"
-
-
-def project_entry(info: ProfileInfo) -> str:
-    """The project list's words after a project's name: ``Histology · 60 images seen``."""
-    return project_lines(info)[0]
-
-
-def project_tooltip(info: ProfileInfo) -> str:
-    """The project list's tooltip: the model by its card and the images seen."""
-    return project_lines(info)[1]
+def check_name(name: str) -> str:
+    name = name.strip()
+    if not _NAME_RE.match(name):
+        raise ProjectError(
+            f"{name!r} is not a valid project name: use 1-64 letters, digits, spaces, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
 
 
 @dataclass(frozen=True)
-class ModelChoice:
-    """A model the New project dialog offers: its label, its checkpoint and its card's description."""
+class ProjectInfo:
+    """What the project list shows."""
 
-    label: str
-    path: str
-    text: str
+    name: str
+    path: Path
+    images_seen: int = 0
+    created: str | None = None
+    updated: str | None = None
+    model_fingerprint: str | None = None
+    method: str | None = None
+    state_fingerprint: str | None = None
+    model_path: str | None = None  # the checkpoint this project runs (each project remembers its model)
+    method_config: dict[str, Any] | None = None  # the method's settings it runs with
+
+    def summary(self, seen: int | None = None) -> str:
+        """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
+        count = self.images_seen if seen is None else seen
+        text = f"Project '{self.name}': {count} images seen"
+        if self.updated:
+            text += f", saved {self.updated.replace('T', ' ')[:16]}"
+        if count > self.images_seen:
+            text += f" ({count - self.images_seen} not saved yet)"
+        return text
 
 
-def model_choices(current: Path | None, demos: dict[str, Path]) -> list[ModelChoice]:
-    """The current project's model first, then each installed demo model not already listed."""
-    choices: list[ModelChoice] = []
-    seen: set[Path] = set()
-    if current is not None and current.is_file():
-        demo = next(
-            (kind for kind, path in demos.items() if path.is_file() and path.resolve() == current.resolve()),
-            None,
+class Project:
+    """One project folder, or a journal directory used as one (``external``).
+
+    Args:
+        path: the project folder (or the journal directory itself when ``external``).
+        external: ``path`` is a journal directory written by ``f2tta run`` (no profile.json).
+    """
+
+    def __init__(self, path: Path, external: bool = False) -> None:
+        self.path = path
+        self.name = path.name
+        self.external = external
+        self.state_dir = path if external else path / "state"
+
+    def info(self) -> ProjectInfo:
+        data = _read_json(self.state_dir / STATE_JSON if self.external else self.path / "profile.json")
+        return ProjectInfo(
+            name=self.name,
+            path=self.path,
+            images_seen=int(data.get("images_seen", 0) or 0),
+            created=data.get("created"),
+            updated=data.get("updated") or data.get("updated_at"),
+            model_fingerprint=data.get("model_fingerprint"),
+            method=data.get("method"),
+            state_fingerprint=data.get("state_fingerprint"),
+            model_path=data.get("model_path") if isinstance(data.get("model_path"), str) else None,
+            method_config=data.get("method_config") if isinstance(data.get("method_config"), dict) else None,
         )
-        label = "The current project's model"
-        if demo is not None:  # say which: "model.safetensors" names neither demo
-            label = f"The {KIND_NAMES.get(demo, demo)} demo model (the current project's)"
-        choices.append(ModelChoice(label, str(current), model_file_text(current)))
-        seen.add(current.resolve())
-    for kind, path in demos.items():
-        if path.is_file() and path.resolve() not in seen:
-            label = f"The {KIND_NAMES.get(kind, kind)} demo model"
-            choices.append(ModelChoice(label, str(path), model_file_text(path)))
-            seen.add(path.resolve())
-    return choices
+
+    def _write_info(self, **changes: Any) -> ProjectInfo:
+        if not self.external:
+            data = _read_json(self.path / "profile.json")
+            data.update(changes)
+            data.setdefault("created", now_iso())
+            data["name"] = self.name
+            _atomic_write_text(self.path / "profile.json", json.dumps(data, indent=2) + "\n")
+        return self.info()
+
+    def open_journal(self) -> Journal:
+        """The project's journal, locked for this process.
+
+        Raises:
+            engine.StateError: the directory cannot be used, or another process holds it.
+        """
+        legacy = self.path / "rows"  # projects written before the journal kept rows beside state/
+        if not self.external and legacy.is_dir() and not (self.state_dir / "rows").exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            os.replace(legacy, self.state_dir / "rows")
+        return Journal(self.state_dir, command=f"f2tta-studio, project {self.name!r}")
+
+    def note_saved(self, session: Session) -> ProjectInfo:
+        """Record in profile.json what the state just saved holds (for the project list)."""
+        return self._write_info(
+            images_seen=int(session.images_seen),
+            updated=now_iso(),
+            model_fingerprint=session.fingerprint,
+            method=session.method_name,
+            state_fingerprint=session.state_fingerprint(),
+        )
+
+    def note_model(self, model_path: str, method: str, method_config: dict[str, Any]) -> ProjectInfo:
+        """Remember the model and method this project runs (selecting the project selects them)."""
+        info = self.info()
+        if (info.model_path, info.method, info.method_config) == (model_path, method, method_config):
+            return info
+        return self._write_info(model_path=model_path, method=method, method_config=method_config)
+
+    def note_cleared(self) -> ProjectInfo:
+        return self._write_info(images_seen=0, updated=now_iso(), state_fingerprint=None)
 
 
-def next_project(infos: list[ProfileInfo], deleted: str) -> str | None:
-    """The project to continue in after ``deleted`` is deleted: the one saved most recently
-    (then created most recently; then the first by name), None when no other is left."""
-    others = [i for i in infos if i.name != deleted]
-    if not others:
-        return None
-    return max(others, key=lambda i: (i.updated or "", i.created or "", [-ord(ch) for ch in i.name])).name
+class ProjectStore:
+    """The projects under a studio home folder."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.root = (home or studio_home()) / "profiles"
+
+    def names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _NAME_RE.match(p.name))
+
+    def infos(self) -> list[ProjectInfo]:
+        return [Project(self.root / name).info() for name in self.names()]
+
+    def info(self, name: str) -> ProjectInfo | None:
+        """The listing of an existing project (None when there is none of that name)."""
+        path = self.root / name
+        return Project(path).info() if _NAME_RE.match(name) and path.is_dir() else None
+
+    def rename(self, old: str, new: str) -> Project:
+        """Rename a project that no process uses.
+
+        Raises:
+            ProjectError: a name is invalid, the new one is taken, or the project is in use.
+        """
+        old, new = check_name(old), check_name(new)
+        source, target = self.root / old, self.root / new
+        if not source.is_dir():
+            raise ProjectError(f"project {old!r} does not exist")
+        if target.exists():
+            raise ProjectError(f"a project named {new!r} exists already")
+        _check_unused(source)
+        os.rename(source, target)
+        project = Project(target)
+        project._write_info()
+        return project
+
+    def delete(self, name: str) -> None:
+        """Delete a project that no process uses (its state, rows, review marks and overlays).
+
+        Raises:
+            ProjectError: the name is invalid or the project is in use.
+        """
+        path = self.root / check_name(name)
+        if not path.is_dir():
+            return
+        _check_unused(path)
+        _remove_tree(path)
+
+    def open(self, name: str, create: bool = True) -> Project:
+        name = check_name(name)
+        path = self.root / name
+        if not path.is_dir():
+            if not create:
+                raise ProjectError(f"project {name!r} does not exist")
+            path.mkdir(parents=True, exist_ok=True)
+            Project(path)._write_info(images_seen=0)
+        return Project(path)
+
+
+def _remove_tree(path: Path, attempts: int = 5) -> None:
+    """``shutil.rmtree``, tried again when a file appears inside while it runs.
+
+    The UI thread may still write a review file of the project (the certificates, at a state save
+    it had queued) while the worker removes the folder: the removal then fails with "directory
+    not empty". The writer's file is gone with the next attempt.
+
+    Raises:
+        OSError: the folder is still there after ``attempts`` tries.
+    """
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1 or not path.exists():
+                raise
+            time.sleep(0.05)
+
+
+def _check_unused(path: Path) -> None:
+    """Take and release the project's journal lock: proves that no process uses it now.
+
+    Raises:
+        ProjectError: another process (or this one) holds it, or it cannot be opened.
+    """
+    try:
+        Project(path).open_journal().close()
+    except (StateError, OSError) as exc:
+        raise ProjectError(f"project {path.name!r} is in use or cannot be changed: {exc}") from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app._engine import UnsafeFileError, atomic_write_bytes, read_regular
-from app.core.profiles import now_iso
+from app.core.projects import now_iso
 
 logger = logging.getLogger(__name__)
 

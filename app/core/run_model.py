@@ -63,7 +63,9 @@ class RunModel(Truths):
         self._reverted: dict[Group, int] = {}  # reverted groups (reviews each took), as the rows show
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
-        self.checks: list[str] = []  # applicability warnings about this source (for the reports)
+        # Applicability warnings about this source by kind ("gate:<check>", "collapse", "subfolders",
+        # "resolution"), for the reports: a newer warning of a kind replaces the older one.
+        self.checks: dict[str, str] = {}
         self.gate: list[str] = []  # the engine's applicability gate's warnings that fired for it
         self.gate_checks: list[str] = []  # the names of those checks (they choose the figures' caption)
         self.dataset_labelled = False  # the source labels some images: the plots measure against them
@@ -116,7 +118,7 @@ class RunModel(Truths):
         self.rows, self.raw_rows, self.overlays = [], [], {}
         self.classes = tuple(classes)
         self.tally, self.watch = FigureTally(self.classes), CollapseWatch()
-        self.kinds, self.collapse, self.checks, self.gate, self.gate_checks = KindTally(), None, [], [], []
+        self.kinds, self.collapse, self.checks, self.gate, self.gate_checks = KindTally(), None, {}, [], []
         self.dataset_labelled = any(item.ground_truth is not None for item in source.items)
         self._collapse_checked = 0
         self.previews.clear()
@@ -275,7 +277,7 @@ class RunModel(Truths):
     def review(self, position: int, label: int | None, reviewer: str = "") -> ReviewMark | None:
         """Mark the image at ``position``: ``label`` is the right class (None clears the mark).
 
-        The mark is written to the profile first (when that fails, nothing changes); the class
+        The mark is written to the project first (when that fails, nothing changes); the class
         the image is marked with already changes nothing.
 
         Raises:

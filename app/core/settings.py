@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of, load_model
-from app.core.profiles import DEFAULT_PROFILE, studio_home
+from app.core.projects import DEFAULT_PROJECT, studio_home
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ DEMO_MODEL = RESOURCES / "demo" / "model.safetensors"  # histology, the default 
 FUNDUS_DEMO_MODEL = RESOURCES / "demo-fundus" / "model.safetensors"
 DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
 DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
-DEMO_PROFILES = {"histology": "Demo histology", "fundus": "Demo fundus"}
+DEMO_PROJECTS = {"histology": "Demo histology", "fundus": "Demo fundus"}
 
 FOLDER_KINDS = ("folder", "slide", "export", "model")  # the file dialogs that remember where they were
 ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)
@@ -64,7 +64,7 @@ class AppSettings:
     min_tissue: float = 0.25  # smallest tissue fraction of a slide tile to process it (0-1)
     low_confidence: float = 0.6  # below this confidence a prediction counts as low-confidence (0-1)
     overlay_opacity: float = 0.45  # heat-map opacity (0-1)
-    profile: str = DEFAULT_PROFILE  # site profile the adaptation state is kept in
+    project: str = DEFAULT_PROJECT  # the project the adaptation state is kept in
     autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
     reviewer: str = ""  # the name kept with each review mark; empty = the operating system's user name
     folders: dict[str, str] = field(default_factory=dict)  # where each file dialog starts (FOLDER_KINDS)
@@ -98,6 +98,8 @@ class AppSettings:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AppSettings:
+        if "project" not in data and "profile" in data:  # written before projects had their name
+            data = {**data, "project": data["profile"]}
         defaults = cls()
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):

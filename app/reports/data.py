@@ -21,7 +21,7 @@ from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
 from app.core.open_session import OpenSession
 from app.core.overlay import composite, slide_heatmap
-from app.core.projects import model_text
+from app.core.project_lines import model_text
 from app.core.run_model import RunModel
 from app.reports.files import ExampleImage, GalleryItem, ReportData
 
@@ -86,7 +86,7 @@ def collect_report_data(
 
     Args:
         model: the run model (rows, previews, overlays, tile values, statistics, review marks).
-        state: the session's state (model card, settings, profile, last run, errors).
+        state: the session's state (model card, settings, project, last run, errors).
         plot_png: renders the plots panel (called on the UI thread).
     """
     info, source = state.info, model.source
@@ -124,7 +124,7 @@ def collect_report_data(
         overview = slide_heatmap(
             source.thumbnail, model.tile_values, plan.footprint * thumb_w / source.dimensions[0], opacity=0.45
         )
-    ended, latest = state.last_run, state.latest_profile
+    ended, latest = state.last_run, state.latest_project
     state_fingerprint = (
         ended.state_fingerprint if ended is not None and ended.state_fingerprint else info.state_fingerprint
     )
@@ -151,8 +151,8 @@ def collect_report_data(
         method=info.method,
         run_config=info.config,
         state_fingerprint=state_fingerprint,
-        profile={
-            "name": info.profile.name,
+        project={
+            "name": info.project.name,
             "images seen": latest.images_seen if latest is not None else 0,
             "updated": latest.updated if latest is not None else None,
         },
@@ -177,7 +177,7 @@ def collect_report_data(
         model_description=describe_model(info.card),
         model_summary=model_text(info.card),
         weights_sha256=info.weights_sha256,
-        label_notes=tuple(model.checks),
+        label_notes=tuple(model.checks.values()),
         hyperparameters=hyperparameters(info.method),
         certificates=tuple(book.summaries()),
         certificate_texts=tuple(c.describe() for c in book.certificates.values()),

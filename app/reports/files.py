@@ -96,7 +96,7 @@ class ReportData:
     method: str
     run_config: dict[str, Any]  # the engine session's config_dict()
     state_fingerprint: str
-    profile: dict[str, Any]
+    project: dict[str, Any]
     device: str
     order: str = "name"
     label_origin: str | None = None
@@ -256,7 +256,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
         "method": data.method,
         "run": data.run_config,
         "device": data.device,
-        "profile": data.profile,
+        "project": data.project,
         "state_fingerprint": data.state_fingerprint,
         "summary": {
             "images": s.images,

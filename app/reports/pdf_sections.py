@@ -102,7 +102,7 @@ def method_pairs(data: ReportData) -> list[tuple[str, Any]]:
         ("Seed", data.run_config.get("seed", "")),
         ("State fingerprint", data.state_fingerprint),
     ]
-    return pairs + [(f"Project {k}", v) for k, v in data.profile.items() if v is not None]
+    return pairs + [(f"Project {k}", v) for k, v in data.project.items() if v is not None]
 
 
 def hyperparameter_rows(data: ReportData) -> list[list[str]]:

@@ -39,15 +39,15 @@ class StudioApp(QObject):
     Args:
         window: the main window (or a stand-in with its methods and signals).
         settings: the settings in force.
-        home: the studio home (profiles, settings.json); None for the default.
+        home: the studio home (projects, settings.json); None for the default.
         flush_interval_ms: how often the views are handed new results during a run.
         persist_settings: settings changed in the dialog are saved to disk.
-        state_dir: a journal directory to use instead of a profile (``--state``).
+        state_dir: a journal directory to use instead of a project (``--state``).
 
     Signals (the controller's :class:`~app.control.status.ControllerEvents`, as Qt signals):
         sessionChanged(object): a session was loaded (:class:`~app.core.messages.SessionInfo`).
         sourceOpened(object): a source was opened (:class:`~app.core.messages.SourceOpened`).
-        loadFailed(str): the model, the profile's state or a source could not be opened.
+        loadFailed(str): the model, the project's state or a source could not be opened.
         runFinished(object): a run ended (:class:`~app.core.messages.RunEnded`), after its results
             reached the views.
         exportFinished(object): reports were written (list of paths). exportError(str): they were not.

@@ -27,7 +27,7 @@ Connection = tuple[SignalInstance, Callable[..., object]]
 
 def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
     """What the user asks for, to the controller's parts."""
-    sessions, profiles = c.sessions, c.profiles
+    sessions, projects = c.sessions, c.projects
     return [
         (window.openFolderRequested, c.open_folder),
         (window.openSlideRequested, c.open_slide),
@@ -38,12 +38,12 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.stopRequested, c.stop),
         (window.resetRequested, sessions.request_reset),  # the window asked the user to confirm
         (window.exportRequested, c.export),
-        (window.settingsRequested, profiles.on_window_settings_requested),
+        (window.settingsRequested, projects.on_window_settings_requested),
         (window.aboutRequested, sessions.on_window_about_requested),
-        (window.profileSelected, profiles.select),
-        (window.newProfileRequested, profiles.on_window_new_project_requested),
-        (window.renameProfileRequested, profiles.on_window_rename_profile_requested),
-        (window.deleteProfileRequested, profiles.on_window_delete_profile_requested),
+        (window.projectSelected, projects.select),
+        (window.newProjectRequested, projects.on_window_new_project_requested),
+        (window.renameProjectRequested, projects.on_window_rename_project_requested),
+        (window.deleteProjectRequested, projects.on_window_delete_project_requested),
         (window.closeRequested, c.on_window_close_requested),
         (window.positionSelected, sessions.on_window_position_selected),
         (window.filterChanged, sessions.on_window_filter_changed),
@@ -51,8 +51,8 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.opacityChanged, sessions.on_window_opacity_changed),
         (window.reviewRequested, c.on_window_review_requested),
         (window.undoRequested, c.on_window_undo_requested),
-        (window.bannerActionTriggered, profiles.on_window_banner_action_triggered),
-        (window.demoRequested, profiles.on_window_demo_requested),
+        (window.bannerActionTriggered, projects.on_window_banner_action_triggered),
+        (window.demoRequested, projects.on_window_demo_requested),
         (window.regionRequested, c.on_window_region_requested),
     ]
 
@@ -63,7 +63,7 @@ def worker_connections(
     """The worker's answers, to the controller's parts; ``exported`` receives the staged tabular
     reports and writes the PDF on the UI thread. (``closed`` is not here: it ends the worker's
     thread directly, see :class:`app.shell.studio_app.StudioApp`.)"""
-    sessions, profiles = c.sessions, c.profiles
+    sessions, projects = c.sessions, c.projects
     return [
         (worker.sessionReady, sessions.on_worker_session_ready),
         (worker.sessionFailed, sessions.on_worker_session_failed),
@@ -76,7 +76,7 @@ def worker_connections(
         (worker.stateSaved, c.on_worker_state_saved),
         (worker.saveFailed, c.on_worker_save_failed),
         (worker.resetDone, sessions.on_worker_reset_done),
-        (worker.profileFailed, profiles.on_worker_profile_failed),
+        (worker.projectFailed, projects.on_worker_project_failed),
         (worker.previewReady, c.on_worker_preview_ready),
         (worker.previewFailed, sessions.on_worker_preview_failed),
         (worker.regionReady, c.on_worker_region_ready),

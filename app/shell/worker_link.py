@@ -24,8 +24,8 @@ class WorkerLink(QObject):
     _openSession = Signal(object)  # SessionRequest
     _openSource = Signal(object)  # SourceRequest
     _resetState = Signal()
-    _renameProfile = Signal(str)
-    _deleteProfile = Signal(object, str)  # the studio home (Path | None), the project
+    _renameProject = Signal(str)
+    _deleteProject = Signal(object, str)  # the studio home (Path | None), the project
     _start = Signal()
     _resume = Signal()
     _stop = Signal()
@@ -41,8 +41,8 @@ class WorkerLink(QObject):
             (self._openSession, worker.open_session),
             (self._openSource, worker.open_source),
             (self._resetState, worker.reset_state),
-            (self._renameProfile, worker.rename_profile),
-            (self._deleteProfile, worker.delete_profile),
+            (self._renameProject, worker.rename_project),
+            (self._deleteProject, worker.delete_project),
             (self._start, worker.start),
             (self._resume, worker.resume),
             (self._stop, worker.stop),
@@ -62,11 +62,11 @@ class WorkerLink(QObject):
     def reset_state(self) -> None:
         self._resetState.emit()
 
-    def rename_profile(self, name: str) -> None:
-        self._renameProfile.emit(name)
+    def rename_project(self, name: str) -> None:
+        self._renameProject.emit(name)
 
-    def delete_profile(self, home: Path | None, name: str) -> None:
-        self._deleteProfile.emit(home, name)
+    def delete_project(self, home: Path | None, name: str) -> None:
+        self._deleteProject.emit(home, name)
 
     def start(self) -> None:
         self._start.emit()

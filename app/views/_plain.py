@@ -48,7 +48,7 @@ def _message(
     parent: QWidget, icon: QMessageBox.Icon, title: str, text: str, buttons: QMessageBox.StandardButton
 ) -> int:
     box = QMessageBox(icon, title, shown_lines(text), buttons, parent)
-    box.setTextFormat(Qt.TextFormat.PlainText)  # the text names profiles, folders and files
+    box.setTextFormat(Qt.TextFormat.PlainText)  # the text names projects, folders and files
     answer: int = box.exec()
     return answer
 

@@ -1,53 +1,50 @@
 """What the main window asks the user before it sends a request: a folder or a slide to open, a
 folder to export into, a new project's name and model, a project's new name, whether to reset or
-delete a project; and the settings and About dialogs. (A project is a site profile in the code.)
+delete a project; and the settings and About dialogs.
 
-Each asking function takes the window and emits its request signal once the user has answered
+Each asking function takes the window (its signals and shared state,
+:class:`~app.views.window_base.WindowBase`) and emits its request signal once the user has answered
 (nothing when they cancel); the actions of :mod:`app.views._actions` and the welcome panel call them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import SignalInstance
 from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from app._engine import FieldInfo
-from app.core.projects import ModelChoice
+from app.core.project_lines import ModelChoice
 from app.core.settings import AppSettings, ModelCheck
-
-# The functions below receive the MainWindow (typed Any: importing it here would be an import cycle).
-MainWindow = Any
+from app.views.window_base import WindowBase
 
 SLIDE_FILTER = (
     "Slides (*.svs *.tif *.tiff *.ndpi *.vms *.vmu *.scn *.mrxs *.svslide *.bif *.dcm);;All files (*)"
 )
 
 
-def _ask_folder(w: MainWindow, title: str, request: SignalInstance, kind: str) -> None:
+def _ask_folder(w: WindowBase, title: str, request: SignalInstance, kind: str) -> None:
     path = QFileDialog.getExistingDirectory(w, title, w.start_folders.get(kind, ""))
     if path:
         request.emit(path)
 
 
-def open_folder(w: MainWindow) -> None:
+def open_folder(w: WindowBase) -> None:
     _ask_folder(w, "Open a folder of images", w.openFolderRequested, "folder")
 
 
-def export(w: MainWindow) -> None:
+def export(w: WindowBase) -> None:
     _ask_folder(w, "Export reports into folder", w.exportRequested, "export")
 
 
-def open_slide(w: MainWindow) -> None:
+def open_slide(w: WindowBase) -> None:
     path, _ = QFileDialog.getOpenFileName(w, "Open a slide", w.start_folders.get("slide", ""), SLIDE_FILTER)
     if path:
         w.openSlideRequested.emit(path)
 
 
-def reset_profile(w: MainWindow) -> None:
-    name = w.profile_combo.current_name()
+def reset_project(w: WindowBase, name: str) -> None:
     if w.confirm(
         "Reset to source model",
         f"Reset project '{name}' to the source model?\n\nIts adaptation state and its record of "
@@ -57,7 +54,7 @@ def reset_profile(w: MainWindow) -> None:
 
 
 def new_project(
-    w: MainWindow, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
+    w: WindowBase, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
 ) -> tuple[str, str] | None:
     """The New project dialog: the name and the model's path, or None when cancelled."""
     from app.views.project_dialog import NewProjectDialog
@@ -66,25 +63,23 @@ def new_project(
     return dialog.answer() if dialog.exec() else None
 
 
-def rename_profile(w: MainWindow) -> None:
-    old = w.profile_combo.current_name()
+def rename_project(w: WindowBase, old: str) -> None:
     name, ok = QInputDialog.getText(w, "Rename project", f"New name for project '{old}':", text=old)
     if ok and name.strip() and name.strip() != old:
-        w.renameProfileRequested.emit(name.strip())
+        w.renameProjectRequested.emit(name.strip())
 
 
-def delete_profile(w: MainWindow) -> None:
-    name = w.profile_combo.current_name()
+def delete_project(w: WindowBase, name: str) -> None:
     if w.confirm(
         "Delete project",
         f"Delete project '{name}' with its adaptation state, rows, review marks and list of folders and "
         "slides? The images themselves are not touched.\n\nThis cannot be undone.",
     ):
-        w.deleteProfileRequested.emit(name)
+        w.deleteProjectRequested.emit(name)
 
 
 def settings(
-    w: MainWindow,
+    w: WindowBase,
     current: AppSettings,
     fields: dict[str, list[FieldInfo]],
     devices: list[str],
@@ -97,7 +92,7 @@ def settings(
     return dialog.result_settings() if dialog.exec() else None
 
 
-def about(w: MainWindow, summary: str) -> None:
+def about(w: WindowBase, summary: str) -> None:
     from app.views.about_dialog import AboutDialog
 
     AboutDialog(summary, w).exec()

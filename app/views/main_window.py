@@ -1,7 +1,10 @@
-"""The main window: assembles the views and turns user actions into signals (no engine logic here).
+"""The main window: the views, laid out and given actions (no engine logic here).
 
-Its public methods are what the controller may ask of it (the protocol :class:`app.control.view.View`;
-the controller's tests use a fake of it) and its signals are wired to the controller in
+It is made of typed parts (:mod:`app.views.window_base` declares its signals and makes the views;
+:class:`~app.views._layout.Panes` and :class:`~app.views._layout.StatusParts` lay them out;
+:class:`~app.views._actions.WindowActions` holds the actions, menus and toolbar). Its public
+methods are what the controller may ask of it (the protocol :class:`app.control.view.View`; the
+controller's tests use a fake of it) and its signals are wired to the controller in
 :mod:`app.shell.wiring`, so sub-widgets stay private to the window. It fits a 1280×800 screen:
 every pane can be collapsed (View menu, Ctrl+1/2/3), labels that could widen the window are
 elided, and failures appear as banners above the work area with their fixes.
@@ -13,12 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QUrl, Signal, Slot
+from PySide6.QtCore import QUrl, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
-from PySide6.QtWidgets import (
-    QMainWindow,
-    QWidget,
-)
+from PySide6.QtWidgets import QWidget
 
 from app import APP_NAME
 from app._engine import FieldInfo
@@ -29,72 +29,30 @@ from app.core.notices import Banner
 from app.core.overlay import Overlay
 from app.core.phase import Actions, Phase
 from app.core.progress import Progress
-from app.core.projects import ModelChoice
+from app.core.project_lines import ModelChoice
 from app.core.recent import InputLine
 from app.core.run_items import RowChange
 from app.core.settings import AppSettings, ModelCheck
 from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
 from app.views import _prompts as ask
-from app.views._actions import (
-    fill_recent_menu,
-    make_actions,
-    make_menus_and_toolbar,
-    name_class_actions,
-    name_undo_actions,
-)
-from app.views._layout import (
-    LOG_TAB,
-    TABS,
-    badge_log_tab,
-    fit_to_screen,
-    make_panes,
-    make_status_bar,
-    show_slide_pane,
-)
-from app.views._parts import WindowParts
-from app.views._plain import ask_yes_no, plain_tooltip, warn
-from app.views.banner import BannerBar
-from app.views.certificates_view import CertificatesView
-from app.views.image_view import ImageView
-from app.views.log_view import LogView
-from app.views.metrics_view import MetricsView
-from app.views.plots_view import PlotsView
-from app.views.slide_view import SlideView
-from app.views.table_view import PredictionTable
-from app.views.welcome import WelcomePanel
+from app.views._actions import WindowActions
+from app.views._layout import LOG_TAB, TABS, Panes, StatusParts, fit_to_screen
+from app.views._plain import plain_tooltip, warn
+from app.views.window_base import Views, WindowBase
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
 
 
-class MainWindow(WindowParts, QMainWindow):
-    """Passive main window; every user request leaves as a signal for the controller."""
+class MainWindow(WindowBase):
+    """Passive main window; every user request leaves as a signal for the controller.
 
-    openFolderRequested = Signal(str)
-    openSlideRequested = Signal(str)
-    orderChanged = Signal(str)
-    startRequested = Signal()
-    pauseRequested = Signal()
-    resumeRequested = Signal()
-    stopRequested = Signal()
-    resetRequested = Signal()
-    exportRequested = Signal(str)
-    settingsRequested = Signal()
-    aboutRequested = Signal()
-    profileSelected = Signal(str)
-    newProfileRequested = Signal()  # the controller asks for the new project's name and model
-    renameProfileRequested = Signal(str)  # the new name of the current profile
-    deleteProfileRequested = Signal(str)  # the profile to delete (after the user confirmed)
-    closeRequested = Signal()
-    positionSelected = Signal(int)  # the user selected the table row of this stream position
-    filterChanged = Signal(object)  # RowFilter
-    tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
-    opacityChanged = Signal(float)  # overlay opacity (0-1)
-    reviewRequested = Signal(int, int)  # stream position, the right class (-1 clears the mark)
-    undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
-    bannerActionTriggered = Signal(str, str)  # banner key, action id
-    demoRequested = Signal(str)  # "histology" or "fundus"
-    regionRequested = Signal(int, int, int, int, int)  # slide rectangle (level 0) at this many pixels
+    Attributes:
+        views: the views; ``image_view``, ``slide_view``, ``table``, ``plots``, ``metrics``,
+            ``certificates``, ``log``, ``banners`` and ``welcome`` name them too.
+        panes: how they are laid out. commands: the actions, menus and toolbar.
+        status_parts: the status bar's labels and progress bar.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -102,22 +60,17 @@ class MainWindow(WindowParts, QMainWindow):
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.close_allowed = True
-        self.start_folders: dict[str, str] = {}  # where each file dialog starts ("folder", "slide", …)
         self._unseen_log = 0
-        self.image_view = ImageView()
-        self.slide_view = SlideView()
-        self.table = PredictionTable()
-        self.plots = PlotsView()
-        self.metrics = MetricsView()
-        self.certificates = CertificatesView()
-        self.log = LogView()
-        self.banners = BannerBar()
-        self.welcome = WelcomePanel()
-
-        make_panes(self)
-        make_actions(self)
-        make_menus_and_toolbar(self)
-        make_status_bar(self)
+        self.views = views = Views()
+        self.image_view, self.slide_view, self.table = views.image, views.slide, views.table
+        self.plots, self.metrics, self.certificates = views.plots, views.metrics, views.certificates
+        self.log, self.banners, self.welcome = views.log, views.banners, views.welcome
+        self.panes = Panes(views)
+        self.setCentralWidget(self.panes.central)
+        self.commands = WindowActions(self, views, self.panes)
+        self.commands.build_menus(self.menuBar())
+        self.addToolBar(self.commands.build_toolbar())
+        self.status_parts = StatusParts(self.statusBar())
         fit_to_screen(self)
         self.table.rowSelected.connect(self._on_table_row_selected)
         self.table.filterChanged.connect(self.filterChanged)
@@ -130,40 +83,42 @@ class MainWindow(WindowParts, QMainWindow):
         self.welcome.openFolderClicked.connect(lambda: ask.open_folder(self))
         self.welcome.openSlideClicked.connect(lambda: ask.open_slide(self))
         self.welcome.demoClicked.connect(self.demoRequested)
-        self.welcome.newProjectClicked.connect(self.newProfileRequested)
+        self.welcome.newProjectClicked.connect(self.newProjectRequested)
         self.welcome.inputClicked.connect(self._on_welcome_input_clicked)
         self.welcome.reportsClicked.connect(self.open_location)
-        self.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
+        self.panes.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
 
     # -- state from the controller ------------------------------------------------------------
     def set_actions(self, phase: Phase, actions: Actions, status: str | None = None) -> None:
-        self.phase_label.setText(status or phase.value)
+        self.status_parts.phase_label.setText(status or phase.value)
+        c = self.commands
         for act, enabled in (
-            (self.open_folder_action, actions.open),
-            (self.open_slide_action, actions.open),
-            (self.start_action, actions.start),
-            (self.pause_action, actions.pause),
-            (self.resume_action, actions.resume),
-            (self.stop_action, actions.stop),
-            (self.reset_action, actions.reset),
-            (self.new_profile_action, actions.settings),
-            (self.rename_profile_action, actions.settings),
-            (self.delete_profile_action, actions.settings),
-            (self.export_action, actions.export),
-            (self.settings_action, actions.settings),
+            (c.open_folder, actions.open),
+            (c.open_slide, actions.open),
+            (c.start, actions.start),
+            (c.pause, actions.pause),
+            (c.resume, actions.resume),
+            (c.stop, actions.stop),
+            (c.reset, actions.reset),
+            (c.new_project, actions.settings),
+            (c.rename_project, actions.settings),
+            (c.delete_project, actions.settings),
+            (c.export, actions.export),
+            (c.settings, actions.settings),
         ):
             act.setEnabled(enabled)
-        self.profile_combo.setEnabled(actions.settings)
-        for act in self.order_actions.values():
+        c.project_combo.setEnabled(actions.settings)
+        for act in c.orders.values():
             act.setEnabled(actions.settings)
         self.welcome.set_allowed(actions.open, actions.settings)
 
     def set_progress(self, progress: Progress) -> None:
-        self.progress_bar.setRange(0, max(progress.total, 1))
-        self.progress_bar.setValue(min(progress.done, max(progress.total, 1)))
-        self.progress_label.set_full_text(progress.text())
+        bar = self.status_parts.progress_bar
+        bar.setRange(0, max(progress.total, 1))
+        bar.setValue(min(progress.done, max(progress.total, 1)))
+        self.status_parts.progress_label.set_full_text(progress.text())
 
-    def set_profiles(
+    def set_projects(
         self,
         names: list[str],
         current: str,
@@ -173,7 +128,7 @@ class MainWindow(WindowParts, QMainWindow):
         """The project list; ``details``: each project's model and images seen (its tooltip);
         ``entries``: the short line after each name in the list (kind of image, images seen)."""
         details = details or {}
-        combo = self.profile_combo
+        combo = self.commands.project_combo
         combo.set_projects(names, current, entries or {}, details)
         combo.setToolTip(plain_tooltip(f"Project '{current}'\n{details.get(current, '')}".strip()))
         self.welcome.set_project(current, details.get(current, ""))
@@ -181,39 +136,39 @@ class MainWindow(WindowParts, QMainWindow):
     def set_inputs(self, inputs: list[InputLine]) -> None:
         """The current project's folders and slides: the welcome page and File ▸ Open recent."""
         self.welcome.set_inputs(inputs)
-        fill_recent_menu(self, inputs)
+        self.commands.fill_recent(inputs)
 
     def set_start_folders(self, folders: dict[str, str]) -> None:
         self.start_folders = dict(folders)
 
-    def set_profile_summary(self, text: str) -> None:
-        self.profile_label.set_full_text(text)
+    def set_project_summary(self, text: str) -> None:
+        self.status_parts.project_label.set_full_text(text)
 
     def set_order(self, order: str) -> None:
-        if order in self.order_actions:
-            self.order_actions[order].setChecked(True)
+        if order in self.commands.orders:
+            self.commands.orders[order].setChecked(True)
 
     def set_model_text(self, text: str) -> None:
-        self.model_label.set_full_text(text)
+        self.status_parts.model_label.set_full_text(text)
         self.welcome.set_model_text(f"Model: {text}" if text else "")
 
     def set_classes(self, classes: tuple[str, ...]) -> None:
         """The model's classes, for the review keys (digit k marks class k)."""
         self.table.set_classes(classes)
-        name_class_actions(self, classes)
+        self.commands.name_classes(classes)
 
     def set_demos(self, available: set[str]) -> None:
         self.welcome.set_demos(available)
 
     def set_source_title(self, text: str) -> None:
         self.setWindowTitle(f"{text} — {APP_NAME}" if text else APP_NAME)
-        self.left.setCurrentWidget(self.image_split if text else self.welcome)
+        self.panes.show_work(bool(text))
 
     def log_message(self, level: str, text: str) -> None:
         self.log.add(level, text)
-        if level in ("warning", "error") and self.bottom_tabs.currentIndex() != LOG_TAB:
+        if level in ("warning", "error") and self.panes.bottom_tabs.currentIndex() != LOG_TAB:
             self._unseen_log += 1
-            badge_log_tab(self, self._unseen_log, level == "error" or bool(self.log.count("error")))
+            self.panes.badge_log_tab(self._unseen_log, level == "error" or bool(self.log.count("error")))
 
     def show_status(self, text: str, milliseconds: int = 8000) -> None:
         self.statusBar().showMessage(text, milliseconds)
@@ -234,14 +189,11 @@ class MainWindow(WindowParts, QMainWindow):
     def show_tab(self, tab: str) -> None:
         """Bring the bottom tab "plots", "metrics", "certificates" or "log" to the front (its pane shown)."""
         self.show_pane("tabs", True)
-        self.bottom_tabs.setCurrentIndex(TABS.index(tab))
+        self.panes.bottom_tabs.setCurrentIndex(TABS.index(tab))
 
     def show_pane(self, pane: str, visible: bool) -> None:
         """Show or collapse a pane ("images", "table", "tabs") so the rest gets the room."""
-        widget = {"images": self.left, "table": self.table, "tabs": self.bottom_tabs}[pane]
-        widget.setVisible(visible)
-        if self.pane_actions[pane].isChecked() != visible:
-            self.pane_actions[pane].setChecked(visible)
+        self.commands.show_pane(pane, visible)
 
     # -- results --------------------------------------------------------------------------------
     def clear_results(self, total: int, segment_size: int, labelled: bool = False) -> None:
@@ -255,10 +207,10 @@ class MainWindow(WindowParts, QMainWindow):
         self.plots.set_extent(total, segment_size)
         self.metrics.set_metrics(None)
         self.certificates.set_lines([])
-        show_slide_pane(self, False)
+        self.commands.show_slide(False)
 
     def show_slide(self, display: SlideDisplay) -> None:
-        show_slide_pane(self, True)
+        self.commands.show_slide(True)
         self.slide_view.set_slide(display)
 
     def set_slide_region(self, x: int, y: int, width: int, height: int, rgb: np.ndarray) -> None:
@@ -282,10 +234,12 @@ class MainWindow(WindowParts, QMainWindow):
         self.certificates.set_lines(lines)  # the review certificates per site group
 
     def set_reviewer(self, name: str) -> None:
-        self.reviewer_label.set_full_text(f"Reviewer: {name}")  # the name each review mark is made under
+        self.status_parts.reviewer_label.set_full_text(
+            f"Reviewer: {name}"
+        )  # the name each review mark is made under
 
     def set_undo_texts(self, undo: str, redo: str) -> None:
-        name_undo_actions(self, undo, redo)  # the images the next undo and redo act on ("": none)
+        self.commands.name_undo(undo, redo)  # the images the next undo and redo act on ("": none)
 
     def set_plot_data(self, data: PlotData) -> None:
         self.plots.set_data(data)
@@ -334,9 +288,6 @@ class MainWindow(WindowParts, QMainWindow):
         return self.plots.png()
 
     # -- questions the controller may ask -----------------------------------------------------
-    def confirm(self, title: str, text: str) -> bool:
-        return ask_yes_no(self, title, text)
-
     def show_error(self, title: str, text: str) -> None:
         warn(self, title, text)
 
@@ -381,7 +332,7 @@ class MainWindow(WindowParts, QMainWindow):
     def _on_bottom_tabs_current_changed(self, index: int) -> None:
         if index == LOG_TAB:
             self._unseen_log = 0
-            badge_log_tab(self, 0)
+            self.panes.badge_log_tab(0)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closeRequested.emit()

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.profiles import ProfileError, check_name
-from app.core.projects import UNUSABLE, ModelChoice
+from app.core.project_lines import UNUSABLE, ModelChoice
+from app.core.projects import ProjectError, check_name
 from app.views._plain import plain_label
 
 MODEL_FILTER = "Model checkpoints (*.safetensors);;All files (*)"
@@ -127,7 +127,7 @@ class NewProjectDialog(QDialog):
             return "Name the project."
         try:
             check_name(name)
-        except ProfileError as exc:
+        except ProjectError as exc:
             return str(exc)
         if name.casefold() in self._taken:
             return f"A project named '{name}' exists already."

@@ -53,12 +53,12 @@ from app.core.messages import (
     SourceRequest,
 )
 from app.core.overlay import Overlay
-from app.core.profiles import Profile, ProfileError, ProfileStore
+from app.core.projects import Project, ProjectError, ProjectStore
 from app.core.reviews import REVIEW_DIR, OverlayStore
 from app.reports.files import ReportData, report_failure
 from app.worker import opening
 from app.worker.io import judge_kind, read_preview, read_region, write_reports
-from app.worker.opening import load_session, note_progress, open_journal, open_profile, open_source
+from app.worker.opening import load_session, note_progress, open_journal, open_project, open_source
 from app.worker.results import item_failure, item_result, run_ended, session_info
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ EMIT_INTERVAL_S = 0.05  # results are sent to the UI at most this often (plus at
 
 
 class EngineWorker(QObject):
-    """Owns the session, the profile's journal and the open slide; lives in the worker thread."""
+    """Owns the session, the project's journal and the open slide; lives in the worker thread."""
 
     sessionReady = Signal(object)  # SessionInfo
     sessionFailed = Signal(str)
@@ -77,10 +77,10 @@ class EngineWorker(QObject):
     itemFailed = Signal(object)  # ItemFailure
     paused = Signal()
     runEnded = Signal(object)  # RunEnded
-    stateSaved = Signal(object)  # ProfileInfo
+    stateSaved = Signal(object)  # ProjectInfo
     saveFailed = Signal(str)
     resetDone = Signal(object)  # SessionInfo
-    profileFailed = Signal(str)  # a project could not be renamed or deleted
+    projectFailed = Signal(str)  # a project could not be renamed or deleted
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
@@ -94,9 +94,9 @@ class EngineWorker(QObject):
         self._stop = threading.Event()
         self._session: Session | None = None
         self._request: SessionRequest | None = None
-        self._profile: Profile | None = None
+        self._project: Project | None = None
         self._journal: Journal | None = None
-        self._profile_error: str | None = None
+        self._project_error: str | None = None
         self._source: Source | None = None
         self._slide: Slide | None = None
         self._overlays: OverlayStore | None = None
@@ -127,68 +127,68 @@ class EngineWorker(QObject):
             self.sessionFailed.emit(shown(f"Cannot load the model {request.model}: {exc}"))
             return
         try:
-            profile = open_profile(request)
-        except (ProfileError, OSError) as exc:
-            self.sessionFailed.emit(shown(f"Cannot open profile {request.profile!r}: {exc}"))
+            project = open_project(request)
+        except (ProjectError, OSError) as exc:
+            self.sessionFailed.emit(shown(f"Cannot open project {request.project!r}: {exc}"))
             return
-        self._session, self._request, self._profile = session, request, profile
-        self._journal, self._profile_error = open_journal(profile, session)
-        if self._profile_error is None:
+        self._session, self._request, self._project = session, request, project
+        self._journal, self._project_error = open_journal(project, session)
+        if self._project_error is None:
             try:
-                profile.note_model(str(request.model), request.method, dict(request.method_config))
+                project.note_model(str(request.model), request.method, dict(request.method_config))
             except OSError as exc:
-                logger.warning("profile %s cannot record its model: %s", profile.name, exc)
+                logger.warning("project %s cannot record its model: %s", project.name, exc)
         self.sessionReady.emit(self._info())
 
     @Slot(str)
-    def rename_profile(self, new: str) -> None:
-        """Rename the open profile (released first), then open the session again under the new name."""
-        request, profile = self._request, self._profile
-        if request is None or profile is None or profile.external:
+    def rename_project(self, new: str) -> None:
+        """Rename the open project (released first), then open the session again under the new name."""
+        request, project = self._request, self._project
+        if request is None or project is None or project.external:
             self.sessionFailed.emit("Only projects can be renamed or deleted, not a --state directory.")
             return
         self._release()
         try:
-            ProfileStore(request.home).rename(profile.name, new)
-        except (ProfileError, OSError) as exc:
-            self.profileFailed.emit(shown(exc))
-            self.open_session(request)  # back to the profile as it was
+            ProjectStore(request.home).rename(project.name, new)
+        except (ProjectError, OSError) as exc:
+            self.projectFailed.emit(shown(exc))
+            self.open_session(request)  # back to the project as it was
             return
-        self.open_session(dataclasses.replace(request, profile=new))
+        self.open_session(dataclasses.replace(request, project=new))
 
     @Slot(object, str)
-    def delete_profile(self, home: Path | None, name: str) -> None:
+    def delete_project(self, home: Path | None, name: str) -> None:
         """Delete the project ``name`` (the open one released first); the controller asks for the next."""
-        if self._profile is not None and not self._profile.external and self._profile.name == name:
+        if self._project is not None and not self._project.external and self._project.name == name:
             self._release()
         try:
-            ProfileStore(home).delete(name)
-        except (ProfileError, OSError) as exc:
-            self.profileFailed.emit(shown(exc))
+            ProjectStore(home).delete(name)
+        except (ProjectError, OSError) as exc:
+            self.projectFailed.emit(shown(exc))
 
     def _info(self) -> SessionInfo:
-        assert self._session is not None and self._profile is not None and self._request is not None
-        return session_info(self._session, self._request, self._profile, self._profile_error)
+        assert self._session is not None and self._project is not None and self._request is not None
+        return session_info(self._session, self._request, self._project, self._project_error)
 
     @Slot()
     def reset_state(self) -> None:
-        """Back to the source model; the profile forgets its state and processed images."""
-        if self._session is None or self._profile is None:
+        """Back to the source model; the project forgets its state and processed images."""
+        if self._session is None or self._project is None:
             return
         self._session.reset()
         try:
             if self._journal is None:
-                self._journal = self._profile.open_journal()
+                self._journal = self._project.open_journal()
             self._journal.clear()
             self._journal.save(self._session)
-            self._profile.note_cleared()
-            self._profile_error = None
+            self._project.note_cleared()
+            self._project_error = None
         except (OSError, F2TTAError) as exc:
             self.saveFailed.emit(
-                shown(f"Project '{self._profile.name}': the reset state cannot be written: {exc}")
+                shown(f"Project '{self._project.name}': the reset state cannot be written: {exc}")
             )
         self.resetDone.emit(self._info())
-        if self._source is not None and self._profile_error is None:
+        if self._source is not None and self._project_error is None:
             self.sourceReady.emit(self._opened(()))
 
     # -- sources -------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class EngineWorker(QObject):
             return
         slide: Slide | None = None
         try:
-            source, slide, tissue = open_source(request, self._session.card, self._profile, self._journal)
+            source, slide, tissue = open_source(request, self._session.card, self._project, self._journal)
             rows = tuple(self._journal.rows(source.source_id))
         except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
             if slide is not None:
@@ -220,7 +220,7 @@ class EngineWorker(QObject):
         assert self._source is not None and self._journal is not None
         source = self._source
         done = len(self._journal.source(source.source_id).done())
-        review_dir = self._profile.path / REVIEW_DIR if self._profile is not None else None
+        review_dir = self._project.path / REVIEW_DIR if self._project is not None else None
         overlays: dict[str, Overlay] = {}
         if review_dir is not None:
             if self._overlays is not None:
@@ -326,11 +326,11 @@ class EngineWorker(QObject):
             self.itemFailed.emit(item_failure(outcome))
         elif isinstance(outcome, Saved):
             if outcome.error is not None:
-                name = self._profile.name if self._profile else "?"
+                name = self._project.name if self._project else "?"
                 self.saveFailed.emit(shown(f"Project '{name}': {outcome.error}"))
-            elif self._profile is not None and self._session is not None:
-                note_progress(self._profile, self._source, self._journal)
-                self.stateSaved.emit(self._profile.note_saved(self._session))
+            elif self._project is not None and self._session is not None:
+                note_progress(self._project, self._source, self._journal)
+                self.stateSaved.emit(self._project.note_saved(self._session))
         elif isinstance(outcome, Failed):
             logger.debug("run failed: %s", outcome.message)
 
@@ -349,8 +349,8 @@ class EngineWorker(QObject):
         self._pause.clear()
         assert run is not None
         fingerprint = self._session.state_fingerprint() if self._session is not None else ""
-        profile = self._profile.info() if self._profile is not None else None
-        self.runEnded.emit(run_ended(run.summary, error, fingerprint, profile))
+        project = self._project.info() if self._project is not None else None
+        self.runEnded.emit(run_ended(run.summary, error, fingerprint, project))
 
     # -- jobs between images: previews for the viewer, reports ---------------------------------
     @Slot(int)
@@ -382,7 +382,7 @@ class EngineWorker(QObject):
         except Exception as exc:  # the scripted mode waits for one of the two answers
             self.exportFailed.emit(report_failure(exc, Path(directory)))
             return
-        opening.note_reports(self._profile, source, Path(directory))
+        opening.note_reports(self._project, source, Path(directory))
         self.exported.emit(written, complete)
 
     def _release(self) -> None:

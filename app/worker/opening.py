@@ -1,4 +1,4 @@
-"""What the engine worker opens (Qt-free): the session a request names, its profile and journal,
+"""What the engine worker opens (Qt-free): the session a request names, its project and journal,
 and a source of images.
 
 The worker (:mod:`app.worker.engine_worker`) holds what these return and answers the UI; errors are raised (or,
@@ -31,7 +31,7 @@ from app._engine import (
 )
 from app.core import notices, recent
 from app.core.messages import SessionRequest, SourceRequest
-from app.core.profiles import Profile, ProfileStore
+from app.core.projects import Project, ProjectStore
 
 logger = logging.getLogger(__name__)
 
@@ -47,31 +47,31 @@ def load_session(request: SessionRequest) -> Session:
     )
 
 
-def open_profile(request: SessionRequest) -> Profile:
-    """The ``--state`` directory of ``request``, or its site profile in the studio home."""
+def open_project(request: SessionRequest) -> Project:
+    """The ``--state`` directory of ``request``, or its project in the studio home."""
     if request.state_dir is not None:
-        return Profile(request.state_dir, external=True)
-    return ProfileStore(request.home).open(request.profile)
+        return Project(request.state_dir, external=True)
+    return ProjectStore(request.home).open(request.project)
 
 
-def open_journal(profile: Profile, session: Session) -> tuple[Journal | None, str | None]:
-    """The profile's journal restored into ``session``, and the user-facing reason it cannot be used.
+def open_journal(project: Project, session: Session) -> tuple[Journal | None, str | None]:
+    """The project's journal restored into ``session``, and the user-facing reason it cannot be used.
 
     A journal whose state cannot be read is returned open (locked) with its reason: a reset
     replaces the state.
     """
     try:
-        journal = profile.open_journal()
+        journal = project.open_journal()
     except (StateError, OSError) as exc:
-        return None, notices.profile_unusable(profile.name, exc)
+        return None, notices.project_unusable(project.name, exc)
     try:
         journal.restore(session)
         journal.check_space(session)
     except SettingsMismatchError as exc:
         journal.close()
-        return None, notices.settings_differ(profile.name, exc.differences)
+        return None, notices.settings_differ(project.name, exc.differences)
     except StateError as exc:
-        return journal, notices.state_unusable(profile.name, exc)
+        return journal, notices.state_unusable(project.name, exc)
     return journal, None
 
 
@@ -82,10 +82,10 @@ class OpenSource(NamedTuple):
 
 
 def open_source(
-    request: SourceRequest, card: ModelCard, profile: Profile | None = None, journal: Journal | None = None
+    request: SourceRequest, card: ModelCard, project: Project | None = None, journal: Journal | None = None
 ) -> OpenSource:
     """The folder or slide of ``request`` in its arrival order, for a model described by ``card``;
-    once it opened, it goes first in ``profile``'s list of inputs.
+    once it opened, it goes first in ``project``'s list of inputs.
 
     A folder ``journal`` says was begun in another order continues in that one (as ``f2tta run``
     without ``--order`` does), so its rows keep their "#" and the stream the method saw stays one
@@ -99,44 +99,44 @@ def open_source(
         if journal is not None and not request.order_chosen:
             folder = in_recorded_order(folder, journal, card.classes, request.manifest)
         opened = OpenSource(folder, None, None)
-    if profile is not None:
-        note_input(profile, request)
+    if project is not None:
+        note_input(project, request)
     return opened
 
 
-def note_input(profile: Profile, request: SourceRequest) -> None:
+def note_input(project: Project, request: SourceRequest) -> None:
     """Put the source just opened first in the project's list of inputs (a project folder only;
     a failure is logged: the list is a convenience, the run does not depend on it)."""
-    if profile.external:
+    if project.external:
         return
     try:
-        recent.note_opened(profile.path, request.path, request.kind)
+        recent.note_opened(project.path, request.path, request.kind)
     except OSError as exc:
-        logger.warning("project %s cannot record %s: %s", profile.name, request.path, exc)
+        logger.warning("project %s cannot record %s: %s", project.name, request.path, exc)
 
 
-def note_reports(profile: Profile | None, source: Source | None, directory: Path) -> None:
+def note_reports(project: Project | None, source: Source | None, directory: Path) -> None:
     """Record in the project's list of inputs where the reports of ``source`` were written."""
-    _note(profile, source, "the reports", lambda project, path: recent.note_reports(project, path, directory))
+    _note(project, source, "the reports", lambda folder, path: recent.note_reports(folder, path, directory))
 
 
-def note_progress(profile: Profile | None, source: Source | None, journal: Journal | None) -> None:
+def note_progress(project: Project | None, source: Source | None, journal: Journal | None) -> None:
     """Record in the project's list of inputs how many images of ``source`` the journal holds."""
     if source is None or journal is None:
         return
     done = len(journal.source(source.source_id).done())
-    _note(profile, source, "the images", lambda project, path: recent.note_images(project, path, done))
+    _note(project, source, "the images", lambda folder, path: recent.note_images(folder, path, done))
 
 
 def _note(
-    profile: Profile | None, source: Source | None, what: str, record: Callable[[Path, Path], object]
+    project: Project | None, source: Source | None, what: str, record: Callable[[Path, Path], object]
 ) -> None:
     """``record(project folder, source path)`` for a project folder (not an external state); a
     failure is logged: the list is a convenience, the run does not depend on it."""
-    if profile is None or profile.external or source is None:
+    if project is None or project.external or source is None:
         return
     path = source.path if isinstance(source, SlideSource) else source.root
     try:
-        record(profile.path, path)
+        record(project.path, path)
     except OSError as exc:
-        logger.warning("project %s cannot record %s of %s: %s", profile.name, what, path, exc)
+        logger.warning("project %s cannot record %s of %s: %s", project.name, what, path, exc)

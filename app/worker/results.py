@@ -6,15 +6,15 @@ from __future__ import annotations
 from app._engine import Predicted, RunSummary, Session, Skipped
 from app.core.messages import ItemFailure, ItemResult, RunEnded, RunReason, SessionInfo, SessionRequest
 from app.core.overlay import Overlay, preview_array
-from app.core.profiles import Profile, ProfileInfo
+from app.core.projects import Project, ProjectInfo
 from app.core.reviews import OverlayStore
 from app.worker.io import PREVIEW_SIZE, card_checksum, frozen
 
 
 def session_info(
-    session: Session, request: SessionRequest, profile: Profile, profile_error: str | None
+    session: Session, request: SessionRequest, project: Project, project_error: str | None
 ) -> SessionInfo:
-    """What the UI is told about a loaded session and its profile."""
+    """What the UI is told about a loaded session and its project."""
     return SessionInfo(
         card=session.card,
         model_path=str(request.model),
@@ -24,8 +24,8 @@ def session_info(
         state_fingerprint=session.state_fingerprint(),
         images_seen=int(session.images_seen),
         config=session.config_dict(),
-        profile=profile.info(),
-        profile_error=profile_error,
+        project=project.info(),
+        project_error=project_error,
         weights_sha256=card_checksum(request.model),
     )
 
@@ -49,9 +49,9 @@ def item_failure(outcome: Skipped) -> ItemFailure:
     return ItemFailure(item.position, item.name, text, outcome.transient)
 
 
-def run_ended(summary: RunSummary, error: str, fingerprint: str, profile: ProfileInfo | None) -> RunEnded:
+def run_ended(summary: RunSummary, error: str, fingerprint: str, project: ProjectInfo | None) -> RunEnded:
     """How a run ended; ``error``: the loop itself failed (a bug), which outranks the summary."""
     s = summary
     message = error or (s.failure.message if s.failure else s.save_error or "")
     reason: RunReason = "failed" if error or s.failed else "stopped" if s.stopped else "finished"
-    return RunEnded(reason, s.processed, len(s.skipped), s.saved, profile, fingerprint, message)
+    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message)

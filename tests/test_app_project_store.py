@@ -1,4 +1,4 @@
-"""Profiles on disk (app.core.profiles): removal that survives a concurrent writer."""
+"""Projects on disk (app.core.projects): removal that survives a concurrent writer."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 
-def test_deleting_a_profile_tries_again_when_a_file_appears_during_removal(
+def test_deleting_a_project_tries_again_when_a_file_appears_during_removal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The UI thread may write a review file while the worker removes the folder ("not empty")."""
     import shutil
 
-    import app.core.profiles as profiles
+    import app.core.projects as projects
 
     folder = tmp_path / "p"
     (folder / "review").mkdir(parents=True)
@@ -25,10 +25,10 @@ def test_deleting_a_profile_tries_again_when_a_file_appears_during_removal(
             raise OSError(39, "Directory not empty")
         real(path)
 
-    monkeypatch.setattr(profiles.shutil, "rmtree", racing)
-    profiles._remove_tree(folder)
+    monkeypatch.setattr(projects.shutil, "rmtree", racing)
+    projects._remove_tree(folder)
     assert not folder.exists() and len(calls) == 2
     (folder / "review").mkdir(parents=True)
-    monkeypatch.setattr(profiles.shutil, "rmtree", lambda path: (_ for _ in ()).throw(OSError(39, "busy")))
+    monkeypatch.setattr(projects.shutil, "rmtree", lambda path: (_ for _ in ()).throw(OSError(39, "busy")))
     with pytest.raises(OSError):
-        profiles._remove_tree(folder, attempts=2)
+        projects._remove_tree(folder, attempts=2)

@@ -1,7 +1,7 @@
-"""Profiles, the settings dialog, the demos and the fixes offered by banners (part of the controller).
+"""Projects, the settings dialog, the demos and the fixes offered by banners (part of the controller).
 
-Each profile remembers its model and method (``profile.json``): selecting a profile selects them.
-A new profile, a renamed or deleted one, a demo set and every banner's fix end in
+Each project remembers its model and method (``profile.json``): selecting a project selects them.
+A new project, a renamed or deleted one, a demo set and every banner's fix end in
 :meth:`SessionActions.apply_settings` (the :class:`~app.control.session_controller.SessionController`'s)
 or a request to the engine worker. A plain object, handed what it uses.
 """
@@ -13,19 +13,15 @@ from pathlib import Path
 from typing import Protocol
 
 from app._engine import SlideSource
-from app.control.requests import WorkerRequests
-from app.control.status import Status
-from app.control.view import View
+from app.control.status import ControllerContext
 from app.core import advice
-from app.core.open_session import OpenSession
 from app.core.phase import Phase
-from app.core.profiles import DEFAULT_PROFILE, ProfileError, ProfileStore, check_name
-from app.core.projects import model_choices, model_file_text, next_project
-from app.core.run_model import RunModel
+from app.core.project_lines import model_choices, model_file_text, next_project
+from app.core.projects import DEFAULT_PROJECT, ProjectError, ProjectStore, check_name
 from app.core.settings import (
     DEMO_MODEL,
     DEMO_MODELS,
-    DEMO_PROFILES,
+    DEMO_PROJECTS,
     DEMO_SETS,
     AppSettings,
     available_demos,
@@ -36,7 +32,7 @@ from app.core.settings import (
 
 
 class SessionActions(Protocol):
-    """What profile actions ask of the session controller."""
+    """What project actions ask of the session controller."""
 
     open_after_session: Path | None
 
@@ -45,7 +41,7 @@ class SessionActions(Protocol):
     ) -> None: ...
     def save_settings(self) -> None: ...
     def clear_screen(self) -> None: ...
-    def refresh_profiles(self) -> None: ...
+    def refresh_projects(self) -> None: ...
     def remember_folder(self, kind: str, folder: Path) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
@@ -56,36 +52,31 @@ def model_setting(path: Path) -> str:
     return "" if path.resolve() == DEMO_MODEL.resolve() else str(path)
 
 
-class ProfileActions:
-    """Profile, settings, demo and banner-fix requests of the window.
+class ProjectActions:
+    """Project, settings, demo and banner-fix requests of the window.
 
     Args:
-        view: the window.
-        worker: the engine worker's requests (renames and deletions release the profile there first).
-        state: the open session (its settings and profile).
-        model: the run model (closed when its profile is deleted).
-        status: the phase and the log.
+        ctx: what the controller's parts share (renames and deletions release the project in the
+            worker first; the run model is closed when its project is deleted).
         sessions: the session controller's actions (settings, sources, reset).
     """
 
-    def __init__(
-        self,
-        view: View,
-        worker: WorkerRequests,
-        state: OpenSession,
-        model: RunModel,
-        status: Status,
-        sessions: SessionActions,
-    ) -> None:
-        self.view, self.worker, self.state, self.model = view, worker, state, model
-        self.status, self.sessions = status, sessions
+    def __init__(self, ctx: ControllerContext, sessions: SessionActions) -> None:
+        self.ctx, self.sessions = ctx, sessions
+        self.view, self.worker, self.state, self.model, self.status = (
+            ctx.view,
+            ctx.worker,
+            ctx.state,
+            ctx.model,
+            ctx.status,
+        )
 
     # -- selecting, creating, renaming, deleting -----------------------------------------------
-    def settings_for_profile(self, name: str) -> AppSettings:
-        """The settings with ``name`` as profile, and the model and method that profile remembers."""
+    def settings_for_project(self, name: str) -> AppSettings:
+        """The settings with ``name`` as project, and the model and method that project remembers."""
         st = self.state
-        new = dataclasses.replace(st.settings, profile=name)
-        info = ProfileStore(st.home).info(name)
+        new = dataclasses.replace(st.settings, project=name)
+        info = ProjectStore(st.home).info(name)
         if info is None:
             return new
         if info.model_path and Path(info.model_path).is_file():
@@ -99,18 +90,18 @@ class ProfileActions:
         """Open the project ``name`` with its own model and method; the screen starts empty (its
         folders and slides are offered on the welcome page)."""
         st = self.state
-        if name == st.settings.profile and st.usable and st.state_dir is None:
+        if name == st.settings.project and st.usable and st.state_dir is None:
             return
         st.state_dir = None
         self.sessions.clear_screen()
-        self.sessions.apply_settings(self.settings_for_profile(name))
+        self.sessions.apply_settings(self.settings_for_project(name))
 
     def on_window_new_project_requested(self) -> None:
         """Ask for the new project's name and model, then create it with them."""
         st = self.state
         current = st.settings.model_path() if st.info is not None else None
         demos = {kind: DEMO_MODELS[kind] for kind in sorted(available_demos())}
-        taken = ProfileStore(st.home).names()
+        taken = ProjectStore(st.home).names()
         answer = self.view.ask_new_project(model_choices(current, demos), taken, model_file_text)
         if answer is None:
             return
@@ -124,56 +115,56 @@ class ProfileActions:
         st = self.state
         try:
             name = check_name(name)
-            if ProfileStore(st.home).info(name) is not None:
-                raise ProfileError(f"a project named {name!r} exists already")
-        except ProfileError as exc:
+            if ProjectStore(st.home).info(name) is not None:
+                raise ProjectError(f"a project named {name!r} exists already")
+        except ProjectError as exc:
             self.view.show_error("New project", str(exc))
             return
         st.state_dir = None
         self.sessions.clear_screen()
-        self.sessions.apply_settings(dataclasses.replace(settings or st.settings, profile=name))
+        self.sessions.apply_settings(dataclasses.replace(settings or st.settings, project=name))
 
-    def on_window_rename_profile_requested(self, name: str) -> None:
+    def on_window_rename_project_requested(self, name: str) -> None:
         """Rename the current project; its open folder or slide opens again under the new name."""
         try:
             check_name(name)
-        except ProfileError as exc:
+        except ProjectError as exc:
             self.view.show_error("Rename project", str(exc))
             return
         source = self.model.source
         self.sessions.clear_screen()
         if source is not None:
             self.sessions.open_after_session = source.path if isinstance(source, SlideSource) else source.root
-        self.state.settings = dataclasses.replace(self.state.settings, profile=name.strip())
+        self.state.change_settings(project=name.strip())
         self.sessions.save_settings()
         self.status.set_phase(Phase.LOADING)
-        self.worker.rename_profile(name.strip())
+        self.worker.rename_project(name.strip())
 
-    def on_window_delete_profile_requested(self, name: str) -> None:
+    def on_window_delete_project_requested(self, name: str) -> None:
         """Delete the project ``name``. The one in use: the app goes on in the project saved most
         recently, or -- none left -- in a new empty project "default" with the same model, and
         says so. The screen is emptied and the review files let go of first, so nothing writes
         into the folder the worker removes."""
         st = self.state
-        if name != st.settings.profile or st.state_dir is not None:
-            self.worker.delete_profile(st.home, name)
+        if name != st.settings.project or st.state_dir is not None:
+            self.worker.delete_project(st.home, name)
             self.status.log("info", f"Project '{name}' deleted.")
-            self.sessions.refresh_profiles()
+            self.sessions.refresh_projects()
             return
-        following = next_project(ProfileStore(st.home).infos(), name)
+        following = next_project(ProjectStore(st.home).infos(), name)
         self.sessions.clear_screen()
-        self.worker.delete_profile(st.home, name)
+        self.worker.delete_project(st.home, name)
         if following is not None:
-            settings = self.settings_for_profile(following)
+            settings = self.settings_for_project(following)
             self.status.log("info", f"Project '{name}' deleted; project '{following}' is open.")
         else:
-            settings = dataclasses.replace(st.settings, profile=DEFAULT_PROFILE)
+            settings = dataclasses.replace(st.settings, project=DEFAULT_PROJECT)
             model = model_file_text(settings.model_path())
             self.status.log("info", f"Project '{name}' deleted; no other project was left.")
-            self.view.show_banner(advice.fresh_project(name, DEFAULT_PROFILE, model))
+            self.view.show_banner(advice.fresh_project(name, DEFAULT_PROJECT, model))
         self.sessions.apply_settings(settings, reload=True)
 
-    def on_worker_profile_failed(self, message: str) -> None:
+    def on_worker_project_failed(self, message: str) -> None:
         self.status.log("error", message)
         self.view.show_error("Project", message)
 
@@ -185,11 +176,11 @@ class ProfileActions:
             self.sessions.apply_settings(new)
 
     def on_window_demo_requested(self, kind: str) -> None:
-        """Open a demo set with its demo model, in a profile of its own."""
+        """Open a demo set with its demo model, in a project of its own."""
         if kind not in available_demos():
             return
         settings = dataclasses.replace(
-            self.settings_for_profile(DEMO_PROFILES[kind]), model=model_setting(DEMO_MODELS[kind])
+            self.settings_for_project(DEMO_PROJECTS[kind]), model=model_setting(DEMO_MODELS[kind])
         )
         st = self.state
         st.state_dir = None
@@ -207,23 +198,23 @@ class ProfileActions:
         elif verb == "demo-model":
             kind = arg or "histology"
             settings = dataclasses.replace(
-                self.settings_for_profile(DEMO_PROFILES[kind]) if arg else st.settings,
+                self.settings_for_project(DEMO_PROJECTS[kind]) if arg else st.settings,
                 model=model_setting(DEMO_MODELS[kind]),
             )
             st.state_dir = None
             s.apply_settings(settings)
-        elif verb == "new-profile-for-method":
+        elif verb == "new-project-for-method":
             info = st.info
             method = info.method if info is not None else st.settings.method
-            self.create(advice.profile_for_method(st.settings.profile, method))
-        elif verb == "new-profile":
+            self.create(advice.project_for_method(st.settings.project, method))
+        elif verb == "new-project":
             self.create(arg)
         elif verb == "new-project":
             self.on_window_new_project_requested()
         elif verb == "reset":
             if view.confirm(
                 "Reset to source model",
-                f"Reset project '{st.settings.profile}' to the source model? Its adaptation state and "
+                f"Reset project '{st.settings.project}' to the source model? Its adaptation state and "
                 "record of processed images are deleted (review marks are kept).",
             ):
                 s.request_reset()

@@ -1,0 +1,118 @@
+"""Projects as the user sees them (Qt-free): a model named by its card, the project list's lines.
+
+A *project* (:mod:`app.core.projects`) is the folder ``<studio home>/profiles/<name>/`` with its
+model, adaptation state, review marks and the folders and slides opened in it
+(:mod:`app.core.recent`).
+
+A model is shown by what its card says -- the kind of image, the classes, the network and the
+training site -- never by its file name: both demo models are ``model.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from app._engine import KIND_NAMES, ModelCard, UnsafeFileError, model_kind, read_regular
+from app.core.names import describe_model
+from app.core.projects import ProjectInfo
+
+MAX_CARD_BYTES = 1 << 20  # a model card is a small JSON file
+MISSING, NO_CARD = "model file missing", "no readable model card"
+UNUSABLE = (MISSING, NO_CARD)  # how model_file_text starts for a model that cannot be used
+
+
+def card_of(checkpoint: str | Path) -> ModelCard | None:
+    """The card beside ``checkpoint`` (same stem, ``.json``), or None when it cannot be read."""
+    path = Path(checkpoint).with_suffix(".json")
+    try:
+        data = json.loads(read_regular(path, MAX_CARD_BYTES, "model card"))
+        return ModelCard.from_json(data, origin=str(path))
+    except (UnsafeFileError, OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def kind_text(card: ModelCard) -> str:
+    """ "Histology", "Fundus photographs" or "Unknown kind of image"."""
+    kind = model_kind(card)
+    return KIND_NAMES[kind].capitalize() if kind is not None else "Unknown kind of image"
+
+
+def model_text(card: ModelCard) -> str:
+    """``Histology · normal / tumor · ViT-Tiny, 4 blocks, 12-px patches, 96 px input — site1``."""
+    text = f"{kind_text(card)} · {' / '.join(card.classes)} · {describe_model(card)}"
+    return f"{text} — {card.source_domain}" if card.source_domain else text
+
+
+def model_file_text(checkpoint: str | Path) -> str:
+    """The card's description of the model at ``checkpoint``, or why there is none."""
+    return _described(Path(checkpoint), card_of(checkpoint))
+
+
+def _described(path: Path, card: ModelCard | None) -> str:
+    if not path.is_file():
+        return f"{MISSING}: {path}"
+    return model_text(card) if card is not None else f"{NO_CARD} beside {path.name}"
+
+
+def project_lines(info: ProjectInfo) -> tuple[str, str]:
+    """The project list's entry after a project's name (``Histology · 60 images seen``) and its
+    tooltip (the model by its card, the images seen and when saved), the card read once."""
+    card = card_of(info.model_path) if info.model_path else None
+    seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
+    entry = f"{kind_text(card) if card is not None else 'no usable model'} · {seen}"
+    model = _described(Path(info.model_path), card) if info.model_path else "no model chosen yet"
+    if info.updated:
+        seen += f", saved {info.updated.replace('T', ' ')[:16]}"
+    return entry, f"{model}\n{seen}"
+
+
+def project_entry(info: ProjectInfo) -> str:
+    """The project list's words after a project's name: ``Histology · 60 images seen``."""
+    return project_lines(info)[0]
+
+
+def project_tooltip(info: ProjectInfo) -> str:
+    """The project list's tooltip: the model by its card and the images seen."""
+    return project_lines(info)[1]
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the New project dialog offers: its label, its checkpoint and its card's description."""
+
+    label: str
+    path: str
+    text: str
+
+
+def model_choices(current: Path | None, demos: dict[str, Path]) -> list[ModelChoice]:
+    """The current project's model first, then each installed demo model not already listed."""
+    choices: list[ModelChoice] = []
+    seen: set[Path] = set()
+    if current is not None and current.is_file():
+        demo = next(
+            (kind for kind, path in demos.items() if path.is_file() and path.resolve() == current.resolve()),
+            None,
+        )
+        label = "The current project's model"
+        if demo is not None:  # say which: "model.safetensors" names neither demo
+            label = f"The {KIND_NAMES.get(demo, demo)} demo model (the current project's)"
+        choices.append(ModelChoice(label, str(current), model_file_text(current)))
+        seen.add(current.resolve())
+    for kind, path in demos.items():
+        if path.is_file() and path.resolve() not in seen:
+            label = f"The {KIND_NAMES.get(kind, kind)} demo model"
+            choices.append(ModelChoice(label, str(path), model_file_text(path)))
+            seen.add(path.resolve())
+    return choices
+
+
+def next_project(infos: list[ProjectInfo], deleted: str) -> str | None:
+    """The project to continue in after ``deleted`` is deleted: the one saved most recently
+    (then created most recently; then the first by name), None when no other is left."""
+    others = [i for i in infos if i.name != deleted]
+    if not others:
+        return None
+    return max(others, key=lambda i: (i.updated or "", i.created or "", [-ord(ch) for ch in i.name])).name
