@@ -89,3 +89,31 @@ def read_pdf_text(path: Path) -> tuple[int, str]:
     raw = "\n".join(page.extract_text() or "" for page in reader.pages)
     # pypdf returns the PDF's word gaps as tabs and keeps typographic ligatures (ﬁ): normalise both.
     return len(reader.pages), " ".join(unicodedata.normalize("NFKC", raw).split())
+
+
+def settle() -> None:
+    """Deliver what Qt has posted -- layouts, resizes, zero-time timers and what they post in turn --
+    without waiting a fixed time."""
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+
+
+def drain_worker(app: StudioApp) -> None:
+    """Wait until the engine worker has served everything queued to it (twice over: a pull it
+    scheduled meanwhile has run too), then deliver its answers here. After this, a paused or idle
+    worker has had every chance to send a result, with no fixed sleep."""
+    from PySide6.QtCore import QMetaObject, QObject, Qt, Slot
+
+    class Probe(QObject):
+        @Slot()
+        def ping(self) -> None:
+            pass
+
+    probe = Probe()
+    probe.moveToThread(app.engine_thread)
+    for _ in range(2):
+        QMetaObject.invokeMethod(probe, "ping", Qt.ConnectionType.BlockingQueuedConnection)
+    probe.deleteLater()
+    settle()

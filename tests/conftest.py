@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,19 +13,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import pytest
 import torch
+from support import TINY_CARD, ModalDialogInTest, random_images
 
-from engine import ModelCard, save_model
+from engine import save_model
 
 # Tests run tiny models: one thread avoids OpenMP spin-waiting when the two cores are shared.
 torch.set_num_threads(1)
-
-TINY_CARD = ModelCard(
-    arch="vit_tiny_patch16_224",
-    classes=("normal", "tumor"),
-    img_size=32,
-    model_kwargs={"depth": 2, "patch_size": 8},
-    source_domain="test",
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,20 +38,6 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "tiny.safetensors"
     save_model(model, TINY_CARD, path)
     return path
-
-
-def card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
-    """A copy of the tiny model in ``tmp_path`` with its card's fields replaced by ``changes``."""
-    checkpoint = tmp_path / "m.safetensors"
-    shutil.copy(tiny_model_path, checkpoint)
-    card = {**TINY_CARD.to_json(), **changes}
-    (tmp_path / "m.json").write_text(json.dumps(card))
-    return checkpoint
-
-
-def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(n)]
 
 
 @pytest.fixture
@@ -101,10 +78,6 @@ def _collection_given_back() -> Iterator[None]:
     collector = sys.modules.get("app.runtime.collector")
     if collector is not None:
         collector.give_back()
-
-
-class ModalDialogInTest(AssertionError):
-    """A test opened a modal dialog nobody answers: it would block until the test timeout."""
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 from app_fixtures import make_folder, make_model, sample_row
+from app_studio import drain_worker
 
 from app.core.filters import uncertainty_threshold
 from app.core.messages import ItemResult
@@ -173,7 +174,8 @@ def test_controller_pause_resume_and_stop(
     app.controller.pause()
     qtbot.waitUntil(lambda: app.controller.phase is Phase.PAUSED, timeout=TIMEOUT_MS)
     count = len(app.controller.model.rows)
-    qtbot.wait(200)
+    drain_worker(app)
+    assert not app.worker._pulling, "the paused worker pulls no image"
     assert len(app.controller.model.rows) == count < 40, "nothing is processed while paused"
     with qtbot.waitSignal(app.runFinished, timeout=TIMEOUT_MS) as blocker:
         app.controller.stop()

@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 from app_fixtures import make_folder, make_slide
-from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text, table_keys
+from app_studio import RUN_TIMEOUT_MS, Studio, drain_worker, read_pdf_text, table_keys
 
 from app.core.phase import Phase
 from app.core.projects import ProjectStore
@@ -81,7 +81,8 @@ def test_pause_and_resume(studio: Studio, tmp_path: Path, qtbot: object) -> None
     qtbot.waitUntil(lambda: c.controller.phase is Phase.PAUSED, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
     assert c.window.commands.resume.isEnabled() and not c.window.commands.pause.isEnabled()
     count = c.window.table.model.rowCount()
-    qtbot.wait(300)  # type: ignore[attr-defined]
+    drain_worker(c)
+    assert not c.worker._pulling, "the paused worker pulls no image"
     assert c.window.table.model.rowCount() == count < 40, "nothing is processed while paused"
     with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.resume()

@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from app_fixtures import make_folder, make_model
-from app_studio import RUN_TIMEOUT_MS, Studio, table_keys
+from app_studio import RUN_TIMEOUT_MS, Studio, drain_worker, table_keys
 from PySide6.QtCore import Qt
 
 from app.core.project_lines import ModelChoice
@@ -42,7 +42,7 @@ def test_deleting_the_project_in_use_leaves_a_working_app(
 
     with qtbot.waitSignal(c.sessionChanged, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         w.deleteProjectRequested.emit("Site B")
-    qtbot.wait(50)  # type: ignore[attr-defined]
+    drain_worker(c)
     st = c.controller.state
     assert "Site B" not in ProjectStore(studio.home).names()
     assert st.settings.project == "default" and st.usable, "the app is usable on the remaining project"
@@ -58,7 +58,7 @@ def test_deleting_the_project_in_use_leaves_a_working_app(
     assert w.panes.left.currentWidget() is w.welcome, "the welcome page, not the deleted project's images"
     assert w.commands.project_combo.current_name() == "default"
 
-    qtbot.wait(100)  # type: ignore[attr-defined]
+    drain_worker(c)  # whatever was queued about the deleted project has been served
     assert not (studio.home / "profiles" / "Site B").exists(), "nothing wrote into it after the deletion"
     studio.open_folder(c, folder)  # a further open and run works
     studio.run_to_end(c)

@@ -10,6 +10,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from app_fixtures import CLASSES, sample_row
+from app_studio import settle
 from PySide6.QtCore import Qt
 
 from app.core.field_labels import field_label
@@ -149,7 +150,8 @@ def test_both_figure_sets_are_in_view_at_1920_by_1080(qtbot: object) -> None:
     view.show()
     qtbot.waitExposed(view)  # type: ignore[attr-defined]
     view.set_metrics(figures(rows, [r.ground_truth for r in rows], marks, CLASSES))
-    qtbot.wait(10)  # type: ignore[attr-defined]
+    qtbot.waitUntil(lambda: view.reviewed.isVisible() and view.dataset.isVisible())  # type: ignore[attr-defined]
+    settle()  # their layout
     assert view.reviewed.isVisible() and view.dataset.isVisible()
     bottom = view.reviewed.geometry().bottom()
     assert bottom <= view.sets_area.viewport().height(), (bottom, view.sets_area.viewport().height())

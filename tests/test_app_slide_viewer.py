@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 from app_fixtures import make_slide
-from app_studio import RUN_TIMEOUT_MS, Studio
+from app_studio import RUN_TIMEOUT_MS, Studio, settle
 from PySide6.QtCore import QPoint, Qt
 
 from app.core.slide_display import SlideDisplay
@@ -39,7 +39,7 @@ def _view(qtbot: object, mpp: float | None = 0.5) -> SlideView:
     view.show()
     qtbot.waitExposed(view)  # type: ignore[attr-defined]
     view.set_slide(_display(mpp))
-    qtbot.wait(10)  # type: ignore[attr-defined]
+    settle()
     return view
 
 
@@ -78,7 +78,7 @@ def test_the_scale_bar_and_magnification_follow_the_zoom(qtbot: object) -> None:
     assert overlay.readout == readout(0.5, downsample)
     assert overlay.bar.pixels == pytest.approx(overlay.bar.microns / (0.5 * downsample))
     view.full_resolution()  # one slide pixel a screen pixel: the scanner's 20×
-    qtbot.wait(10)  # type: ignore[attr-defined]
+    qtbot.waitUntil(lambda: overlay.readout.startswith("≈ 20×"))  # type: ignore[attr-defined]
     assert overlay.readout.startswith("≈ 20×") and "0.5 µm/px" in overlay.readout
     assert overlay.bar is not None and overlay.bar.microns < whole and overlay.bar.label == "50 µm"
     # The bar sits in the canvas's lower left corner, over the slide.
@@ -95,7 +95,7 @@ def test_the_overview_shows_where_the_view_is_and_moves_it(qtbot: object) -> Non
     view = _view(qtbot)
     assert not view.overview.isVisible(), "the whole slide is in view: no overview needed"
     view.full_resolution()
-    qtbot.wait(10)  # type: ignore[attr-defined]
+    qtbot.waitUntil(view.overview.isVisible)  # type: ignore[attr-defined]
     inset = view.overview
     assert inset.isVisible() and inset.width() <= 152 and inset.height() <= 152
     assert inset.view == view.viewbox.viewRect()
@@ -137,12 +137,12 @@ def test_the_slide_pane_is_large_at_1280_by_800(qtbot: object) -> None:
     window.set_source_title("slide.svs")
     assert not window.commands.large_slide.isEnabled(), "no slide open"
     window.show_slide(_display())
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     column = window.panes.image_split.height()
     assert window.slide_view.height() >= 0.55 * column, "the slide takes most of the column"
     assert window.minimumSizeHint().width() <= 1280, "a slide open, the window still fits 1280 px"
     window.commands.large_slide.trigger()  # L, or the pane's "Large" button
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     assert window.slide_view.large_button.isChecked()
     canvas = window.slide_view.canvas
     assert canvas.width() >= 780 and canvas.height() >= 480, (canvas.width(), canvas.height())
@@ -150,7 +150,7 @@ def test_the_slide_pane_is_large_at_1280_by_800(qtbot: object) -> None:
     assert window.image_view.x() > window.slide_view.x() + 700
     assert not window.table.isVisible() and not window.panes.bottom_tabs.isVisible()
     window.slide_view.large_button.click()  # and back
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     assert not window.commands.large_slide.isChecked() and window.table.isVisible()
     assert window.slide_view.canvas.width() < 600 and window.image_view.y() > window.slide_view.y()
     window.commands.large_slide.trigger()
@@ -192,7 +192,7 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     # In the large slide view, N goes to the next tile and centres it.
     downsample = view.screen_downsample
     c.window.commands.large_slide.trigger()
-    qtbot.wait(50)  # type: ignore[attr-defined]
+    settle()
     assert _centre(view) == pytest.approx((x + w / 2, y + h / 2), abs=1.0), "the larger pane keeps the tile"
     assert view.screen_downsample == pytest.approx(downsample, rel=0.02), "and the zoom"
     following = rows[rows.index(row) + 1]
@@ -213,13 +213,13 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
 def test_a_resize_keeps_the_view(qtbot: object) -> None:
     view = _view(qtbot)
     view.resize(900, 700)  # fitted: the whole slide again
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     shown = view.viewbox.viewRect()
     assert shown.width() >= DIMS[0] and shown.height() >= DIMS[1]
     assert shown.width() <= DIMS[0] * 1.05 or shown.height() <= DIMS[1] * 1.05
     view.highlight(10, 12, centre=True)  # zoomed in on a tile: its centre and zoom stay
     downsample = view.screen_downsample
     view.resize(500, 420)
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     assert _centre(view) == pytest.approx((12.5 * FOOTPRINT, 10.5 * FOOTPRINT), abs=1.0)
     assert view.screen_downsample == pytest.approx(downsample, rel=0.02)

@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 from app_fixtures import aperio_slide, make_slide
-from app_studio import RUN_TIMEOUT_MS, Studio
+from app_studio import RUN_TIMEOUT_MS, Studio, settle
 
 from engine import Slide
 
@@ -79,7 +79,7 @@ def test_the_viewer_reads_the_pyramid_as_it_zooms(studio: Studio, qtbot: object,
         c.controller.open_slide(str(slide))
     view = c.window.slide_view
     view.resize(600, 500)
-    qtbot.wait(50)  # type: ignore[attr-defined]
+    settle()
     view.fit()
     view._request_detail()
     assert view.detail_item.image is None, "the whole slide: the thumbnail is enough"

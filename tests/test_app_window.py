@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from app_fixtures import make_folder, make_model
-from app_studio import RUN_TIMEOUT_MS, Studio
+from app_studio import RUN_TIMEOUT_MS, Studio, settle
 
 from app.core.projects import ProjectError, ProjectStore
 from app.core.settings import AppSettings, available_devices, method_fields
@@ -100,11 +100,11 @@ def test_the_overlay_key_keeps_the_image_where_it_is(qtbot: object) -> None:
     view.show()
     overlay = Overlay.from_step((4, 4), np.linspace(0, 1, 16).reshape(4, 4), np.array([1]), np.array([2]))
     view.show_image(np.zeros((64, 64, 3), np.uint8), overlay, "x", levels=(0.0, 1.0))
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     view.viewbox.scaleBy((0.5, 0.5))  # the user zoomed in
     before = view.viewbox.viewRect()
     view.toggle_overlay()
-    qtbot.wait(20)  # type: ignore[attr-defined]
+    settle()
     assert not view.overlay_visible and view.viewbox.viewRect() == before
     view.toggle_overlay()
     assert view.overlay_visible and view.viewbox.viewRect() == before

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from support import TINY_CARD
 
 from engine import save_model
 from engine.bench import (
@@ -25,7 +26,6 @@ from engine.bench import (
 from engine.bench.protocol import domain_test_sets
 from engine.cli import main as cli_main
 from engine.data import open_dataset
-from tests.conftest import TINY_CARD
 
 DOMAINS = ("site1", "site2", "site3")
 STAT_KEYS = {"mean", "std"}

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from support import TINY_CARD, card_beside
 
 from engine import GuardConfig, ModelLoadError, load_model, save_model
 from engine.cli import main as cli_main
 from engine.config import fields_of, parse_assignments
 from engine.methods.base import list_methods, method_config_class
-from tests.conftest import TINY_CARD, card_beside
 
 HUGE = 10**400  # a 400-digit integer: valid JSON, beyond any float
 
@@ -42,9 +42,9 @@ def test_run_with_a_non_finite_checkpoint_exits_2_without_a_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from PIL import Image
+    from support import random_images
 
     from tests.cli_helpers import run_argv
-    from tests.conftest import random_images
 
     torch.manual_seed(0)
     model = TINY_CARD.build()

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from support import random_images
 
 from engine import CSV_COLUMNS, DEFAULT_METHOD, Predicted, Session, StepResult
 from engine.cli import main as cli_main
 from engine.run.runner import open_folder_job
 from engine.run.state import read_state
 from tests.cli_helpers import read_rows, run_argv
-from tests.conftest import random_images
 
 REPO = Path(__file__).resolve().parents[1]
 

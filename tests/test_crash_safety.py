@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from support import random_images
 
 from engine import Session, list_images, open_folder
 from engine.io.sources import source_hash
 from engine.run.journal import ROWS_DIR
 from engine.run.state import has_state, read_state
 from tests.cli_helpers import read_rows, run_argv
-from tests.conftest import random_images
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from app_fixtures import CLASSES, make_folder
 from PIL import Image
+from support import TINY_CARD
 
 from engine.cli import main as cli_main
 from engine.io.sources import open_folder
 from engine.model.gate import check_source
 from engine.run.runner import EXIT_NOT_APPLICABLE
 from tests.cli_helpers import run_argv
-from tests.conftest import TINY_CARD
 
 
 def _fundus_folder(root: Path, n: int = 8) -> Path:

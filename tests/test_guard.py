@@ -7,12 +7,12 @@ from typing import ClassVar
 
 import pytest
 import torch
+from support import random_images
 
 from engine import GuardConfig, IDiPTConfig, Session
 from engine.methods import base
 from engine.methods.base import MethodOutput, TTAMethod
 from engine.run.guard import CollapseGuard
-from tests.conftest import random_images
 
 
 class _Collapsing(TTAMethod):

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import random_images
 
 from engine import IDiPT, IDiPTConfig, PromptedViT, Session, load_model
 from engine.methods.idipt import PromptBank
 from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
 from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
-from tests.conftest import random_images
 
 
 def _session(path: Path, seed: int = 0, **cfg: object) -> Session:

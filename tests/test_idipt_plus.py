@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import random_images
 
 from engine import Session, get_method_class, load_model
 from engine.errors import StateError
@@ -33,7 +34,6 @@ from engine.model.source_reference import (
     reference_path,
     save_reference,
 )
-from tests.conftest import random_images
 
 SMALL = dict(get_method_class("idipt+").test_settings)  # I-DiPT's, inherited
 SETTINGS = IDiPTPlusConfig().operating_point_settings()

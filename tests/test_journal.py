@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support import random_images
 
 from engine import (
     ImageReadError,
@@ -22,7 +23,6 @@ from engine import (
     open_folder,
 )
 from engine.run.journal import parse_record
-from tests.conftest import random_images
 
 
 def _folder(root: Path, n: int) -> Path:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from support import random_images
 
 from engine import Session, get_method_class, list_methods
 from engine.methods.cotta import CoTTA
@@ -24,7 +25,6 @@ from engine.methods.parts.hog import patch_hog
 from engine.methods.parts.norm import AdaptedCopyMethod
 from engine.methods.sar import SAR
 from engine.methods.vptta import VPTTA
-from tests.conftest import random_images
 
 METHODS = list_methods()
 #: Methods that update weights of a private copy of the backbone.

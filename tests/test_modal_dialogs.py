@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ModalDialogInTest
+from support import ModalDialogInTest
 
 
 def test_a_modal_message_fails_the_test_at_once(qtbot: object) -> None:

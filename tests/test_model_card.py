@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 from hostile_files import within
+from support import TINY_CARD, card_beside
 
 from engine import ModelCard, ModelLoadError, load_model, save_model
-from tests.conftest import TINY_CARD, card_beside
 
 
 def test_roundtrip_and_fingerprint(tiny_model_path: Path) -> None:

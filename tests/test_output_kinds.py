@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support import random_images
 
 from engine import Journal, PredictionRow
 from engine.cli import main as cli_main
 from engine.util.atomic import atomic_write_bytes
 from tests.cli_helpers import run_argv
-from tests.conftest import random_images
 
 
 def _fifo(path: Path) -> Path:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support import random_images
 
 from engine import Journal
 from engine.cli import main as cli_main
 from engine.run.state import read_state
 from tests.cli_helpers import before_step, out_of_memory_at, read_rows, run_argv
-from tests.conftest import random_images
 
 
 def _folder(root: Path, n: int, names: list[str] | None = None) -> Path:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from app_fixtures import CLASSES, sample_row
 from PIL import Image
+from support import random_images
 
 from engine.cli import main as cli_main
 from engine.run.certify import ReviewFileError, certify, read_review_marks, write_certified
 from tests.cli_helpers import run_argv
-from tests.conftest import random_images
 
 
 def _reviews(path: Path, marks: list[tuple[str, str, str]]) -> Path:

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import TINY_CARD, random_images
 
 from engine import IDiPTConfig, Session, StateError, save_model
 from engine.run.state import STATE_FILE, read_state
-from tests.conftest import TINY_CARD, random_images
 
 
 def _session(path: Path, **cfg: object) -> Session:

@@ -21,7 +21,7 @@ import numpy as np
 from app._engine import KindTally, PredictionRow, SlideSource, Source
 from app.core.applicability import Collapse, CollapseWatch, Kind, collapse_due
 from app.core.caches import LruCache
-from app.core.certificates import Group, GroupLine, QueueState, Reverted, reverted_row
+from app.core.certificates import Group, GroupLine, QueueState, Reverted
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.messages import ItemResult
@@ -29,7 +29,7 @@ from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
 from app.core.reviews import ReviewMark, ReviewStore
-from app.core.run_items import Cell, Notifier, RowChange, Selection, review_text
+from app.core.run_items import Cell, Notifier, RowChange, Selection
 from app.core.run_truth import Truths
 from app.core.stats import PlotData, RunStatistics, segment_size_for
 
@@ -262,18 +262,6 @@ class RunModel(Truths):
         return self.kinds.verdict()
 
     # -- review marks and certificates ----------------------------------------------------------
-    def effective(self, row: PredictionRow) -> PredictionRow:
-        """``row`` as shown: the source model's decision where its group was reverted; the dataset's
-        label as ground truth, the review mark only where the dataset labels nothing (a mark that
-        disagrees with the label is kept beside it, never in its place)."""
-        reviews = self._reverted.get(row.site_group)
-        if reviews is not None:
-            row = reverted_row(row, reviews, self.stats.positive_class, len(self.classes))
-        mark = self.marks.get(row.key)
-        if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
-            return row
-        return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
-
     def review(self, position: int, label: int | None, reviewer: str = "") -> ReviewMark | None:
         """Mark the image at ``position``: ``label`` is the right class (None clears the mark).
 
@@ -343,16 +331,6 @@ class RunModel(Truths):
         self._unshown = [shown.get(r.position, r) for r in self._unshown]
         self.rows_changed.emit(changes)
         self._plots_dirty = True
-
-    def review_of(self, position: int) -> str:
-        """The review column's text for the row at ``position``."""
-        index = self._row_of_position.get(position)
-        if index is None:
-            return ""
-        raw = self.raw_rows[index]
-        return review_text(
-            self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
-        )
 
     def _flush_images(self, follow: bool) -> None:
         if not self._images_dirty:

@@ -8,15 +8,17 @@ that disagrees with the label is asked about before it is kept (:meth:`Truths.di
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from app.core.applicability import Collapse, CollapseWatch
+from app.core.certificates import Group, reverted_row
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
 from app.core.reviews import ReviewMark
-from app.core.run_items import Notifier
+from app.core.run_items import Notifier, review_text
 from app.core.stats import RunStatistics
 
 
@@ -35,6 +37,7 @@ class Truths:
     watch: CollapseWatch
     metrics_changed: Notifier[Figures]
     _row_of_position: dict[int, int]
+    _reverted: dict[Group, int]
 
     @property
     def marks(self) -> dict[str, ReviewMark]:
@@ -93,3 +96,25 @@ class Truths:
         ):
             return None
         return raw.truth_label or str(raw.ground_truth), self.classes[label]
+
+    def effective(self, row: PredictionRow) -> PredictionRow:
+        """``row`` as shown: the source model's decision where its group was reverted; the dataset's
+        label as ground truth, the review mark only where the dataset labels nothing (a mark that
+        disagrees with the label is kept beside it, never in its place)."""
+        reviews = self._reverted.get(row.site_group)
+        if reviews is not None:
+            row = reverted_row(row, reviews, self.stats.positive_class, len(self.classes))
+        mark = self.marks.get(row.key)
+        if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
+            return row
+        return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
+
+    def review_of(self, position: int) -> str:
+        """The review column's text for the row at ``position``."""
+        index = self._row_of_position.get(position)
+        if index is None:
+            return ""
+        raw = self.raw_rows[index]
+        return review_text(
+            self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
+        )

@@ -1,0 +1,43 @@
+"""What the tests share besides fixtures: the tiny model card, a card beside a copy of the tiny
+model, random images, and the error a modal dialog raises in a test.
+
+Tests import these from here, never from ``conftest.py``: pytest imports ``conftest`` itself (as
+``conftest``), and ``from tests.conftest import`` imported it a second time under another name,
+running it twice (issue 27).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from engine import ModelCard
+
+TINY_CARD = ModelCard(
+    arch="vit_tiny_patch16_224",
+    classes=("normal", "tumor"),
+    img_size=32,
+    model_kwargs={"depth": 2, "patch_size": 8},
+    source_domain="test",
+)
+
+
+def card_beside(tiny_model_path: Path, tmp_path: Path, **changes: object) -> Path:
+    """A copy of the tiny model in ``tmp_path`` with its card's fields replaced by ``changes``."""
+    checkpoint = tmp_path / "m.safetensors"
+    shutil.copy(tiny_model_path, checkpoint)
+    card = {**TINY_CARD.to_json(), **changes}
+    (tmp_path / "m.json").write_text(json.dumps(card))
+    return checkpoint
+
+
+def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(n)]
+
+
+class ModalDialogInTest(AssertionError):
+    """A test opened a modal dialog nobody answers: it would block until the test timeout."""
