@@ -104,6 +104,15 @@ if TYPE_CHECKING:
         tile_reader,
     )
     from engine.util.atomic import atomic_write_bytes
+    from engine.util.bounded_json import (
+        JsonFileError,
+        SchemaError,
+        read_json_file,
+        require_int,
+        require_list,
+        require_object,
+        require_str,
+    )
     from engine.util.device import select_device
     from engine.util.files import (
         NotRegularOutputError,
@@ -215,6 +224,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "check_output": ("engine.util.files", "check_output"),
     "open_append": ("engine.util.files", "open_append"),
     "read_regular": ("engine.util.files", "read_regular"),
+    "JsonFileError": ("engine.util.bounded_json", "JsonFileError"),
+    "SchemaError": ("engine.util.bounded_json", "SchemaError"),
+    "read_json_file": ("engine.util.bounded_json", "read_json_file"),
+    "require_int": ("engine.util.bounded_json", "require_int"),
+    "require_list": ("engine.util.bounded_json", "require_list"),
+    "require_object": ("engine.util.bounded_json", "require_object"),
+    "require_str": ("engine.util.bounded_json", "require_str"),
     "KeyedJsonLines": ("engine.util.jsonlines", "KeyedJsonLines"),
     "shown": ("engine.util.text", "shown"),
 }
@@ -260,6 +276,7 @@ __all__ = [
     "IDiPTConfig",
     "ImageReadError",
     "Journal",
+    "JsonFileError",
     "KeyedJsonLines",
     "Kind",
     "KindTally",
@@ -281,6 +298,7 @@ __all__ = [
     "ReviewQueue",
     "RunSummary",
     "Saved",
+    "SchemaError",
     "Session",
     "SettingsMismatchError",
     "Skipped",
@@ -327,8 +345,13 @@ __all__ = [
     "predictions_csv",
     "read_image",
     "read_item",
+    "read_json_file",
     "read_regular",
     "register_method",
+    "require_int",
+    "require_list",
+    "require_object",
+    "require_str",
     "save_model",
     "select_device",
     "shown",

@@ -155,7 +155,7 @@ def test_export_sends_the_run_models_data_and_reports_success(tmp_path: Path) ->
     assert directory == out and [r.key for r in data.rows] == ["k0", "k1", "k2", "k3"]
     assert view.of("plot_png"), "the plots come from the window, the rows from the run model"
     paths = [out / "predictions.csv", out / "run_config.json", out / "report.pdf"]
-    c.on_reports_written(paths)
+    c.exports.on_reports_written(paths)
     assert seen["export_finished"] == [paths] and not seen["export_error"]
     banner = view.last("show_banner")[0]
     assert banner.key == "export" and banner.level == "info" and "report.pdf" in banner.text
@@ -169,7 +169,7 @@ def test_export_errors_reach_the_log_the_banner_and_the_reports(tmp_path: Path) 
     c.on_worker_results_ready(results(0, 1))
     c.on_worker_run_ended(ended("finished", 2, tmp_path))
     c.export(tmp_path / "out")
-    c.on_worker_export_failed("out/predictions.csv: No space left on device")
+    c.exports.on_export_failed("out/predictions.csv: No space left on device")
     assert seen["export_error"] == ["out/predictions.csv: No space left on device"]
     assert view.last("show_banner")[0].level == "error" and c.state.errors[-1].endswith("device")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import shown as shown_name
+from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
 from app.control.session_controller import SessionController
@@ -36,7 +36,6 @@ from app.core.phase import Phase
 from app.core.projects import ProjectInfo
 from app.core.run_model import RunModel
 from app.core.settings import available_demos
-from app.reports.data import collect_report_data
 from app.reports.files import ReportData
 
 logger = logging.getLogger(__name__)
@@ -65,6 +64,7 @@ class Controller:
         self.ctx = ControllerContext(view, worker, state, self.model, self.status, self.events)
         self.sessions = SessionController(self.ctx)
         self.projects = ProjectActions(self.ctx, self.sessions)
+        self.exports = ExportActions(self.ctx)
         self._closing = False
         self._region_ticket = 0
         self._throttle = MessageThrottle()
@@ -299,38 +299,12 @@ class Controller:
     def on_worker_save_failed(self, message: str) -> None:
         self.log("error", message)
 
-    # -- export -------------------------------------------------------------------------------
-    def export(self, directory: str | Path) -> None:
-        """Write every report kind into ``directory`` (tables on the worker thread, then the PDF)."""
-        directory = Path(directory)
-        try:
-            data = self.report_data()
-        except Exception as exc:  # a report must never leave a scripted run waiting forever
-            logger.exception("collecting the report data failed")
-            self.on_worker_export_failed(f"Reports cannot be prepared: {type(exc).__name__}: {exc}")
-            return
-        if data is None:
-            self.on_worker_export_failed("Nothing to export: open images and process them first.")
-            return
-        self.sessions.remember_folder("export", directory)
-        self.log("info", f"Exporting reports to {shown_name(directory)} …")
-        self.worker.export_reports(directory, data)
+    # -- export (the export part does the work) ----------------------------------------------
+    def export(self, directory: str | Path, ask: bool = True) -> None:
+        self.exports.export(directory, ask)
 
     def report_data(self) -> ReportData | None:
-        """What the reports need, read from the run model and the session (None: no rows yet)."""
-        return collect_report_data(self.model, self.state, self.view.plot_png)
-
-    def on_reports_written(self, paths: list[Path]) -> None:
-        """Every report file is in place (the PDF was the last, written on the UI thread)."""
-        self.log("info", "Reports written: " + ", ".join(shown_name(p) for p in paths))
-        self.view.show_banner(advice.exported(str(paths[0].parent), [p.name for p in paths]))
-        self.sessions.show_inputs()  # the project's list names where its reports are
-        self.events.export_finished.emit(paths)
-
-    def on_worker_export_failed(self, message: str) -> None:
-        self.log("error", message)
-        self.view.show_banner(advice.export_failed(message))
-        self.events.export_error.emit(message)
+        return self.exports.report_data()
 
     # -- closing ------------------------------------------------------------------------------
     def on_window_close_requested(self) -> None:

@@ -62,7 +62,16 @@ class WorkerRequests(Protocol):
         ...
 
     def export_reports(self, directory: Path, data: ReportData) -> None:
-        """Write the tabular reports (answer: exported, then the PDF on the UI thread; or failed)."""
+        """Write every report into ``directory`` (answers: progress, then reports written, failed
+        or cancelled); the folder changes only when all of them are written."""
+        ...
+
+    def cancel_export(self) -> None:
+        """Stop the export in progress; nothing in its folder changes (answer: cancelled)."""
+        ...
+
+    def note_reports(self, directory: Path) -> None:
+        """The open source's reports were written into ``directory`` (the project remembers it)."""
         ...
 
 

@@ -91,7 +91,7 @@ class ScriptedRun:
     def _after_run(self) -> None:
         if self.options.export is not None:
             self.stage = Stage.EXPORT
-            self.controller.export(self.options.export)
+            self.controller.export(self.options.export, ask=False)  # nobody to ask: refused
         else:
             self._finish(self.exit_code)
 

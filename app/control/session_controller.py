@@ -25,7 +25,7 @@ from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceR
 from app.core.phase import Phase
 from app.core.project_lines import project_lines
 from app.core.projects import ProjectStore
-from app.core.recent import read_inputs, shown_inputs
+from app.core.recent import export_folder, read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
 from app.core.run_items import Selection, image_title
 from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
@@ -266,7 +266,9 @@ class SessionController:
         """The current project's folders and slides, most recent first (the welcome page, File ▸ Open recent)."""
         info = self.state.info
         inputs = read_inputs(info.project.path) if info is not None and self.state.state_dir is None else ()
-        self.view.set_inputs(shown_inputs(inputs))
+        lines = shown_inputs(inputs)
+        self.view.set_inputs(lines)
+        self.view.set_start_folder("export", export_folder(lines, self.model.source))
 
     def clear_screen(self) -> None:
         """Forget what is open and shown before another project is opened (switched to, renamed,

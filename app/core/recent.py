@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app._engine import UnsafeFileError, atomic_write_bytes, read_regular
+from app._engine import SlideSource, Source, UnsafeFileError, atomic_write_bytes, read_regular
 from app.core.projects import now_iso
 
 logger = logging.getLogger(__name__)
@@ -180,3 +180,17 @@ def shown_inputs(inputs: tuple[Input, ...]) -> list[InputLine]:
             text += " · missing"
         lines.append(InputLine(entry.path, entry.kind, text, missing, entry.images, reports))
     return lines
+
+
+def export_folder(lines: list[InputLine], source: Source | None) -> str:
+    """Where the export dialog starts: the folder the open source's reports were last written
+    into, else this project's latest reports, else beside the open folder or slide -- never a
+    folder remembered from another project (its reports were replaced from there, issue 27)."""
+    opened = None if source is None else str(source.path if isinstance(source, SlideSource) else source.root)
+    for line in lines:
+        if line.path == opened and line.reports is not None:
+            return line.reports
+    latest = next((line.reports for line in lines if line.reports is not None), None)
+    if latest is not None:
+        return latest
+    return str(Path(opened).parent) if opened is not None else ""

@@ -2,28 +2,27 @@
 
 The gallery is chosen here (wrong cases first, most confident first; then flagged ones), with
 the previews and overlays at hand; the export worker reads the previews that are not (rows of an
-earlier session) and burns the overlays in (:func:`complete_gallery`).
+earlier session) and burns the overlays in (:class:`app.worker.exporting.TabularExport`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from app._engine import F2TTAError, SlideSource
+from app._engine import SlideSource
 from app._engine import __version__ as engine_version
 from app.core.certificates import reverted_row
 from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
 from app.core.open_session import OpenSession
-from app.core.overlay import composite, slide_heatmap
+from app.core.overlay import slide_heatmap
 from app.core.project_lines import model_text
 from app.core.run_model import RunModel
-from app.reports.files import ExampleImage, GalleryItem, ReportData
+from app.reports.files import GalleryItem, ReportData
 
 logger = logging.getLogger(__name__)
 
@@ -203,29 +202,3 @@ def hyperparameters(method: str) -> tuple[tuple[str, str, str], ...]:
         (f.name, str(f.default), readable_help(f.help or ""))
         for f in config_fields(method_config_class(method))
     )
-
-
-def complete_gallery(
-    data: ReportData, read_preview: Callable[[int], np.ndarray | None], opacity: float = 0.4
-) -> ReportData:
-    """``data`` with its gallery made into images: missing previews read again, overlays burnt in.
-
-    Runs on the export worker (reading images is not UI work). A case whose image cannot be read
-    is left out with a note in the log.
-    """
-    examples = []
-    for item in data.gallery:
-        preview = item.preview
-        if preview is None:
-            try:
-                preview = read_preview(item.row.position)
-            except (F2TTAError, OSError) as exc:
-                logger.warning("%s is left out of the report's gallery: %s", item.row.name, exc)
-                continue
-        if preview is None:
-            continue
-        rgb = side_by_side(preview, composite(preview, item.overlay, opacity=opacity))
-        examples.append(
-            ExampleImage(item.caption[0], rgb, item.caption[1:], item.group, item.overlay is not None)
-        )
-    return dataclasses.replace(data, examples=tuple(examples)) if examples else data

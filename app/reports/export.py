@@ -146,7 +146,9 @@ def commit(directory: Path, names: Sequence[str], every_kind: Iterable[str]) -> 
     Args:
         directory: the export folder.
         names: the files staged by this export, in the order to report them.
-        every_kind: every report file name an export may write.
+        every_kind: the files of this project's own earlier reports in ``directory``: those this
+            export does not write are removed (nothing else this export did not write is deleted;
+            :mod:`app.reports.ownership`).
 
     Returns:
         The paths written.

@@ -3,7 +3,7 @@
 
 The PDF report is written by :mod:`app.reports.pdf` from the same :class:`ReportData`. An export
 stages every file and commits them as one set (:mod:`app.reports.export`): the tables on the worker's
-thread (:func:`stage_tabular_reports`), the PDF and the commit on the GUI thread. Names that are
+thread (:class:`app.worker.exporting.TabularExport`), the PDF and the commit on the GUI thread. Names that are
 not UTF-8 keep their bytes in the CSVs (as ``f2tta run`` writes them) and are escaped in the JSON.
 """
 
@@ -131,6 +131,10 @@ class ReportData:
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
     certificates: tuple[dict[str, Any], ...] = ()  # CertificateBook.summaries(): one per site group
     certificate_texts: tuple[str, ...] = ()  # Certificate.describe() of each group, in the same order
+    # Files of this project's own earlier reports of this source that this export does not write:
+    # they go (no old tiles.geojson beside a folder's reports). Nothing else this export did not
+    # write is deleted (app.reports.ownership).
+    remove: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,7 @@ class StagedReports:
 
     directory: Path
     names: tuple[str, ...]
+    remove: tuple[str, ...] = ()  # earlier files of this project's own reports that go (ReportData)
 
 
 def _encoded(text: str) -> bytes:
@@ -257,6 +262,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
         "run": data.run_config,
         "device": data.device,
         "project": data.project,
+        "report_files": report_files(data),  # this set: a later export of it removes no other file
         "state_fingerprint": data.state_fingerprint,
         "summary": {
             "images": s.images,
@@ -303,14 +309,16 @@ def report_failure(exc: Exception, directory: Path) -> str:
     return f"Reports cannot be written to {shown(directory)}: {shown(exc)}; the reports there are unchanged"
 
 
-def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
-    """Stage the CSV, JSON and (for slides) GeoJSON in ``directory``; the PDF and the commit follow.
+def report_files(data: ReportData) -> list[str]:
+    """The files an export of ``data`` writes, in the order they are reported."""
+    names = [CSV_NAME, CONFIG_NAME]
+    names += [REVIEWS_NAME] if data.marks else []
+    names += [GEOJSON_NAME] if data.source_kind == "slide" else []
+    return [*names, PDF_NAME]
 
-    Raises:
-        OSError: the folder or a destination cannot be used, or a file cannot be staged (a full
-            disk); nothing of the earlier reports was changed.
-    """
-    prepare(directory, REPORT_KINDS)
+
+def tabular_reports(data: ReportData) -> list[tuple[str, bytes]]:
+    """The CSV, JSON, reviews and (for slides) GeoJSON reports of ``data``, by file name."""
     files = [(CSV_NAME, csv_bytes(data.raw_rows or data.rows)), (CONFIG_NAME, config_bytes(data))]
     if data.marks:
         files.append((REVIEWS_NAME, reviews_bytes(data)))
@@ -320,10 +328,23 @@ def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
             data.rows, data.classes, data.source_path, positive if isinstance(positive, int) else 1
         )
         files.append((GEOJSON_NAME, tiles))
+    return files
+
+
+def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
+    """Stage :func:`tabular_reports` in ``directory`` at once; the PDF and the commit follow (the app
+    stages them in steps: :class:`app.worker.exporting.TabularExport`).
+
+    Raises:
+        OSError: the folder or a destination cannot be used, or a file cannot be staged (a full
+            disk); nothing of the earlier reports was changed.
+    """
+    prepare(directory, REPORT_KINDS)
+    files = tabular_reports(data)
     try:
         for name, content in files:
             stage(directory, name, content)
     except BaseException:
         discard(directory)
         raise
-    return StagedReports(directory, tuple(name for name, _ in files))
+    return StagedReports(directory, tuple(name for name, _ in files), data.remove)

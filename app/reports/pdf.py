@@ -15,6 +15,7 @@ staging, which reports a full disk (:mod:`app.reports.export`).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,23 +183,26 @@ def paginate(heights: list[float], page_height: float, breaks: list[bool]) -> li
     return pages
 
 
-def add_pdf(staged: StagedReports, data: ReportData) -> list[Path] | str:
-    """The PDF staged beside the tables ``staged`` and the whole set committed: the paths written
-    (``predictions.csv`` first), or what to tell the user when it cannot be done (then nothing of
-    the earlier reports in that folder has changed).
-
-    Called on the GUI thread: see :func:`app.worker.io.write_reports`.
-    """
-    directory = staged.directory
+def commit_pdf(staged: StagedReports, content: bytes) -> list[Path] | str:
+    """``content`` checked, staged as the PDF beside the tables ``staged`` and the whole set
+    committed: the paths written (``predictions.csv`` first), or what to tell the user when it
+    cannot be done (then nothing of the earlier reports in that folder has changed)."""
     try:
-        content = pdf_bytes(data)
         check_pdf(content)
-        stage(directory, PDF_NAME, content)
-        return commit(directory, [*staged.names, PDF_NAME], REPORT_KINDS)
-    except Exception as exc:  # the scripted mode waits for an answer either way
-        with contextlib.suppress(OSError):  # staged files go; a commit already begun is completed
-            recover(directory, REPORT_KINDS)
-        return report_failure(exc, directory)
+        stage(staged.directory, PDF_NAME, content)
+        return commit(staged.directory, [*staged.names, PDF_NAME], staged.remove)  # app.reports.ownership
+    except Exception as exc:
+        return fail_export(staged, exc)
+
+
+def fail_export(staged: StagedReports, exc: BaseException | None) -> str:
+    """Take back what the export staged (a commit already begun is completed) and say why it
+    failed (``exc`` None: it was cancelled)."""
+    with contextlib.suppress(OSError):
+        recover(staged.directory, REPORT_KINDS)
+    if exc is None:
+        return ""
+    return report_failure(exc if isinstance(exc, Exception) else RuntimeError(str(exc)), staged.directory)
 
 
 def write_pdf(path: Path, data: ReportData) -> Path:
@@ -210,27 +214,58 @@ def write_pdf(path: Path, data: ReportData) -> Path:
 
 
 def pdf_bytes(data: ReportData) -> bytes:
-    """The report as a PDF document, rendered in memory."""
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    writer = QPdfWriter(buffer)
-    writer.setTitle(f"{APP_NAME} report")
-    writer.setCreator(f"{APP_NAME} {data.software_version}")
-    writer.setPageLayout(
-        QPageLayout(
-            QPageSize(QPageSize.PageSizeId.A4), QPageLayout.Orientation.Portrait, QMarginsF(15, 14, 15, 12)
+    """The report as a PDF document, rendered in memory (all steps at once)."""
+    render = PdfRender(data)
+    for _ in render.steps():
+        pass
+    return render.result
+
+
+class PdfRender:
+    """The report rendered as a PDF in memory, one block or one page per step.
+
+    :meth:`steps` yields ``(what, done, total)`` after each block is laid out and after each page
+    is drawn, so the GUI thread can turn its event loop between them. Qt's text layout must stay
+    on that thread: it takes Qt's connection mutexes while PySide holds the interpreter, and on the
+    worker's thread that deadlocked against the GUI thread destroying Qt objects (it holds the
+    mutex and waits for the interpreter). Once the
+    steps are exhausted, :attr:`result` holds the PDF; :meth:`close` lets go of a render stopped
+    half-way (a cancelled export).
+    """
+
+    def __init__(self, data: ReportData) -> None:
+        self.data = data
+        self.result = b""
+        self._buffer = QBuffer()
+        self._writer: QPdfWriter | None = None
+        self._painter: QPainter | None = None
+
+    def steps(self) -> Iterator[tuple[str, int, int]]:
+        data = self.data
+        self._buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        writer = self._writer = QPdfWriter(self._buffer)
+        writer.setTitle(f"{APP_NAME} report")
+        writer.setCreator(f"{APP_NAME} {data.software_version}")
+        writer.setPageLayout(
+            QPageLayout(
+                QPageSize(QPageSize.PageSizeId.A4),
+                QPageLayout.Orientation.Portrait,
+                QMarginsF(15, 14, 15, 12),
+            )
         )
-    )
-    writer.setResolution(RESOLUTION)
-    width, height = float(writer.width()), float(writer.height())
-    body = height - FOOTER_PX
-    blocks = report_blocks(data, width=int(width))
-    images = _images(data)
-    docs = [_document(b, width, images) for b in blocks]
-    pieces = _pieces(docs, blocks, body)
-    pages = paginate([p.height for p in pieces], body, [p.new_page for p in pieces])
-    painter = QPainter(writer)
-    try:
+        writer.setResolution(RESOLUTION)
+        width, height = float(writer.width()), float(writer.height())
+        body = height - FOOTER_PX
+        blocks = report_blocks(data, width=int(width))
+        images = _images(data)
+        docs = []
+        for i, block in enumerate(blocks):
+            docs.append(_document(block, width, images))
+            docs[-1].size()  # laid out now, in this step
+            yield "Laying out the PDF", i + 1, len(blocks)
+        pieces = _pieces(docs, blocks, body)
+        pages = paginate([p.height for p in pieces], body, [p.new_page for p in pieces])
+        painter = self._painter = QPainter(writer)
         for number, page in enumerate(pages, 1):
             if number > 1:
                 writer.newPage()
@@ -243,11 +278,18 @@ def pdf_bytes(data: ReportData) -> bytes:
                 painter.restore()
                 y += piece.height + BLOCK_GAP_PX
             _footer(painter, width, height, f"{number} / {len(pages)}")
-    finally:
-        painter.end()
-    del writer  # flushes the document into the buffer
-    buffer.close()
-    return bytes(buffer.data().data())
+            yield "Writing the PDF", number, len(pages)
+        self.close()
+        self.result = bytes(self._buffer.data().data())
+
+    def close(self) -> None:
+        """End the painter and the writer (the document is flushed into the buffer)."""
+        if self._painter is not None:
+            self._painter.end()
+            self._painter = None
+        self._writer = None  # deleting the writer flushes the document
+        if self._buffer.isOpen():
+            self._buffer.close()
 
 
 def _footer(painter: QPainter, width: float, height: float, page: str) -> None:

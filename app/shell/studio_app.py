@@ -2,9 +2,9 @@
 
 :class:`StudioApp` is what ``main()`` (and the app's tests and benchmarks) build. It installs the
 process-wide guards (:mod:`app.runtime`), starts the engine worker in its own ``QThread`` behind a
-:class:`~app.shell.worker_link.WorkerLink`, makes the timer that paces the views, connects every
-signal to its handler (:mod:`app.shell.wiring`), writes the PDF on the UI thread when the worker has
-staged the tables, and ends the thread at shutdown. The logic is the
+:class:`~app.shell.worker_link.WorkerLink` (with the export's PDF job), makes the timer that paces
+the views, connects every signal to its handler (:mod:`app.shell.wiring`) and ends the thread at
+shutdown. The logic is the
 :class:`~app.control.controller.Controller`'s, which imports no Qt; its events are offered here again
 as Qt signals, for ``qtbot.waitSignal`` and for local event loops.
 """
@@ -20,8 +20,6 @@ from app.control.controller import Controller
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.settings import AppSettings
-from app.reports.files import ReportData, StagedReports
-from app.reports.pdf import add_pdf
 from app.runtime.collector import collect_on_gui_thread
 from app.runtime.singleton_refs import protect_singletons
 from app.shell.log_bridge import LogBridge
@@ -95,22 +93,13 @@ class StudioApp(QObject):
             event.connect(signal.emit)
         events.shutdown_needed.connect(lambda _: self.shutdown())
         connect_on_ui_thread(self, window_connections(window, self.controller))
-        connect_on_ui_thread(self, worker_connections(self.worker, self.controller, self._write_pdf))
+        connect_on_ui_thread(self, worker_connections(self.worker, self.controller, self.link.pdf))
         connect_on_ui_thread(self, app_connections(self.timer, self.log_bridge, self.controller))
         # Direct: quit() is called on the worker thread right after close(), which is thread-safe
         # (the UI thread may be waiting for the thread to end, see shutdown).
         self.worker.closed.connect(self.engine_thread.quit, Qt.ConnectionType.DirectConnection)
         collect_on_gui_thread()  # from now on no collection runs on the engine's thread (see the module)
         self.engine_thread.start()
-
-    def _write_pdf(self, staged: StagedReports, data: ReportData) -> None:
-        """The worker staged the tables: the PDF is written here, on the UI thread, and the set
-        put in place (see :func:`app.worker.io.write_reports`)."""
-        paths = add_pdf(staged, data)
-        if isinstance(paths, str):
-            self.controller.on_worker_export_failed(paths)
-        else:
-            self.controller.on_reports_written(paths)
 
     def shutdown(self, timeout_ms: int = 30000) -> None:
         """Stop any run (saving the state), release the session and end the worker thread."""

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QTimer, SignalInstance
 
 from app.control.controller import Controller
 from app.shell.log_bridge import LogBridge
+from app.shell.pdf_job import PdfJob
 from app.views.main_window import MainWindow
 from app.worker.engine_worker import EngineWorker
 
@@ -38,6 +39,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.stopRequested, c.stop),
         (window.resetRequested, sessions.request_reset),  # the window asked the user to confirm
         (window.exportRequested, c.export),
+        (window.cancelExportRequested, c.exports.cancel),
         (window.settingsRequested, projects.on_window_settings_requested),
         (window.aboutRequested, sessions.on_window_about_requested),
         (window.projectSelected, projects.select),
@@ -57,11 +59,9 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
     ]
 
 
-def worker_connections(
-    worker: EngineWorker, c: Controller, exported: Callable[..., object]
-) -> list[Connection]:
-    """The worker's answers, to the controller's parts; ``exported`` receives the staged tabular
-    reports and writes the PDF on the UI thread. (``closed`` is not here: it ends the worker's
+def worker_connections(worker: EngineWorker, c: Controller, pdf: PdfJob) -> list[Connection]:
+    """The worker's answers, to the controller's parts; ``pdf`` writes the export's PDF on the UI
+    thread once the worker staged the tables. (``closed`` is not here: it ends the worker's
     thread directly, see :class:`app.shell.studio_app.StudioApp`.)"""
     sessions, projects = c.sessions, c.projects
     return [
@@ -80,8 +80,14 @@ def worker_connections(
         (worker.previewReady, c.on_worker_preview_ready),
         (worker.previewFailed, sessions.on_worker_preview_failed),
         (worker.regionReady, c.on_worker_region_ready),
-        (worker.exported, exported),
-        (worker.exportFailed, c.on_worker_export_failed),
+        (worker.exportProgress, c.exports.on_export_progress),
+        (worker.exported, pdf.start),
+        (worker.exportFailed, c.exports.on_export_failed),
+        (worker.exportCancelled, c.exports.on_export_cancelled),
+        (pdf.progress, c.exports.on_export_progress),
+        (pdf.finished, c.exports.on_reports_written),
+        (pdf.failed, c.exports.on_export_failed),
+        (pdf.cancelled, c.exports.on_export_cancelled),
     ]
 
 

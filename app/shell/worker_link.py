@@ -1,5 +1,6 @@
 """The engine worker behind the controller's request interface (the Qt side of
-:class:`app.control.requests.WorkerRequests`).
+:class:`app.control.requests.WorkerRequests`), with the export's PDF job
+(:class:`~app.shell.pdf_job.PdfJob`), which the controller sees as part of the export.
 
 :class:`WorkerLink` lives on the UI thread; each request is a queued signal to the
 :class:`~app.worker.engine_worker.EngineWorker`'s slot in its own thread, so the request is served
@@ -15,6 +16,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.core.messages import RegionRequest, SessionRequest, SourceRequest
 from app.reports.files import ReportData
+from app.shell.pdf_job import PdfJob
 from app.worker.engine_worker import EngineWorker
 
 
@@ -32,11 +34,13 @@ class WorkerLink(QObject):
     _loadPreview = Signal(int)
     _readRegion = Signal(object)  # RegionRequest
     _exportReports = Signal(object, object)  # Path (a str signal cuts a name that is not UTF-8), ReportData
+    _noteReports = Signal(object)  # Path
     _close = Signal()
 
     def __init__(self, worker: EngineWorker) -> None:
         super().__init__()
         self._worker = worker
+        self.pdf = PdfJob(self)  # the export's PDF, written here on the UI thread after the worker's part
         for request, slot in (
             (self._openSession, worker.open_session),
             (self._openSource, worker.open_source),
@@ -49,6 +53,7 @@ class WorkerLink(QObject):
             (self._loadPreview, worker.load_preview),
             (self._readRegion, worker.read_region),
             (self._exportReports, worker.export_reports),
+            (self._noteReports, worker.note_reports),
             (self._close, worker.close),
         ):
             request.connect(slot)
@@ -88,7 +93,17 @@ class WorkerLink(QObject):
         self._readRegion.emit(request)
 
     def export_reports(self, directory: Path, data: ReportData) -> None:
+        self._worker.request_export_cancel(False)
+        self.pdf.expect()
         self._exportReports.emit(directory, data)
+
+    def cancel_export(self) -> None:
+        """Stop the export in progress, wherever it is (the worker's part or the PDF)."""
+        self._worker.request_export_cancel()  # thread-safe: seen before the worker's next step
+        self.pdf.cancel()
+
+    def note_reports(self, directory: Path) -> None:
+        self._noteReports.emit(directory)
 
     def close(self) -> None:
         """Release the session and journal; the worker emits ``closed`` and its thread ends."""

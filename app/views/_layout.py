@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import (
     QMainWindow,
     QProgressBar,
+    QPushButton,
     QSplitter,
     QStackedWidget,
     QStatusBar,
@@ -150,12 +151,32 @@ class StatusParts:
         self.project_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.reviewer_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
         self.reviewer_label.setToolTip("Each review mark is kept with this name (Settings ▸ Reviewer name)")
+        # An export under way: what it does, how far, and its Cancel (hidden otherwise).
+        self.export_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+        self.export_bar = QProgressBar()
+        self.export_bar.setMaximumWidth(140)
+        self.export_cancel = QPushButton("Cancel export")
+        self.export_cancel.setToolTip("Stop the export: the folder stays as it was")
         status.addWidget(self.phase_label)
         status.addWidget(self.progress_bar)
         status.addWidget(self.progress_label, 2)
         status.addWidget(self.project_label, 2)
         status.addWidget(self.reviewer_label, 1)
         status.addWidget(self.model_label, 3)
+        for widget in (self.export_label, self.export_bar, self.export_cancel):
+            status.addPermanentWidget(widget)
+        self.show_export(None)
+
+    def show_export(self, step: tuple[str, int, int] | None) -> None:
+        """An export's step ``(what, done, total)`` (total 0: how far is not known), or None: no export."""
+        for widget in (self.export_label, self.export_bar, self.export_cancel):
+            widget.setVisible(step is not None)
+        if step is None:
+            return
+        what, done, total = step
+        self.export_label.set_full_text(f"{what} ({done} of {total})" if total else what)
+        self.export_bar.setRange(0, max(total, 0))  # 0, 0: a busy bar
+        self.export_bar.setValue(min(done, total))
 
 
 def fit_to_screen(window: QMainWindow) -> None:

@@ -87,6 +87,8 @@ class MainWindow(WindowBase):
         self.welcome.inputClicked.connect(self._on_welcome_input_clicked)
         self.welcome.reportsClicked.connect(self.open_location)
         self.panes.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
+        self.status_parts.export_cancel.clicked.connect(self.cancelExportRequested)
+        self._export_allowed = False  # what the phase allows; an export under way allows no other
 
     # -- state from the controller ------------------------------------------------------------
     def set_actions(self, phase: Phase, actions: Actions, status: str | None = None) -> None:
@@ -103,10 +105,11 @@ class MainWindow(WindowBase):
             (c.new_project, actions.settings),
             (c.rename_project, actions.settings),
             (c.delete_project, actions.settings),
-            (c.export, actions.export),
+            (c.export, actions.export and not self.status_parts.export_cancel.isVisibleTo(self)),
             (c.settings, actions.settings),
         ):
             act.setEnabled(enabled)
+        self._export_allowed = actions.export
         c.project_combo.setEnabled(actions.settings)
         for act in c.orders.values():
             act.setEnabled(actions.settings)
@@ -140,6 +143,19 @@ class MainWindow(WindowBase):
 
     def set_start_folders(self, folders: dict[str, str]) -> None:
         self.start_folders = dict(folders)
+
+    def set_start_folder(self, kind: str, folder: str) -> None:
+        """Where the ``kind`` file dialog starts ("" : the dialog's own choice)."""
+        self.start_folders[kind] = folder
+
+    def show_export_progress(self, what: str, done: int, total: int) -> None:
+        """An export under way: its step in the status bar with Cancel; Export waits for it."""
+        self.status_parts.show_export((what, done, total))
+        self.commands.export.setEnabled(False)
+
+    def hide_export_progress(self) -> None:
+        self.status_parts.show_export(None)
+        self.commands.export.setEnabled(self._export_allowed)
 
     def set_project_summary(self, text: str) -> None:
         self.status_parts.project_label.set_full_text(text)

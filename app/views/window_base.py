@@ -53,6 +53,7 @@ class WindowBase(QMainWindow):
     stopRequested = Signal()
     resetRequested = Signal()
     exportRequested = Signal(str)
+    cancelExportRequested = Signal()  # stop the export under way (its folder stays as it was)
     settingsRequested = Signal()
     aboutRequested = Signal()
     projectSelected = Signal(str)

@@ -38,7 +38,6 @@ from app._engine import (
     Source,
     SourceError,
     StreamRun,
-    check_source,
     read_item,
     shown,
     tile_reader,
@@ -52,13 +51,12 @@ from app.core.messages import (
     SourceOpened,
     SourceRequest,
 )
-from app.core.overlay import Overlay
 from app.core.projects import Project, ProjectError, ProjectStore
-from app.core.reviews import REVIEW_DIR, OverlayStore
-from app.reports.files import ReportData, report_failure
+from app.core.reviews import OverlayStore
+from app.reports.files import ReportData
 from app.worker import opening
-from app.worker.io import judge_kind, read_preview, read_region, write_reports
-from app.worker.opening import load_session, note_progress, open_journal, open_project, open_source
+from app.worker.exporting import TabularExport
+from app.worker.io import judge_kind, read_preview, read_region
 from app.worker.results import item_failure, item_result, run_ended, session_info
 
 logger = logging.getLogger(__name__)
@@ -84,14 +82,17 @@ class EngineWorker(QObject):
     previewReady = Signal(int, object)  # stream position, (H, W, 3) uint8
     previewFailed = Signal(int, str)
     regionReady = Signal(object)  # RegionRead
+    exportProgress = Signal(str, int, int)  # what, done, of how many
     exported = Signal(object, object)  # StagedReports, ReportData with its gallery complete
     exportFailed = Signal(str)
+    exportCancelled = Signal()
     closed = Signal()
 
     def __init__(self) -> None:
         super().__init__()
         self._pause = threading.Event()
         self._stop = threading.Event()
+        self._export_stop = threading.Event()
         self._session: Session | None = None
         self._request: SessionRequest | None = None
         self._project: Project | None = None
@@ -120,24 +121,12 @@ class EngineWorker(QObject):
     def open_session(self, request: SessionRequest) -> None:
         self._release()
         try:
-            session = load_session(request)
-        except Exception as exc:  # ModelLoadError, unknown method, bad settings, unavailable device, ...
-            if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
-                logger.exception("loading %s failed", request.model)
-            self.sessionFailed.emit(shown(f"Cannot load the model {request.model}: {exc}"))
+            opened = opening.open_session(request)
+        except opening.OpenFailed as exc:
+            self.sessionFailed.emit(str(exc))
             return
-        try:
-            project = open_project(request)
-        except (ProjectError, OSError) as exc:
-            self.sessionFailed.emit(shown(f"Cannot open project {request.project!r}: {exc}"))
-            return
-        self._session, self._request, self._project = session, request, project
-        self._journal, self._project_error = open_journal(project, session)
-        if self._project_error is None:
-            try:
-                project.note_model(str(request.model), request.method, dict(request.method_config))
-            except OSError as exc:
-                logger.warning("project %s cannot record its model: %s", project.name, exc)
+        self._session, self._request, self._project = opened.session, request, opened.project
+        self._journal, self._project_error = opened.journal, opened.error
         self.sessionReady.emit(self._info())
 
     @Slot(str)
@@ -199,7 +188,9 @@ class EngineWorker(QObject):
             return
         slide: Slide | None = None
         try:
-            source, slide, tissue = open_source(request, self._session.card, self._project, self._journal)
+            source, slide, tissue = opening.open_source(
+                request, self._session.card, self._project, self._journal
+            )
             rows = tuple(self._journal.rows(source.source_id))
         except Exception as exc:  # never leave the UI waiting for an answer; what was open stays open
             if slide is not None:
@@ -217,26 +208,19 @@ class EngineWorker(QObject):
 
     def _opened(self, rows: tuple[PredictionRow, ...]) -> SourceOpened:
         """The open source with its restored rows, their kept overlays and the review folder."""
-        assert self._source is not None and self._journal is not None
-        source = self._source
-        done = len(self._journal.source(source.source_id).done())
-        review_dir = self._project.path / REVIEW_DIR if self._project is not None else None
-        overlays: dict[str, Overlay] = {}
-        if review_dir is not None:
-            if self._overlays is not None:
-                self._overlays.close()
-            self._overlays = OverlayStore(review_dir, source.source_id)
-            overlays = self._overlays.load(r.key for r in rows)
-        others = [
-            len(rec.processed)
-            for sid, rec in self._journal.record.items()
-            if sid != source.source_id and rec.processed
-        ]
-        gate = () if self._session is None else check_source(source, self._session.card, self._looks_like)
-        n = (len(others), sum(others))
-        return SourceOpened(
-            source, done, rows, overlays, review_dir, self._tissue, *n, self._looks_like, gate
+        assert self._source is not None and self._journal is not None and self._session is not None
+        if self._overlays is not None:
+            self._overlays.close()
+        opened, self._overlays = opening.source_opened(
+            self._source,
+            rows,
+            self._journal,
+            self._project,
+            self._session.card,
+            self._tissue,
+            self._looks_like,
         )
+        return opened
 
     def _close_slide(self) -> None:
         if self._slide is not None:
@@ -329,7 +313,7 @@ class EngineWorker(QObject):
                 name = self._project.name if self._project else "?"
                 self.saveFailed.emit(shown(f"Project '{name}': {outcome.error}"))
             elif self._project is not None and self._session is not None:
-                note_progress(self._project, self._source, self._journal)
+                opening.note_progress(self._project, self._source, self._journal)
                 self.stateSaved.emit(self._project.note_saved(self._session))
         elif isinstance(outcome, Failed):
             logger.debug("run failed: %s", outcome.message)
@@ -372,18 +356,29 @@ class EngineWorker(QObject):
             if read is not None:
                 self.regionReady.emit(read)
 
+    def request_export_cancel(self, cancel: bool = True) -> None:
+        """Thread-safe: the export stops before its next step and takes back what it staged
+        (``cancel`` False: arm it for the next export, before it is queued)."""
+        (self._export_stop.set if cancel else self._export_stop.clear)()
+
     @Slot(object, object)
     def export_reports(self, directory: Path, data: ReportData) -> None:
-        """The tabular reports into ``directory``; the gallery's missing previews are read here (the PDF
-        is written on the GUI thread, see :func:`app.worker.io.write_reports`)."""
+        """The tabular reports staged in ``directory`` and the gallery's images read, in steps
+        (:class:`app.worker.exporting.TabularExport`); the PDF follows on the GUI thread."""
         source, slide = self._source, self._slide
-        try:
-            written, complete = write_reports(Path(directory), data, lambda p: read_preview(source, slide, p))
-        except Exception as exc:  # the scripted mode waits for one of the two answers
-            self.exportFailed.emit(report_failure(exc, Path(directory)))
-            return
-        opening.note_reports(self._project, source, Path(directory))
-        self.exported.emit(written, complete)
+        export = TabularExport(
+            Path(directory), data, lambda p: read_preview(source, slide, p), self._export_stop
+        )
+        failure = export.run(self.exportProgress.emit)
+        if export.staged is not None:
+            self.exported.emit(export.staged, export.data)
+        else:
+            (self.exportFailed.emit(failure) if failure else self.exportCancelled.emit())
+
+    @Slot(object)
+    def note_reports(self, directory: Path) -> None:
+        """The open source's reports are in ``directory`` (its project's list of inputs says so)."""
+        opening.note_reports(self._project, self._source, Path(directory))
 
     def _release(self) -> None:
         """Close the slide and the journal (its lock), forget the session."""

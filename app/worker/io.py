@@ -1,5 +1,5 @@
-"""The engine worker's reading and writing between images (Qt-free): previews, slide regions,
-what a source's images look like, the card's checksum, and the reports.
+"""The engine worker's reading between images (Qt-free): previews, slide regions, what a source's
+images look like and the card's checksum (its part of an export: :mod:`app.worker.exporting`).
 
 These run on the worker's thread (:mod:`app.worker.engine_worker`), which owns the open source and slide.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ from app._engine import (
 )
 from app.core.messages import RegionRead, RegionRequest
 from app.core.overlay import preview_array
-from app.reports.files import ReportData, StagedReports
 
 logger = logging.getLogger(__name__)
 
@@ -101,23 +99,3 @@ def read_region(slide: Slide, request: RegionRequest) -> RegionRead | None:
     out = np.ascontiguousarray(rgb, dtype=np.uint8)
     out.setflags(write=False)
     return RegionRead(request, out)
-
-
-def write_reports(
-    directory: Path, data: ReportData, read: Callable[[int], np.ndarray | None]
-) -> tuple[StagedReports, ReportData]:
-    """Stage the CSV, JSON and GeoJSON reports; ``read`` gives the gallery's previews not at hand.
-
-    Returns the files staged and ``data`` with its gallery complete, from which the GUI thread
-    renders the PDF and commits the set (:func:`app.reports.pdf.add_pdf`): its text layout takes
-    Qt's connection mutexes while PySide holds the GIL, and on this thread that deadlocked against
-    the GUI thread destroying Qt objects (it holds the mutex and waits for the GIL).
-
-    Raises:
-        OSError: a report cannot be written (anything else is a bug, raised as it is).
-    """
-    from app.reports.data import complete_gallery
-    from app.reports.files import stage_tabular_reports
-
-    data = complete_gallery(data, read)
-    return stage_tabular_reports(directory, data), data

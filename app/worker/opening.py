@@ -15,25 +15,71 @@ from typing import NamedTuple
 import numpy as np
 
 from app._engine import (
+    F2TTAError,
     Journal,
+    Kind,
     ModelCard,
+    PredictionRow,
     Session,
     SettingsMismatchError,
     Slide,
     SlideSource,
     Source,
     StateError,
+    check_source,
     in_recorded_order,
     method_config,
     open_folder,
     open_slide_source,
+    shown,
     tissue_mask,
 )
 from app.core import notices, recent
-from app.core.messages import SessionRequest, SourceRequest
-from app.core.projects import Project, ProjectStore
+from app.core.messages import SessionRequest, SourceOpened, SourceRequest
+from app.core.overlay import Overlay
+from app.core.projects import Project, ProjectError, ProjectStore
+from app.core.reviews import REVIEW_DIR, OverlayStore
 
 logger = logging.getLogger(__name__)
+
+
+class OpenFailed(Exception):
+    """The session a request names cannot be opened; the message is for the user."""
+
+
+class OpenedSession(NamedTuple):
+    """A session with its project and journal (``journal`` None and ``error`` set: the project's
+    state cannot be used with it; the reason is the user's to read)."""
+
+    session: Session
+    project: Project
+    journal: Journal | None
+    error: str | None
+
+
+def open_session(request: SessionRequest) -> OpenedSession:
+    """The model and method of ``request``, its project and the project's journal restored into it.
+
+    Raises:
+        OpenFailed: the model or the project cannot be opened (the message says why).
+    """
+    try:
+        session = load_session(request)
+    except Exception as exc:  # ModelLoadError, unknown method, bad settings, unavailable device, ...
+        if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
+            logger.exception("loading %s failed", request.model)
+        raise OpenFailed(shown(f"Cannot load the model {request.model}: {exc}")) from exc
+    try:
+        project = open_project(request)
+    except (ProjectError, OSError) as exc:
+        raise OpenFailed(shown(f"Cannot open project {request.project!r}: {exc}")) from exc
+    journal, error = open_journal(project, session)
+    if error is None:
+        try:
+            project.note_model(str(request.model), request.method, dict(request.method_config))
+        except OSError as exc:
+            logger.warning("project %s cannot record its model: %s", project.name, exc)
+    return OpenedSession(session, project, journal, error)
 
 
 def load_session(request: SessionRequest) -> Session:
@@ -140,3 +186,32 @@ def _note(
         record(project.path, path)
     except OSError as exc:
         logger.warning("project %s cannot record %s of %s: %s", project.name, what, path, exc)
+
+
+def source_opened(
+    source: Source,
+    rows: tuple[PredictionRow, ...],
+    journal: Journal,
+    project: Project | None,
+    card: ModelCard,
+    tissue: np.ndarray | None,
+    looks_like: Kind | None,
+) -> tuple[SourceOpened, OverlayStore | None]:
+    """What the UI is told about a source just opened -- its restored rows with their kept overlays,
+    the review folder, the gate's verdict, the project's other sources -- and the overlay store
+    its new rows are kept in (None without a project folder)."""
+    done = len(journal.source(source.source_id).done())
+    review_dir = project.path / REVIEW_DIR if project is not None else None
+    overlays: dict[str, Overlay] = {}
+    store = None
+    if review_dir is not None:
+        store = OverlayStore(review_dir, source.source_id)
+        overlays = store.load(r.key for r in rows)
+    others = [
+        len(rec.processed) for sid, rec in journal.record.items() if sid != source.source_id and rec.processed
+    ]
+    gate = check_source(source, card, looks_like)
+    opened = SourceOpened(
+        source, done, rows, overlays, review_dir, tissue, len(others), sum(others), looks_like, gate
+    )
+    return opened, store

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,38 @@ def loads_bounded(data: bytes | str, *, max_bytes: int, max_depth: int) -> Any:
         return json.loads(raw.decode("utf-8"))
     except RecursionError as exc:  # cannot happen below the depth limit; kept as a second fence
         raise ValueError("JSON nested too deeply") from exc
+
+
+class JsonFileError(ValueError):
+    """A JSON file that cannot be used (too large, too deep, not JSON, not a regular file, or
+    not of the expected shape); the message names the file and what is wrong."""
+
+
+def read_json_file(path: str | Path, *, what: str, max_bytes: int, max_depth: int) -> Any:
+    """The JSON document in ``path``, read as a regular file that never blocks, bounded in size
+    and nesting before it is parsed (:func:`loads_bounded`).
+
+    Args:
+        path: the file.
+        what: how the file is named in messages ("profile.json of project 'Site A'").
+        max_bytes: the largest file read.
+        max_depth: the deepest nesting of arrays and objects parsed.
+
+    Raises:
+        FileNotFoundError: there is no such file (the caller decides what a missing file means).
+        JsonFileError: it cannot be used; the message starts with ``what`` and its path.
+        OSError: it cannot be read.
+    """
+    from engine.util.files import UnsafeFileError, read_regular
+
+    where = f"{what} ({path})"
+    try:
+        raw = read_regular(path, max_bytes, what)
+        return loads_bounded(raw, max_bytes=max_bytes, max_depth=max_depth)
+    except UnsafeFileError as exc:
+        raise JsonFileError(f"{where}: {exc}") from exc
+    except ValueError as exc:
+        raise JsonFileError(f"{where}: {exc}") from exc
 
 
 def _type_name(value: object) -> str:
