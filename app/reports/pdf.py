@@ -237,13 +237,12 @@ class PdfRender:
         self.data = data
         self.result = b""
         self._buffer = QBuffer()
-        self._writer: QPdfWriter | None = None
-        self._painter: QPainter | None = None
+        self._painter: QPainter | None = None  # ending it finishes the document in the buffer
 
     def steps(self) -> Iterator[tuple[str, int, int]]:
         data = self.data
         self._buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        writer = self._writer = QPdfWriter(self._buffer)
+        writer = QPdfWriter(self._buffer)
         writer.setTitle(f"{APP_NAME} report")
         writer.setCreator(f"{APP_NAME} {data.software_version}")
         writer.setPageLayout(
@@ -283,11 +282,10 @@ class PdfRender:
         self.result = bytes(self._buffer.data().data())
 
     def close(self) -> None:
-        """End the painter and the writer (the document is flushed into the buffer)."""
+        """End the painter (the document is finished in the buffer) and close the buffer."""
         if self._painter is not None:
             self._painter.end()
             self._painter = None
-        self._writer = None  # deleting the writer flushes the document
         if self._buffer.isOpen():
             self._buffer.close()
 
