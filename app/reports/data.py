@@ -62,20 +62,34 @@ def pick_examples(
     return chosen
 
 
-def caption(row: PredictionRow, why: str, reviewed: bool, label_origin: str | None) -> tuple[str, ...]:
-    """The lines under a gallery image."""
-    lines = [
+def truth_line(dataset: str | None, origin: str | None, reviewer: str | None) -> str:
+    """The truth of an image as every report states it: the dataset's label with where it came
+    from, and the reviewer's class beside it, never one in place of the other
+    ("Truth: tumor (labels.csv) · reviewer: normal").
+
+    Args:
+        dataset: the dataset's label (None: the dataset does not label the image).
+        origin: where the dataset's labels came from ("labels.csv", "class sub-folders").
+        reviewer: the class the reviewer marked (None: not reviewed).
+    """
+    if dataset is not None:
+        text = f"Truth: {dataset} ({origin or 'dataset'})"
+    else:
+        text = "Truth: not labelled in the dataset" if reviewer is not None else "Truth: not known"
+    return text + (f" · reviewer: {reviewer}" if reviewer is not None else "")
+
+
+def caption(
+    row: PredictionRow, why: str, dataset: str | None, origin: str | None, reviewer: str | None
+) -> tuple[str, ...]:
+    """The lines under a gallery image (``row`` as shown; the truths as :func:`truth_line` takes them)."""
+    return (
         f"#{row.position + 1} {row.name}",
         f"Predicted: {row.prediction_label} ({row.confidence:.2f})",
-    ]
-    if row.truth_label:
-        origin = "review" if reviewed else (label_origin or "dataset")
-        lines.append(f"Truth: {row.truth_label} ({origin})")
-    else:
-        lines.append("Truth: not known")
-    lines.append(f"Source model: {row.source_label} ({row.source_confidence:.2f})")
-    lines.append(f"Shown as: {why}")
-    return tuple(lines)
+        truth_line(dataset, origin, reviewer),
+        f"Source model: {row.source_label} ({row.source_confidence:.2f})",
+        f"Shown as: {why}",
+    )
 
 
 def collect_report_data(
@@ -92,11 +106,24 @@ def collect_report_data(
     rows = list(model.rows)
     if info is None or source is None or not rows:
         return None
+    raw_by_key = {r.key: r for r in model.raw_rows}
+    classes = tuple(info.card.classes)
+
+    def mark_name(key: str) -> str | None:
+        mark = model.marks.get(key)
+        if mark is None:
+            return None
+        return classes[mark.label] if 0 <= mark.label < len(classes) else str(mark.label)
+
+    def dataset_name(key: str) -> str | None:
+        raw = raw_by_key.get(key)
+        return None if raw is None or raw.ground_truth is None else raw.truth_label or str(raw.ground_truth)
+
     gallery = tuple(
         GalleryItem(
             row,
             group,
-            caption(row, why, row.key in model.marks, source.label_origin),
+            caption(row, why, dataset_name(row.key), source.label_origin, mark_name(row.key)),
             model.overlays.get(row.position),
             model.previews.get(row.position),
         )
@@ -127,11 +154,10 @@ def collect_report_data(
     state_fingerprint = (
         ended.state_fingerprint if ended is not None and ended.state_fingerprint else info.state_fingerprint
     )
-    raw_by_key = {r.key: r for r in model.raw_rows}
     marks = tuple((raw_by_key[k], m) for k, m in model.marks.items() if k in raw_by_key)
     figures = model.figures()
     both = figures.dataset.labelled and figures.reviewed.labelled
-    book, reverted, classes = model.desk.book, model.desk.reverted(), tuple(info.card.classes)
+    book, reverted = model.desk.book, model.desk.reverted()
     decided = tuple(  # the reported decisions with the dataset's truth (a reverted group's turned back)
         reverted_row(r, reverted[r.site_group], info.card.positive_class, len(classes))
         if r.site_group in reverted

@@ -191,6 +191,30 @@ def reviews_bytes(data: ReportData) -> bytes:
     return _encoded(buf.getvalue())
 
 
+def review_marks(data: ReportData) -> list[dict[str, Any]]:
+    """Every review mark beside the dataset's label of its image, never in its place: the truth
+    (the dataset's label, with where the labels came from; null where the dataset labels nothing)
+    and the reviewer's class apart, in the order the marks were made."""
+    out = []
+    for row, mark in data.marks:
+        label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
+        truth = row.truth_label if row.ground_truth is not None else None
+        out.append(
+            {
+                "index": row.index,
+                "item": row.name,
+                "truth": truth,
+                "truth_from": data.label_origin if truth is not None else None,
+                "reviewer_class": label,
+                "agrees_with_truth": None if truth is None else label == truth,
+                "confirms_prediction": mark.label == row.prediction,
+                "reviewer": mark.reviewer,
+                "reviewed_at": mark.at,
+            }
+        )
+    return out
+
+
 def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
     """Per-class figures and confusion matrices as JSON (None without ground truth)."""
     if metrics is None or not metrics.labelled:
@@ -291,6 +315,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
         "guard_events": [
             {"index": r.index, "item": r.name, "message": r.guard_message} for r in guard_events(data.rows)
         ],
+        "review_marks": review_marks(data),
         "adaptation_changes": decision_summary(data.rows),
         "certificates": list(data.certificates),
         "errors": list(data.errors),
