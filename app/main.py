@@ -177,7 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The app object starts the worker thread, the views' timer and the runtime guards, and wires
     # the window and the worker to the (Qt-free) controller.
     studio = StudioApp(
-        window, settings, home=home, persist_settings=not overrides and state_dir is None, state_dir=state_dir
+        window,
+        settings,
+        home=home,
+        persist_settings=not overrides and state_dir is None,
+        state_dir=state_dir,
+        model_chosen=bool(args.model),
     )
     scripted = ScriptedRun(studio.controller, script)
     scripted.finished.connect(app.exit)

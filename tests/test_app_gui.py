@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -213,7 +214,7 @@ def test_slide_tiles_are_processed_and_exported(studio: Studio, tmp_path: Path, 
     assert positions == sorted(positions), "tiles are fed in reading order"
     # Clicking a tile selects its row.
     first = c.window.table.model.rows[3]
-    c.controller.sessions.on_window_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
+    c.controller.selection.on_window_tile_clicked(first.tile[1], first.tile[0])  # type: ignore[index]
     assert c.controller.model.selected == first.position
     out = tmp_path / "slide_reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
@@ -298,10 +299,11 @@ def test_a_pdf_that_cannot_be_written_is_reported(
     export, and the reports are replaced as one set: none of them is written (issue 21)."""
     import app.reports.pdf
 
-    def refuse(data: object) -> bytes:
+    def refuse(render: object) -> Iterator[tuple[str, int, int]]:
+        yield "Laying out the PDF", 0, 1  # a generator, as PdfRender.steps is, that fails on
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(app.reports.pdf, "pdf_bytes", refuse)
+    monkeypatch.setattr(app.reports.pdf.PdfRender, "steps", refuse)
     c = studio.open()
     studio.open_folder(c, make_folder(tmp_path, 4, labelled="csv"))
     studio.run_to_end(c)

@@ -206,7 +206,7 @@ def test_a_table_row_centres_the_slide_on_its_tile(studio: Studio, tmp_path: Pat
     before = view.viewbox.viewRect()
     other = rows[0]
     assert other.tile is not None
-    c.controller.sessions.on_window_tile_clicked(other.tile[1], other.tile[0])
+    c.controller.selection.on_window_tile_clicked(other.tile[1], other.tile[0])
     assert c.controller.model.selected == other.position and view.viewbox.viewRect() == before
 
 

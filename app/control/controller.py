@@ -22,6 +22,7 @@ import numpy as np
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
+from app.control.selection import SelectionController
 from app.control.session_controller import SessionController
 from app.control.status import RUNNING, TICKING, ControllerContext, ControllerEvents, Status
 from app.control.view import View
@@ -65,6 +66,7 @@ class Controller:
         self.sessions = SessionController(self.ctx)
         self.projects = ProjectActions(self.ctx, self.sessions)
         self.exports = ExportActions(self.ctx)
+        self.selection = SelectionController(self.ctx)
         self._closing = False
         self._region_ticket = 0
         self._throttle = MessageThrottle()
@@ -85,7 +87,7 @@ class Controller:
         m.rows_shown.connect(view.append_rows)
         m.plots_changed.connect(view.set_plot_data)
         m.cells_changed.connect(lambda cells: view.set_tile_values([(c.row, c.col, c.value) for c in cells]))
-        m.selection_changed.connect(self.sessions.show_selection)
+        m.selection_changed.connect(self.selection.show_selection)
         m.preview_needed.connect(self.worker.load_preview)
         m.event_noted.connect(self._note_event)
         m.rows_changed.connect(view.update_rows)

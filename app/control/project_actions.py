@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Protocol
 
 from app._engine import SlideSource
+from app.control.session_controller import model_setting
 from app.control.status import ControllerContext
 from app.core import advice
 from app.core.phase import Phase
-from app.core.project_lines import model_choices, model_file_text, next_project
+from app.core.project_lines import model_choices, model_file_problem, model_file_text, next_project
 from app.core.projects import DEFAULT_PROJECT, ProjectError, ProjectStore, check_name
 from app.core.settings import (
-    DEMO_MODEL,
     DEMO_MODELS,
     DEMO_PROJECTS,
     DEMO_SETS,
@@ -45,11 +45,6 @@ class SessionActions(Protocol):
     def remember_folder(self, kind: str, folder: Path) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
-
-
-def model_setting(path: Path) -> str:
-    """The settings' text for a model path: empty for the histology demo model."""
-    return "" if path.resolve() == DEMO_MODEL.resolve() else str(path)
 
 
 class ProjectActions:
@@ -79,7 +74,7 @@ class ProjectActions:
         info = ProjectStore(st.home).info(name)
         if info is None:
             return new
-        if info.model_path and Path(info.model_path).is_file():
+        if info.model_path:  # a model that is gone stays named: loading it says so (never a stand-in)
             new = dataclasses.replace(new, model=model_setting(Path(info.model_path)))
         if info.method and info.method in method_fields():
             config = info.method_config if info.method_config is not None else {}
@@ -92,9 +87,9 @@ class ProjectActions:
         st = self.state
         if name == st.settings.project and st.usable and st.state_dir is None:
             return
-        st.state_dir = None
+        st.state_dir, st.model_chosen, st.model_located = None, False, False
         self.sessions.clear_screen()
-        self.sessions.apply_settings(self.settings_for_project(name))
+        self.sessions.apply_settings(self.settings_for_project(name), reload=True)
 
     def on_window_new_project_requested(self) -> None:
         """Ask for the new project's name and model, then create it with them."""
@@ -173,6 +168,7 @@ class ProjectActions:
         st = self.state
         new = self.view.edit_settings(st.settings, method_fields(), available_devices(), check_model)
         if new is not None and new != st.settings:
+            st.model_chosen |= new.model != st.settings.model  # chosen for this project, not inherited
             self.sessions.apply_settings(new)
 
     def on_window_demo_requested(self, kind: str) -> None:
@@ -226,3 +222,24 @@ class ProjectActions:
             view.show_tab("log")
         elif verb == "show-certificates":
             view.show_tab("certificates")
+        elif verb == "locate-model":
+            self.locate_model()
+        elif verb == "own-model":
+            st.model_chosen = st.model_located = False
+            s.apply_settings(self.settings_for_project(st.settings.project), reload=True)
+
+    def locate_model(self) -> None:
+        """The project's model was moved or renamed: load the file the user points at (its content
+        is checked against the project's before anything of the project is used)."""
+        st = self.state
+        path = self.view.ask_model_file(str(st.settings.model_path().parent))
+        if not path:
+            return
+        problem = model_file_problem(Path(path))
+        if problem is not None:
+            self.view.show_error("Locate the model", problem)
+            return
+        st.model_chosen = st.model_located = True
+        self.sessions.apply_settings(
+            dataclasses.replace(st.settings, model=model_setting(Path(path))), reload=True
+        )

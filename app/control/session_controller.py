@@ -20,14 +20,13 @@ from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
 from app.core.certificates import Reverted
-from app.core.filters import RowFilter, uncertainty_threshold
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
+from app.core.notices import Banner
 from app.core.phase import Phase
 from app.core.project_lines import project_lines
 from app.core.projects import ProjectStore
 from app.core.recent import export_folder, read_inputs, shown_inputs
 from app.core.reviews import ReviewStore
-from app.core.run_items import Selection, image_title
 from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
 from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
@@ -51,17 +50,71 @@ class SessionController:
 
     # -- the session ---------------------------------------------------------------------------
     def load_session(self) -> None:
-        """(Re)load the model, method and project from the current settings."""
-        s, st = self.state.settings, self.state
+        """(Re)load the model, method and project from the current settings.
+
+        The project's own model is loaded (unless another was chosen for this session): a project
+        whose model file is gone, whose own file is damaged, or that has adapted another model than
+        the one chosen is not loaded; a banner names it with the choices (never the demo model in
+        its place, never a reset).
+        """
+        st = self.state
         st.info = None
+        expected = ""
+        if st.state_dir is None:
+            checked = self._check_project()
+            if checked is None:
+                return
+            expected = checked
+        s = st.settings
         self.status.set_phase(Phase.LOADING)
         self.view.set_model_text("loading model…")
         request = SessionRequest(s.model_path(), s.method, dict(s.method_config), s.device, s.project)
         self.worker.open_session(
             dataclasses.replace(
-                request, home=st.home, autosave_every=s.autosave_every, state_dir=st.state_dir
+                request,
+                home=st.home,
+                autosave_every=s.autosave_every,
+                state_dir=st.state_dir,
+                expected_sha256=expected,
             )
         )
+
+    def _check_project(self) -> str | None:
+        """The content the project's model must have ("" : none known), after its own model was put
+        in the settings; None when the project cannot be loaded (a banner says why)."""
+        st = self.state
+        name = st.settings.project
+        project = ProjectStore(st.home).info(name)
+        if project is not None and project.damaged:
+            self._refuse(advice.project_damaged(name, project.damaged), project.damaged)
+            return None
+        if project is None or not project.model_path:
+            return ""
+        own = Path(project.model_path)
+        if not st.model_chosen and not _same_file(st.settings.model_path(), own):
+            st.change_settings(model=model_setting(own))
+        if st.model_located:  # the project's own model at another place: its content decides
+            return project.model_sha256 or ""
+        if _same_file(st.settings.model_path(), own):
+            if not own.is_file():
+                banner = advice.model_missing(name, own)
+                self._refuse(banner, banner.text)
+                return None
+            return project.model_sha256 or ""
+        if project.images_seen:
+            banner = advice.other_model(name, own, st.settings.model_path())
+            self._refuse(banner, banner.text)
+            return None
+        return ""  # a project that has seen no image takes the model chosen for it
+
+    def _refuse(self, banner: Banner, message: str) -> None:
+        """Nothing is loaded: say why where the user acts (the other projects stay in the list)."""
+        self.status.log("error", message)
+        self.view.set_model_text("no model loaded")
+        self.view.show_banner(banner)
+        self.refresh_projects()
+        self.status.set_phase(Phase.EMPTY)
+        self.events.load_failed.emit(message)
 
     def on_worker_session_ready(self, info: SessionInfo) -> None:
         self.state.adopt(info)
@@ -93,13 +146,24 @@ class SessionController:
         else:
             self.status.set_phase(Phase.DONE)
 
-    def on_worker_session_failed(self, message: str) -> None:
+    def on_worker_session_failed(self, message: str, cause: str = "model") -> None:
+        """The session could not be opened: ``cause`` is "model", "project" or "model-changed"
+        (:class:`app.worker.opening.OpenFailed`)."""
+        st = self.state
+        if cause == "model-changed":
+            self._refuse(advice.model_changed(st.settings.project, message), message)
+            return
+        if cause == "project":
+            self._refuse(advice.project_damaged(st.settings.project, message), message)
+            return
         self.status.log("error", message)
-        if self.state.info is None:
+        if st.info is None:
             self.view.set_model_text("no model loaded")
-            using_demo = self.state.settings.model_path().resolve() == DEMO_MODEL.resolve()
-            self.view.show_banner(advice.model_failed(message, using_demo))
-        self.status.set_phase(Phase.DONE if self.state.info else Phase.EMPTY)
+            using_demo = _same_file(st.settings.model_path(), DEMO_MODEL)
+            project = ProjectStore(st.home).info(st.settings.project) if st.state_dir is None else None
+            own = project is not None and bool(project.model_path)
+            self.view.show_banner(advice.model_failed(message, offer_demo=not using_demo and not own))
+        self.status.set_phase(Phase.DONE if st.info else Phase.EMPTY)
         self.events.load_failed.emit(message)
 
     # -- sources -------------------------------------------------------------------------------
@@ -205,50 +269,6 @@ class SessionController:
                 )
             )
 
-    # -- what the user looks at ----------------------------------------------------------------
-    def show_selection(self, sel: Selection) -> None:
-        """Show the image the run model selected (the newest one while following)."""
-        if sel.row is not None and sel.row.tile is not None:
-            self.view.highlight_tile(sel.row.tile[1], sel.row.tile[0])
-        if sel.preview is None:
-            self.view.show_image(None, None, f"Loading {sel.name} …")
-        else:
-            title = image_title(sel.row, sel.overlay is not None, sel.review)
-            self.view.show_image(sel.preview, sel.overlay, title, sel.keep_view, sel.levels)
-        if sel.keep_view:
-            self.view.scroll_to_newest()
-
-    def on_worker_preview_failed(self, position: int, message: str) -> None:
-        """An image chosen for display cannot be read again: say so instead of "Loading …"."""
-        self.status.log("warning", f"The image cannot be shown: {message}")
-        if position == self.model.selected:
-            self.view.show_image(None, None, f"Cannot be shown: {message}")
-
-    def on_window_position_selected(self, position: int) -> None:
-        """The user chose a table row: show it, and centre the slide on its tile."""
-        self.model.select(position)
-        row = self.model.row_at(position)
-        if row is not None and row.tile is not None:
-            self.view.highlight_tile(row.tile[1], row.tile[0], True)
-
-    def on_window_tile_clicked(self, row: int, col: int) -> None:
-        position = self.model.position_of_cell(row, col)
-        index = self.model.row_index(position) if position is not None else None
-        if position is not None and index is not None:
-            self.view.select_row(index)
-            self.model.select(position)
-
-    def on_window_filter_changed(self, row_filter: RowFilter) -> None:
-        if row_filter.mode == "uncertain":
-            threshold = uncertainty_threshold(self.model.rows)
-            self.view.apply_filter(dataclasses.replace(row_filter, high_uncertainty=threshold))
-        if row_filter.low_confidence != self.state.settings.low_confidence:
-            self.state.change_settings(low_confidence=row_filter.low_confidence)
-            self.model.set_low_confidence(row_filter.low_confidence)
-
-    def on_window_opacity_changed(self, value: float) -> None:
-        self.state.change_settings(overlay_opacity=value)
-
     # -- settings ------------------------------------------------------------------------------
     def refresh_projects(self) -> None:
         """The project list in the window, each with its model and images seen (the --state
@@ -346,3 +366,16 @@ class SessionController:
 
     def on_window_about_requested(self) -> None:
         self.view.show_about(notices.about(self.state.info))
+
+
+def model_setting(path: Path) -> str:
+    """The settings' text for a model path: empty for the histology demo model."""
+    return "" if _same_file(path, DEMO_MODEL) else str(path)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same path once resolved (a model file that is gone compares by its path)."""
+    try:
+        return a.expanduser().resolve() == b.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return a == b

@@ -3,7 +3,7 @@
 Each function turns a situation into a :class:`~app.core.notices.Banner`; the action ids are handled
 by :class:`app.control.project_actions.ProjectActions` (``demo-model[:kind]``, ``settings``,
 ``new-project-for-method``, ``reset``, ``interleave``, ``new-project:<name>``, ``open:<folder>``,
-``show-log``, ``show-certificates``).
+``show-log``, ``show-certificates``, ``locate-model``, ``own-model``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ SOURCE_KEYS = "source-"  # banners about the open source start with this (cleare
 SESSION_KEYS = ("model", "project", "export")  # banners whose cause goes with the session (a project switch)
 
 
-def model_failed(message: str, using_demo: bool) -> Banner:
+def model_failed(message: str, offer_demo: bool) -> Banner:
+    """The model cannot be loaded (``offer_demo``: the project has no model of its own yet, so the
+    demo model may stand in; a project's own model is never replaced by it)."""
     actions: tuple[tuple[str, str], ...] = (("settings", "Settings…"),)
-    if not using_demo:
+    if offer_demo:
         actions = (("demo-model", "Use the demo model"), *actions)
     return Banner(
         "model",
@@ -44,6 +46,49 @@ def project_refused(project: str, method: str, error: str) -> Banner:
             ("reset", "Reset project…"),
             ("settings", "Settings…"),
         ),
+    )
+
+
+def project_damaged(project: str, message: str) -> Banner:
+    """The project's own file cannot be used: this project is not opened (the others are)."""
+    return Banner(
+        "project",
+        "error",
+        f"Project '{project}' cannot be opened. {message.rstrip('.')}.",
+        (("new-project", "New project…"),),
+    )
+
+
+def model_missing(project: str, model: Path) -> Banner:
+    """The project's model file is not there any more: never replaced by another, never reset."""
+    return Banner(
+        "model",
+        "error",
+        f"Project '{project}' was made with the model {model}, which is not there any more. Its "
+        "adaptation state belongs to that model: locate it (moved or renamed), or start a new project.",
+        (("locate-model", "Locate the model…"), ("new-project", "New project…")),
+    )
+
+
+def model_changed(project: str, message: str) -> Banner:
+    """The project's model file holds other content than the project was made with."""
+    return Banner(
+        "model",
+        "error",
+        f"{message.rstrip('.')}. Project '{project}' keeps the adaptation state of the model it was made "
+        "with: locate that model, or start a new project for this one.",
+        (("locate-model", "Locate the original model…"), ("new-project", "New project…")),
+    )
+
+
+def other_model(project: str, own: Path, chosen: Path) -> Banner:
+    """Another model was chosen for a project that has adapted its own."""
+    return Banner(
+        "model",
+        "error",
+        f"Project '{project}' adapts the model {own}, not {chosen}. Open it with its own model, or "
+        "start a new project for the other one.",
+        (("own-model", "Open with its own model"), ("new-project", "New project…")),
     )
 
 

@@ -29,6 +29,9 @@ class SessionRequest:
     home: Path | None = None  # studio home (projects), None = default
     autosave_every: int = 100
     state_dir: Path | None = None  # a journal directory to use instead of the project (f2tta run's --state)
+    #: The content (SHA-256) the project's model had when the project was made with it: a model
+    #: file whose content differs since is refused (the project's state belongs to the old one).
+    expected_sha256: str = ""
 
 
 @dataclass(frozen=True)

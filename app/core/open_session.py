@@ -22,6 +22,7 @@ class OpenSession:
         home: the studio home (projects, settings.json); None for the default.
         state_dir: a journal directory used instead of a project (``f2tta-studio --state``).
         persist_settings: settings changed in the dialog are saved to disk.
+        model_chosen: the settings' model was chosen for this session (see the field).
         info: the loaded session, None while none is.
         latest_project: the project's listing as last saved.
         last_run: how the last run ended.
@@ -34,6 +35,12 @@ class OpenSession:
     home: Path | None = None
     state_dir: Path | None = None
     persist_settings: bool = True
+    #: The model was chosen for this session (``--model``, the Settings dialog, a located model):
+    #: it is loaded even where the project remembers another. Otherwise the project's own is.
+    model_chosen: bool = False
+    #: The chosen model is the project's own, moved or renamed (located by the user): it is loaded
+    #: only when its content is the one the project was made with.
+    model_located: bool = False
     info: SessionInfo | None = None
     latest_project: ProjectInfo | None = None
     last_run: RunEnded | None = None

@@ -10,15 +10,15 @@ training site -- never by its file name: both demo models are ``model.safetensor
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app._engine import KIND_NAMES, ModelCard, UnsafeFileError, model_kind, read_regular
+from app._engine import KIND_NAMES, JsonFileError, ModelCard, model_kind, read_json_file
 from app.core.names import describe_model
 from app.core.projects import ProjectInfo
 
 MAX_CARD_BYTES = 1 << 20  # a model card is a small JSON file
+MAX_CARD_DEPTH = 64  # the engine's own limit on a card's nesting
 MISSING, NO_CARD = "model file missing", "no readable model card"
 UNUSABLE = (MISSING, NO_CARD)  # how model_file_text starts for a model that cannot be used
 
@@ -27,9 +27,9 @@ def card_of(checkpoint: str | Path) -> ModelCard | None:
     """The card beside ``checkpoint`` (same stem, ``.json``), or None when it cannot be read."""
     path = Path(checkpoint).with_suffix(".json")
     try:
-        data = json.loads(read_regular(path, MAX_CARD_BYTES, "model card"))
+        data = read_json_file(path, what="model card", max_bytes=MAX_CARD_BYTES, max_depth=MAX_CARD_DEPTH)
         return ModelCard.from_json(data, origin=str(path))
-    except (UnsafeFileError, OSError, ValueError, TypeError, KeyError):
+    except (JsonFileError, OSError, ValueError, TypeError, KeyError):
         return None
 
 
@@ -43,6 +43,21 @@ def model_text(card: ModelCard) -> str:
     """``Histology · normal / tumor · ViT-Tiny, 4 blocks, 12-px patches, 96 px input — site1``."""
     text = f"{kind_text(card)} · {' / '.join(card.classes)} · {describe_model(card)}"
     return f"{text} — {card.source_domain}" if card.source_domain else text
+
+
+REFERENCE_SUFFIX = ".reference.safetensors"  # a model's source reference beside it, not a model
+
+
+def model_file_problem(path: Path) -> str | None:
+    """Why ``path`` is not a model checkpoint to choose (None: it may be one; loading it checks the
+    rest): missing, a folder, or a model's source reference (``model.reference.safetensors``)."""
+    if path.name.endswith(REFERENCE_SUFFIX):
+        return f"{path.name} is the source reference beside a model, not a model: choose the model's own file"
+    if not path.exists():
+        return f"{path}: no such file"
+    if not path.is_file():
+        return f"{path}: not a file (choose the model's .safetensors file)"
+    return None
 
 
 def model_file_text(checkpoint: str | Path) -> str:

@@ -31,7 +31,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app._engine import Journal, Session, StateError, atomic_write_bytes
+from app._engine import (
+    Journal,
+    JsonFileError,
+    SchemaError,
+    Session,
+    StateError,
+    atomic_write_bytes,
+    read_json_file,
+    require_int,
+    require_object,
+    require_str,
+)
 
 STATE_JSON = "state.json"  # the human-readable copy of a state's metadata (engine.run.state)
 
@@ -39,7 +50,9 @@ logger = logging.getLogger(__name__)
 
 ENV_HOME = "F2TTA_STUDIO_HOME"
 DEFAULT_PROJECT = "default"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}")  # matched whole (fullmatch): no "evil\n"
+MAX_PROFILE_BYTES = 64 * 1024  # a profile.json is a few hundred bytes
+MAX_PROFILE_DEPTH = 16
 
 
 class ProjectError(ValueError):
@@ -63,9 +76,14 @@ def now_iso() -> str:
     return datetime.now(UTC).astimezone().isoformat(timespec="seconds")
 
 
+def valid_name(name: str) -> bool:
+    """``name`` is a project name as it is (a folder named ``evil\n`` made by hand is not one)."""
+    return _NAME_RE.fullmatch(name) is not None
+
+
 def check_name(name: str) -> str:
     name = name.strip()
-    if not _NAME_RE.match(name):
+    if not valid_name(name):
         raise ProjectError(
             f"{name!r} is not a valid project name: use 1-64 letters, digits, spaces, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -87,6 +105,8 @@ class ProjectInfo:
     state_fingerprint: str | None = None
     model_path: str | None = None  # the checkpoint this project runs (each project remembers its model)
     method_config: dict[str, Any] | None = None  # the method's settings it runs with
+    model_sha256: str | None = None  # the checkpoint's content when the project was made with it
+    damaged: str | None = None  # why profile.json cannot be used (the project is disabled), else None
 
     def summary(self, seen: int | None = None) -> str:
         """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
@@ -114,23 +134,48 @@ class Project:
         self.state_dir = path if external else path / "state"
 
     def info(self) -> ProjectInfo:
-        data = _read_json(self.state_dir / STATE_JSON if self.external else self.path / "profile.json")
+        """The project's listing; a damaged profile.json gives a listing that says why (``damaged``)."""
+        try:
+            data = self.read_info()
+        except ProjectError as exc:
+            return ProjectInfo(name=self.name, path=self.path, damaged=str(exc))
         return ProjectInfo(
             name=self.name,
             path=self.path,
-            images_seen=int(data.get("images_seen", 0) or 0),
+            images_seen=data.get("images_seen", 0) or 0,
             created=data.get("created"),
             updated=data.get("updated") or data.get("updated_at"),
             model_fingerprint=data.get("model_fingerprint"),
             method=data.get("method"),
             state_fingerprint=data.get("state_fingerprint"),
-            model_path=data.get("model_path") if isinstance(data.get("model_path"), str) else None,
-            method_config=data.get("method_config") if isinstance(data.get("method_config"), dict) else None,
+            model_path=data.get("model_path"),
+            method_config=data.get("method_config"),
+            model_sha256=data.get("model_sha256"),
         )
 
+    def read_info(self) -> dict[str, Any]:
+        """profile.json (or, for a journal directory, its state.json), checked field by field; {}
+        when there is none.
+
+        Raises:
+            ProjectError: it cannot be used (too large, too deep, not JSON, not a regular file, a
+                field of the wrong type); the message names the file and what to do.
+        """
+        path = self.state_dir / STATE_JSON if self.external else self.path / "profile.json"
+        what = f"{path.name} of project {self.name!r}"
+        try:
+            data = read_json_file(path, what=what, max_bytes=MAX_PROFILE_BYTES, max_depth=MAX_PROFILE_DEPTH)
+            return _checked_info(require_object(data, what))
+        except FileNotFoundError:
+            return {}
+        except (JsonFileError, SchemaError, OSError) as exc:
+            text = str(exc) if isinstance(exc, JsonFileError) else f"{what} ({path}): {exc}"
+            raise ProjectError(f"{text}. Repair or remove that file, or choose another project.") from exc
+
     def _write_info(self, **changes: Any) -> ProjectInfo:
+        """profile.json with ``changes`` (a damaged one is never overwritten: ProjectError)."""
         if not self.external:
-            data = _read_json(self.path / "profile.json")
+            data = self.read_info()
             data.update(changes)
             data.setdefault("created", now_iso())
             data["name"] = self.name
@@ -159,12 +204,18 @@ class Project:
             state_fingerprint=session.state_fingerprint(),
         )
 
-    def note_model(self, model_path: str, method: str, method_config: dict[str, Any]) -> ProjectInfo:
-        """Remember the model and method this project runs (selecting the project selects them)."""
+    def note_model(
+        self, model_path: str, sha256: str, method: str, method_config: dict[str, Any]
+    ) -> ProjectInfo:
+        """Remember the model (where it is and its content) and the method this project runs:
+        selecting the project selects them, and a model file whose content changed is refused."""
         info = self.info()
-        if (info.model_path, info.method, info.method_config) == (model_path, method, method_config):
+        now = (model_path, sha256 or info.model_sha256, method, method_config)
+        if (info.model_path, info.model_sha256, info.method, info.method_config) == now:
             return info
-        return self._write_info(model_path=model_path, method=method, method_config=method_config)
+        return self._write_info(
+            model_path=model_path, model_sha256=now[1], method=method, method_config=method_config
+        )
 
     def note_cleared(self) -> ProjectInfo:
         return self._write_info(images_seen=0, updated=now_iso(), state_fingerprint=None)
@@ -179,7 +230,7 @@ class ProjectStore:
     def names(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _NAME_RE.match(p.name))
+        return sorted(p.name for p in self.root.iterdir() if valid_name(p.name) and p.is_dir())
 
     def infos(self) -> list[ProjectInfo]:
         return [Project(self.root / name).info() for name in self.names()]
@@ -187,7 +238,7 @@ class ProjectStore:
     def info(self, name: str) -> ProjectInfo | None:
         """The listing of an existing project (None when there is none of that name)."""
         path = self.root / name
-        return Project(path).info() if _NAME_RE.match(name) and path.is_dir() else None
+        return Project(path).info() if valid_name(name) and path.is_dir() else None
 
     def rename(self, old: str, new: str) -> Project:
         """Rename a project that no process uses.
@@ -201,6 +252,7 @@ class ProjectStore:
             raise ProjectError(f"project {old!r} does not exist")
         if target.exists():
             raise ProjectError(f"a project named {new!r} exists already")
+        Project(source).read_info()  # a damaged project is not renamed (its profile.json is rewritten)
         _check_unused(source)
         os.rename(source, target)
         project = Project(target)
@@ -220,6 +272,12 @@ class ProjectStore:
         _remove_tree(path)
 
     def open(self, name: str, create: bool = True) -> Project:
+        """The project ``name`` (made when missing and ``create``).
+
+        Raises:
+            ProjectError: the name is invalid, there is no such project (``create`` False), or its
+                profile.json is damaged (the message names it: the project is not used).
+        """
         name = check_name(name)
         path = self.root / name
         if not path.is_dir():
@@ -227,7 +285,9 @@ class ProjectStore:
                 raise ProjectError(f"project {name!r} does not exist")
             path.mkdir(parents=True, exist_ok=True)
             Project(path)._write_info(images_seen=0)
-        return Project(path)
+        project = Project(path)
+        project.read_info()  # a damaged project is refused here, before anything writes into it
+        return project
 
 
 def _remove_tree(path: Path, attempts: int = 5) -> None:
@@ -264,12 +324,33 @@ def _check_unused(path: Path) -> None:
         raise ProjectError(f"project {path.name!r} is in use or cannot be changed: {exc}") from exc
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+_TEXT_FIELDS = (
+    "name",
+    "created",
+    "updated",
+    "updated_at",
+    "model_fingerprint",
+    "method",
+    "state_fingerprint",
+    "model_path",
+    "model_sha256",
+)
+
+
+def _checked_info(data: dict[str, Any]) -> dict[str, Any]:
+    """profile.json's fields with their types checked (unknown fields are kept as they are).
+
+    Raises:
+        SchemaError: a field of the wrong type or size.
+    """
+    for key in _TEXT_FIELDS:
+        if data.get(key) is not None:
+            require_str(data[key], key)
+    if data.get("images_seen") is not None:
+        require_int(data["images_seen"], "images_seen", 0, 10**15)
+    if data.get("method_config") is not None:
+        require_object(data["method_config"], "method_config")
+    return data
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app._engine import SlideSource, Source, UnsafeFileError, atomic_write_bytes, read_regular
+from app._engine import JsonFileError, SlideSource, Source, atomic_write_bytes, read_json_file
 from app.core.projects import now_iso
 
 logger = logging.getLogger(__name__)
@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 INPUTS_FILE = "inputs.json"
 MAX_INPUTS = 30  # the list keeps this many, most recent first
 MAX_BYTES = 256 * 1024
+MAX_DEPTH = 8  # {"inputs": [{...}]}
 KINDS = ("folder", "slide")
 
 
@@ -75,12 +76,13 @@ def _entry(raw: Any) -> Input | None:
 def read_inputs(project: Path) -> tuple[Input, ...]:
     """The inputs recorded in ``project`` (empty when there are none or the file is damaged)."""
     path = project / INPUTS_FILE
-    if not path.exists():
-        return ()
     try:
-        data = json.loads(read_regular(path, MAX_BYTES, "the project's list of inputs"))
-    except (UnsafeFileError, OSError, ValueError) as exc:
-        logger.warning("ignoring the unreadable list of inputs %s: %s", path, exc)
+        what = f"inputs.json of project {project.name!r}"
+        data = read_json_file(path, what=what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+    except FileNotFoundError:
+        return ()
+    except (JsonFileError, OSError) as exc:
+        logger.warning("ignoring the unreadable list of inputs: %s", exc)
         return ()
     raw = data.get("inputs") if isinstance(data, dict) else None
     if not isinstance(raw, list):

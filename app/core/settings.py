@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app._engine import DEFAULT_METHOD, FieldInfo, coerce, fields_of, load_model
+from app._engine import (
+    DEFAULT_METHOD,
+    FieldInfo,
+    JsonFileError,
+    coerce,
+    fields_of,
+    load_model,
+    read_json_file,
+)
 from app.core.projects import DEFAULT_PROJECT, studio_home
 
 logger = logging.getLogger(__name__)
@@ -117,16 +125,27 @@ def settings_path() -> Path:
     return studio_home() / "settings.json"
 
 
+MAX_SETTINGS_BYTES = 256 * 1024  # a settings.json is a few kB
+MAX_SETTINGS_DEPTH = 16
+
+
 def load_settings(path: Path | None = None) -> AppSettings:
+    """The saved settings; the defaults when there are none or the file cannot be used (said in
+    the log, naming the file): a damaged settings.json never stops the app."""
     path = path or settings_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(
+            path, what="settings.json", max_bytes=MAX_SETTINGS_BYTES, max_depth=MAX_SETTINGS_DEPTH
+        )
     except FileNotFoundError:
         return AppSettings()
-    except (OSError, ValueError) as exc:
-        logger.warning("ignoring unreadable settings %s: %s", path, exc)
+    except (OSError, JsonFileError) as exc:
+        logger.warning("ignoring the settings, the defaults are used: %s", exc)
         return AppSettings()
-    return AppSettings.from_json(data) if isinstance(data, dict) else AppSettings()
+    if not isinstance(data, dict):
+        logger.warning("ignoring the settings in %s (not a JSON object), the defaults are used", path)
+        return AppSettings()
+    return AppSettings.from_json(data)
 
 
 def save_settings(settings: AppSettings, path: Path | None = None) -> None:

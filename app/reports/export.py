@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from app._engine import atomic_write_bytes, check_output
+from app._engine import JsonFileError, atomic_write_bytes, check_output, read_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -98,10 +98,10 @@ def recover(directory: Path, names: Iterable[str]) -> None:
     allowed = set(names)
     marker = directory / MARKER
     try:
-        plan = json.loads(marker.read_bytes()[: 1 << 20])
+        plan = read_json_file(marker, what="the export's marker", max_bytes=1 << 20, max_depth=8)
     except FileNotFoundError:
         plan = None
-    except (OSError, ValueError):
+    except (OSError, JsonFileError):  # a damaged or crafted marker is not followed (it is removed)
         plan = {}
     if plan is not None:
         replace = plan.get("replace", []) if isinstance(plan, dict) else []

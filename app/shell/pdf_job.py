@@ -88,9 +88,11 @@ class PdfJob(QObject):
             return
         deadline = time.monotonic() + STEP_BUDGET_S
         try:
-            while time.monotonic() < deadline:
+            while True:  # at least one step a turn, more while the budget lasts
                 what, done, total = next(steps)
                 self.progress.emit(what, done, total)
+                if time.monotonic() >= deadline:
+                    break
         except StopIteration:
             content = self._render.result if self._render is not None else b""
             self._finish()

@@ -41,6 +41,8 @@ class StudioApp(QObject):
         flush_interval_ms: how often the views are handed new results during a run.
         persist_settings: settings changed in the dialog are saved to disk.
         state_dir: a journal directory to use instead of a project (``--state``).
+        model_chosen: the settings' model was given for this session (``--model``): it is loaded
+            even where the project remembers another (which is then named, not replaced).
 
     Signals (the controller's :class:`~app.control.status.ControllerEvents`, as Qt signals):
         sessionChanged(object): a session was loaded (:class:`~app.core.messages.SessionInfo`).
@@ -66,6 +68,7 @@ class StudioApp(QObject):
         flush_interval_ms: int = 250,
         persist_settings: bool = True,
         state_dir: Path | None = None,
+        model_chosen: bool = False,
     ) -> None:
         super().__init__()
         protect_singletons()  # a long session makes more calls than None and True have references
@@ -79,7 +82,7 @@ class StudioApp(QObject):
         self.timer.setObjectName("views-timer")
         self.timer.setInterval(flush_interval_ms)
         self.log_bridge = LogBridge("engine")
-        state = OpenSession(settings, home, state_dir, persist_settings)
+        state = OpenSession(settings, home, state_dir, persist_settings, model_chosen=model_chosen)
         self.controller = Controller(window, self.link, state, self.timer)
         events = self.controller.events
         for event, signal in (

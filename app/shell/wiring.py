@@ -28,7 +28,7 @@ Connection = tuple[SignalInstance, Callable[..., object]]
 
 def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
     """What the user asks for, to the controller's parts."""
-    sessions, projects = c.sessions, c.projects
+    sessions, projects, selection = c.sessions, c.projects, c.selection
     return [
         (window.openFolderRequested, c.open_folder),
         (window.openSlideRequested, c.open_slide),
@@ -47,10 +47,10 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.renameProjectRequested, projects.on_window_rename_project_requested),
         (window.deleteProjectRequested, projects.on_window_delete_project_requested),
         (window.closeRequested, c.on_window_close_requested),
-        (window.positionSelected, sessions.on_window_position_selected),
-        (window.filterChanged, sessions.on_window_filter_changed),
-        (window.tileClicked, sessions.on_window_tile_clicked),
-        (window.opacityChanged, sessions.on_window_opacity_changed),
+        (window.positionSelected, selection.on_window_position_selected),
+        (window.filterChanged, selection.on_window_filter_changed),
+        (window.tileClicked, selection.on_window_tile_clicked),
+        (window.opacityChanged, selection.on_window_opacity_changed),
         (window.reviewRequested, c.on_window_review_requested),
         (window.undoRequested, c.on_window_undo_requested),
         (window.bannerActionTriggered, projects.on_window_banner_action_triggered),
@@ -63,7 +63,7 @@ def worker_connections(worker: EngineWorker, c: Controller, pdf: PdfJob) -> list
     """The worker's answers, to the controller's parts; ``pdf`` writes the export's PDF on the UI
     thread once the worker staged the tables. (``closed`` is not here: it ends the worker's
     thread directly, see :class:`app.shell.studio_app.StudioApp`.)"""
-    sessions, projects = c.sessions, c.projects
+    sessions, projects, selection = c.sessions, c.projects, c.selection
     return [
         (worker.sessionReady, sessions.on_worker_session_ready),
         (worker.sessionFailed, sessions.on_worker_session_failed),
@@ -78,7 +78,7 @@ def worker_connections(worker: EngineWorker, c: Controller, pdf: PdfJob) -> list
         (worker.resetDone, sessions.on_worker_reset_done),
         (worker.projectFailed, projects.on_worker_project_failed),
         (worker.previewReady, c.on_worker_preview_ready),
-        (worker.previewFailed, sessions.on_worker_preview_failed),
+        (worker.previewFailed, selection.on_worker_preview_failed),
         (worker.regionReady, c.on_worker_region_ready),
         (worker.exportProgress, c.exports.on_export_progress),
         (worker.exported, pdf.start),

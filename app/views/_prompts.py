@@ -44,6 +44,15 @@ def open_slide(w: WindowBase) -> None:
         w.openSlideRequested.emit(path)
 
 
+MODEL_FILTER = "Models (*.safetensors *.pt *.pth);;All files (*)"
+
+
+def model_file(w: WindowBase, start: str) -> str | None:
+    """A model checkpoint the user points at (None: cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(w, "Locate the model", start, MODEL_FILTER)
+    return path or None
+
+
 def reset_project(w: WindowBase, name: str) -> None:
     if w.confirm(
         "Reset to source model",

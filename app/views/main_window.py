@@ -323,6 +323,10 @@ class MainWindow(WindowBase):
         """The New project dialog: the name and the model's path, or None when cancelled."""
         return ask.new_project(self, choices, taken, describe)
 
+    def ask_model_file(self, start: str) -> str | None:
+        """A model checkpoint to use (the project's moved model), or None when cancelled."""
+        return ask.model_file(self, start)
+
     def show_about(self, summary: str) -> None:
         ask.about(self, summary)
 

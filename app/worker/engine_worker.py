@@ -68,7 +68,7 @@ class EngineWorker(QObject):
     """Owns the session, the project's journal and the open slide; lives in the worker thread."""
 
     sessionReady = Signal(object)  # SessionInfo
-    sessionFailed = Signal(str)
+    sessionFailed = Signal(str, str)  # message, cause (app.worker.opening.OpenFailed)
     sourceReady = Signal(object)  # SourceOpened
     sourceFailed = Signal(str)
     resultsReady = Signal(object)  # tuple[ItemResult, ...]
@@ -123,7 +123,7 @@ class EngineWorker(QObject):
         try:
             opened = opening.open_session(request)
         except opening.OpenFailed as exc:
-            self.sessionFailed.emit(str(exc))
+            self.sessionFailed.emit(str(exc), exc.cause)
             return
         self._session, self._request, self._project = opened.session, request, opened.project
         self._journal, self._project_error = opened.journal, opened.error
@@ -134,7 +134,9 @@ class EngineWorker(QObject):
         """Rename the open project (released first), then open the session again under the new name."""
         request, project = self._request, self._project
         if request is None or project is None or project.external:
-            self.sessionFailed.emit("Only projects can be renamed or deleted, not a --state directory.")
+            self.sessionFailed.emit(
+                "Only projects can be renamed or deleted, not a --state directory.", "project"
+            )
             return
         self._release()
         try:
@@ -172,7 +174,7 @@ class EngineWorker(QObject):
             self._journal.save(self._session)
             self._project.note_cleared()
             self._project_error = None
-        except (OSError, F2TTAError) as exc:
+        except (OSError, F2TTAError, ProjectError) as exc:
             self.saveFailed.emit(
                 shown(f"Project '{self._project.name}': the reset state cannot be written: {exc}")
             )
@@ -314,7 +316,10 @@ class EngineWorker(QObject):
                 self.saveFailed.emit(shown(f"Project '{name}': {outcome.error}"))
             elif self._project is not None and self._session is not None:
                 opening.note_progress(self._project, self._source, self._journal)
-                self.stateSaved.emit(self._project.note_saved(self._session))
+                try:
+                    self.stateSaved.emit(self._project.note_saved(self._session))
+                except (ProjectError, OSError) as exc:  # the state is saved; its listing is not
+                    self.saveFailed.emit(shown(f"Project '{self._project.name}': {exc}"))
         elif isinstance(outcome, Failed):
             logger.debug("run failed: %s", outcome.message)
 

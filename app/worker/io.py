@@ -6,7 +6,7 @@ These run on the worker's thread (:mod:`app.worker.engine_worker`), which owns t
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from app._engine import (
     F2TTAError,
+    JsonFileError,
     Kind,
     Picture,
     Slide,
@@ -23,6 +24,7 @@ from app._engine import (
     dominant_kind,
     read_image,
     read_item,
+    read_json_file,
 )
 from app.core.messages import RegionRead, RegionRequest
 from app.core.overlay import preview_array
@@ -39,12 +41,29 @@ OPEN_SAMPLES = 8
 def card_checksum(checkpoint: Path) -> str:
     """The ``weights_sha256`` the card beside ``checkpoint`` records (empty when it records none)."""
     try:
-        with open(checkpoint.with_suffix(".json"), encoding="utf-8") as fh:
-            data = json.loads(fh.read(1 << 20))
-    except (OSError, ValueError):
+        data = read_json_file(
+            checkpoint.with_suffix(".json"), what="model card", max_bytes=1 << 20, max_depth=64
+        )
+    except (OSError, JsonFileError):
         return ""
     value = data.get("weights_sha256") if isinstance(data, dict) else None
     return value if isinstance(value, str) else ""
+
+
+def model_sha256(checkpoint: Path) -> str:
+    """The checkpoint's content: the SHA-256 its card records (checked when the model loads), else
+    the file's own, read in chunks; empty when it cannot be read."""
+    recorded = card_checksum(checkpoint)
+    if recorded:
+        return recorded
+    digest = hashlib.sha256()
+    try:
+        with open(checkpoint, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()
 
 
 def frozen(array: np.ndarray) -> np.ndarray:

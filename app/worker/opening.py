@@ -39,12 +39,23 @@ from app.core.messages import SessionRequest, SourceOpened, SourceRequest
 from app.core.overlay import Overlay
 from app.core.projects import Project, ProjectError, ProjectStore
 from app.core.reviews import REVIEW_DIR, OverlayStore
+from app.worker.io import model_sha256
 
 logger = logging.getLogger(__name__)
 
 
 class OpenFailed(Exception):
-    """The session a request names cannot be opened; the message is for the user."""
+    """The session a request names cannot be opened; the message is for the user.
+
+    Args:
+        message: what to tell the user.
+        cause: "model" (it cannot be loaded), "project" (the project cannot be opened) or
+            "model-changed" (the project's model file holds other content than it was made with).
+    """
+
+    def __init__(self, message: str, cause: str = "model") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class OpenedSession(NamedTuple):
@@ -69,15 +80,24 @@ def open_session(request: SessionRequest) -> OpenedSession:
         if not isinstance(exc, F2TTAError | KeyError | ValueError | TypeError | OSError | RuntimeError):
             logger.exception("loading %s failed", request.model)
         raise OpenFailed(shown(f"Cannot load the model {request.model}: {exc}")) from exc
+    sha256 = model_sha256(request.model)
+    if request.expected_sha256 and sha256 != request.expected_sha256:
+        raise OpenFailed(
+            shown(
+                f"The model {request.model} is not the one project {request.project!r} was made with: "
+                f"its content changed (SHA-256 {request.expected_sha256[:12]}… then, {sha256[:12] or '?'}… now)."
+            ),
+            "model-changed",
+        )
     try:
         project = open_project(request)
     except (ProjectError, OSError) as exc:
-        raise OpenFailed(shown(f"Cannot open project {request.project!r}: {exc}")) from exc
+        raise OpenFailed(shown(f"Cannot open project {request.project!r}: {exc}"), "project") from exc
     journal, error = open_journal(project, session)
     if error is None:
         try:
-            project.note_model(str(request.model), request.method, dict(request.method_config))
-        except OSError as exc:
+            project.note_model(str(request.model), sha256, request.method, dict(request.method_config))
+        except (ProjectError, OSError) as exc:
             logger.warning("project %s cannot record its model: %s", project.name, exc)
     return OpenedSession(session, project, journal, error)
 

@@ -105,11 +105,13 @@ def read_json_file(path: str | Path, *, what: str, max_bytes: int, max_depth: in
 
     where = f"{what} ({path})"
     try:
-        raw = read_regular(path, max_bytes, what)
+        raw = read_regular(path, max_bytes, "the file")
         return loads_bounded(raw, max_bytes=max_bytes, max_depth=max_depth)
     except UnsafeFileError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            raise FileNotFoundError(f"{where}: no such file") from exc
         raise JsonFileError(f"{where}: {exc}") from exc
-    except ValueError as exc:
+    except ValueError as exc:  # too large, too deep, not UTF-8, not JSON
         raise JsonFileError(f"{where}: {exc}") from exc
 
 

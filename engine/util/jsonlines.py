@@ -18,9 +18,24 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.util.atomic import atomic_write_bytes
+from engine.util.bounded_json import nesting_depth
 from engine.util.files import open_append, open_regular
 
 ENCODING, ERRORS = "utf-8", "surrogateescape"
+MAX_LINE_CHARS = 1 << 20  # a record is a few kB (a row, a mark, an overlay)
+MAX_LINE_DEPTH = 32  # a record nests a few levels; a line of 200 000 "[" must not reach json.loads
+
+
+def _bounded(line: str) -> bool:
+    """A line a record may be: not longer than :data:`MAX_LINE_CHARS`, not nested deeper than
+    :data:`MAX_LINE_DEPTH` (``json.loads`` recurses once per level: a deep line raised
+    RecursionError and stopped whoever read the file). Lines that are not are skipped, as a line
+    cut short by a crash is."""
+    if len(line) > MAX_LINE_CHARS:
+        return False
+    if line.count("[") + line.count("{") <= MAX_LINE_DEPTH:  # cannot be deeper: no full count needed
+        return True
+    return nesting_depth(line.encode(ENCODING, errors=ERRORS)) <= MAX_LINE_DEPTH
 
 
 class KeyedJsonLines:
@@ -39,8 +54,9 @@ class KeyedJsonLines:
     def read(self) -> tuple[dict[str, dict[str, Any]], int]:
         """The last record of each key, in the order of each key's last line, and the file's line count.
 
-        Lines that are not JSON objects with the key field (a line cut short by a crash) are
-        skipped. A missing file reads as empty.
+        Lines that are not JSON objects with the key field (a line cut short by a crash), and
+        lines too long or too deeply nested to be a record (:func:`_bounded`), are skipped. A
+        missing file reads as empty.
 
         Raises:
             UnsafeFileError: the path is not a regular file (:func:`engine.util.files.open_regular`).
@@ -54,6 +70,8 @@ class KeyedJsonLines:
             lines = fh.read().decode(ENCODING, errors=ERRORS).splitlines()
         found: dict[str, dict[str, Any]] = {}
         for line in lines:
+            if not _bounded(line):
+                continue
             try:
                 record = json.loads(line)
                 key = str(record[self.key])
