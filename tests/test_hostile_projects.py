@@ -58,12 +58,16 @@ def test_a_deep_profile_json_disables_that_project_only(tmp_path: Path) -> None:
     assert not worker.of("open_session"), "the damaged project is not opened"
     banner = view.last("show_banner")[0]
     assert banner.key in SESSION_KEYS and "profile.json of project 'evil'" in banner.text
-    names = view.last("set_projects")[0]
+    names, _, _, entries = view.last("set_projects")
     assert "good" in names and "evil" in names, "the other projects stay on offer"
+    assert entries["evil"].startswith("damaged")
     c.projects.select("good")
     assert worker.last("open_session")[0].project == "good"
     c.sessions.on_worker_session_ready(session_info(tmp_path, "good"))
     assert c.state.usable
+    c.projects.select("evil")  # chosen from the list: said, and the open project stays
+    assert "profile.json of project 'evil'" in view.last("show_error")[1]
+    assert c.state.usable and c.state.settings.project == "good"
 
 
 @pytest.mark.parametrize(

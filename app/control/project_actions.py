@@ -87,6 +87,11 @@ class ProjectActions:
         st = self.state
         if name == st.settings.project and st.usable and st.state_dir is None:
             return
+        info = ProjectStore(st.home).info(name)
+        if info is not None and info.damaged:  # the open project stays open
+            self.view.show_error("Project", f"Project '{name}' cannot be opened. {info.damaged}")
+            self.sessions.refresh_projects()
+            return
         st.state_dir, st.model_chosen, st.model_located = None, False, False
         self.sessions.clear_screen()
         self.sessions.apply_settings(self.settings_for_project(name), reload=True)

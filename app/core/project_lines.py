@@ -73,7 +73,10 @@ def _described(path: Path, card: ModelCard | None) -> str:
 
 def project_lines(info: ProjectInfo) -> tuple[str, str]:
     """The project list's entry after a project's name (``Histology · 60 images seen``) and its
-    tooltip (the model by its card, the images seen and when saved), the card read once."""
+    tooltip (the model by its card, the images seen and when saved), the card read once; a
+    damaged project says so, and why, instead."""
+    if info.damaged:
+        return "damaged: cannot be opened", info.damaged
     card = card_of(info.model_path) if info.model_path else None
     seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
     entry = f"{kind_text(card) if card is not None else 'no usable model'} · {seen}"
