@@ -114,3 +114,31 @@ def test_the_exported_file_is_strict_json(tmp_path: Path) -> None:
     feature = json.loads(written.read_text(), parse_constant=no_constants)["features"][0]
     check_qupath_feature(feature)
     assert feature["properties"]["measurements"]["Probability normal"] == 0.9
+
+
+def test_every_polygon_lies_inside_the_slide(studio: object, tmp_path: Path, qtbot: object) -> None:
+    """A 1000 × 777 slide without µm/px: the partial tiles at its right and bottom edges reached
+    past it (x = 1056), drawn whole; each polygon is now cut to the slide (issue 29, case 12)."""
+    import numpy as np
+    from app_fixtures import make_model, write_pyramid
+    from app_studio import RUN_TIMEOUT_MS
+
+    rng = np.random.default_rng(0)
+    img = np.clip(np.array([170, 80, 160]) + rng.normal(0, 20, (777, 1000, 3)), 0, 255).astype(np.uint8)
+    slide = write_pyramid(tmp_path / "edge.tif", img, tile=128)
+    # 48-px tiles: the last column starts at x = 960 and keeps 40 of its 48 px on the slide.
+    studio.model = make_model(tmp_path, mpp=1.0, img_size=48)  # type: ignore[attr-defined]
+    c = studio.open(method="source", method_config={})  # type: ignore[attr-defined]
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.controller.open_slide(str(slide))
+    studio.run_to_end(c)  # type: ignore[attr-defined]
+    tiles = c.controller.model.rows
+    assert any(r.tile[2] + r.tile[4] > 1000 or r.tile[3] + r.tile[5] > 777 for r in tiles), "edge tiles"
+    with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.controller.export(tmp_path / "out")
+    features = json.loads((tmp_path / "out" / GEOJSON_NAME).read_text())["features"]
+    assert features and len(features) == len(tiles)
+    for feature in features:
+        check_qupath_feature(feature)
+        for x, y in feature["geometry"]["coordinates"][0]:
+            assert 0 <= x <= 1000 and 0 <= y <= 777, (x, y)

@@ -185,6 +185,9 @@ def collect_report_data(
         order=state.settings.order if source.kind == "folder" else "reading order",
         label_origin=source.label_origin,
         slide=slide_info,
+        slide_size=(int(source.dimensions[0]), int(source.dimensions[1]))
+        if isinstance(source, SlideSource)
+        else None,
         notes=tuple(model.notes),
         errors=tuple(state.errors),
         plot_png=plot_png(),

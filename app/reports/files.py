@@ -101,6 +101,7 @@ class ReportData:
     order: str = "name"
     label_origin: str | None = None
     slide: dict[str, Any] | None = None  # dimensions, level, downsample, mpp, tile size, warning
+    slide_size: tuple[int, int] | None = None  # the slide's level-0 (width, height): GeoJSON is cut to it
     notes: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     plot_png: bytes | None = None
@@ -350,7 +351,11 @@ def tabular_reports(data: ReportData) -> list[tuple[str, bytes]]:
     if data.source_kind == "slide":
         positive = data.card.get("positive_class", 1)
         tiles = geojson_bytes(
-            data.rows, data.classes, data.source_path, positive if isinstance(positive, int) else 1
+            data.rows,
+            data.classes,
+            data.source_path,
+            positive if isinstance(positive, int) else 1,
+            data.slide_size,
         )
         files.append((GEOJSON_NAME, tiles))
     return files

@@ -66,15 +66,24 @@ def geojson_document(
     classes: tuple[str, ...],
     slide: str,
     positive_class: int = 1,
+    size: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Tile predictions as a FeatureCollection QuPath imports as classified detections."""
+    """Tile predictions as a FeatureCollection QuPath imports as classified detections.
+
+    ``size``: the slide's level-0 width and height; each tile's polygon is cut to them (a partial
+    tile at the right or bottom edge reached past the slide, x = 1056 on a 1000-px slide).
+    """
     positive = classes[positive_class] if 0 <= positive_class < len(classes) else "positive class"
+    right, bottom = size if size is not None else (math.inf, math.inf)
     features = []
     for row in sorted(rows, key=lambda r: r.index):
         if row.tile is None:
             continue
         _, _, x, y, w, h = row.tile
-        ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
+        x2, y2 = min(x + w, right), min(y + h, bottom)
+        if x2 <= x or y2 <= y or x < 0 or y < 0:  # nothing of it on the slide
+            continue
+        ring = [[x, y], [x2, y], [x2, y2], [x, y2], [x, y]]
         features.append(
             {
                 "type": "Feature",
@@ -101,7 +110,11 @@ def geojson_document(
 
 
 def geojson_bytes(
-    rows: tuple[PredictionRow, ...], classes: tuple[str, ...], slide: str, positive_class: int = 1
+    rows: tuple[PredictionRow, ...],
+    classes: tuple[str, ...],
+    slide: str,
+    positive_class: int = 1,
+    size: tuple[int, int] | None = None,
 ) -> bytes:
-    document = geojson_document(rows, classes, slide, positive_class)
+    document = geojson_document(rows, classes, slide, positive_class, size)
     return (json.dumps(document, allow_nan=False) + "\n").encode("ascii")
