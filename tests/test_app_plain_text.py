@@ -145,3 +145,34 @@ def test_a_question_keeps_its_line_breaks_and_escapes_what_a_name_hides(
     (text,) = shown_texts
     assert text.split("\n")[-1] == "This cannot be undone." and "\\n" not in text
     assert "\u202e" not in text, "a bidi control in a name is still made visible"
+
+
+def test_every_tooltip_and_banner_shows_a_path_as_text(qtbot: object, tmp_path: Path) -> None:
+    """Markup in a folder's path (``<img src=trap.png>``) reached rich-text tooltips on the welcome
+    page's input rows and the banners (issue 29, case 14): every tooltip and banner that can hold a
+    path shows it as text."""
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QLabel, QWidget
+
+    from app.core import advice
+    from app.core.recent import InputLine
+    from app.views.main_window import MainWindow
+
+    trap = str(tmp_path / "<img src=trap.png>" / "<b>site</b>")
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    window.set_inputs([InputLine(trap, "folder", f"{trap} (folder)", False, 4, trap)])
+    window.show_banner(advice.exported(trap, ["report.pdf"]))
+    window.show_banner(advice.model_missing("P", Path(trap) / "model.safetensors"))
+    window.show_banner(advice.project_damaged("P", f"profile.json of project 'P' ({trap}): not JSON"))
+    window.set_projects(["P"], "P", {"P": f"model file missing: {trap}"}, {"P": "damaged"})
+    window.set_project_summary(f"Project 'P' {trap}")
+    window.set_model_text(trap)
+    tips = [w.toolTip() for w in window.findChildren(QWidget)]
+    tips += [a.toolTip() for a in window.findChildren(QAction)]
+    carrying = [t for t in tips if "trap.png" in t]
+    assert len(carrying) >= 8, carrying  # the input row, its buttons, the banners, the status, the list
+    for tip in carrying:
+        assert "<img" not in tip and "<b>site" not in tip, tip  # escaped: shown as the text it is
+    banner_labels = [label for label in window.banners.findChildren(QLabel) if "trap.png" in label.text()]
+    assert banner_labels and all(label.textFormat() == Qt.TextFormat.PlainText for label in banner_labels)

@@ -18,6 +18,7 @@ from app.core.arrival import ORDER_LABELS
 from app.core.recent import InputLine
 from app.views import _prompts as ask
 from app.views._layout import PANES, Panes
+from app.views._plain import plain_tooltip
 from app.views.project_combo import ProjectCombo
 from app.views.window_base import Views, WindowBase
 
@@ -172,7 +173,8 @@ class WindowActions:
         one is shown, disabled)."""
         self.recent_menu.clear()
         for line in inputs:
-            act = self.recent_menu.addAction(line.text)
+            act = self.recent_menu.addAction(line.text)  # an action's text is never markup; its tooltip
+            act.setToolTip(plain_tooltip(line.path))  # (the text, unless set) could be taken for it
             act.setEnabled(not line.missing)
             signal = self._w.openFolderRequested if line.kind == "folder" else self._w.openSlideRequested
             act.triggered.connect(lambda _checked=False, s=signal, path=line.path: s.emit(path))

@@ -12,6 +12,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from app.core.notices import Banner, merged
+from app.views._plain import plain_tooltip
 
 STYLES = {
     "error": ("#fdecea", "#b3261e"),
@@ -31,7 +32,7 @@ class ElidedLabel(QLabel):
         self.full_text, self.lines = text, lines
         self.setTextFormat(Qt.TextFormat.PlainText)  # messages name files, folders and classes
         self.setWordWrap(lines > 1)
-        self.setToolTip(text)
+        self.setToolTip(plain_tooltip(text))  # the whole message, as text
         self._fit()
 
     def set_lines(self, lines: int) -> None:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 
 from app._engine import REVERTED, VERIFIED
 from app.core.certificates import GroupLine, group_name
+from app.views._plain import plain_tooltip
 
 HEADERS = (
     ("Group", "The site group (–: images judged in no group)"),
@@ -62,7 +63,7 @@ class CertificatesView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         for col, (text, tip) in enumerate(HEADERS):
             item = QTableWidgetItem(text)
-            item.setToolTip(tip)
+            item.setToolTip(plain_tooltip(tip))
             self.table.setHorizontalHeaderItem(col, item)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.core.clinical import CONFIDENT, ClinicalMetrics
 from app.core.figures import DATASET, GATE_CAPTION, REVIEWED, Figures, dataset_title, reviewed_title
-from app.views._plain import plain_label
+from app.views._plain import plain_label, plain_tooltip
 
 NO_TRUTH = (
     "No ground truth yet. It comes from class sub-folders named after the model's classes, a labels.csv "
@@ -107,7 +107,7 @@ class FigureSet(QFrame):
         # Beside the title only the caption's first words (the box above the sets has the rest):
         # the whole caption pushed the set's button out of a 700-px tab.
         self.caption.setText(f"⚠ {caption.split(' — ')[0]}")
-        self.caption.setToolTip(caption)
+        self.caption.setToolTip(plain_tooltip(caption))
         self.caption.setVisible(gate)
         self.setStyleSheet("FigureSet { border-left: 4px solid #b3261e; }" if gate else "")
         text = (

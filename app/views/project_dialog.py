@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.core.project_lines import UNUSABLE, ModelChoice
 from app.core.projects import ProjectError, check_name
-from app.views._plain import plain_label
+from app.views._plain import plain_label, plain_tooltip
 
 MODEL_FILTER = "Model checkpoints (*.safetensors);;All files (*)"
 
@@ -136,7 +136,7 @@ class NewProjectDialog(QDialog):
     def _check(self) -> None:
         path = self.model_path()
         self.model_text.setText(self._describe(path) if path else "")
-        self.model_text.setToolTip(path)
+        self.model_text.setToolTip(plain_tooltip(path))
         problem = self._problem()
         self.problem.setText(problem)
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(not problem)

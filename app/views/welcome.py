@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.core.recent import InputLine
-from app.views._plain import plain_label
+from app.views._plain import plain_label, plain_tooltip
 
 SHOWN_INPUTS = 8  # the welcome page lists this many; File ▸ Open recent lists them all
 
@@ -121,10 +121,10 @@ class WelcomePanel(QWidget):
             label.setWordWrap(
                 True
             )  # a long line must not widen the left pane (the table's names were cut to "no…ng")
-            label.setToolTip(line.path)
+            label.setToolTip(plain_tooltip(line.path))  # a path is text, never markup
             button = QPushButton("Missing" if line.missing else "Resume" if line.images else "Open")
             button.setEnabled(not line.missing and self._open_allowed)
-            button.setToolTip(line.path)
+            button.setToolTip(plain_tooltip(line.path))
             button.clicked.connect(
                 lambda _checked=False, p=line.path, k=line.kind: self.inputClicked.emit(p, k)
             )
@@ -133,7 +133,7 @@ class WelcomePanel(QWidget):
             row.addWidget(button)
             if line.reports is not None:  # the project's reports of it: open their folder
                 reports = QPushButton("Reports")
-                reports.setToolTip(line.reports)
+                reports.setToolTip(plain_tooltip(line.reports))
                 reports.clicked.connect(lambda _checked=False, p=line.reports: self.reportsClicked.emit(p))
                 row.addWidget(reports)
                 self.report_buttons.append(reports)
