@@ -17,6 +17,7 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from PIL import Image
 
 from app.core.figures import GATE_CAPTION, SORTED_CAPTION, gate_caption
+from app.views._plain import plain_tooltip
 
 
 def _labelled_fundus_folder(root: Path, n: int = 12) -> Path:
@@ -52,7 +53,7 @@ def test_a_model_that_does_not_apply_marks_every_figure(
     assert (
         not metrics.dataset.caption.isHidden() and metrics.dataset.caption.text() == "⚠ Model may not apply"
     )
-    assert metrics.dataset.caption.toolTip() == GATE_CAPTION
+    assert metrics.dataset.caption.toolTip() == plain_tooltip(GATE_CAPTION)
     out = tmp_path / "reports"
     with qtbot.waitSignal(c.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         c.controller.export(str(out))
@@ -90,7 +91,9 @@ def test_figures_of_a_class_sorted_folder_say_so_not_that_the_model_does_not_app
     assert model.gate_checks == ["class-sorted"], model.gate_checks
     figures = model.figures()
     assert figures.caption == SORTED_CAPTION and GATE_CAPTION not in metrics.gate.text()
-    assert SORTED_CAPTION in metrics.gate.text() and metrics.dataset.caption.toolTip() == SORTED_CAPTION
+    assert SORTED_CAPTION in metrics.gate.text() and metrics.dataset.caption.toolTip() == plain_tooltip(
+        SORTED_CAPTION
+    )
 
 
 def test_the_caption_names_what_fired() -> None:

@@ -9,14 +9,25 @@ out of every figure here.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.core.filters import CONFIDENT, PredictionRow
 
-__all__ = ["CONFIDENT", "ClassMetrics", "ClinicalMetrics", "clinical_metrics", "confident_errors"]
+__all__ = [
+    "ALL_CLASSES_UP_TO",
+    "CONFIDENT",
+    "MATRIX_UP_TO",
+    "ClassMetrics",
+    "ClinicalMetrics",
+    "clinical_metrics",
+    "confident_errors",
+    "metrics_from_pairs",
+    "top_confusions",
+]
 
 
 @dataclass(frozen=True)
@@ -31,12 +42,37 @@ class ClassMetrics:
     precision: float  # true positives / images predicted as the class (nan without any)
 
 
+#: Up to this many classes every class of the model is in the figures; beyond, only the classes
+#: present (a truth or a decision of either model): a card of 10 000 classes made two dense
+#: 10 000 x 10 000 matrices a figure set, and an export of 12 images took minutes and gigabytes.
+ALL_CLASSES_UP_TO = 20
+
+
+def present(pairs: Mapping[tuple[int, int], int], n_classes: int) -> tuple[int, ...]:
+    """The class indices the figures show: every class up to :data:`ALL_CLASSES_UP_TO`, else those
+    any counted pair names."""
+    if n_classes <= ALL_CLASSES_UP_TO:
+        return tuple(range(n_classes))
+    return tuple(sorted({k for pair, count in pairs.items() if count for k in pair if 0 <= k < n_classes}))
+
+
+def matrix(pairs: Mapping[tuple[int, int], int], shown: Sequence[int]) -> np.ndarray:
+    """The ``(K, K)`` counts of ``pairs`` (truth, decision) over the ``shown`` class indices."""
+    where = {k: i for i, k in enumerate(shown)}
+    out = np.zeros((len(shown), len(shown)), dtype=np.int64)
+    for (t, d), count in pairs.items():
+        if t in where and d in where:
+            out[where[t], where[d]] += count
+    return out
+
+
 @dataclass(frozen=True)
 class ClinicalMetrics:
-    """Confusion matrices and per-class figures of the adapted and the source model."""
+    """Confusion matrices and per-class figures of the adapted and the source model, over the
+    classes shown (every class of a model with few, the classes present otherwise: ``classes``)."""
 
     classes: tuple[str, ...]
-    confusion: np.ndarray  # (C, C) counts, rows = truth, columns = adapted prediction
+    confusion: np.ndarray  # (K, K) counts over ``classes``, rows = truth, columns = adapted prediction
     source_confusion: np.ndarray  # the same for the source model
     per_class: tuple[ClassMetrics, ...]
     source_per_class: tuple[ClassMetrics, ...]
@@ -58,13 +94,35 @@ class ClinicalMetrics:
         return self.review_agreed / self.reviewed if self.reviewed else math.nan
 
 
-def confusion_matrix(truth: Sequence[int], pred: Sequence[int], n_classes: int) -> np.ndarray:
-    """``(C, C)`` counts, rows = truth, columns = prediction (labels outside 0..C-1 are ignored)."""
-    out = np.zeros((n_classes, n_classes), dtype=np.int64)
-    for t, p in zip(truth, pred, strict=True):
-        if 0 <= t < n_classes and 0 <= p < n_classes:
-            out[t, p] += 1
-    return out
+def pair_counts(truth: Sequence[int], pred: Sequence[int], n_classes: int) -> Counter[tuple[int, int]]:
+    """How often each (truth, prediction) pair occurs (labels outside 0..C-1 are left out)."""
+    return Counter(
+        (t, p) for t, p in zip(truth, pred, strict=True) if 0 <= t < n_classes and 0 <= p < n_classes
+    )
+
+
+def metrics_from_pairs(
+    classes: Sequence[str],
+    adapted: Mapping[tuple[int, int], int],
+    source: Mapping[tuple[int, int], int],
+    confident_errors: int,
+    reviewed: int,
+    review_agreed: int,
+) -> ClinicalMetrics:
+    """The figures from their counts (what :func:`clinical_metrics` and the row-by-row tally share)."""
+    shown = present(Counter(adapted) + Counter(source), len(classes))
+    names = tuple(classes[k] for k in shown)
+    confusion, source_confusion = matrix(adapted, shown), matrix(source, shown)
+    return ClinicalMetrics(
+        classes=names,
+        confusion=confusion,
+        source_confusion=source_confusion,
+        per_class=per_class(confusion, names),
+        source_per_class=per_class(source_confusion, names),
+        confident_errors=confident_errors,
+        reviewed=reviewed,
+        review_agreed=review_agreed,
+    )
 
 
 def _ratio(num: int, den: int) -> float:
@@ -101,19 +159,15 @@ def clinical_metrics(
     labelled = [r for r in rows if r.ground_truth is not None]
     truth = [int(r.ground_truth) for r in labelled if r.ground_truth is not None]
     n = len(classes)
-    adapted = confusion_matrix(truth, [r.prediction for r in labelled], n)
-    source = confusion_matrix(truth, [r.source_prediction for r in labelled], n)
     keys = reviewed_keys or set()
     reviewed = [r for r in labelled if r.key in keys]
-    return ClinicalMetrics(
-        classes=tuple(classes),
-        confusion=adapted,
-        source_confusion=source,
-        per_class=per_class(adapted, classes),
-        source_per_class=per_class(source, classes),
-        confident_errors=sum(1 for r in labelled if is_confident_error(r)),
-        reviewed=len(reviewed),
-        review_agreed=sum(1 for r in reviewed if r.correct),
+    return metrics_from_pairs(
+        classes,
+        pair_counts(truth, [r.prediction for r in labelled], n),
+        pair_counts(truth, [r.source_prediction for r in labelled], n),
+        sum(1 for r in labelled if is_confident_error(r)),
+        len(reviewed),
+        sum(1 for r in reviewed if r.correct),
     )
 
 
@@ -125,3 +179,21 @@ def is_confident_error(row: PredictionRow, threshold: float = CONFIDENT) -> bool
 def confident_errors(rows: Sequence[PredictionRow], threshold: float = CONFIDENT) -> list[PredictionRow]:
     """The confident errors, most confident first."""
     return sorted((r for r in rows if is_confident_error(r, threshold)), key=lambda r: -r.confidence)
+
+
+#: A confusion matrix is drawn for at most this many classes; beyond, the most frequent confusions
+#: are listed (a 400 x 400 matrix is neither readable nor cheap to lay out).
+MATRIX_UP_TO = 12
+
+
+def top_confusions(
+    confusion: np.ndarray, classes: Sequence[str], count: int = 20
+) -> list[tuple[str, str, int]]:
+    """The ``count`` most frequent (truth, decision) pairs where the two differ, most frequent first."""
+    off = confusion.copy()
+    np.fill_diagonal(off, 0)
+    flat = np.argsort(off, axis=None, kind="stable")[::-1][:count]
+    rows, cols = np.unravel_index(flat, off.shape)
+    return [
+        (classes[t], classes[p], int(off[t, p])) for t, p in zip(rows, cols, strict=True) if off[t, p] > 0
+    ]

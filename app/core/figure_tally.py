@@ -9,12 +9,11 @@ them by what one row adds or takes away, so a refresh costs the same at 100 rows
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from app.core.clinical import CONFIDENT, ClinicalMetrics, per_class
+from app.core.clinical import CONFIDENT, ClinicalMetrics, metrics_from_pairs
 from app.core.figures import Figures, gate_caption
 from app.core.filters import PredictionRow
 
@@ -30,36 +29,29 @@ class _Entry:
 
 
 class _Counts:
-    """The counts behind one :class:`ClinicalMetrics` (see :func:`app.core.clinical.clinical_metrics`)."""
+    """The counts behind one :class:`ClinicalMetrics` (see :func:`app.core.clinical.clinical_metrics`),
+    kept as (truth, decision) pairs: no matrix as large as the model's classes squared."""
 
     def __init__(self, n_classes: int, reviews: bool) -> None:
         self.n, self.reviews = n_classes, reviews
-        self.confusion = np.zeros((n_classes, n_classes), dtype=np.int64)
-        self.source = np.zeros((n_classes, n_classes), dtype=np.int64)
+        self.adapted: Counter[tuple[int, int]] = Counter()
+        self.source: Counter[tuple[int, int]] = Counter()
         self.confident_errors = self.reviewed = self.agreed = 0
 
     def add(self, entry: _Entry, sign: int) -> None:
         t, p, s = entry.truth, entry.prediction, entry.source
         if 0 <= t < self.n and 0 <= p < self.n:
-            self.confusion[t, p] += sign
+            self.adapted[(t, p)] += sign
         if 0 <= t < self.n and 0 <= s < self.n:
-            self.source[t, s] += sign
+            self.source[(t, s)] += sign
         self.confident_errors += sign * (p != t and entry.confident)
         if self.reviews:
             self.reviewed += sign
             self.agreed += sign * (p == t)
 
     def metrics(self, classes: tuple[str, ...]) -> ClinicalMetrics:
-        confusion, source = self.confusion.copy(), self.source.copy()
-        return ClinicalMetrics(
-            classes=classes,
-            confusion=confusion,
-            source_confusion=source,
-            per_class=per_class(confusion, classes),
-            source_per_class=per_class(source, classes),
-            confident_errors=self.confident_errors,
-            reviewed=self.reviewed,
-            review_agreed=self.agreed,
+        return metrics_from_pairs(
+            classes, +self.adapted, +self.source, self.confident_errors, self.reviewed, self.agreed
         )
 
 

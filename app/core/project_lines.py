@@ -39,9 +39,19 @@ def kind_text(card: ModelCard) -> str:
     return KIND_NAMES[kind].capitalize() if kind is not None else "Unknown kind of image"
 
 
+NAMED_CLASSES = 6  # a card's classes named in one line; more are counted (a card may hold 10 000)
+
+
+def classes_text(classes: tuple[str, ...] | list[str]) -> str:
+    """``normal / tumor``; for many classes the first few and the count (``a / b / c / d / … (400 classes)``)."""
+    if len(classes) <= NAMED_CLASSES:
+        return " / ".join(classes)
+    return " / ".join(classes[: NAMED_CLASSES - 2]) + f" / … ({len(classes)} classes)"
+
+
 def model_text(card: ModelCard) -> str:
     """``Histology · normal / tumor · ViT-Tiny, 4 blocks, 12-px patches, 96 px input — site1``."""
-    text = f"{kind_text(card)} · {' / '.join(card.classes)} · {describe_model(card)}"
+    text = f"{kind_text(card)} · {classes_text(card.classes)} · {describe_model(card)}"
     return f"{text} — {card.source_domain}" if card.source_domain else text
 
 

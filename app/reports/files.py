@@ -239,18 +239,32 @@ def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
     return {
         "labelled": metrics.labelled,
         "accuracy": number(metrics.accuracy),
+        "classes": list(metrics.classes),  # every class of a model with few, else those present
         "confusion_matrix": {
             "rows": "ground truth",
             "columns": "prediction",
-            "counts": metrics.confusion.tolist(),
+            **_counts(metrics.confusion),
         },
-        "source_confusion_matrix": metrics.source_confusion.tolist(),
+        "source_confusion_matrix": _counts(metrics.source_confusion),
         "per_class": classes(metrics.per_class),
         "source_per_class": classes(metrics.source_per_class),
         "confident_errors": metrics.confident_errors,
         "reviewed": metrics.reviewed,
         "review_agreement": number(metrics.review_agreement),
     }
+
+
+DENSE_UP_TO = 100  # classes whose matrix is written whole; beyond, only its non-zero cells
+
+
+def _counts(matrix: np.ndarray) -> dict[str, Any]:
+    """A confusion matrix over ``classes``: ``counts`` (rows of counts) for up to
+    :data:`DENSE_UP_TO` classes, else ``cells`` (``[truth, prediction, count]`` indices into
+    ``classes``, the non-zero ones): its size follows the images, not the classes squared."""
+    if len(matrix) <= DENSE_UP_TO:
+        return {"counts": matrix.tolist()}
+    rows, cols = np.nonzero(matrix)
+    return {"cells": [[int(t), int(p), int(matrix[t, p])] for t, p in zip(rows, cols, strict=True)]}
 
 
 def _with_truth(document: dict[str, Any] | None, truth: str) -> dict[str, Any] | None:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.core.clinical import ClassMetrics, ClinicalMetrics
+from app.core.clinical import MATRIX_UP_TO, ClassMetrics, ClinicalMetrics, top_confusions
 from app.core.figures import DATASET, GATE_CAPTION, REVIEWED, dataset_title, reviewed_title
 from app.reports.files import ReportData
-from app.reports.pdf_html import MUTED, Block, esc, grid_table, h2, pct
+from app.reports.pdf_html import MUTED, TABLE_PART_ROWS, Block, chunked, esc, grid_table, h2, pct
 
 __all__ = ["figure_blocks", "gate_note"]
 
@@ -41,10 +41,8 @@ def figure_blocks(data: ReportData) -> list[Block]:
         sets.append((reviewed_title(data.reviewed_metrics.labelled), data.reviewed_metrics))
     blocks = []
     for title, metrics in sets:
-        blocks += [
-            metrics_block(metrics, title, data.gate, data.gate_caption),
-            confusion_block(metrics, title),
-        ]
+        blocks += metrics_blocks(metrics, title, data.gate, data.gate_caption)
+        blocks.append(confusion_block(metrics, title))
     return blocks
 
 
@@ -52,7 +50,9 @@ def _metric_cells(m: ClassMetrics) -> list[str]:
     return [pct(m.sensitivity), pct(m.specificity), pct(m.precision)]
 
 
-def metrics_block(m: ClinicalMetrics, title: str, gate: Sequence[str] = (), caption: str = "") -> Block:
+def metrics_blocks(
+    m: ClinicalMetrics, title: str, gate: Sequence[str] = (), caption: str = ""
+) -> list[Block]:
     head = [
         "Class",
         "Images",
@@ -72,8 +72,11 @@ def metrics_block(m: ClinicalMetrics, title: str, gate: Sequence[str] = (), capt
         f"measured against {esc(truth)} (a review mark never replaces a dataset label). Sensitivity: "
         "share of the class found; specificity: share of the other images not called this class.</p>"
     )
+    heading = f"Per-class results: {_lower(title)}"
+    if len(body) > TABLE_PART_ROWS:  # a long table in parts of a few rows, the heading with the first
+        return chunked(heading, head, body, gate_note(gate, caption) + intro)
     table = grid_table(head, body, align="right")
-    return Block(h2(f"Per-class results: {_lower(title)}") + gate_note(gate, caption) + intro + table)
+    return [Block(h2(heading) + gate_note(gate, caption) + intro + table)]
 
 
 def _lower(title: str) -> str:
@@ -108,6 +111,8 @@ def confusion_html(matrix: np.ndarray, classes: Sequence[str], title: str) -> st
 
 
 def confusion_block(m: ClinicalMetrics, title: str) -> Block:
+    if len(m.classes) > MATRIX_UP_TO:  # a matrix this large is neither readable nor cheap to lay out
+        return _confusions_block(m, title)
     side = (
         "<table cellspacing='0' cellpadding='0'><tr>"
         f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'Adapted model')}</td><td width='24'></td>"
@@ -115,3 +120,17 @@ def confusion_block(m: ClinicalMetrics, title: str) -> Block:
     )
     note = f"<p style='color:{MUTED}'>Percentages are shares of each row (of the images of that class).</p>"
     return Block(h2(f"Confusion matrix: {_lower(title)}") + side + note)
+
+
+def _confusions_block(m: ClinicalMetrics, title: str) -> Block:
+    """The most frequent confusions of each model, for more classes than a matrix can show."""
+    parts = []
+    for name, matrix in (("Adapted model", m.confusion), ("Source model", m.source_confusion)):
+        pairs = top_confusions(matrix, m.classes)
+        body = [[esc(t), esc(p), str(n)] for t, p, n in pairs] or [["–", "–", "0"]]
+        parts.append(f"<p><b>{name}</b></p>" + grid_table(["Truth", "Predicted", "Images"], body))
+    note = (
+        f"<p style='color:{MUTED}'>{len(m.classes)} classes: the {len(pairs)} most frequent confusions "
+        "are listed; run_config.json holds every count.</p>"
+    )
+    return Block(h2(f"Most frequent confusions: {_lower(title)}") + "".join(parts) + note)

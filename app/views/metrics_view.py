@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.clinical import CONFIDENT, ClinicalMetrics
+from app.core.clinical import CONFIDENT, MATRIX_UP_TO, ClinicalMetrics, top_confusions
 from app.core.figures import DATASET, GATE_CAPTION, REVIEWED, Figures, dataset_title, reviewed_title
 from app.views._plain import plain_label, plain_tooltip
 
@@ -34,6 +34,7 @@ NO_TRUTH = (
 )
 GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 
+PER_CLASS_ROWS = 40  # the per-class table shows the classes with the most images, at most this many
 EXPAND = QSizePolicy.Policy.Expanding  # the empty tab's message takes the room, centred
 
 
@@ -119,6 +120,45 @@ class FigureSet(QFrame):
             text += f" · agreement of the marks with the model: {_pct(metrics.review_agreement)}"
         self.line.setText(text)
         n = len(metrics.classes)
+        if n > MATRIX_UP_TO:
+            self._show_confusions(metrics)
+        else:
+            self._show_matrix(metrics)
+        shown = sorted(metrics.per_class, key=lambda m: -m.support)[:PER_CLASS_ROWS]  # the largest classes
+        self.headings[1].setText(
+            "Per class (this class against the others)"
+            if n <= PER_CLASS_ROWS
+            else f"Per class: the {PER_CLASS_ROWS} with the most images of {n} (all in the reports)"
+        )
+        self.per_class.setRowCount(len(shown))
+        for k, m in enumerate(shown):
+            values = [m.name, str(m.support), _pct(m.sensitivity), _pct(m.specificity), _pct(m.precision)]
+            for col, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                if col:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.per_class.setItem(k, col, item)
+        _fit_rows(self.per_class, len(shown))
+
+    def _show_confusions(self, metrics: ClinicalMetrics) -> None:
+        """More classes than a matrix can show: the most frequent confusions instead."""
+        pairs = top_confusions(metrics.confusion, metrics.classes, PER_CLASS_ROWS)
+        self.headings[0].setText(f"Most frequent confusions ({len(metrics.classes)} classes)")
+        self.confusion.clear()
+        self.confusion.setRowCount(len(pairs))
+        self.confusion.setColumnCount(3)
+        self.confusion.setHorizontalHeaderLabels(["Truth", "Predicted", "Images"])
+        self.confusion.verticalHeader().setVisible(False)
+        for row, (truth, predicted, count) in enumerate(pairs):
+            for col, value in enumerate((truth, predicted, str(count))):
+                self.confusion.setItem(row, col, QTableWidgetItem(value))
+        _fit_rows(self.confusion, len(pairs))
+
+    def _show_matrix(self, metrics: ClinicalMetrics) -> None:
+        n = len(metrics.classes)
+        self.headings[0].setText("Confusion matrix (rows: truth, columns: prediction)")
+        self.confusion.clear()
+        self.confusion.verticalHeader().setVisible(True)
         self.confusion.setRowCount(n)
         self.confusion.setColumnCount(n)
         self.confusion.setHorizontalHeaderLabels([f"→ {c}" for c in metrics.classes])
@@ -135,16 +175,7 @@ class FigureSet(QFrame):
                 item.setBackground(QBrush(QColor(*tint)))
                 item.setForeground(QBrush(QColor(255, 255, 255) if share > 0.6 else QColor(0, 0, 0)))
                 self.confusion.setItem(t, p, item)
-        self.per_class.setRowCount(n)
-        for k, m in enumerate(metrics.per_class):
-            values = [m.name, str(m.support), _pct(m.sensitivity), _pct(m.specificity), _pct(m.precision)]
-            for col, value in enumerate(values):
-                item = QTableWidgetItem(value)
-                if col:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                self.per_class.setItem(k, col, item)
-        for table in (self.confusion, self.per_class):  # as tall as their rows: both sets in view
-            _fit_rows(table, n)
+        _fit_rows(self.confusion, n)  # as tall as its rows: both sets in view
 
 
 class MetricsView(QWidget):
