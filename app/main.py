@@ -2,7 +2,9 @@
 [--quit-when-done]``: the desktop app's entry point (also ``python -m app``).
 
 Exit codes: 0 success; 1 failure (model, project, source, state or reports could not be used);
-2 bad command line; 3 the run completed but some images could not be processed.
+2 bad command line; 3 the run completed but some images could not be processed; 4 the model may
+not apply to the images (the applicability check, as ``f2tta run``): nothing was run without
+``--accept-warnings``.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quit-when-done", action="store_true", help="quit when the run (and export) ends")
     parser.add_argument(
+        "--accept-warnings",
+        action="store_true",
+        help="with --run: run images the applicability check flags (in a project of their own; "
+        "without it nothing is run and the exit code is 4, as f2tta run)",
+    )
+    parser.add_argument(
         "--home", type=Path, help="user data folder (default: $F2TTA_STUDIO_HOME or the OS default)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -171,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run=args.run,
         export=args.export.resolve() if args.export else None,
         quit_when_done=args.quit_when_done,
+        accept_warnings=args.accept_warnings,
     )
     # Command-line overrides are for this session only; settings changed in the dialog are saved.
     state_dir = args.state.expanduser().resolve() if args.state else None

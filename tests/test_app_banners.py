@@ -13,6 +13,7 @@ from app_studio import RUN_TIMEOUT_MS, Studio
 
 from app.core.notices import Banner, merged
 from app.core.phase import Phase
+from app.views._plain import plain_tooltip
 from app.views.banner import BannerBar
 
 LONG = "The model may not apply to these images, and its figures may mean nothing at all. " * 4
@@ -45,7 +46,9 @@ def test_the_same_fix_is_offered_once_and_the_stack_stays_short(qtbot: object) -
     qtbot.waitUntil(lambda: bar.sizeHint().height() > 0)  # type: ignore[attr-defined]
     line = bar.fontMetrics().lineSpacing()
     assert bar.sizeHint().height() <= 3 * (line + 16), "one line a banner while several are shown"
-    assert all(item.label.toolTip() == item.banner.text for item in items.values()), "the whole text"
+    assert all(item.label.toolTip() == plain_tooltip(item.banner.text) for item in items.values()), (
+        "the whole text, as text"
+    )
     bar.dismiss("source-collapse")  # the merged banner goes with both its causes
     assert "source-image-kind" not in bar.items and "source-sorted" in bar.items
 

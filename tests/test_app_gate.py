@@ -17,6 +17,8 @@ from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 from PIL import Image
 
 from app.core.figures import GATE_CAPTION, SORTED_CAPTION, gate_caption
+from app.core.phase import Phase
+from app.core.projects import ProjectStore
 from app.views._plain import plain_tooltip
 
 
@@ -44,7 +46,21 @@ def test_a_model_that_does_not_apply_marks_every_figure(
     assert any("look like fundus photographs" in g for g in model.gate), model.gate
     kinds = [b for b in window.banners.banners() if b.key == "source-image-kind"]
     assert kinds and "fundus photographs" in kinds[0].text
+    # F5 asks once, naming the reason, as f2tta run refuses (exit 4); No runs nothing.
+    asked: list[str] = []
+    window.confirm = lambda title, text: asked.append(f"{title}: {text}") or False  # type: ignore[method-assign]
+    c.controller.start()
+    assert asked and asked[0].startswith("Run anyway?") and "fundus photographs" in asked[0]
+    assert c.controller.phase is Phase.READY and not model.rows, "nothing was run"
+    # Yes runs them in a project of their own: project Eyes' adaptation state takes none of them.
+    window.confirm = lambda title, text: asked.append(f"{title}: {text}") or True  # type: ignore[method-assign]
     studio.run_to_end(c)
+    assert len(asked) == 2, "asked once for this run (not again in the project made for it)"
+    assert c.controller.state.settings.project == "Eyes - eyes" and len(model.rows) == 12
+    eyes = ProjectStore(studio.home).info("Eyes")
+    assert eyes is not None and eyes.images_seen == 0, "the project's state is not polluted"
+    plots = window.plots.caption
+    assert plots.isVisibleTo(window) and GATE_CAPTION in plots.text(), "the plots carry the mark too"
     figures = model.figures()
     assert figures.dataset.labelled == 12 and figures.gate, "figures computed under the fired gate"
     metrics = window.metrics
@@ -86,7 +102,9 @@ def test_figures_of_a_class_sorted_folder_say_so_not_that_the_model_does_not_app
     from app_fixtures import make_folder
 
     folder = make_folder(tmp_path, 12, labelled="folders")
-    c = studio.processed(folder, "Sorted")
+    c = studio.open_with(folder, "Sorted")
+    c.window.confirm = lambda title, text: True  # Run anyway (in a project of its own)
+    studio.run_to_end(c)
     model, metrics = c.controller.model, c.window.metrics
     assert model.gate_checks == ["class-sorted"], model.gate_checks
     figures = model.figures()

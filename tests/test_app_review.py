@@ -133,7 +133,9 @@ def test_a_mark_against_the_folders_label_asks_and_keeps_the_dataset_figures(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = make_folder(tmp_path, 12, labelled="folders")
-    c = studio.processed(folder, "Truth")
+    c = studio.open(project="Truth", order="interleaved")  # sub-folders by name arrive class by class
+    studio.open_folder(c, folder)
+    studio.run_to_end(c)
     model, window = c.controller.model, c.window
     row = model.rows[0]
     # C on a wrong row, X on a right one: either way the mark disagrees with the folder's label.

@@ -35,7 +35,7 @@ def test_command_line_run_export_and_quit(
             made.append(self)
 
     monkeypatch.setattr(app.shell.studio_app, "StudioApp", Recording)
-    folder = make_folder(tmp_path, 10, labelled="folders")
+    folder = make_folder(tmp_path, 10, labelled="csv")  # mixed arrival: the gate does not fire
     out = tmp_path / "cli_out"
     code = main(
         [
@@ -63,6 +63,27 @@ def test_command_line_run_export_and_quit(
     )
     assert main([str(tmp_path / "nowhere"), "--run"]) == 2
     assert len(made) == 2 and not any(c.engine_thread.isRunning() for c in made)
+
+
+def test_a_scripted_run_of_flagged_images_stops_with_4_or_runs_apart(
+    home: Path, model: Path, tmp_path: Path, qapp: object
+) -> None:
+    """The gate means the same in the app as in f2tta run (issue 27, item 4): ``--run`` on a folder
+    the applicability check flags (class sub-folders in name order arrive class by class) runs
+    nothing and exits 4; ``--accept-warnings`` runs it in a project of its own, not the named one."""
+    from app.main import main
+
+    folder = make_folder(tmp_path, 10, labelled="folders")
+    argv = [str(folder), "--model", str(model), "--project", "smoke", "--method", "source", "--run"]
+    assert main([*argv, "--quit-when-done"]) == 4
+    assert ProjectStore(home).open("smoke").info().images_seen == 0, "nothing was run"
+    out = tmp_path / "out"
+    assert main([*argv, "--accept-warnings", "--export", str(out), "--quit-when-done"]) == 0
+    assert ProjectStore(home).open("smoke").info().images_seen == 0, "the named project is not touched"
+    apart = ProjectStore(home).info("smoke - site")
+    assert apart is not None and apart.images_seen == 10
+    with open(out / "predictions.csv", newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == 10
 
 
 def test_model_failure_ends_the_run_and_a_failed_save_is_reported(
@@ -218,6 +239,7 @@ def test_state_written_by_f2tta_run_opens_in_the_app_with_its_rows(studio: Studi
         src.rename(target.with_name("new_" + target.name))
     studio.open_folder(c, folder)
     assert c.controller.model.pending == 3
+    c.window.confirm = lambda title, text: True  # the gate's question: run in this --state directory
     studio.run_to_end(c)
     studio.close(c)
     assert _cli(studio.model, folder, out, state) == 0

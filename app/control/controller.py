@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app._engine import SlideSource
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
@@ -72,6 +73,7 @@ class Controller:
         self._throttle = MessageThrottle()
         self._skip_throttle = MessageThrottle()  # a NaN storm must not flood the log
         self._watch_model()
+        self.events.source_opened.connect(self._after_open)
         settings = state.settings
         view.set_preferences(settings.low_confidence, settings.overlay_opacity)
         view.set_reviewer(settings.reviewer_name())
@@ -221,14 +223,35 @@ class Controller:
         self.sessions.save_settings()
 
     # -- the run ------------------------------------------------------------------------------
-    def start(self) -> None:
-        if not self.state.usable or self.model.source is None or not self.model.pending:
+    def start(self, ask: bool = True) -> None:
+        """Process the open source's pending images. Where the applicability gate flags the source
+        (``f2tta run`` stops with exit code 4), ask once first: a project's images then run in a
+        project of their own (:meth:`ProjectActions.run_apart`); a ``--state`` directory, which the
+        user chose as ``f2tta run``'s, runs in it. ``ask`` False (a script that accepts the
+        warnings): no question, the answer is yes."""
+        source, st = self.model.source, self.state
+        if not st.usable or source is None or not self.model.pending:
             return
+        path = str(source.path if isinstance(source, SlideSource) else source.root)
+        if self.model.gate and path not in st.gate_accepted:
+            if st.state_dir is None:
+                self.projects.run_apart(Path(path), list(self.model.gate), ask)
+                return
+            if ask and not self.view.confirm("Run anyway?", notices.gate_question(self.model.gate)):
+                self.log("info", "Not run: the applicability check's warnings stand (see the banner).")
+                return
+            st.gate_accepted.add(path)
         self.model.start_run()
         self.view.dismiss_banner("export")  # the reports written no longer hold every image
         self.status.set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.model.pending} images")
         self.worker.start()
+
+    def _after_open(self, _opened: object) -> None:
+        """A source opened in a project made to run it apart from the gate's: the run starts."""
+        if self.state.run_after_open:
+            self.state.run_after_open = False
+            self.start()
 
     def pause(self) -> None:
         if self.phase is Phase.RUNNING:

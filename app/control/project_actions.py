@@ -9,13 +9,14 @@ or a request to the engine worker. A plain object, handed what it uses.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Protocol
 
 from app._engine import SlideSource
 from app.control.session_controller import model_setting
 from app.control.status import ControllerContext
-from app.core import advice
+from app.core import advice, notices
 from app.core.phase import Phase
 from app.core.project_lines import model_choices, model_file_problem, model_file_text, next_project
 from app.core.projects import DEFAULT_PROJECT, ProjectError, ProjectStore, check_name
@@ -109,9 +110,10 @@ class ProjectActions:
         self.sessions.remember_folder("model", Path(model).parent)
         self.create(name, dataclasses.replace(st.settings, model=model_setting(Path(model))))
 
-    def create(self, name: str, settings: AppSettings | None = None) -> None:
+    def create(self, name: str, settings: AppSettings | None = None, then_open: Path | None = None) -> None:
         """A new project with the model and method of ``settings`` (the current ones when None),
-        opened. The engine worker makes its folder (the one writer of project folders)."""
+        opened (``then_open``: with this folder or slide open in it). The engine worker makes its
+        folder (the one writer of project folders)."""
         st = self.state
         try:
             name = check_name(name)
@@ -122,7 +124,23 @@ class ProjectActions:
             return
         st.state_dir = None
         self.sessions.clear_screen()
-        self.sessions.apply_settings(dataclasses.replace(settings or st.settings, project=name))
+        self.sessions.apply_settings(dataclasses.replace(settings or st.settings, project=name), then_open)
+
+    def run_apart(self, source: Path, reasons: list[str], ask: bool = True) -> bool:
+        """The gate flags the open source: ask once whether to run it in a project of its own (the
+        open project's adaptation state is not touched), and make that project, the source open
+        and run in it, when the user says yes (``ask`` False: without asking). Returns whether a
+        run follows."""
+        st = self.state
+        name = apart_name(st.settings.project, source, ProjectStore(st.home).names())
+        question = notices.gate_question(reasons, st.settings.project, name)
+        if ask and not self.view.confirm("Run anyway?", question):
+            self.status.log("info", "Not run: the applicability check's warnings stand (see the banner).")
+            return False
+        st.gate_accepted.add(str(source))
+        st.run_after_open = True
+        self.create(name, then_open=source)
+        return True
 
     def on_window_rename_project_requested(self, name: str) -> None:
         """Rename the current project; its open folder or slide opens again under the new name."""
@@ -248,3 +266,12 @@ class ProjectActions:
         self.sessions.apply_settings(
             dataclasses.replace(st.settings, model=model_setting(Path(path))), reload=True
         )
+
+
+def apart_name(project: str, source: Path, taken: list[str]) -> str:
+    """A project name for running ``source`` apart from ``project`` (only characters names allow)."""
+    base = re.sub(r"[^A-Za-z0-9 ._-]", "-", f"{project} - {source.stem or source.name}")[:58].strip()
+    name, number = base, 2
+    while name in taken:
+        name, number = f"{base} {number}", number + 1
+    return name

@@ -18,6 +18,7 @@ from app.core.run_items import Notifier
 EXIT_OK = 0
 EXIT_FAILED = 1  # the model, project, source, state or reports could not be used
 EXIT_ITEM_ERRORS = 3  # the run completed, but some images could not be processed
+EXIT_GATE = 4  # the model may not apply (as f2tta run): nothing was run without --accept-warnings
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class ScriptOptions:
     run: bool = False
     export: Path | None = None
     quit_when_done: bool = False
+    accept_warnings: bool = False  # run what the applicability gate flags (in a project of its own)
 
 
 class Stage(enum.Enum):
@@ -70,8 +72,16 @@ class ScriptedRun:
         if self.stage is not Stage.SOURCE:
             return
         self.stage = Stage.RUN
-        if self.options.run and self.controller.model.pending:
-            self.controller.start()
+        model = self.controller.model
+        if self.options.run and model.pending and model.gate and not self.options.accept_warnings:
+            for warning in model.gate:
+                self.controller.log("error", warning)
+            self.controller.log(
+                "error", "Nothing was run: the model may not apply (--accept-warnings runs it)."
+            )
+            self._finish(EXIT_GATE)
+        elif self.options.run and model.pending:
+            self.controller.start(ask=False)  # flagged images run in a project of their own
         else:
             self._after_run()
 

@@ -169,3 +169,17 @@ def mark_against_label(dataset: str, mark: str, origin: str | None) -> tuple[str
         "is recorded beside it (the figures against the dataset's labels do not change; those "
         "against the reviewers' marks do).",
     )
+
+
+def gate_question(reasons: Sequence[str], project: str | None = None, apart: str | None = None) -> str:
+    """Asked before a run of images the applicability check flags (``f2tta run`` refuses them
+    without ``--accept-warnings``): in ``project``'s case, whether to run them in the project
+    ``apart``; for a ``--state`` directory, in it."""
+    text = "The applicability check says the model may not apply to these images:\n\n"
+    text += "\n".join(f"• {r}" for r in reasons)
+    if project is None or apart is None:
+        return text + "\n\nRun them anyway in this state directory (as f2tta run --accept-warnings would)?"
+    return text + (
+        f"\n\nRunning them would adapt project '{project}' to them. Run them anyway in a new project "
+        f"'{apart}' with the same model (project '{project}' is not touched)?"
+    )

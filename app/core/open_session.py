@@ -41,6 +41,11 @@ class OpenSession:
     #: The chosen model is the project's own, moved or renamed (located by the user): it is loaded
     #: only when its content is the one the project was made with.
     model_located: bool = False
+    #: Sources (paths) the user chose to run although the applicability gate flags them (each in a
+    #: project of its own, so the question is asked once), and whether a run starts once the source
+    #: opens (the new project's).
+    gate_accepted: set[str] = field(default_factory=set)
+    run_after_open: bool = False
     info: SessionInfo | None = None
     latest_project: ProjectInfo | None = None
     last_run: RunEnded | None = None

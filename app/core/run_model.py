@@ -243,8 +243,8 @@ class RunModel(Truths):
     def _flush_plots(self) -> None:
         if self._plots_dirty:
             self._plots_dirty = False
-            self.plots_changed.emit(self.stats.plot_data())
             self._check_collapse()  # before the figures: a collapse found now marks them
+            self.plots_changed.emit(self.plot_data())
             if self.rows:
                 self.metrics_changed.emit(self.figures())
             self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))

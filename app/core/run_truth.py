@@ -19,7 +19,7 @@ from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
 from app.core.reviews import ReviewMark
 from app.core.run_items import Notifier, review_text
-from app.core.stats import RunStatistics
+from app.core.stats import PlotData, RunStatistics
 
 
 class Truths:
@@ -36,6 +36,7 @@ class Truths:
     tally: FigureTally
     watch: CollapseWatch
     metrics_changed: Notifier[Figures]
+    plots_changed: Notifier[PlotData]
     _row_of_position: dict[int, int]
     _reverted: dict[Group, int]
 
@@ -57,12 +58,17 @@ class Truths:
         self.gate_checks = [check for check, _ in warnings]
         if self.rows:
             self.metrics_changed.emit(self.figures())
+            self.plots_changed.emit(self.plot_data())  # the plots carry the mark too
 
     def _measure_against_dataset(self) -> None:
         """The rows carry dataset labels after all: the plots measure against them from now on."""
         self.dataset_labelled, self.stats.truth = True, "dataset labels"
         self.stats.clear()
         self.stats.extend(self.rows, [self._plot_truth(r) for r in self.raw_rows])
+
+    def plot_data(self) -> PlotData:
+        """What the plots draw, with the caption every figure carries when the gate fired."""
+        return dataclasses.replace(self.stats.plot_data(), caption=self.figures().caption)
 
     def figures(self) -> Figures:
         """The figures against the dataset's labels and against the reviewers' marks, kept apart,

@@ -51,6 +51,7 @@ class PlotData:
     segment_source: np.ndarray
     segment_size: int
     truth: str = ""  # what the accuracies are measured against ("dataset labels", "review marks")
+    caption: str = ""  # what the figures say when the applicability gate fired (app.core.figures)
 
     @property
     def empty(self) -> bool:

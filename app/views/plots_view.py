@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
 from app.core.stats import PlotData
 from app.views._canvas import cache_axes
+from app.views._plain import plain_label
 
 ADAPTED_COLOR = (31, 119, 180)
 SOURCE_COLOR = (150, 150, 150)
@@ -29,6 +30,7 @@ BAR_KEY = (
     f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ adapted</span>&nbsp; "
     f"<span style='color:{_hex(SOURCE_COLOR)}'>■ source</span>"
 )
+GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
 
 
@@ -82,10 +84,18 @@ class PlotsView(QWidget):
         self.segments.addItem(self.source_bars)
         for plot in (self.running, self.segments):
             cache_axes(plot.getPlotItem())
-        layout = QHBoxLayout(self)
+        # What every figure says when the applicability gate fired (hidden otherwise): the plots'
+        # accuracies are figures too (they showed 100 % unmarked for a model that did not apply).
+        self.caption = plain_label("")
+        self.caption.setStyleSheet(GATE_STYLE)
+        self.caption.setVisible(False)
+        plots = QHBoxLayout()
+        plots.addWidget(self.running, 3)
+        plots.addWidget(self.segments, 2)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.running, 3)
-        layout.addWidget(self.segments, 2)
+        layout.addWidget(self.caption)
+        layout.addLayout(plots, 1)
         self.data: PlotData | None = None
         self._extent = 1
         self._quantity = "positive rate"
@@ -116,6 +126,10 @@ class PlotsView(QWidget):
     def set_data(self, data: PlotData | None, labelled: bool | None = None) -> None:
         """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show)."""
         self.data = data
+        caption = data.caption if data is not None else ""
+        if caption != self.caption.text().removeprefix("⚠ "):
+            self.caption.setText(f"⚠ {caption}" if caption else "")
+            self.caption.setVisible(bool(caption))
         if data is None or data.empty:
             for curve in (self.adapted_curve, self.source_curve, self.confidence_curve):
                 curve.setData([], [])
