@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from PySide6.QtCore import (
     QEvent,
     QItemSelection,
@@ -55,6 +58,7 @@ class PredictionTable(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._classes: tuple[str, ...] = ()
+        self._quiet = 0  # selection changes under way that are not the user's (_quietly)
         self.model = PredictionTableModel(self)
         self.proxy = PredictionFilterProxy(self)
         self.proxy.setSourceModel(self.model)
@@ -157,10 +161,9 @@ class PredictionTable(QWidget):
         selection = self.table.selectionModel()
         rows = selection.selectedRows()
         shown = self.proxy.mapToSource(rows[0]).row() if rows else -1
-        selection.blockSignals(True)
-        self.proxy.set_row_filter(row_filter)
-        self.table.clearSelection()
-        selection.blockSignals(False)
+        with self._quietly():
+            self.proxy.set_row_filter(row_filter)
+            self.table.clearSelection()
         if shown >= 0:
             self.select_source_row(shown)
         self._update_count()
@@ -170,14 +173,24 @@ class PredictionTable(QWidget):
         index = self.proxy.mapFromSource(self.model.index(source_row, 0))
         if not index.isValid():
             return
-        self.table.selectionModel().blockSignals(True)
-        self.table.selectRow(index.row())
-        self.table.selectionModel().blockSignals(False)
+        with self._quietly():
+            self.table.selectRow(index.row())
         self.table.scrollTo(index)
         # Rows just appended are laid out later (Qt defers it), so this scroll can stop short of
         # them; scroll again once the layout is done (a screenshot showed the newest rows hidden).
         target = QPersistentModelIndex(index)
         QTimer.singleShot(0, self, lambda: self._scroll_to(target))
+
+    @contextlib.contextmanager
+    def _quietly(self) -> Iterator[None]:
+        """Selection changes made here are not the user's: they are not announced. The selection
+        model's signals are not blocked for that: the view repaints from them, and blocked, the
+        rows selected before stayed painted as selected (three rows highlighted at once)."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
 
     def _scroll_to(self, target: QPersistentModelIndex) -> None:
         if target.isValid():
@@ -312,7 +325,7 @@ class PredictionTable(QWidget):
     @Slot(QItemSelection, QItemSelection)
     def _on_table_selection_changed(self, selected: QItemSelection, _deselected: QItemSelection) -> None:
         indexes = selected.indexes()
-        if indexes:
+        if indexes and not self._quiet:
             self._emit_row(indexes[0])
 
     @Slot(QModelIndex)
