@@ -121,7 +121,9 @@ def test_a_new_project_takes_the_model_chosen_for_it(
     fundus_like = make_model(tmp_path / "m", mpp=None, img_size=32)
     asked: list[tuple[list[ModelChoice], list[str]]] = []
 
-    def answer(choices: list[ModelChoice], taken: list[str], describe: object) -> tuple[str, str]:
+    def answer(
+        choices: list[ModelChoice], taken: list[str], describe: object, name: str = ""
+    ) -> tuple[str, str]:
         asked.append((choices, taken))
         return "Site B", str(fundus_like)
 

@@ -131,7 +131,6 @@ def test_closing_the_window_mid_run_stops_and_saves(studio: Studio, tmp_path: Pa
 def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     studio: Studio, tmp_path: Path, qtbot: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dataclasses
 
     import app.worker.opening
     from engine import GuardConfig, Session
@@ -286,8 +285,7 @@ def test_a_folder_begun_interleaved_continues_in_that_order_when_reopened(
     assert model.source is not None and model.source.order == "interleaved"
     assert {r.key: r.position for r in model.rows} == positions, "the rows keep their #"
     assert "class-sorted" not in model.gate_checks
+    again.window.confirm = lambda title, text: True  # "Reorder …? its rows are numbered again"
     with studio.qtbot.waitSignal(again.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
-        again.controller.sessions.apply_settings(
-            dataclasses.replace(again.controller.state.settings, order="mtime")
-        )
+        again.controller.sessions.on_window_order_changed("mtime")  # File ▸ Arrival order
     assert again.controller.model.source.order == "mtime", "an order chosen for the open folder wins"

@@ -95,6 +95,7 @@ class Controller:
         m.rows_changed.connect(view.update_rows)
         m.metrics_changed.connect(view.set_metrics)
         m.collapse_noted.connect(self._note_collapse)
+        m.collapse_changed.connect(lambda found: self._note_collapse(found, log=False))
         m.queue_changed.connect(view.set_queue)
         m.certificates_changed.connect(view.set_certificates)
         m.group_reverted.connect(self._note_revert)
@@ -274,6 +275,7 @@ class Controller:
         self.view.set_progress(self.model.progress.progress(running=self.phase in TICKING))
         self.model.flush(force=force, follow=self.view.following)
         self.view.set_project_summary(self.state.project_text())
+        self.sessions.show_project_count()
 
     def on_worker_results_ready(self, batch: tuple[ItemResult, ...]) -> None:
         self.model.add_results(batch)

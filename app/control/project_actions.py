@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from app._engine import SlideSource
-from app.control.session_controller import model_setting
+from app.control.project_model import model_setting
 from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.phase import Phase
@@ -46,6 +46,7 @@ class SessionActions(Protocol):
     def remember_folder(self, kind: str, folder: Path) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
+    def on_window_order_changed(self, order: str) -> None: ...
 
 
 class ProjectActions:
@@ -97,18 +98,20 @@ class ProjectActions:
         self.sessions.clear_screen()
         self.sessions.apply_settings(self.settings_for_project(name), reload=True)
 
-    def on_window_new_project_requested(self) -> None:
-        """Ask for the new project's name and model, then create it with them."""
+    def on_window_new_project_requested(self, name: str = "", then_open: Path | None = None) -> None:
+        """Ask for the new project's name (``name`` offered) and model, then create it with them
+        (``then_open``: and open this folder or slide in it)."""
         st = self.state
         current = st.settings.model_path() if st.info is not None else None
         demos = {kind: DEMO_MODELS[kind] for kind in sorted(available_demos())}
         taken = ProjectStore(st.home).names()
-        answer = self.view.ask_new_project(model_choices(current, demos), taken, model_file_text)
+        answer = self.view.ask_new_project(model_choices(current, demos), taken, model_file_text, name)
         if answer is None:
             return
         name, model = answer
         self.sessions.remember_folder("model", Path(model).parent)
-        self.create(name, dataclasses.replace(st.settings, model=model_setting(Path(model))))
+        st.model_chosen = st.model_located = False
+        self.create(name, dataclasses.replace(st.settings, model=model_setting(Path(model))), then_open)
 
     def create(self, name: str, settings: AppSettings | None = None, then_open: Path | None = None) -> None:
         """A new project with the model and method of ``settings`` (the current ones when None),
@@ -226,10 +229,10 @@ class ProjectActions:
             info = st.info
             method = info.method if info is not None else st.settings.method
             self.create(advice.project_for_method(st.settings.project, method))
-        elif verb == "new-project":
-            self.create(arg)
-        elif verb == "new-project":
-            self.on_window_new_project_requested()
+        elif verb == "new-project":  # the dialog, with the name the banner suggests
+            source = self.model.source
+            opened = (source.path if isinstance(source, SlideSource) else source.root) if source else None
+            self.on_window_new_project_requested(arg, opened if arg else None)
         elif verb == "reset":
             if view.confirm(
                 "Reset to source model",
@@ -238,7 +241,7 @@ class ProjectActions:
             ):
                 s.request_reset()
         elif verb == "interleave":
-            s.apply_settings(dataclasses.replace(st.settings, order="interleaved"))
+            s.on_window_order_changed("interleaved")
         elif verb == "open":
             view.open_location(arg)
         elif verb == "show-log":

@@ -16,9 +16,11 @@ import dataclasses
 from pathlib import Path
 
 from app._engine import FolderSource, SlideSource
+from app.control.project_model import project_model, same_file
 from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
+from app.core.arrival import ORDER_LABELS
 from app.core.certificates import Reverted
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
 from app.core.notices import Banner
@@ -47,6 +49,7 @@ class SessionController:
         self.view, self.worker, self.state, self.model = ctx.view, ctx.worker, ctx.state, ctx.model
         self.status, self.events = ctx.status, ctx.events
         self.open_after_session: Path | None = None  # a source to open once the session is ready (demos)
+        self._shown_seen = -1  # the images seen the project list's entry shows
 
     # -- the session ---------------------------------------------------------------------------
     def load_session(self) -> None:
@@ -61,7 +64,7 @@ class SessionController:
         st.info = None
         expected = ""
         if st.state_dir is None:
-            checked = self._check_project()
+            checked = project_model(self.state, self._refuse)
             if checked is None:
                 return
             expected = checked
@@ -78,34 +81,6 @@ class SessionController:
                 expected_sha256=expected,
             )
         )
-
-    def _check_project(self) -> str | None:
-        """The content the project's model must have ("" : none known), after its own model was put
-        in the settings; None when the project cannot be loaded (a banner says why)."""
-        st = self.state
-        name = st.settings.project
-        project = ProjectStore(st.home).info(name)
-        if project is not None and project.damaged:
-            self._refuse(advice.project_damaged(name, project.damaged), project.damaged)
-            return None
-        if project is None or not project.model_path:
-            return ""
-        own = Path(project.model_path)
-        if not st.model_chosen and not _same_file(st.settings.model_path(), own):
-            st.change_settings(model=model_setting(own))
-        if st.model_located:  # the project's own model at another place: its content decides
-            return project.model_sha256 or ""
-        if _same_file(st.settings.model_path(), own):
-            if not own.is_file():
-                banner = advice.model_missing(name, own)
-                self._refuse(banner, banner.text)
-                return None
-            return project.model_sha256 or ""
-        if project.images_seen:
-            banner = advice.other_model(name, own, st.settings.model_path())
-            self._refuse(banner, banner.text)
-            return None
-        return ""  # a project that has seen no image takes the model chosen for it
 
     def _refuse(self, banner: Banner, message: str) -> None:
         """Nothing is loaded: say why where the user acts (the other projects stay in the list)."""
@@ -159,7 +134,7 @@ class SessionController:
         self.status.log("error", message)
         if st.info is None:
             self.view.set_model_text("no model loaded")
-            using_demo = _same_file(st.settings.model_path(), DEMO_MODEL)
+            using_demo = same_file(st.settings.model_path(), DEMO_MODEL)
             project = ProjectStore(st.home).info(st.settings.project) if st.state_dir is None else None
             own = project is not None and bool(project.model_path)
             self.view.show_banner(advice.model_failed(message, offer_demo=not using_demo and not own))
@@ -223,6 +198,8 @@ class SessionController:
             )
         self.view.set_progress(model.progress.progress(running=False))
         self.view.set_source_title(source.display_name)
+        # The order menu says the order this folder arrives in (a begun one continues in its own).
+        self.view.set_order(source.order if isinstance(source, FolderSource) else self.state.settings.order)
         for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.project):
             self.status.log(level, text)
         for level, text in model.desk.take_notes():  # the certificates, when they had to be rebuilt
@@ -281,6 +258,20 @@ class SessionController:
         entries = {name: entry for name, (entry, _tooltip) in lines.items()}
         self.view.set_projects(sorted({*details, current}), current, details, entries)
         self.view.set_demos(available_demos())
+        self._shown_seen = -1
+        self.show_project_count()
+
+    def show_project_count(self) -> None:
+        """The open project's entry in the list with the images it has seen now, unsaved ones
+        included, as the status bar counts them (the list said "0 images seen" after 48)."""
+        st, info = self.state, self.state.info
+        if info is None or st.state_dir is not None or st.images_seen == self._shown_seen:
+            return
+        self._shown_seen = seen = st.images_seen
+        entry, tooltip = project_lines(
+            dataclasses.replace(st.latest_project or info.project, images_seen=seen), info.card
+        )
+        self.view.set_project_entry(info.project.name, entry, tooltip)
 
     def show_inputs(self) -> None:
         """The current project's folders and slides, most recent first (the welcome page, File ▸ Open recent)."""
@@ -331,7 +322,17 @@ class SessionController:
         elif (old.order, old.order_seed) != (settings.order, settings.order_seed) and isinstance(
             source, FolderSource
         ):
-            self.open_folder(str(source.root), order_chosen=True)
+            if self.model.progress.done:  # a begun folder is not renumbered by a default changing
+                self.status.log(
+                    "info",
+                    f"'{source.display_name}' continues in the order it was begun in "
+                    f"({ORDER_LABELS.get(source.order, source.order)}); folders opened from now on arrive "
+                    f"{ORDER_LABELS.get(settings.order, settings.order).lower()} (File ▸ Arrival order "
+                    "reorders this one).",
+                )
+                self.view.set_order(source.order)
+            else:
+                self.open_folder(str(source.root), order_chosen=True)
 
     def remember_folder(self, kind: str, folder: Path) -> None:
         """The ``kind`` file dialog starts in ``folder`` next time (kept in the settings)."""
@@ -348,8 +349,24 @@ class SessionController:
                 self.status.log("warning", f"Settings cannot be saved: {exc}")
 
     def on_window_order_changed(self, order: str) -> None:
-        if order != self.state.settings.order:
-            self.apply_settings(dataclasses.replace(self.state.settings, order=order))
+        """File ▸ Arrival order: the open folder's order (a begun folder asks first: its rows are
+        numbered again), and the order folders open in from now on."""
+        source = self.model.source
+        if isinstance(source, FolderSource) and source.order == order:
+            return
+        if isinstance(source, FolderSource) and self.model.progress.done:
+            question = (
+                f"Reorder '{source.display_name}'? It was begun in the "
+                f"{ORDER_LABELS.get(source.order, source.order).lower()} order; in the new order its rows are "
+                "numbered again (the '#' column changes) and the images not processed yet arrive in it."
+            )
+            if not self.view.confirm("Arrival order", question):
+                self.view.set_order(source.order)
+                return
+        self.state.change_settings(order=order)
+        self.save_settings()
+        if isinstance(source, FolderSource):
+            self.open_folder(str(source.root), order_chosen=True)
 
     def request_reset(self) -> None:
         if self.state.info is not None:
@@ -366,16 +383,3 @@ class SessionController:
 
     def on_window_about_requested(self) -> None:
         self.view.show_about(notices.about(self.state.info))
-
-
-def model_setting(path: Path) -> str:
-    """The settings' text for a model path: empty for the histology demo model."""
-    return "" if _same_file(path, DEMO_MODEL) else str(path)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """The same path once resolved (a model file that is gone compares by its path)."""
-    try:
-        return a.expanduser().resolve() == b.expanduser().resolve()
-    except (OSError, RuntimeError):
-        return a == b

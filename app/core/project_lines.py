@@ -81,13 +81,14 @@ def _described(path: Path, card: ModelCard | None) -> str:
     return model_text(card) if card is not None else f"{NO_CARD} beside {path.name}"
 
 
-def project_lines(info: ProjectInfo) -> tuple[str, str]:
+def project_lines(info: ProjectInfo, card: ModelCard | None = None) -> tuple[str, str]:
     """The project list's entry after a project's name (``Histology · 60 images seen``) and its
     tooltip (the model by its card, the images seen and when saved), the card read once; a
     damaged project says so, and why, instead."""
     if info.damaged:
         return "damaged: cannot be opened", info.damaged
-    card = card_of(info.model_path) if info.model_path else None
+    if card is None:  # ``card``: the open project's, known already (no file is read)
+        card = card_of(info.model_path) if info.model_path else None
     seen = f"{info.images_seen} image{'s' if info.images_seen != 1 else ''} seen"
     entry = f"{kind_text(card) if card is not None else 'no usable model'} · {seen}"
     model = _described(Path(info.model_path), card) if info.model_path else "no model chosen yet"

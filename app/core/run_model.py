@@ -87,6 +87,7 @@ class RunModel(Truths):
         self.rows_changed: Notifier[list[RowChange]] = Notifier()  # review marks set or cleared
         self.metrics_changed: Notifier[Figures] = Notifier()
         self.collapse_noted: Notifier[Collapse] = Notifier()
+        self.collapse_changed: Notifier[Collapse] = Notifier()  # its figures, as more rows came
         self.queue_changed: Notifier[QueueState] = Notifier()  # the review queue and the groups' verdicts
         self.certificates_changed: Notifier[list[GroupLine]] = Notifier()
         self.group_reverted: Notifier[Reverted] = Notifier()
@@ -250,12 +251,16 @@ class RunModel(Truths):
             self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
 
     def _check_collapse(self) -> None:
-        """Note a one-class collapse once per source, checked every few new rows."""
-        if self.collapse is None and collapse_due(len(self.rows), self._collapse_checked):
-            self._collapse_checked = len(self.rows)
-            self.collapse = self.watch.collapse()
-            if self.collapse is not None:
-                self.collapse_noted.emit(self.collapse)
+        """Note a one-class collapse once per source, checked every few new rows; once noted, its
+        figures follow the rows (a banner said "21 of 21" where the PDF said "48 of 48")."""
+        if not collapse_due(len(self.rows), self._collapse_checked):
+            return
+        self._collapse_checked = len(self.rows)
+        latest = self.watch.collapse()
+        if latest is None or latest == self.collapse:
+            return
+        noted, self.collapse = self.collapse is not None, latest
+        (self.collapse_changed if noted else self.collapse_noted).emit(latest)
 
     def looks_like(self) -> Kind | None:
         """What most of the judged previews look like (the engine's verdict, :class:`KindTally`)."""

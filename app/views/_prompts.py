@@ -63,12 +63,17 @@ def reset_project(w: WindowBase, name: str) -> None:
 
 
 def new_project(
-    w: WindowBase, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
+    w: WindowBase,
+    choices: list[ModelChoice],
+    taken: list[str],
+    describe: Callable[[str], str],
+    name: str = "",
 ) -> tuple[str, str] | None:
-    """The New project dialog: the name and the model's path, or None when cancelled."""
+    """The New project dialog (``name`` offered): the name and the model's path, or None when cancelled."""
     from app.views.project_dialog import NewProjectDialog
 
     dialog = NewProjectDialog(choices, taken, describe, w.start_folders.get("model", ""), w)
+    dialog.name_edit.setText(name)
     return dialog.answer() if dialog.exec() else None
 
 

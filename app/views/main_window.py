@@ -157,6 +157,13 @@ class MainWindow(WindowBase):
         self.status_parts.show_export(None)
         self.commands.export.setEnabled(self._export_allowed)
 
+    def set_project_entry(self, name: str, entry: str, tooltip: str) -> None:
+        """One project's line in the list (its images seen as they change)."""
+        self.commands.project_combo.set_entry(name, entry, tooltip)
+        if name == self.commands.project_combo.current_name():
+            self.commands.project_combo.setToolTip(plain_tooltip(f"Project '{name}'\n{tooltip}"))
+            self.welcome.set_project(name, tooltip)
+
     def set_project_summary(self, text: str) -> None:
         self.status_parts.project_label.set_full_text(text)
 
@@ -318,10 +325,10 @@ class MainWindow(WindowBase):
         return ask.settings(self, settings, fields, devices, check_model)
 
     def ask_new_project(
-        self, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str]
+        self, choices: list[ModelChoice], taken: list[str], describe: Callable[[str], str], name: str = ""
     ) -> tuple[str, str] | None:
-        """The New project dialog: the name and the model's path, or None when cancelled."""
-        return ask.new_project(self, choices, taken, describe)
+        """The New project dialog (``name`` offered): the name and the model's path, or None when cancelled."""
+        return ask.new_project(self, choices, taken, describe, name)
 
     def ask_model_file(self, start: str) -> str | None:
         """A model checkpoint to use (the project's moved model), or None when cancelled."""

@@ -37,6 +37,13 @@ class ProjectCombo(QComboBox):
         view = self.view()
         view.setMinimumWidth(view.sizeHintForColumn(0) + 24)  # the popup shows whole entries
 
+    def set_entry(self, name: str, entry: str, tip: str) -> None:
+        """The line of project ``name`` (nothing else changes)."""
+        index = self.findData(name)
+        if index >= 0:
+            self.setItemText(index, shown(f"{name} — {entry}" if entry else name))
+            self.setItemData(index, plain_tooltip(tip), Qt.ItemDataRole.ToolTipRole)
+
     def current_name(self) -> str:
         """The current project's name (not its entry)."""
         name = self.currentData()
