@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from app_fixtures import make_folder
-from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+from app_studio import RUN_TIMEOUT_MS, Studio, drain_worker, read_pdf_text
 from cli_helpers import before_step, out_of_memory_at
 
 from app.core.phase import Phase
@@ -289,3 +289,25 @@ def test_a_folder_begun_interleaved_continues_in_that_order_when_reopened(
     with studio.qtbot.waitSignal(again.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         again.controller.sessions.on_window_order_changed("mtime")  # File ▸ Arrival order
     assert again.controller.model.source.order == "mtime", "an order chosen for the open folder wins"
+
+
+def test_a_folder_that_grows_offers_its_new_images(studio: Studio, tmp_path: Path, qtbot: object) -> None:
+    """A folder being copied into was processed as it was when opened (5 of 41 files) with no sign
+    that more arrived (issue 27, item 7): at the end of a run and when the window comes to the
+    front, the worker counts what arrived, and a banner offers to process it."""
+    import shutil
+
+    folder = make_folder(tmp_path, 5, labelled="none")
+    c = studio.processed(folder)
+    more = make_folder(tmp_path / "more", 3, labelled="none", seed=4)
+    for i, src in enumerate(sorted(more.glob("*.png"))):
+        shutil.copy(src, folder / f"later{i}.png")
+    c.controller.on_window_activated()
+    qtbot.waitUntil(lambda: "source-new-images" in c.window.banners.items, timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    banner = c.window.banners.items["source-new-images"].banner
+    assert "3 new images arrived" in banner.text
+    with qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
+        c.window.bannerActionTriggered.emit("source-new-images", "take-new")
+    assert len(c.controller.model.rows) == 8 and c.controller.model.pending == 0
+    drain_worker(c)
+    assert "source-new-images" not in c.window.banners.items, "nothing new after the run"

@@ -293,6 +293,19 @@ class Controller:
             self.view.set_progress(self.model.progress.progress(running=False))
             self.log("info", f"Paused after {self.model.progress.done} of {self.model.progress.total} images")
 
+    def on_window_activated(self) -> None:
+        """The window came to the front: has the open folder grown meanwhile? (the worker counts)"""
+        if self.model.source is not None and not self.running and self.phase is not Phase.LOADING:
+            self.worker.count_new_images()
+
+    def on_worker_new_images(self, count: int) -> None:
+        """``count`` images were copied into the open folder since it opened: offer them."""
+        source = self.model.source
+        if count and source is not None and not self.running:
+            self.view.show_banner(advice.new_images(count, source))
+        elif not count:
+            self.view.dismiss_banner(advice.SOURCE_KEYS + "new-images")
+
     def on_worker_run_ended(self, ended: RunEnded) -> None:
         self.tick(force=True)
         self.model.progress.pause()
@@ -311,6 +324,7 @@ class Controller:
         if ended.reason != "finished" or pending:
             status = f"{ended.reason} · {pending} left" + (" · state saved" if ended.saved else "")
         self.status.set_phase(Phase.READY if pending else Phase.DONE, status)
+        self.worker.count_new_images()  # a folder being copied into has more now
         self.events.run_finished.emit(ended)
         if self._closing:
             self.events.shutdown_needed.emit(None)

@@ -248,6 +248,11 @@ class ProjectActions:
             view.show_tab("log")
         elif verb == "show-certificates":
             view.show_tab("certificates")
+        elif verb == "take-new":  # the folder again, with what arrived, and a run
+            source = self.model.source
+            if source is not None:
+                st.run_after_open = True
+                s.open_folder(str(source.path if isinstance(source, SlideSource) else source.root))
         elif verb == "locate-model":
             self.locate_model()
         elif verb == "own-model":

@@ -74,6 +74,10 @@ class WorkerRequests(Protocol):
         """The open source's reports were written into ``directory`` (the project remembers it)."""
         ...
 
+    def count_new_images(self) -> None:
+        """Count the images copied into the open folder since it opened (answer: new images)."""
+        ...
+
 
 class Ticker(Protocol):
     """The timer that calls :meth:`app.control.controller.Controller.tick` while a run goes on

@@ -142,6 +142,17 @@ def new_source_in_project(project: str, source: Source, other_images: int, other
     )
 
 
+def new_images(count: int, source: Source) -> Banner:
+    """Images were copied into the open folder after it opened (a folder being copied into)."""
+    plural = "s" if count != 1 else ""
+    return Banner(
+        SOURCE_KEYS + "new-images",
+        "info",
+        f"{count} new image{plural} arrived in '{source.display_name}' since it was opened. Process them?",
+        (("take-new", f"Process the {count} new image{plural}"),),
+    )
+
+
 def collapse(found: Collapse, images: Kind | None, model: Kind | None, demos: set[str]) -> Banner:
     text = found.text()
     if images is not None and model is not None and images != model:

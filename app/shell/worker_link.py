@@ -35,6 +35,7 @@ class WorkerLink(QObject):
     _readRegion = Signal(object)  # RegionRequest
     _exportReports = Signal(object, object)  # Path (a str signal cuts a name that is not UTF-8), ReportData
     _noteReports = Signal(object)  # Path
+    _countNewImages = Signal()
     _close = Signal()
 
     def __init__(self, worker: EngineWorker) -> None:
@@ -54,6 +55,7 @@ class WorkerLink(QObject):
             (self._readRegion, worker.read_region),
             (self._exportReports, worker.export_reports),
             (self._noteReports, worker.note_reports),
+            (self._countNewImages, worker.count_new_images),
             (self._close, worker.close),
         ):
             request.connect(slot)
@@ -104,6 +106,9 @@ class WorkerLink(QObject):
 
     def note_reports(self, directory: Path) -> None:
         self._noteReports.emit(directory)
+
+    def count_new_images(self) -> None:
+        self._countNewImages.emit()
 
     def close(self) -> None:
         """Release the session and journal; the worker emits ``closed`` and its thread ends."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QUrl, Slot
+from PySide6.QtCore import QEvent, QUrl, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import QWidget
 
@@ -360,6 +360,11 @@ class MainWindow(WindowBase):
         if index == LOG_TAB:
             self._unseen_log = 0
             self.panes.badge_log_tab(0)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.ActivationChange and self.isActiveWindow():
+            self.windowActivated.emit()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.closeRequested.emit()

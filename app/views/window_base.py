@@ -61,6 +61,7 @@ class WindowBase(QMainWindow):
     renameProjectRequested = Signal(str)  # the new name of the current project
     deleteProjectRequested = Signal(str)  # the project to delete (after the user confirmed)
     closeRequested = Signal()
+    windowActivated = Signal()  # the window came to the front (a folder may have grown meanwhile)
     positionSelected = Signal(int)  # the user selected the table row of this stream position
     filterChanged = Signal(object)  # RowFilter
     tileClicked = Signal(int, int)  # slide heat-map cell (row, col)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +54,9 @@ from app.core.projects import Project, ProjectError, ProjectStore
 from app.core.reviews import OverlayStore
 from app.reports.files import ReportData
 from app.worker import opening
+from app.worker.controls import RunControls
 from app.worker.exporting import TabularExport
-from app.worker.io import judge_kind, read_preview, read_region
+from app.worker.io import judge_kind, new_images, read_preview, read_region
 from app.worker.results import item_failure, item_result, run_ended, session_info
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 EMIT_INTERVAL_S = 0.05  # results are sent to the UI at most this often (plus at pauses and the end)
 
 
-class EngineWorker(QObject):
+class EngineWorker(QObject, RunControls):
     """Owns the session, the project's journal and the open slide; lives in the worker thread."""
 
     sessionReady = Signal(object)  # SessionInfo
@@ -86,13 +86,12 @@ class EngineWorker(QObject):
     exported = Signal(object, object)  # StagedReports, ReportData with its gallery complete
     exportFailed = Signal(str)
     exportCancelled = Signal()
+    newImages = Signal(int)  # images in the open folder that were not there when it opened
     closed = Signal()
 
     def __init__(self) -> None:
         super().__init__()
-        self._pause = threading.Event()
-        self._stop = threading.Event()
-        self._export_stop = threading.Event()
+        RunControls.__init__(self)
         self._session: Session | None = None
         self._request: SessionRequest | None = None
         self._project: Project | None = None
@@ -108,13 +107,6 @@ class EngineWorker(QObject):
         self._pending: list[ItemResult] = []
         self._last_emit = 0.0
         self._pulling = False
-
-    # -- thread-safe controls (called from the UI thread) -------------------------------------
-    def request_pause(self) -> None:
-        self._pause.set()
-
-    def request_stop(self) -> None:
-        self._stop.set()
 
     # -- session -------------------------------------------------------------------------------
     @Slot(object)
@@ -361,11 +353,6 @@ class EngineWorker(QObject):
             if read is not None:
                 self.regionReady.emit(read)
 
-    def request_export_cancel(self, cancel: bool = True) -> None:
-        """Thread-safe: the export stops before its next step and takes back what it staged
-        (``cancel`` False: arm it for the next export, before it is queued)."""
-        (self._export_stop.set if cancel else self._export_stop.clear)()
-
     @Slot(object, object)
     def export_reports(self, directory: Path, data: ReportData) -> None:
         """The tabular reports staged in ``directory`` and the gallery's images read, in steps
@@ -379,6 +366,12 @@ class EngineWorker(QObject):
             self.exported.emit(export.staged, export.data)
         else:
             (self.exportFailed.emit(failure) if failure else self.exportCancelled.emit())
+
+    @Slot()
+    def count_new_images(self) -> None:
+        """How many images the open folder holds now that it did not hold when it opened."""
+        if self._run is None and isinstance(self._source, FolderSource):
+            self.newImages.emit(new_images(self._source))
 
     @Slot(object)
     def note_reports(self, directory: Path) -> None:

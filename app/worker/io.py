@@ -14,6 +14,7 @@ import numpy as np
 
 from app._engine import (
     F2TTAError,
+    FolderSource,
     JsonFileError,
     Kind,
     Picture,
@@ -22,6 +23,7 @@ from app._engine import (
     Source,
     Tile,
     dominant_kind,
+    list_images,
     read_image,
     read_item,
     read_json_file,
@@ -85,6 +87,17 @@ def judge_kind(source: Source) -> Kind | None:
         except Exception:  # an unreadable image says nothing about the others; the run reports it
             continue
     return dominant_kind(previews, OPEN_SAMPLES)
+
+
+def new_images(source: FolderSource) -> int:
+    """Images in ``source``'s folder that are not among its items (copied in since it opened); 0
+    when the folder cannot be listed now (gone, unreadable: the next run says so)."""
+    known = {item.key for item in source.items}
+    try:
+        files = list_images(source.root)
+    except (OSError, F2TTAError):
+        return 0
+    return sum(1 for path in files if path.relative_to(source.root).as_posix() not in known)
 
 
 def read_preview(source: Source | None, slide: Slide | None, position: int) -> np.ndarray | None:
