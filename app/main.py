@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.excepthook = fail
     screen = app.primaryScreen().availableGeometry()
-    if screen.width() < 1500 or screen.height() < 950:
+    if settings.maximized or screen.width() < 1500 or screen.height() < 950:
         window.showMaximized()  # a laptop screen: use all of it (the window fits 1280×800)
     else:
         window.show()

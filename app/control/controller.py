@@ -243,6 +243,10 @@ class Controller:
                 return
             st.gate_accepted.add(path)
         self.model.start_run()
+        if self.model.selected is None:  # "Press Start (F5)" no longer holds
+            self.view.show_image(
+                None, None, "Processing … each image shows here as it is done (Follow newest)"
+            )
         self.view.dismiss_banner("export")  # the reports written no longer hold every image
         self.status.set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.model.pending} images")
@@ -349,7 +353,9 @@ class Controller:
 
     # -- closing ------------------------------------------------------------------------------
     def on_window_close_requested(self) -> None:
-        """The user closes the window: during a run, stop and save first and close when it ends."""
+        """The user closes the window: during a run, stop and save first and close when it ends.
+        A maximised window opens maximised next time (the settings keep it)."""
+        self.state.change_settings(maximized=self.view.is_maximized())
         if self.running:
             self._closing = True
             self.view.close_allowed = False

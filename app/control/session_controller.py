@@ -187,7 +187,8 @@ class SessionController:
         self.view.dismiss_banner("open")
         self.view.dismiss_banner("export")  # the reports written were of what was open before
         if isinstance(source, SlideSource):
-            self.view.show_slide(SlideDisplay.of(source, opened.tissue))
+            mapped = info.card.classes[info.card.positive_class] if info else "positive class"
+            self.view.show_slide(dataclasses.replace(SlideDisplay.of(source, opened.tissue), positive=mapped))
         reviews = ReviewStore(opened.review_dir, source.source_id) if opened.review_dir is not None else None
         classes = tuple(info.card.classes) if info else ()
         positive = info.card.positive_class if info else 1

@@ -87,12 +87,24 @@ def review_text(
     return text
 
 
+NAME_CHARS = 60  # a name longer than this is cut in its middle in the image's title
+
+
+def short_name(name: str, most: int = NAME_CHARS) -> str:
+    """``name``, cut in the middle with "…" past ``most`` characters (a 205-character file name
+    pushed the prediction out of the image's two-line title)."""
+    if len(name) <= most:
+        return name
+    keep = most - 1
+    return f"{name[: keep - keep // 2]}…{name[-(keep // 2) :]}"
+
+
 def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str = "") -> str:
     """The image view's caption for a row (plain text: it holds the file and class names as they
     are, never markup); ``#`` counts from 1 within the source."""
     if row is None:
         return ""
-    text = f"#{row.position + 1} {row.name} — {row.prediction_label} ({row.confidence:.2f})"
+    text = f"#{row.position + 1} {short_name(row.name)} — {row.prediction_label} ({row.confidence:.2f})"
     text += f", source: {row.source_label} ({row.source_confidence:.2f})"
     if row.truth_label:
         text += f", truth: {row.truth_label}"

@@ -76,6 +76,7 @@ class AppSettings:
     autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
     reviewer: str = ""  # the name kept with each review mark; empty = the operating system's user name
     folders: dict[str, str] = field(default_factory=dict)  # where each file dialog starts (FOLDER_KINDS)
+    maximized: bool = False  # the window was maximised when it closed: it opens so again
 
     def model_path(self) -> Path:
         return Path(self.model).expanduser() if self.model else DEMO_MODEL

@@ -31,6 +31,7 @@ class SlideDisplay:
     title: str
     tissue: np.ndarray | None = field(default=None, repr=False)
     mpp: float | None = None
+    positive: str = "positive class"  # the class whose probability the heat map shows (its colour bar)
 
     @classmethod
     def of(cls, source: SlideSource, tissue: np.ndarray | None = None) -> SlideDisplay:

@@ -70,6 +70,8 @@ class WindowActions:
         )
         self.settings = action(w, "Settings…", w.settingsRequested.emit, "Ctrl+,", "Settings")
         self.about = action(w, "About", w.aboutRequested.emit)
+        self.shortcuts = action(w, "Keyboard shortcuts", lambda: ask.shortcuts(w, self.all()), "F1")
+        self.guide = action(w, "Quick guide", lambda: ask.guide(w))
         self.toggle_overlay = action(w, "Toggle overlay", image.toggle_overlay, "O")
         self.fit = action(w, "Fit image", image.fit, "F")
         self.full_resolution = action(w, "Slide at full resolution", slide.full_resolution, "Z")
@@ -89,7 +91,9 @@ class WindowActions:
             "A project with its own model",
         )
         self.rename_project = action(w, "Rename project…", lambda: ask.rename_project(w, name()))
-        self.delete_project = action(w, "Delete project…", lambda: ask.delete_project(w, name()))
+        self.delete_project = action(
+            w, "Delete project…", lambda: ask.delete_project(w, name(), self.project_combo.names())
+        )
         self.next = action(w, "Next image", lambda: table.step(1), "N")
         self.previous = action(w, "Previous image", lambda: table.step(-1), "P")
         self.confirm = action(w, "Confirm prediction", table.confirm_selected, "C")
@@ -136,13 +140,20 @@ class WindowActions:
         self.order_menu = QMenu("Arrival order", w)
         self.order_menu.addActions(list(self.orders.values()))
         self.help_menu = QMenu("&Help", w)
+        self.help_menu.addActions([self.shortcuts, self.guide])
+        self.help_menu.addSeparator()
         self.help_menu.addAction(self.about)
         self.project_combo.setToolTip(
             "A project keeps its model, adaptation state, folders and slides, and review marks"
         )
         self.project_combo.activated.connect(lambda _index: w.projectSelected.emit(name()))
+        self.project_combo.deleteRequested.connect(lambda project: ask.delete_project(w, project))
 
     # -- what the window asks of its actions ---------------------------------------------------
+    def all(self) -> list[QAction]:
+        """Every action, in the order the menus list them."""
+        return [a for a in vars(self).values() if isinstance(a, QAction)] + self.classes
+
     def show_pane(self, pane: str, visible: bool) -> None:
         """Show or collapse a pane ("images", "table", "tabs") so the rest gets the room."""
         self._panes.pane(pane).setVisible(visible)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import SignalInstance
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from app._engine import FieldInfo
@@ -83,7 +84,13 @@ def rename_project(w: WindowBase, old: str) -> None:
         w.renameProjectRequested.emit(name.strip())
 
 
-def delete_project(w: WindowBase, name: str) -> None:
+def delete_project(w: WindowBase, name: str, names: list[str] | None = None) -> None:
+    """Delete a project: chosen from ``names`` (the open one offered first), after a question."""
+    if names and len(names) > 1:
+        offered = [name, *(n for n in names if n != name)]
+        name, ok = QInputDialog.getItem(w, "Delete project", "Project to delete:", offered, 0, False)
+        if not ok or not name:
+            return
     if w.confirm(
         "Delete project",
         f"Delete project '{name}' with its adaptation state, rows, review marks and list of folders and "
@@ -102,8 +109,21 @@ def settings(
     """The settings dialog; the edited settings, or None when cancelled."""
     from app.views.settings_dialog import SettingsDialog
 
-    dialog = SettingsDialog(current, fields, devices, w, check_model=check_model)
+    start = w.start_folders.get("model", "") or str(current.model_path().parent)
+    dialog = SettingsDialog(current, fields, devices, w, check_model=check_model, start_folder=start)
     return dialog.result_settings() if dialog.exec() else None
+
+
+def shortcuts(w: WindowBase, actions: list[QAction]) -> None:
+    from app.views.help_dialogs import ShortcutsDialog
+
+    ShortcutsDialog(actions, w).exec()
+
+
+def guide(w: WindowBase) -> None:
+    from app.views.help_dialogs import GuideDialog
+
+    GuideDialog(w).exec()
 
 
 def about(w: WindowBase, summary: str) -> None:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from app.core.names import RELIABLE_TOKENS, UNCERTAIN_TOKENS
 from app.core.overlay import HEAT_COLORS, HEAT_STOPS, RELIABLE_COLOR, UNCERTAIN_COLOR, Overlay
 from app.views._canvas import add_colorbar, image_canvas, set_plain, stack, two_line_title
+from app.views._plain import plain_tooltip
 
 HEAT_COLORMAP = pg.ColorMap(HEAT_STOPS, HEAT_COLORS.astype(np.uint8), name="uncertainty")
 
@@ -123,6 +124,7 @@ class ImageView(QWidget):
         self._size = (float(w), float(h))
         self._overlay = overlay
         set_plain(self.title, title)
+        self.title.setToolTip(plain_tooltip(title))  # the whole title, a long name whole
         self.image_item.setImage(image, autoLevels=False, levels=(0, 255))
         self.image_item.setRect(QRectF(0, 0, w, h))
         if overlay is not None and overlay.uncertainty is not None:

@@ -89,6 +89,7 @@ class MainWindow(WindowBase):
         self.panes.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
         self.status_parts.export_cancel.clicked.connect(self.cancelExportRequested)
         self._export_allowed = False  # what the phase allows; an export under way allows no other
+        self._project_tip = ""  # the project list's tooltip (a run under way says why it is greyed)
 
     # -- state from the controller ------------------------------------------------------------
     def set_actions(self, phase: Phase, actions: Actions, status: str | None = None) -> None:
@@ -111,6 +112,11 @@ class MainWindow(WindowBase):
             act.setEnabled(enabled)
         self._export_allowed = actions.export
         c.project_combo.setEnabled(actions.settings)
+        busy = phase in (Phase.RUNNING, Phase.PAUSING, Phase.PAUSED, Phase.STOPPING)
+        why = "Stop the run (F8) to change the project or the settings" if busy else ""
+        for act, tip in ((c.new_project, "A project with its own model"), (c.settings, ""), (c.reset, "")):
+            act.setToolTip(why or tip or act.text().replace("&", ""))
+        c.project_combo.setToolTip(why or self._project_tip)
         for act in c.orders.values():
             act.setEnabled(actions.settings)
         self.welcome.set_allowed(actions.open, actions.settings)
@@ -133,7 +139,8 @@ class MainWindow(WindowBase):
         details = details or {}
         combo = self.commands.project_combo
         combo.set_projects(names, current, entries or {}, details)
-        combo.setToolTip(plain_tooltip(f"Project '{current}'\n{details.get(current, '')}".strip()))
+        self._project_tip = plain_tooltip(f"Project '{current}'\n{details.get(current, '')}".strip())
+        combo.setToolTip(self._project_tip)
         self.welcome.set_project(current, details.get(current, ""))
 
     def set_inputs(self, inputs: list[InputLine]) -> None:
@@ -161,7 +168,8 @@ class MainWindow(WindowBase):
         """One project's line in the list (its images seen as they change)."""
         self.commands.project_combo.set_entry(name, entry, tooltip)
         if name == self.commands.project_combo.current_name():
-            self.commands.project_combo.setToolTip(plain_tooltip(f"Project '{name}'\n{tooltip}"))
+            self._project_tip = plain_tooltip(f"Project '{name}'\n{tooltip}")
+            self.commands.project_combo.setToolTip(self._project_tip)
             self.welcome.set_project(name, tooltip)
 
     def set_project_summary(self, text: str) -> None:
@@ -225,6 +233,7 @@ class MainWindow(WindowBase):
         ``labelled``: the source has ground truth (the plots will show accuracy).
         """
         self.table.model.clear()
+        self.table.set_mode("all")  # a filter of the folder before (the review queue) goes with it
         self.table.follow_box.setChecked(True)
         self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
@@ -340,6 +349,9 @@ class MainWindow(WindowBase):
     def open_location(self, path: str) -> None:
         """Show a folder in the desktop's file manager."""
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+    def is_maximized(self) -> bool:
+        return self.isMaximized()
 
     def close_now(self) -> None:
         """Close even while the controller would refuse (after a run has stopped and saved)."""

@@ -4,19 +4,27 @@ toolbar stays narrow."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QPaintEvent
-from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox, QStylePainter, QWidget
+from PySide6.QtWidgets import QComboBox, QMenu, QStyle, QStyleOptionComboBox, QStylePainter, QWidget
 
 from app._engine import shown
 from app.views._plain import plain_tooltip
 
 
 class ProjectCombo(QComboBox):
-    """A combo box of projects: the item's data is the project's name, its text the full entry."""
+    """A combo box of projects: the item's data is the project's name, its text the full entry.
+
+    Signals:
+        deleteRequested(str): "Delete project…" chosen on a project in the open list (right click).
+    """
+
+    deleteRequested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.view().setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view().customContextMenuRequested.connect(self._on_list_menu)
         self.setMinimumWidth(120)
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setMinimumContentsLength(20)  # "Hospital B pathology" whole at 1280 px
@@ -43,6 +51,18 @@ class ProjectCombo(QComboBox):
         if index >= 0:
             self.setItemText(index, shown(f"{name} — {entry}" if entry else name))
             self.setItemData(index, plain_tooltip(tip), Qt.ItemDataRole.ToolTipRole)
+
+    def names(self) -> list[str]:
+        """Every project in the list."""
+        return [str(self.itemData(i)) for i in range(self.count())]
+
+    def _on_list_menu(self, point: QPoint) -> None:
+        index = self.view().indexAt(point)
+        name = index.data(Qt.ItemDataRole.UserRole) if index.isValid() else None
+        if isinstance(name, str):
+            menu = QMenu(self.view())
+            menu.addAction(f"Delete project '{name}'…", lambda: self.deleteRequested.emit(name))
+            menu.exec(self.view().viewport().mapToGlobal(point))
 
     def current_name(self) -> str:
         """The current project's name (not its entry)."""

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.core.project_lines import UNUSABLE, ModelChoice
+from app.core.project_lines import REFERENCE_SUFFIX, UNUSABLE, ModelChoice, model_file_problem
 from app.core.projects import ProjectError, check_name
 from app.views._plain import plain_label, plain_tooltip
 
@@ -119,6 +119,8 @@ class NewProjectDialog(QDialog):
         path = self.model_path()
         if not path:
             return "Choose the project's model."
+        if path.endswith(REFERENCE_SUFFIX):  # a model's source reference is not a model
+            return f"This file cannot be used: {model_file_problem(Path(path))}."
         text = self._describe(path)
         if text.startswith(UNUSABLE):
             return f"This model cannot be used: {text}."

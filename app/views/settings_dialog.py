@@ -7,6 +7,7 @@ Cancel always visible), and a model path is loaded before the dialog accepts it.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Slot
@@ -61,9 +62,11 @@ class SettingsDialog(QDialog):
         devices: list[str],
         parent: QWidget | None = None,
         check_model: ModelCheck | None = None,
+        start_folder: str = "",
     ) -> None:
         super().__init__(parent)
         self._check_model = check_model
+        self._start_folder = start_folder  # where Browse… starts (not the working directory)
         self.setWindowTitle("Settings")
         self._settings = settings
         self._methods = methods
@@ -303,7 +306,7 @@ class SettingsDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(
             self,
             "Choose a checkpoint (its model card .json must be beside it)",
-            "",
+            self._start_folder or str(Path(self.model_edit.text()).expanduser().parent),
             "Checkpoints (*.safetensors *.pt *.pth);;All files (*)",
         )
         if path:

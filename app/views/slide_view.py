@@ -38,6 +38,7 @@ from app.views._slide_overlays import INSET_SIDE, PAD, OverviewInset, ScaleBarOv
 PROB_COLORMAP = pg.ColorMap(PROB_STOPS, PROB_COLORS.astype(np.uint8), name="probability")
 HEAT_MODES = {"filled": "Heat map: filled", "outline": "Heat map: outlines", "off": "Heat map: off"}
 OUTLINE_BINS = 10  # colour steps of the outline mode
+TISSUE_MIN_ZOOM = 0.25  # the tissue outline is drawn until a thumbnail pixel spans 4 screen pixels
 TISSUE_COLOR = (40, 200, 90)
 DETAIL_DELAY_MS = 120  # wait for the zoom or pan to settle before reading the slide
 CONTEXT_TILES = 8  # a centred tile is shown with this many tiles' width of context, at most
@@ -148,7 +149,9 @@ class SlideView(QWidget):
         for button in (self.fit_button, self.full_button, self.large_button):
             button.setMaximumWidth(button.fontMetrics().horizontalAdvance(button.text()) + 24)
         controls = QHBoxLayout()
-        self.counts.setMinimumWidth(40)
+        # "1234 tiles" whole ("0 tiles proc…" was cut) and short: the row fits a 1280-px window
+        self.counts.setMinimumWidth(self.counts.fontMetrics().horizontalAdvance("0000 tiles") + 4)
+        self.counts.setToolTip("Tiles processed so far")
         controls.addWidget(self.counts, 1)
         for w in (self.mode_combo, self.tissue_box, self.opacity_slider, self.opacity_label):
             controls.addWidget(w)
@@ -168,7 +171,7 @@ class SlideView(QWidget):
         self.viewbox.sigRangeChanged.connect(self._on_viewbox_range_changed)
         self.opacity_slider.valueChanged.connect(self._on_opacity_slider_changed)
         self.mode_combo.currentIndexChanged.connect(self._redraw)
-        self.tissue_box.toggled.connect(self.tissue_item.setVisible)
+        self.tissue_box.toggled.connect(self._update_overlays)
         self.fit_button.clicked.connect(self.fit)
         self.full_button.clicked.connect(self.full_resolution)
         self.canvas.scene().sigMouseClicked.connect(self._on_scene_clicked)
@@ -180,6 +183,7 @@ class SlideView(QWidget):
         thumbnail, dimensions, grid = display.thumbnail, display.dimensions, display.grid
         footprint, title, tissue = display.footprint, display.title, display.tissue
         set_plain(self.title, title)
+        self.colorbar.getAxis("left").setLabel(f"P({display.positive})")  # "P(tumor)", the class it maps
         self._dims = (max(1, int(dimensions[0])), max(1, int(dimensions[1])))
         self._footprint = max(float(footprint), 1e-6)
         self._thumb_width = max(1, thumbnail.shape[1])
@@ -294,7 +298,7 @@ class SlideView(QWidget):
             item.setPath(path)
         self.colorbar.setVisible(mode != "off")
         done = int(np.isfinite(self._values).sum())
-        self.counts.setText(f"{done} tiles processed")
+        self.counts.setText(f"{done} tiles")
 
     @Slot(int)
     def _on_opacity_slider_changed(self, value: int) -> None:
@@ -353,6 +357,10 @@ class SlideView(QWidget):
         width, height = self._dims
         zoomed_in = view.width() < width * 0.98 or view.height() < height * 0.98
         self.overview.setVisible(bool(self._values.size) and zoomed_in)
+        # The tissue outline comes from the thumbnail: zoomed in past its resolution it is blocks
+        # around every nucleus (at 1:1), so it is drawn only where it means something.
+        coarse = downsample >= TISSUE_MIN_ZOOM * width / max(self._thumb_width, 1)
+        self.tissue_item.setVisible(self.tissue_box.isChecked() and coarse)
         self.overview.set_view(view)
         self.overview.move(int(area.left()) + PAD, int(area.top()) + PAD)
         self.overview.raise_()

@@ -131,6 +131,9 @@ class PredictionTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             if index.column() == UNCERTAINTY_COLUMN:
                 return self.uncertainty.describe(self._rows[index.row()].uncertainty)
+            if index.column() == REVIEW_COLUMN:
+                review = self._reviews.get(index.row(), "")
+                return f"Your review mark: {review}" if review else "Not reviewed (C confirms, X corrects)"
             return self._tooltip(self._rows[index.row()])
         return None
 

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from app.core.certificates import QueueState
 from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
 from app.views.table_cells import TableCells
-from app.views.table_model import PredictionFilterProxy, PredictionTableModel
+from app.views.table_model import REVIEW_COLUMN, PredictionFilterProxy, PredictionTableModel
 
 #: Characters of the item's name the table keeps room for before it scrolls sideways.
 ITEM_MIN_CHARS = 12
@@ -110,11 +110,14 @@ class PredictionTable(QWidget):
         header.setMinimumSectionSize(30)
         # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        widths = (4, 0, 8, 5, 8, 13, 6, 7, 12, 9)  # the group: "262 · undecided" whole
+        widths = (4, 0, 8, 5, 8, 13, 6, 7, 12, 18)  # the group: "262 · undecided" whole
         for col, chars in enumerate(widths):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
         self.search.setMinimumWidth(80)
+        # The review mark right after the decision: at the window's least width it scrolled off
+        # the right edge (the model's column order, as the CSV's, stays).
+        header.moveSection(REVIEW_COLUMN, 4)
 
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Show"))

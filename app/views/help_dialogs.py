@@ -1,0 +1,95 @@
+"""Help ▸ Keyboard shortcuts and Help ▸ Quick guide (the Help menu held only About).
+
+The shortcuts are read from the window's actions, so the list cannot drift from what the keys do;
+the guide is a page of the app's own words (a frozen bundle carries no docs folder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app import APP_NAME
+
+GUIDE = (
+    f"<h3>{APP_NAME}: a day's work</h3>"
+    "<ol>"
+    "<li><b>Project.</b> A project keeps one model, its adaptation state at a site, the folders and slides "
+    "opened in it and your review marks. Make one for each site (Project ▸ New project, Ctrl+N).</li>"
+    "<li><b>Open</b> a folder of images (Ctrl+O) or a slide (Ctrl+Shift+O). Class sub-folders or a "
+    "<tt>labels.csv</tt> give ground truth. A banner says when the model may not apply.</li>"
+    "<li><b>Start</b> (F5). The model adapts to the site as the images arrive; the newest image shows "
+    "with its uncertainty overlay (O toggles it). Pause (F6), resume (F7), stop and save (F8).</li>"
+    "<li><b>Review.</b> Q opens the review queue: the images whose decision adapting changed, the most "
+    "useful first. C confirms the decision, X corrects it, 1-9 mark a class, Backspace clears; "
+    "Ctrl+Z undoes. A mark never replaces the dataset's label: both are kept.</li>"
+    "<li><b>Certificates.</b> Each reviewed disagreement is evidence for its site group: a group is "
+    "verified, or reverted to the source model's decisions (the Certificates tab).</li>"
+    "<li><b>Export</b> (Ctrl+E): predictions, reviews, the PDF report and, for a slide, QuPath's "
+    "GeoJSON, written as one set; Cancel leaves the folder as it was.</li>"
+    "</ol>"
+    "<p>For research use only. Not for use in diagnostic procedures.</p>"
+)
+
+
+def shortcut_rows(actions: Iterable[QAction]) -> list[tuple[str, str]]:
+    """(what, keys) of every action with a shortcut, as the menus name them."""
+    rows = []
+    for act in actions:
+        keys = act.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        if keys:
+            rows.append((act.text().replace("&", "").rstrip("…"), keys))
+    return rows
+
+
+class ShortcutsDialog(QDialog):
+    """Every keyboard shortcut of the window, read from its actions."""
+
+    def __init__(self, actions: Iterable[QAction], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Keyboard shortcuts")
+        rows = shortcut_rows(actions)
+        self.table = QTableWidget(len(rows), 2)
+        self.table.setHorizontalHeaderLabels(["Action", "Keys"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for r, (what, keys) in enumerate(rows):
+            self.table.setItem(r, 0, QTableWidgetItem(what))
+            self.table.setItem(r, 1, QTableWidgetItem(keys))
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
+        buttons.accepted.connect(self.accept)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table)
+        layout.addWidget(buttons)
+        self.resize(460, 560)
+
+
+class GuideDialog(QDialog):
+    """The quick guide: a day's work in six steps."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Quick guide")
+        self.label = QLabel(GUIDE)  # the app's own fixed text: no name or path in it
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
+        buttons.accepted.connect(self.accept)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.label)
+        layout.addWidget(buttons)
+        self.setMinimumWidth(560)
