@@ -157,3 +157,21 @@ def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
     asked.clear()
     b.window.confirm = lambda title, text: asked.append(text) or True  # type: ignore[method-assign]
     assert _export(b, out, qtbot)[0] and not asked, "its own reports are replaced without a question"
+
+
+def test_the_export_step_stays_readable_beside_a_long_status_message(qtbot: object) -> None:
+    """At 1280x800 a long message (an undo's) covers the status bar's left side: the export's
+    step and count still read whole beside its bar and Cancel, not cut to one letter."""
+    from app.views.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    window.resize(1280, 800)
+    window.show()
+    qtbot.waitExposed(window)  # type: ignore[attr-defined]
+    window.statusBar().showMessage("Undone: " + "histo_site2_008.jpg has no review mark " * 3)
+    window.show_export_progress("Writing the PDF", 3, 9)
+    settle()
+    label = window.status_parts.export_label
+    assert label.full_text() == "Writing the PDF (3 of 9)"
+    assert label.text() == label.full_text(), label.text()

@@ -119,3 +119,15 @@ def test_the_caption_names_what_fired() -> None:
     assert gate_caption(["class-sorted"]) == SORTED_CAPTION
     assert gate_caption(["class-sorted", "image-kind"]) == GATE_CAPTION
     assert gate_caption(["collapse"]) == gate_caption(["resolution"]) == GATE_CAPTION
+
+
+def test_a_collapse_beside_the_gate_names_the_images_kind_once(studio: Studio, tmp_path: Path) -> None:
+    """Nearly every prediction in one class, on images the gate already called fundus photographs:
+    the two warnings offer the same fix and show as one banner, which says the kind once."""
+    folder = _labelled_fundus_folder(tmp_path / "eyes", n=24)
+    c = studio.open_with(folder, "Eyes")
+    c.window.confirm = lambda title, text: True  # type: ignore[method-assign]
+    studio.run_to_end(c)
+    told = [b for b in c.window.banners.banners() if "source-collapse" in b.keys]
+    assert told and "source-image-kind" in told[0].keys, [b.keys for b in c.window.banners.banners()]
+    assert told[0].text.count("look like fundus photographs") == 1, told[0].text

@@ -125,7 +125,8 @@ class Controller:
         info = self.state.info
         model = model_kind(info.card) if info is not None else None
         looks = self.model.looks_like()
-        banner = advice.collapse(found, looks, model, available_demos())
+        told = "gate:image-kind" in self.model.checks
+        banner = advice.collapse(found, looks, model, available_demos(), kind_told=told)
         if log:
             self.log("warning", banner.text)
         self.model.checks["collapse"] = banner.text  # the figures as of now replace earlier ones

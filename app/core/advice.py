@@ -153,9 +153,13 @@ def new_images(count: int, source: Source) -> Banner:
     )
 
 
-def collapse(found: Collapse, images: Kind | None, model: Kind | None, demos: set[str]) -> Banner:
+def collapse(
+    found: Collapse, images: Kind | None, model: Kind | None, demos: set[str], kind_told: bool = False
+) -> Banner:
+    """The collapse, and the images' kind where it differs from the model's and the gate has not
+    said so already (``kind_told``: the two banners offer the same fix and show as one)."""
     text = found.text()
-    if images is not None and model is not None and images != model:
+    if images is not None and model is not None and images != model and not kind_told:
         text += f" The images look like {KIND_NAMES[images]}; this model was trained on {KIND_NAMES[model]}."
     return Banner(SOURCE_KEYS + "collapse", "warning", text, _demo_action(images, model, demos))
 

@@ -153,6 +153,8 @@ class StatusParts:
         self.reviewer_label.setToolTip("Each review mark is kept with this name (Settings ▸ Reviewer name)")
         # An export under way: what it does, how far, and its Cancel (hidden otherwise).
         self.export_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
+        # Room for "Writing report.pdf, page 12 (3 of 9)" even while a message covers the bar.
+        self.export_label.setMinimumWidth(self.export_label.fontMetrics().horizontalAdvance("x" * 34))
         self.export_bar = QProgressBar()
         self.export_bar.setMaximumWidth(140)
         self.export_cancel = QPushButton("Cancel export")
