@@ -55,6 +55,7 @@ class StreamItem:
     path: Path | None = None  # image file (folder sources)
     tile: Tile | None = None  # tile (slide sources)
     ground_truth: int | None = None  # class index when known
+    site: str | None = None  # the site it belongs to when not its source's (the benchmark's known sites)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,10 @@ class TTAMethod(ABC):
         self.generator.manual_seed(seed)
         self.steps = 0
         self.reference: SourceReference | None = None
+        # The site the image being stepped belongs to (the folder or slide it was loaded from), set
+        # by the session before each step; None when nobody says (the paper's free-form protocol).
+        # Methods that keep per-site state read it; the others ignore it.
+        self.site: str | None = None
         self.configure_model()
 
     # -- the Tent vocabulary -------------------------------------------------------------------

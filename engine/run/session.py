@@ -145,10 +145,17 @@ class Session:
             self.method.fit_source_statistics(self._source_x)
 
     # ------------------------------------------------------------------ the step
-    def step(self, image: ImageInput) -> StepResult:
-        """Adapt to one image and return its predictions (the image counts as seen)."""
+    def step(self, image: ImageInput, site: str | None = None) -> StepResult:
+        """Adapt to one image and return its predictions (the image counts as seen).
+
+        Args:
+            image: the image.
+            site: the site it belongs to (the folder or slide it was loaded from); None when
+                nobody says, as in the paper's free-form protocol.
+        """
         start = time.perf_counter()
         x = self.preprocess(image)
+        self.method.site = site
         out = self.method.forward_and_adapt(x)
         probs = out.logits.detach().float().softmax(dim=-1)[0].cpu().numpy()
         source_probs = out.source_logits.detach().float().softmax(dim=-1)[0].cpu().numpy()

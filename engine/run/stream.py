@@ -209,6 +209,13 @@ class StreamRun:
         """Yield :class:`Paused` after the current item."""
         self._pause.set()
 
+    def site_of(self, item: StreamItem) -> str | None:
+        """The site an item belongs to: its own when it names one, else its source (a folder or a
+        slide is one site); None for a source without identity (the benchmark's free-form streams)."""
+        if item.site is not None:
+            return item.site
+        return self.source_id or None
+
     # -- the loop -------------------------------------------------------------------------------
     def outcomes(self) -> Iterator[Outcome]:
         """The outcome of every pending item, in order, then a final :class:`Saved` (with a journal)."""
@@ -223,7 +230,7 @@ class StreamRun:
                 yield skip
             else:
                 try:
-                    step = self.session.step(image)
+                    step = self.session.step(image, self.site_of(item))
                 except Exception as exc:  # the model, not the image: end the run, retry next time
                     logger.debug("step failed on %s", item.name, exc_info=exc)
                     self.summary.failure = Failed(item, _step_message(item, exc))

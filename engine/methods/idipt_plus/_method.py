@@ -39,6 +39,7 @@ Every decision depends only on the image's source pass and the earlier images' s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -72,10 +73,19 @@ class IDiPTPlusConfig(IDiPTConfig):
         "images that look like the source domain keep the source decision (off: chosen on simulated shifts)",
     )
     join: float = setting(
-        1.0, "largest appearance distance to a site group's centre, in source bandwidths", low=0.01, high=100
+        1.0,
+        "largest appearance distance to a site group's centre, in source radii (sites not named only)",
+        low=0.01,
+        high=100,
+    )
+    merge: float = setting(
+        0.5, "site groups whose centres are closer than this, in source radii, become one", low=0.0, high=100
+    )
+    seed_images: int = setting(
+        20, "unassigned images near one another that found a site group", low=2, high=10000
     )
     group_capacity: int = setting(
-        1000, "recent images per site group its operating point is fitted to", low=20, high=100000
+        1000, "images per site (a uniform sample) its operating point is fitted to", low=20, high=100000
     )
     max_groups: int = setting(
         64, "site groups kept at most (the least recently seen gives way)", low=1, high=10000
@@ -118,6 +128,8 @@ class IDiPTPlusConfig(IDiPTConfig):
         """The settings the operating point reads."""
         return OperatingPointSettings(
             join=self.join,
+            merge=self.merge,
+            seed_images=self.seed_images,
             capacity=self.group_capacity,
             max_groups=self.max_groups,
             min_images=self.min_images,
@@ -133,22 +145,29 @@ class IDiPTPlusConfig(IDiPTConfig):
         )
 
 
-def decision_record(decision: Decision) -> DecisionRecord:
+def decision_record(decision: Decision, margin: float = float("nan"), prompted: int = -1) -> DecisionRecord:
     """The typed record of a decision that crosses to the stream loop, the app and the benchmark."""
     fit = decision.fit
-    if fit is None:
-        return DecisionRecord(decision.path, decision.group, decision.threshold, decision.reason)
-    return DecisionRecord(
+    record = DecisionRecord(
         decision.path,
         decision.group,
         decision.threshold,
         decision.reason,
-        fit.images,
-        fit.separation,
-        fit.share,
-        fit.disagreement,
-        fit.low,
-        fit.high,
+        site=decision.site,
+        margin=margin,
+        candidates=tuple(sorted(decision.candidates.items())),
+        prompted=prompted,
+    )
+    if fit is None:
+        return record
+    return dataclasses.replace(
+        record,
+        group_images=fit.images,
+        separation=fit.separation,
+        share=fit.share,
+        disagreement=fit.disagreement,
+        low=fit.low,
+        high=fit.high,
     )
 
 
@@ -178,9 +197,9 @@ class IDiPTPlus(IDiPT):
         self.arrays: ReferenceArrays | None = None
         if ref is None or not cfg.operating_point or int(ref.class_means.shape[0]) != 2:
             return
-        self.arrays = ReferenceArrays.from_reference(ref, cfg.feature_dims)
+        self.arrays = ReferenceArrays.from_reference(ref, cfg.feature_dims, self.model.vit.head)
         self.operating_point = OperatingPoint(
-            cfg.operating_point_settings(), ref.bandwidth, ref.radius, self.seed
+            cfg.operating_point_settings(), ref.radius, self.seed, self.arrays.source_margin
         )
 
     def use_reference(self, reference: SourceReference | None) -> None:
@@ -205,7 +224,8 @@ class IDiPTPlus(IDiPT):
                 reason = "no source reference"
             else:
                 reason = "more than two classes"
-            record = DecisionRecord(NOT_ACCEPTED, reason=reason)
+            prompted = int(out.logits.argmax(dim=-1)[0])
+            record = DecisionRecord(NOT_ACCEPTED, reason=reason, site=self.site or "", prompted=prompted)
         else:
             stats = appearance_statistics(source.block1_out, self.model.num_prefix_tokens)
             obs = arrays.observe(
@@ -213,8 +233,8 @@ class IDiPTPlus(IDiPT):
                 source.features[0].detach().cpu().numpy(),
                 stats[0].detach().cpu().numpy(),
             )
-            decision = op.step(obs, self.config.source_gate)
-            record = decision_record(decision)
+            decision = op.step(obs, self.config.source_gate, self.site)
+            record = decision_record(decision, obs.margin, int(out.logits.argmax(dim=-1)[0]))
             if decision.threshold != 0.0:
                 # l_1 - l_0 becomes the margin over the group's threshold: the source ranking is
                 # kept, only where the two classes are divided moves.
@@ -228,7 +248,7 @@ class IDiPTPlus(IDiPT):
                 "op_accepted": float(record.path == "accepted"),
                 "op_source_like": float(record.path == "source-like"),
                 "op_threshold": record.threshold,
-                "op_groups": float(len(op.groups.groups)) if op is not None else 0.0,
+                "op_groups": float(len(op.units())) if op is not None else 0.0,
             }
         )
         return out
