@@ -114,7 +114,7 @@ class SamplingSequence:
         self.values.append(value)
         if self.exhausted:  # the mean is known: only it stays possible
             mean = self._sum / self.population
-            self._possible &= np.abs(self.grid - mean) <= (0.5 / self.population if self.exact else 1.0)
+            self._possible &= np.abs(self.grid - mean) <= (0.25 / self.population if self.exact else 1.0)
 
     # -- reading -----------------------------------------------------------------------------
     def _to_units(self, m: float) -> float:
