@@ -67,7 +67,7 @@ def test_the_e_value_is_small_under_the_null_and_large_when_the_candidate_is_bet
                 break
     assert crossed / 400 <= 0.05
     seq = SamplingSequence(100)
-    for v in [1] * 15:
+    for _ in range(15):
         seq.update(1.0)
     assert seq.e_value() > 20 and seq.lower(0.05) > 0
     with pytest.raises(ValueError, match="outside"):
@@ -149,7 +149,7 @@ def test_arrival_order_review_would_have_promoted_it() -> None:
     the candidate's successes, and a sequence fed them calls it better — the defect the uniform
     order removes."""
     rng = np.random.default_rng(3)
-    margin, labels, reported = _adversarial_site("help-then-harm", rng)
+    margin, labels, _ = _adversarial_site("help-then-harm", rng)
     changed = np.flatnonzero((margin > 0) & (margin <= 1.0))
     seq = SamplingSequence(changed.size, alpha=0.025)
     for i in changed[:20]:
