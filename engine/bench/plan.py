@@ -80,6 +80,7 @@ class BenchSettings:
     prior: tuple[
         tuple[str, float], ...
     ] = ()  # label shift: (domain, positive share), see engine.bench.protocol
+    known_sites: bool = False  # each domain's images are given to the method as one site (the app's case)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class BenchJob:
     threads: int | None = None
     source_stats: int = 0  # source-domain train images for the methods' statistics reference
     source_domain: str = ""
+    known_sites: bool = False  # the method is told each image's domain as its site
 
 
 @dataclass
@@ -330,6 +332,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
                 threads=threads,
                 source_stats=settings.source_stats,
                 source_domain=source,
+                known_sites=settings.known_sites,
             )
             jobs.append(job)
     total = sum(len(v) for v in sets.values())
@@ -351,6 +354,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "limit": settings.limit,
         "subset": settings.subset,
         "prior": dict(settings.prior),
+        "known_sites": settings.known_sites,
         "images_per_stream": per_job,
         "images_per_domain": {d: len(v) for d, v in sets.items()},
         "positive_class": ds.classes[ds.positive_class],

@@ -27,7 +27,6 @@ import torch
 
 from engine.bench.paired import Paired, paired
 from engine.bench.replay import REPLAYABLE, PassCache, SourcePasses, replay
-from engine.bench.reviews import simulate
 from engine.bench.streams import DRIFT, interleave, resample_site
 from engine.data.readers import Dataset, open_dataset
 from engine.data.synth import KINDS, default_workers, write_synth
@@ -35,6 +34,7 @@ from engine.errors import F2TTAError
 from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import find_reference
+from engine.review.reviewer import review_stream
 from engine.training import TrainConfig, train_source
 
 logger = logging.getLogger(__name__)
@@ -297,7 +297,18 @@ def run_stream(job: StreamJob) -> list[SuiteCell]:
     reviewed: dict[str, np.ndarray] = {}
     for m, r in replayed.items():
         for budget in job.review_budgets if m != "source" else ():
-            sim = simulate(y, source_preds, r.preds, r.group, site_of, budget)
+            two_class = bool(np.isfinite(r.margin).all()) and bool(r.candidates)
+            sim = review_stream(
+                r.preds,
+                source_preds,
+                r.margin,
+                r.threshold.astype(np.float64) if two_class else None,
+                r.candidates if two_class else {},
+                r.group.astype(np.int64),
+                y,
+                budget,
+                seed=job.stream_seed,
+            )
             decisions[reviewed_name(m, budget)] = sim.decisions
             reviewed[reviewed_name(m, budget)] = sim.reviewed
     cells = []
