@@ -25,8 +25,7 @@ from engine.bench.protocol import dataset_stream
 from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import ImageReadError
 from engine.io.sources import StreamItem
-from engine.methods.idipt_plus._candidates import THRESHOLD_CANDIDATES
-from engine.methods.idipt_plus import PATHS
+from engine.methods.idipt_plus import PATHS, THRESHOLD_CANDIDATES
 from engine.model.card import load_model
 from engine.run.session import Session
 from engine.run.stream import Failed, Picture, Predicted, Skipped, StreamRun

@@ -22,7 +22,7 @@ import numpy as np
 from engine.bench.job import JobRecords
 from engine.bench.report import paired_by_domain
 from engine.errors import F2TTAError
-from engine.methods.idipt_plus._candidates import THRESHOLD_CANDIDATES
+from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
 from engine.review.ladder import tested
 from engine.review.multiple import e_bh
 from engine.review.reviewer import ReviewedStream, review_stream
