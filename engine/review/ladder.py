@@ -62,7 +62,7 @@ class LadderRule:
     revert_alpha: float = 0.25  # the revert level's error (75 %), as engine.review.rule
     tolerance: float = 0.01  # harm tolerated, share of the site's images
     min_reviews: int = 3  # reviews before A1 can be reverted
-    patience: int = 10  # reviews a candidate gets without a verdict before the next is tried
+    patience: int = 10  # reviews after which a candidate that has not been right more often is given up
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order
 
     def level(self, j: int) -> float:
@@ -321,7 +321,7 @@ class SiteLadder:
         if lower > 0:
             c.verdict = PROMOTED
             self.current, self.current_threshold = c.candidate, c.threshold
-        elif upper <= 0 or len(c.reviewed) >= r.patience or exhausted:
+        elif upper <= 0 or exhausted or (len(c.reviewed) >= r.patience and c.sequence.mean <= 0):
             c.verdict = NOT_BETTER
         return c.verdict != OPEN
 
