@@ -20,8 +20,15 @@ from engine.cli._common import (
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
 from engine.model.gate import NotApplicableError
-from engine.run.certify import certify, read_review_marks, write_certified
+from engine.run.certify import (
+    ReviewFileError,
+    certify,
+    marks_from_file,
+    project_review_folder,
+    write_certified,
+)
 from engine.run.outputs import config_path, skipped_path
+from engine.run.review import SiteReview
 from engine.run.runner import (
     EXIT_INTERRUPTED,
     EXIT_NOT_APPLICABLE,
@@ -81,9 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="review marks (the app's reviews.csv: item, review, reviewed_at) applied after the run: "
-        "site groups whose certificate turns reverted go back to the source model's decisions, written "
-        "to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md)",
+        help="review marks (the app's reviews.csv: item, review, reviewed_at, site) applied after the run "
+        "instead of the project's own: the folder's certificates decide which rule decides its images, "
+        "written to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md); with "
+        "--state PROJECT the project's own marks are used without it",
     )
     parser.add_argument(
         "--accept-warnings",
@@ -203,7 +211,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
-    if args.reviews is not None and summary.failure is None:
+    if summary.failure is None:
         code = max(code, _certify(job, args))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
@@ -211,25 +219,37 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
 
 
 def _certify(job: FolderJob, args: argparse.Namespace) -> int:
-    """Apply ``--reviews`` to the run's rows; 0, or :data:`EXIT_USAGE` when the file cannot be used."""
-    rows = job.journal.rows(job.source.source_id)
+    """Apply ``--reviews`` (or the project's own marks) to the run's rows; 0, or
+    :data:`EXIT_USAGE` when the reviews file cannot be used."""
+    folder = project_review_folder(args.state)
+    if args.reviews is None and folder is None:
+        return 0
+    classes = job.session.card.classes
+    review = SiteReview(folder if args.reviews is None else None, job.source.source_id, len(classes))
+    review.open(job.journal.rows(job.source.source_id))
+    for note in review.take_notes():
+        print(f"warning: {shown(note)}", file=sys.stderr)
     try:
-        marks = read_review_marks(args.reviews, rows, job.session.card.classes)
-        book = certify(rows, marks)
-        certified, certificates = write_certified(args.out, rows, book)
-    except (F2TTAError, OSError) as exc:
+        if args.reviews is not None:
+            used, unknown_items, unknown_classes = marks_from_file(args.reviews, review, classes)
+            certify(review)
+            print(
+                f"reviews: {used} mark(s) of {shown(args.reviews)} used"
+                + (f", {unknown_items} naming no image of this run" if unknown_items else "")
+                + (f", {unknown_classes} with a class the model does not have" if unknown_classes else ""),
+                file=sys.stderr,
+            )
+        elif not review.marks:
+            return 0
+        else:
+            print(f"reviews: the project's {len(review.marks)} mark(s) of this folder", file=sys.stderr)
+        certified, certificates = write_certified(args.out, review, classes)
+    except (ReviewFileError, OSError) as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    print(
-        f"reviews: {len(marks.marks)} mark(s) used"
-        + (f", {marks.unknown_items} naming no image of this run" if marks.unknown_items else "")
-        + (
-            f", {marks.unknown_classes} with a class the model does not have" if marks.unknown_classes else ""
-        ),
-        file=sys.stderr,
-    )
-    for summary in book.summaries():
-        group = "no group" if summary["group"] is None else f"site group {summary['group']}"
-        print(f"  {group}: {book.certificate(summary['group']).describe()}", file=sys.stderr)
+    for comparison in review.comparisons():
+        print(f"  {comparison.describe(len(review.rows))}", file=sys.stderr)
+    if not review.comparisons():
+        print(f"  {review.why_empty()}", file=sys.stderr)
     print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
     return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.io.sources import source_hash
 from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
 from engine.review.ladder import Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
@@ -102,7 +103,8 @@ class SiteReview:
 
     @property
     def site(self) -> str:
-        return self._store.site if self._store is not None else self.source_id
+        """The site's name for its random orders: its source's hash, with or without a folder."""
+        return source_hash(self.source_id)
 
     # -- rows and marks ------------------------------------------------------------------------
     def open(self, rows: Sequence[PredictionRow]) -> None:
@@ -217,18 +219,22 @@ class SiteReview:
 
     def next_item(self) -> int | None:
         """The row index to review next: the open comparison's next image, or the first of a
-        comparison started now on the images processed so far (None: nothing left to test)."""
-        comparison = self.ladder.active
-        if comparison is None and self.rows:
-            comparison = self.ladder.start(self.images())
-            if comparison is not None:
-                self.starts.append(comparison.covered)
+        comparison started now on the images processed so far (None: nothing left to test).
+
+        Marks made before a comparison started are used as its order reaches them, so a
+        comparison can be decided at once and the next one started.
+        """
+        while True:
+            if self.ladder.active is None:
+                started = self.ladder.start(self.images()) if self.rows else None
+                if started is None:
+                    return None
+                self.starts.append(started.covered)
                 self._save_starts()
-        if comparison is None:
-            return None
-        self.ladder.review(self.labels())  # marks made before it started, as its order reaches them
-        comparison = self.ladder.active
-        return None if comparison is None else comparison.next_position
+            self.ladder.review(self.labels())
+            active = self.ladder.active
+            if active is not None:
+                return active.next_position
 
     def _save_starts(self) -> None:
         if self._store is None:
