@@ -19,10 +19,12 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
+from engine.io.sources import arrived_since
 from engine.model.gate import NotApplicableError
 from engine.run.certify import certify, read_review_marks, write_certified
 from engine.run.outputs import config_path, skipped_path
 from engine.run.runner import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NOT_APPLICABLE,
     EXIT_USAGE,
@@ -101,6 +103,8 @@ def _open(args: argparse.Namespace) -> FolderJob:
     session = Session(
         args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
     )
+    if args.reviews is not None:  # a file that cannot be used is refused before any work
+        read_review_marks(args.reviews, (), session.card.classes)
     return open_folder_job(
         session,
         args.input,
@@ -113,6 +117,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
         keep_saved_settings=not args.set,
         command="f2tta run --input " + str(args.input),
         accept_warnings=args.accept_warnings,
+        reviews=args.reviews is not None,
     )
 
 
@@ -202,24 +207,34 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
+    arrived = arrived_since(job.source, job.session.card.classes, args.manifest)
+    if arrived:
+        print(
+            f"{arrived} new image{'s' if arrived > 1 else ''} arrived in the folder during the run; "
+            "the next run will take them",
+            file=sys.stderr,
+        )
+    certified = args.reviews is None or summary.failure is not None or _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
-    if args.reviews is not None and summary.failure is None:
-        code = max(code, _certify(job, args))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
-    return code
+    return code if code or certified else EXIT_FAILED
 
 
-def _certify(job: FolderJob, args: argparse.Namespace) -> int:
-    """Apply ``--reviews`` to the run's rows; 0, or :data:`EXIT_USAGE` when the file cannot be used."""
+def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
+    """Apply ``--reviews`` to the run's rows; False (said why) when that failed after the run."""
     rows = job.journal.rows(job.source.source_id)
     try:
         marks = read_review_marks(args.reviews, rows, job.session.card.classes)
         book = certify(rows, marks)
         certified, certificates = write_certified(args.out, rows, book)
     except (F2TTAError, OSError) as exc:
-        print(f"error: {shown(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        print(
+            f"error: the run finished (its predictions and state are saved), but the review marks "
+            f"could not be applied: {shown(exc)}",
+            file=sys.stderr,
+        )
+        return False
     print(
         f"reviews: {len(marks.marks)} mark(s) used"
         + (f", {marks.unknown_items} naming no image of this run" if marks.unknown_items else "")
@@ -232,4 +247,4 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> int:
         group = "no group" if summary["group"] is None else f"site group {summary['group']}"
         print(f"  {group}: {book.certificate(summary['group']).describe()}", file=sys.stderr)
     print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
-    return 0
+    return True

@@ -26,6 +26,7 @@ from pathlib import Path
 from engine.errors import F2TTAError
 from engine.io.tables import table_rows
 from engine.review import CertificateBook
+from engine.run.outputs import certified_paths
 from engine.run.rows import PredictionRow, escape_cell, unescape_cell
 from engine.util.atomic import atomic_write_bytes
 
@@ -122,8 +123,7 @@ def write_certified(out_csv: Path, rows: Sequence[PredictionRow], book: Certific
                 book.verdict(row.site_group),
             ]
         )
-    stem = out_csv.with_suffix("")
-    certified, certificates = Path(f"{stem}.certified.csv"), Path(f"{stem}.certificates.json")
+    certified, certificates = certified_paths(out_csv)
     atomic_write_bytes(certified, buf.getvalue().encode("utf-8"))
     groups = [
         {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in g.items()}
