@@ -54,7 +54,13 @@ if TYPE_CHECKING:
         register_method,
     )
     from engine.model.card import LoadedModel, ModelCard, load_model, save_model
-    from engine.model.gate import GateWarning, NotApplicableError, check_source, subfolder_warning
+    from engine.model.gate import (
+        GateWarning,
+        NotApplicableError,
+        check_source,
+        judge_source,
+        subfolder_warning,
+    )
     from engine.model.kind import (
         KIND_NAMES,
         KIND_SAMPLES,
@@ -163,6 +169,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GateWarning": ("engine.model.gate", "GateWarning"),
     "NotApplicableError": ("engine.model.gate", "NotApplicableError"),
     "check_source": ("engine.model.gate", "check_source"),
+    "judge_source": ("engine.model.gate", "judge_source"),
     "subfolder_warning": ("engine.model.gate", "subfolder_warning"),
     "KIND_NAMES": ("engine.model.kind", "KIND_NAMES"),
     "KIND_SAMPLES": ("engine.model.kind", "KIND_SAMPLES"),
@@ -313,6 +320,7 @@ __all__ = [
     "get_method_class",
     "image_kind",
     "in_recorded_order",
+    "judge_source",
     "list_images",
     "list_methods",
     "load_model",

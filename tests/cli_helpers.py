@@ -45,10 +45,10 @@ def before_step(monkeypatch: pytest.MonkeyPatch, act: Callable[[int], None]) -> 
     real_step = Session.step
     calls = [0]
 
-    def step(self: Session, image: object) -> object:
+    def step(self: Session, image: object, site: str | None = None) -> object:
         calls[0] += 1
         act(calls[0])
-        return real_step(self, image)  # type: ignore[arg-type]
+        return real_step(self, image, site)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Session, "step", step)
     return lambda: monkeypatch.setattr(Session, "step", real_step)

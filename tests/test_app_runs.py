@@ -126,8 +126,8 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
     monkeypatch.setattr(app.worker.opening, "Session", session)
     real_step = Session.step
 
-    def step(self: Session, image: object) -> object:
-        result = real_step(self, image)  # type: ignore[arg-type]
+    def step(self: Session, image: object, site: str | None = None) -> object:
+        result = real_step(self, image, site)  # type: ignore[arg-type]
         if result.index == 2:  # what I-DiPT reports when the loss is not finite
             return dataclasses.replace(result, update_skipped=True)
         return result

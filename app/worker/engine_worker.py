@@ -25,7 +25,7 @@ from app._engine import (
     Failed,
     FolderSource,
     Journal,
-    Kind,
+    KindTally,
     Outcome,
     Paused,
     Predicted,
@@ -101,7 +101,7 @@ class EngineWorker(QObject):
         self._slide: Slide | None = None
         self._overlays: OverlayStore | None = None
         self._tissue: np.ndarray | None = None  # the open slide's tissue mask (thumbnail grid)
-        self._looks_like: Kind | None = None  # what the open source's images look like
+        self._judged: KindTally | None = None  # what the open source's images look like
         self._run: StreamRun | None = None
         self._outcomes: Iterator[Outcome] | None = None
         self._pending: list[ItemResult] = []
@@ -212,7 +212,7 @@ class EngineWorker(QObject):
             return
         self._close_slide()
         self._slide, self._source, self._tissue = slide, source, tissue
-        self._looks_like = judge_kind(source)
+        self._judged = judge_kind(source)
         self.sourceReady.emit(self._opened(rows))
 
     def _opened(self, rows: tuple[PredictionRow, ...]) -> SourceOpened:
@@ -232,11 +232,10 @@ class EngineWorker(QObject):
             for sid, rec in self._journal.record.items()
             if sid != source.source_id and rec.processed
         ]
-        gate = () if self._session is None else check_source(source, self._session.card, self._looks_like)
+        gate = () if self._session is None else check_source(source, self._session.card, self._judged)
         n = (len(others), sum(others))
-        return SourceOpened(
-            source, done, rows, overlays, review_dir, self._tissue, *n, self._looks_like, gate
-        )
+        looks = self._judged.verdict() if self._judged is not None else None
+        return SourceOpened(source, done, rows, overlays, review_dir, self._tissue, *n, looks, gate)
 
     def _close_slide(self) -> None:
         if self._slide is not None:

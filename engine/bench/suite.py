@@ -13,7 +13,6 @@ method over every (kind, model, mix, δ) stream (``engine.bench.replay``) and re
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,101 +25,23 @@ import numpy as np
 import torch
 
 from engine.bench.paired import Paired, paired
-from engine.bench.replay import REPLAYABLE, PassCache, SourcePasses, replay
+from engine.bench.recipe import KindSpec, Recipe, SuiteError
+from engine.bench.replay import PassCache, SourcePasses, replay
 from engine.bench.streams import DRIFT, interleave, resample_site
+from engine.bench.suite_work import ModelUnit, WorkFolder
 from engine.data.readers import Dataset, open_dataset
-from engine.data.synth import KINDS, default_workers, write_synth
-from engine.errors import F2TTAError
+from engine.data.synth import GENERATOR_VERSION, SYNTH_JSON, default_workers, write_synth
 from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import find_reference
 from engine.review.reviewer import review_stream
 from engine.training import TrainConfig, train_source
+from engine.util.bounded_json import loads_bounded
+from engine.util.files import UnsafeFileError, read_regular
+
+__all__ = ["KindSpec", "Prepared", "Recipe", "SuiteCell", "SuiteError", "prepare", "run_suite", "summary"]
 
 logger = logging.getLogger(__name__)
-
-
-class SuiteError(F2TTAError):
-    """A recipe is malformed, or its data or models cannot be made."""
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    kind: str
-    train_seed: int  # generator seed of the training data
-    eval_seed: int  # generator seed of the evaluation data (differs from train_seed)
-    fragments: int  # F per site in the streams
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What the suite runs (see the module docstring); every field is in the JSON file."""
-
-    name: str
-    kinds: tuple[KindSpec, ...]
-    training_seeds: tuple[int, ...]
-    train_per_site: int
-    eval_per_site: int
-    size: int
-    source: str
-    epochs: int
-    patience: int
-    mixes: tuple[float | str, ...]
-    deltas: tuple[float, ...]
-    images_per_site: int
-    stream_seed: int
-    methods: tuple[str, ...]
-
-    @classmethod
-    def load(cls, path: Path) -> Recipe:
-        """Read and check a recipe file.
-
-        Raises:
-            SuiteError: the file is unreadable or a field is missing or out of range.
-        """
-        try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
-            kinds = tuple(
-                KindSpec(str(k["kind"]), int(k["train_seed"]), int(k["eval_seed"]), int(k["fragments"]))
-                for k in raw["kinds"]
-            )
-            recipe = cls(
-                name=str(raw["name"]),
-                kinds=kinds,
-                training_seeds=tuple(int(s) for s in raw["training_seeds"]),
-                train_per_site=int(raw["train_per_site"]),
-                eval_per_site=int(raw["eval_per_site"]),
-                size=int(raw["size"]),
-                source=str(raw["source"]),
-                epochs=int(raw["epochs"]),
-                patience=int(raw["patience"]),
-                mixes=tuple(m if m == DRIFT else float(m) for m in raw["mixes"]),
-                deltas=tuple(float(d) for d in raw["deltas"]),
-                images_per_site=int(raw["images_per_site"]),
-                stream_seed=int(raw["stream_seed"]),
-                methods=tuple(str(m) for m in raw["methods"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SuiteError(f"{path}: not a usable suite recipe ({exc})") from exc
-        recipe.check()
-        return recipe
-
-    def check(self) -> None:
-        for k in self.kinds:
-            if k.kind not in KINDS:
-                raise SuiteError(f"unknown kind {k.kind!r}; choose from {', '.join(KINDS)}")
-            if k.train_seed == k.eval_seed:
-                raise SuiteError(
-                    f"{k.kind}: the evaluation data must come from another seed than the training data"
-                )
-        for m in self.mixes:
-            if m != DRIFT and not (isinstance(m, float) and 0.0 < m < 1.0):
-                raise SuiteError(f"bad class mix {m!r}: a share in (0, 1) or 'drift'")
-        unknown = [m for m in self.methods if m not in REPLAYABLE]
-        if unknown or "source" not in self.methods:
-            raise SuiteError(f"methods must include 'source' and be replayable ({', '.join(REPLAYABLE)})")
-        if not self.training_seeds or not self.deltas or not self.mixes or self.images_per_site < 10:
-            raise SuiteError("a recipe needs training seeds, deltas, mixes and at least 10 images per site")
 
 
 @dataclass
@@ -132,10 +53,47 @@ class Prepared:
     models: dict[tuple[str, int], Path] = field(default_factory=dict)
 
 
+def _data_problem(folder: Path, kind: str, seed: int, per_site: int, size: int) -> str | None:
+    """Why a generated data folder cannot be used (None: ``synth.json``, written last, says it was
+    generated whole with these parameters)."""
+    marker = folder / SYNTH_JSON
+    if not marker.exists():
+        return "not generated yet" if not folder.exists() else "half generated"
+    try:
+        meta = loads_bounded(read_regular(marker, 1 << 20, SYNTH_JSON), max_bytes=1 << 20, max_depth=8)
+    except (UnsafeFileError, ValueError) as exc:
+        return f"{SYNTH_JSON} cannot be read ({exc})"
+    wanted = {
+        "generator_version": GENERATOR_VERSION,
+        "kind": kind,
+        "seed": seed,
+        "per_domain": per_site,
+        "size": size,
+    }
+    have = {k: meta.get(k) for k in wanted} if isinstance(meta, dict) else {}
+    changed = ", ".join(f"{k} {have.get(k)!r} -> {v!r}" for k, v in wanted.items() if have.get(k) != v)
+    return f"generated with other parameters ({changed})" if changed else None
+
+
 def prepare(
     recipe: Recipe, work: Path, device: str = "cpu", log: Callable[[str], None] = print, passes: bool = True
 ) -> Prepared:
-    """Generate the data, train the models and (``passes``) compute the source passes not there yet."""
+    """Generate the data, train the models and (``passes``) compute the source passes not there yet.
+
+    Holds the work folder's lock while it runs and removes what killed writers left. What an
+    earlier, interrupted run left half made (a data folder without its ``synth.json``, a model
+    unit without its manifest or with a file changed, :mod:`engine.bench.suite_work`) is made
+    again, never used.
+
+    Raises:
+        engine.run.lock.LockedError: another process uses ``work``.
+        F2TTAError, OSError: data or a model cannot be made.
+    """
+    with WorkFolder(work):
+        return _prepare(recipe, work, device, log, passes)
+
+
+def _prepare(recipe: Recipe, work: Path, device: str, log: Callable[[str], None], passes: bool) -> Prepared:
     out = Prepared()
     for k in recipe.kinds:
         for role, seed, per_site in (
@@ -143,8 +101,10 @@ def prepare(
             ("eval", k.eval_seed, recipe.eval_per_site),
         ):
             folder = work / "data" / f"{k.kind}-{role}-{seed}-{per_site}"
-            if not (folder / "synth.json").is_file():
-                log(f"generating {folder.name}")
+            problem = _data_problem(folder, k.kind, seed, per_site, recipe.size)
+            if problem is not None:
+                log(f"generating {folder.name}" + ("" if problem == "not generated yet" else f" ({problem})"))
+                (folder / SYNTH_JSON).unlink(missing_ok=True)  # the folder is whole only once it is back
                 write_synth(
                     k.kind,
                     folder,
@@ -157,17 +117,7 @@ def prepare(
             (out.train_data if role == "train" else out.eval_data)[k.kind] = folder
         for tseed in recipe.training_seeds:
             model = work / "models" / f"{k.kind}-{k.train_seed}-s{tseed}.safetensors"
-            if not model.is_file():
-                log(f"training {model.name}")
-                model.parent.mkdir(parents=True, exist_ok=True)
-                cfg = TrainConfig(
-                    img_size=recipe.size,
-                    epochs=recipe.epochs,
-                    patience=recipe.patience,
-                    seed=tseed,
-                    device=device,
-                )
-                train_source(open_dataset(out.train_data[k.kind]), recipe.source, cfg, out=str(model))
+            _train(ModelUnit(model), recipe, tseed, out.train_data[k.kind], device, log)
             out.models[(k.kind, tseed)] = model
             if not passes:
                 continue
@@ -178,6 +128,32 @@ def prepare(
                 f"source passes of {model.name} on {len(ds.items)} images ready ({time.perf_counter() - started:.0f} s)"
             )
     return out
+
+
+def _train(
+    unit: ModelUnit, recipe: Recipe, seed: int, data: Path, device: str, log: Callable[[str], None]
+) -> None:
+    """Train the unit's model unless it is whole and trained as the recipe asks; then seal it."""
+    expected = {
+        "size": recipe.size,
+        "epochs": recipe.epochs,
+        "patience": recipe.patience,
+        "seed": seed,
+        "source": recipe.source,
+        "train_data": data.name,
+    }
+    problem = unit.problem(expected)
+    if problem is None:
+        return
+    name = unit.checkpoint.name
+    log(f"training {name}" + ("" if problem == "not trained yet" else f" again ({problem})"))
+    unit.clear()
+    unit.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    cfg = TrainConfig(
+        img_size=recipe.size, epochs=recipe.epochs, patience=recipe.patience, seed=seed, device=device
+    )
+    train_source(open_dataset(data), recipe.source, cfg, out=str(unit.checkpoint))
+    unit.seal()
 
 
 @dataclass(frozen=True)
@@ -282,6 +258,9 @@ def run_stream(job: StreamJob) -> list[SuiteCell]:
     ds = open_dataset(job.eval_data)
     loaded = load_model(job.model_path)
     ref = find_reference(loaded.path, loaded.fingerprint, loaded.card.num_classes, PromptedViT(loaded.model))
+    if ref is None and "source_reference" in loaded.card.training:
+        # Replayed without it, idipt+ would be scored as another method (every decision the source's).
+        raise SuiteError(f"{Path(job.model_path).name}: its source reference is missing or unusable")
     all_passes: SourcePasses = PassCache(Path(job.passes_dir)).passes(
         Path(job.model_path), [it.path for it in ds.items]
     )

@@ -23,6 +23,7 @@ from engine.bench.writers import (
 )
 from engine.cli._common import add_card_override_arguments, add_device_arguments, add_model_argument
 from engine.errors import F2TTAError
+from engine.util.files import check_outputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
             raise F2TTAError(f"--review-at must lie in (0, 1], not {args.review_at}")
         budgets = parse_budgets(args.review_budget) if args.review_budget is not None else ()
         plan = plan_bench(settings)
+        json_out = [args.json, args.json.with_suffix(".png")] if args.json is not None else []
+        check_outputs([*json_out, *([args.csv] if args.csv is not None else [])])  # before the jobs run
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -22,6 +22,8 @@ from engine.bench.reviews import SERIES_UNITS, parse_budgets, review_series
 from engine.bench.suite import Recipe, prepare, run_suite, summary
 from engine.errors import F2TTAError
 from engine.util.atomic import atomic_write_bytes
+from engine.util.files import check_outputs
+from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,9 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    try:
+    try:  # everything that can be refused is refused before any data, model or pass is made
         recipe = Recipe.load(args.recipe)
         budgets = parse_budgets(args.review_budgets) if args.review_budgets else ()
+        if args.out is not None:
+            check_outputs([args.out, *([args.out.with_suffix(".reviews.png")] if budgets else [])])
+    except (F2TTAError, OSError, ValueError) as exc:
+        print(f"error: {shown(exc)}", file=sys.stderr)
+        return 2
+    try:
         prepared = prepare(recipe, args.work, args.device, passes=not args.models_only)
         prepared_s = time.perf_counter() - started
         print(f"prepared in {prepared_s:.0f} s", flush=True)
@@ -63,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
             return 0
         cells = run_suite(recipe, prepared, args.work, max(1, args.workers), review_budgets=budgets)
     except (F2TTAError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     methods = [m for m in recipe.methods if m != "source"]
     print(

@@ -19,10 +19,11 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
+from engine.io.sources import arrived_since
 from engine.model.gate import NotApplicableError
 from engine.run.certify import (
-    ReviewFileError,
     certify,
+    check_reviews_file,
     marks_from_file,
     project_review_folder,
     write_certified,
@@ -30,6 +31,7 @@ from engine.run.certify import (
 from engine.run.outputs import config_path, skipped_path
 from engine.run.review import SiteReview
 from engine.run.runner import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NOT_APPLICABLE,
     EXIT_USAGE,
@@ -109,6 +111,8 @@ def _open(args: argparse.Namespace) -> FolderJob:
     session = Session(
         args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
     )
+    if args.reviews is not None:  # a file that cannot be used is refused before any work
+        check_reviews_file(args.reviews)
     return open_folder_job(
         session,
         args.input,
@@ -121,6 +125,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
         keep_saved_settings=not args.set,
         command="f2tta run --input " + str(args.input),
         accept_warnings=args.accept_warnings,
+        reviews=args.reviews is not None or project_review_folder(args.state) is not None,
     )
 
 
@@ -210,26 +215,32 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
+    arrived = arrived_since(job.source, job.session.card.classes, args.manifest)
+    if arrived:
+        print(
+            f"{arrived} new image{'s' if arrived > 1 else ''} arrived in the folder during the run; "
+            "the next run will take them",
+            file=sys.stderr,
+        )
+    certified = summary.failure is not None or _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
-    if summary.failure is None:
-        code = max(code, _certify(job, args))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
-    return code
+    return code if code or certified else EXIT_FAILED
 
 
-def _certify(job: FolderJob, args: argparse.Namespace) -> int:
-    """Apply ``--reviews`` (or the project's own marks) to the run's rows; 0, or
-    :data:`EXIT_USAGE` when the reviews file cannot be used."""
+def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
+    """Apply ``--reviews`` (or the project's own marks, with ``--state PROJECT``) to the run's rows;
+    False (said why) when that failed after the run."""
     folder = project_review_folder(args.state)
     if args.reviews is None and folder is None:
-        return 0
+        return True
     classes = job.session.card.classes
     review = SiteReview(folder if args.reviews is None else None, job.source.source_id, len(classes))
-    review.open(job.journal.rows(job.source.source_id))
-    for note in review.take_notes():
-        print(f"warning: {shown(note)}", file=sys.stderr)
     try:
+        review.open(job.journal.rows(job.source.source_id))
+        for note in review.take_notes():
+            print(f"warning: {shown(note)}", file=sys.stderr)
         if args.reviews is not None:
             used, unknown_items, unknown_classes = marks_from_file(args.reviews, review, classes)
             certify(review)
@@ -240,16 +251,22 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         elif not review.marks:
-            return 0
+            return True
         else:
             print(f"reviews: the project's {len(review.marks)} mark(s) of this folder", file=sys.stderr)
         certified, certificates = write_certified(args.out, review, classes)
-    except (ReviewFileError, OSError) as exc:
-        print(f"error: {shown(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+    except (F2TTAError, OSError) as exc:
+        print(
+            f"error: the run finished (its predictions and state are saved), but the review marks "
+            f"could not be applied: {shown(exc)}",
+            file=sys.stderr,
+        )
+        return False
+    finally:
+        review.close()
     for comparison in review.comparisons():
         print(f"  {comparison.describe(len(review.rows))}", file=sys.stderr)
     if not review.comparisons():
         print(f"  {review.why_empty()}", file=sys.stderr)
     print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
-    return 0
+    return True

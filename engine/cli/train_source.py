@@ -9,6 +9,8 @@ from typing import Any
 
 from engine.data.readers import open_dataset
 from engine.errors import F2TTAError
+from engine.model.card import card_path_for
+from engine.model.source_reference import reference_path
 from engine.training import (
     DEFAULT_ARCH,
     DEFAULT_IMG_SIZE,
@@ -17,6 +19,7 @@ from engine.training import (
     TrainConfig,
     train_source,
 )
+from engine.util.files import check_outputs
 from engine.util.text import shown
 
 
@@ -84,6 +87,7 @@ def main(args: argparse.Namespace) -> int:
             pretrained=args.pretrained,
             device=args.device,
         )
+        check_outputs([args.out, card_path_for(args.out), reference_path(args.out)])  # before training
         ds = open_dataset(args.data, positive_class=args.positive_class)
         print(ds.summary())
 
@@ -98,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
         result = train_source(
             ds, args.source, cfg, out=args.out, on_epoch=show, eval_domains=args.eval_domains
         )
-    except F2TTAError as exc:
+    except (F2TTAError, OSError) as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     t = result.card.training

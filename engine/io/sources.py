@@ -35,6 +35,7 @@ __all__ = [
     "Source",
     "SourceError",
     "StreamItem",
+    "arrived_since",
     "open_folder",
     "open_slide_source",
     "parse_label",
@@ -208,6 +209,21 @@ def open_folder(
     if order == "interleaved":
         return FolderSource(root, order, interleave(items, seed), label_origin, tuple(notes), seed=seed)
     return FolderSource(root, order, tuple(items), label_origin, tuple(notes))
+
+
+def arrived_since(source: FolderSource, classes: Sequence[str], manifest: str | Path | None = None) -> int:
+    """How many images ``source``'s folder lists now that were not there when it was listed.
+
+    They arrived while a run went through ``source`` (a folder being copied into); the next run
+    over the folder takes them. The folder is listed again as ``source`` was (its order, seed and
+    manifest); a folder that can no longer be listed counts none.
+    """
+    try:
+        now = open_folder(source.root, classes, source.order, manifest, seed=source.seed)
+    except (SourceError, OSError):
+        return 0
+    before = {item.key for item in source.items}
+    return sum(item.key not in before for item in now.items)
 
 
 def open_slide_source(

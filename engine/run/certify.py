@@ -35,6 +35,7 @@ from engine.io.sources import source_hash
 from engine.io.tables import table_rows
 from engine.review.marks import MarkError, parse_time
 from engine.review.multiple import e_bh
+from engine.run.outputs import certified_paths
 from engine.run.review import SiteReview
 from engine.run.rows import escape_cell, unescape_cell
 from engine.util.atomic import atomic_write_bytes
@@ -55,6 +56,35 @@ def project_review_folder(state: Path) -> Path | None:
         if (project / "profile.json").is_file() and (project / "state").is_dir():
             return project / "review"
     return None
+
+
+def check_reviews_file(path: Path) -> None:
+    """Refuse, before any work, a reviews file that cannot be used (unreadable, a needed column
+    missing, a time that is not a time); whether its marks are this folder's is checked after the run.
+
+    Raises:
+        ReviewFileError: the message says why.
+    """
+    try:
+        lines = table_rows(path)
+        header = next(lines, None)
+        if header is None:
+            raise ReviewFileError(f"{path}: empty")
+        names = [h.strip() for h in header[1]]
+        missing = [c for c in REVIEW_FILE_COLUMNS if c not in names]
+        if missing:
+            raise ReviewFileError(f"{path}: no {', '.join(missing)} column (the app's reviews.csv has them)")
+        at = names.index("reviewed_at")
+        for line, cells in lines:
+            if len(cells) > at:
+                try:
+                    parse_time(cells[at])
+                except MarkError as exc:
+                    raise ReviewFileError(f"{path}, line {line}: {exc}") from exc
+    except ReviewFileError:
+        raise
+    except F2TTAError as exc:
+        raise ReviewFileError(str(exc)) from exc
 
 
 def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> tuple[int, int, int]:
@@ -144,8 +174,7 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
                 rule,
             ]
         )
-    stem = out_csv.with_suffix("")
-    certified_path, certificates = Path(f"{stem}.certified.csv"), Path(f"{stem}.certificates.json")
+    certified_path, certificates = certified_paths(out_csv)
     atomic_write_bytes(certified_path, buf.getvalue().encode("utf-8"))
     text = json.dumps(certificates_json(review), indent=2, allow_nan=False) + "\n"
     atomic_write_bytes(certificates, text.encode("utf-8"))

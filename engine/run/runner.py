@@ -19,7 +19,7 @@ from engine.errors import StateError
 from engine.io.sources import FolderSource, open_folder
 from engine.model.gate import GateWarning, NotApplicableError, check_source
 from engine.run.journal import Journal, in_recorded_order
-from engine.run.outputs import CsvOutputs, check_out_before_journal
+from engine.run.outputs import CsvOutputs, check_out_before_journal, run_files
 from engine.run.session import Session
 from engine.run.step import SettingsMismatchError
 from engine.run.stream import RunSummary, Skipped, StreamRun, read_item
@@ -80,6 +80,7 @@ def open_folder_job(
     keep_saved_settings: bool = True,
     command: str = "f2tta run",
     accept_warnings: bool = False,
+    reviews: bool = False,
 ) -> FolderJob:
     """Open everything a run needs, refusing before any file changes when something is wrong.
 
@@ -97,12 +98,15 @@ def open_folder_job(
         command: what the lock file says this process is doing.
         accept_warnings: go on when the applicability gate fires (its warnings are kept in
             :attr:`FolderJob.warnings`); False refuses with :class:`NotApplicableError`.
+        reviews: the run will write review certificates beside ``out_csv``; their files are
+            checked and owned with the others (:func:`engine.run.outputs.run_files`).
 
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
     """
     state_dir = journal_dir(state_dir)
-    check_out_before_journal(out_csv, state_dir)
+    files = run_files(out_csv, reviews)
+    check_out_before_journal(files, state_dir)
     # Listed before the journal is opened, so a folder that cannot be used changes no file.
     source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
     warnings = check_source(source, session.card)
@@ -119,7 +123,7 @@ def open_folder_job(
         journal.check_space(session)
         rows = journal.rows(source.source_id)
         out_csv.parent.mkdir(parents=True, exist_ok=True)
-        outputs = CsvOutputs(out_csv, journal, source.source_id, rows)
+        outputs = CsvOutputs(out_csv, journal, source.source_id, rows, files[1:])
     except BaseException:
         journal.close()
         raise
