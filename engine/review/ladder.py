@@ -169,6 +169,8 @@ class Comparison:
         scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
         later = f"; the {total - n} images after them are assumed alike" if total > n else ""
         counts = f" ({len(self.reviewed)} reviewed)"
+        if self.sequence.exhausted:
+            level, counts = "known exactly", " (every one reviewed)"
         if self.verdict == VERIFIED:
             return f"{what} is better on {scope}, {level}{counts}{later}"
         if self.verdict == PROMOTED:

@@ -33,8 +33,9 @@ that reproduces its split. It is accepted only if every guard passes:
    sample; a split between two classes does not.
 
 The move is pessimistic: the estimate is the interval's edge nearest the source threshold, and
-the group's threshold is the smaller of its last two estimates when both move the same way (else
-the source threshold): a move needs two fits in a row to agree. Every fit's bootstrap is seeded
+the unit's threshold is the smaller of its last two accepted estimates when both move the same
+way (else the source threshold): a move needs two accepted fits to agree, and a return to the
+source threshold two failed fits in a row. Every fit's bootstrap is seeded
 by the session seed, the group and the fit's number, so a replay from cached source passes
 decides exactly as the live run did.
 """
@@ -59,7 +60,8 @@ ACCEPTED = "accepted"
 NOT_ACCEPTED = "not-accepted"
 PATHS = (SOURCE_LIKE, ACCEPTED, NOT_ACCEPTED)
 EQUAL_SHARE_ITERATIONS = 3  # EM's first E-steps with equal shares (see fit_mixture)
-AGREEING_FITS = 2  # consecutive accepted fits, moving the same way, before a group's threshold moves
+AGREEING_FITS = 2  # accepted fits, moving the same way, before a unit's threshold moves (and failed fits in a row before it returns)
+KEPT_ESTIMATES = 4  # the last pessimistic estimates a unit keeps
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,8 @@ class OperatingPoint:
         if unit.threshold != 0.0:
             return Decision(ACCEPTED, unit.ident, unit.threshold, ACCEPTED, fit, unit.site, candidates)
         if fit is None:
-            return Decision(NOT_ACCEPTED, unit.ident, 0.0, "too few images", None, unit.site, candidates)
+            reason = f"too few images (a site needs {self.settings.min_images} before its operating point is fitted)"
+            return Decision(NOT_ACCEPTED, unit.ident, 0.0, reason, None, unit.site, candidates)
         reason = fit.reason if not fit.accepted else "waiting for a second agreeing fit"
         return Decision(NOT_ACCEPTED, unit.ident, 0.0, reason, fit, unit.site, candidates)
 
@@ -253,7 +256,7 @@ class OperatingPoint:
         unit.fit = fit
         unit.fits += 1
         unit.fitted_at = unit.count
-        unit.estimates = [*unit.estimates, fit.pessimistic][-AGREEING_FITS:]
+        unit.estimates = [*unit.estimates, fit.pessimistic][-KEPT_ESTIMATES:]
         unit.threshold = agreed_threshold(unit.estimates)
         unit.refit_prior(self.source_prior)
 
@@ -265,10 +268,19 @@ class OperatingPoint:
 
 
 def agreed_threshold(estimates: list[float]) -> float:
-    """The smallest move that the last :data:`AGREEING_FITS` estimates agree on (0 if they do not)."""
-    if len(estimates) < AGREEING_FITS:
+    """The smallest move that the last :data:`AGREEING_FITS` *accepted* estimates agree on; 0 when
+    they do not agree, when there are fewer, or when the last :data:`AGREEING_FITS` fits all failed.
+
+    Hysteresis both ways: a threshold moves only when two accepted fits agree, and goes back to the
+    source's only when two fits in a row fail (one unstable refit among accepted ones, as a site's
+    sample grows, does not flip every decision of the site back and forth).
+    """
+    if len(estimates) < AGREEING_FITS or all(e == 0.0 for e in estimates[-AGREEING_FITS:]):
         return 0.0
-    recent = np.asarray(estimates[-AGREEING_FITS:])
+    accepted = [e for e in estimates if e != 0.0][-AGREEING_FITS:]
+    if len(accepted) < AGREEING_FITS:
+        return 0.0
+    recent = np.asarray(accepted)
     if bool(np.all(recent > 0)):
         return float(recent.min())
     if bool(np.all(recent < 0)):
