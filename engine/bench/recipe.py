@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.replay import REPLAYABLE
-from engine.bench.streams import DRIFT
-from engine.data.synth import KINDS, get_spec
+from engine.bench.streams import DRIFT, SCAN, mix_share
+from engine.data.synth import KINDS, SITE_SETS, get_spec
 from engine.errors import F2TTAError
 from engine.util.bounded_json import (
     SchemaError,
@@ -103,10 +103,10 @@ def list_of(item: Reader, lo: int, hi: int) -> Reader:
 
 
 def mix(value: object, where: str) -> float | str:
-    """A class mix: ``"drift"`` or a positive share strictly between 0 and 1."""
-    if value == DRIFT:
-        return DRIFT
-    bad = SchemaError(f"{where}: bad class mix {str(value)[:40]!r}: a share in (0, 1) or {DRIFT!r}")
+    """A class mix: ``"drift"``, ``"scan"`` or a positive share strictly between 0 and 1."""
+    if value in (DRIFT, SCAN):
+        return str(value)
+    bad = SchemaError(f"{where}: bad class mix {str(value)[:40]!r}: a share in (0, 1), {DRIFT!r} or {SCAN!r}")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise bad
     try:
@@ -149,6 +149,12 @@ class KindSpec:
     train_seed: int  # generator seed of the training data
     eval_seed: int  # generator seed of the evaluation data (differs from train_seed)
     fragments: int  # F per site in the streams
+    sites: str = "v1"  # the kind's site set (engine.data.synth.SITE_SETS)
+
+    @property
+    def name(self) -> str:
+        """The kind as the cells name it (``histo``; ``histo-v2`` for the second site set)."""
+        return self.kind if self.sites == "v1" else f"{self.kind}-{self.sites}"
 
 
 KIND_FIELDS: tuple[Field, ...] = (
@@ -156,7 +162,14 @@ KIND_FIELDS: tuple[Field, ...] = (
     Field("train_seed", integer(0, MAX_SEED)),
     Field("eval_seed", integer(0, MAX_SEED)),
     Field("fragments", integer(1, 10_000)),
+    Field("sites", choice(SITE_SETS, "site set"), default="v1"),
 )
+
+#: How a stream's images are given to the method: ``free-form`` (the paper's protocol: the site is
+#: unknown), ``known-sites`` (each site's images are one site, the app's folder or slide), and
+#: ``mixed-folders`` (known sites, but the two sites numbered in ``mixed_pair``, 1-based in each
+#: kind's site order, come as one folder).
+PROTOCOLS = ("free-form", "known-sites", "mixed-folders")
 
 
 def kind_spec(value: object, where: str) -> KindSpec:
@@ -180,6 +193,12 @@ RECIPE_FIELDS: tuple[Field, ...] = (
     Field("stream_seed", integer(0, MAX_SEED)),
     Field("methods", list_of(choice(REPLAYABLE, "method (not replayable)"), 1, len(REPLAYABLE))),
     Field("about", text(10_000), default=""),
+    Field("training_recipes", list_of(text(64), 1, 4), default=("default",)),
+    Field("protocols", list_of(choice(PROTOCOLS, "protocol"), 1, len(PROTOCOLS)), default=("free-form",)),
+    Field("mixed_pair", list_of(integer(2, 64), 2, 2), default=()),
+    Field("review_budgets", list_of(integer(0, 1000), 1, 8), default=()),
+    Field("reviewer_noise", list_of(number(0.0, 0.5), 1, 4), default=(0.0,)),
+    Field("review_at", number(0.0, 1.0, lo_open=True), default=1.0),
 )
 
 
@@ -202,6 +221,12 @@ class Recipe:
     stream_seed: int
     methods: tuple[str, ...]
     about: str = ""
+    training_recipes: tuple[str, ...] = ("default",)  # source-model training recipes (engine.training)
+    protocols: tuple[str, ...] = ("free-form",)  # PROTOCOLS
+    mixed_pair: tuple[int, ...] = ()  # two sites (1-based numbers) given as one folder (mixed-folders)
+    review_budgets: tuple[int, ...] = ()  # simulated reviews per site (empty: none, or the CLI's)
+    reviewer_noise: tuple[float, ...] = (0.0,)  # the share of the simulated reviewer's marks that are wrong
+    review_at: float = 1.0  # the share of a site's images processed when the reviewer comes
 
     @classmethod
     def load(cls, path: Path) -> Recipe:
@@ -245,8 +270,30 @@ def _kinds(r: Recipe) -> str | None:
             return f"unknown kind {k.kind!r}; choose from {', '.join(KINDS)}"
         if k.train_seed == k.eval_seed:
             return f"{k.kind}: the evaluation data must come from another seed than the training data"
-        if any(earlier.kind == k.kind for earlier in r.kinds[:i]):
-            return f"kinds[{i}]: {k.kind} is named twice (the cells of the two could not be told apart)"
+        if any(earlier.name == k.name for earlier in r.kinds[:i]):
+            return f"kinds[{i}]: {k.name} is named twice (the cells of the two could not be told apart)"
+        try:
+            get_spec(k.kind, k.sites)
+        except F2TTAError as exc:
+            return f"kinds[{i}]: {exc}"
+    return None
+
+
+def _protocols(r: Recipe) -> str | None:
+    from engine.training import RECIPES
+
+    unknown = [name for name in r.training_recipes if name not in RECIPES]
+    if unknown:
+        return f"unknown training recipe {unknown[0]!r}; choose from {', '.join(RECIPES)}"
+    if ("mixed-folders" in r.protocols) != bool(r.mixed_pair):
+        return "the mixed-folders protocol needs mixed_pair (two sites given as one folder), and only it"
+    for k in r.kinds:
+        names = [s.name for s in get_spec(k.kind, k.sites).sites]
+        for number in r.mixed_pair:
+            if number > len(names) or names[number - 1] == r.source:
+                return (
+                    f"mixed_pair: site number {number} is not a target site of {k.name} ({', '.join(names)})"
+                )
     return None
 
 
@@ -258,8 +305,8 @@ def _methods(r: Recipe) -> str | None:
 
 def _mixes(r: Recipe) -> str | None:
     for m in r.mixes:
-        if m != DRIFT and not (isinstance(m, float) and 0.0 < m < 1.0):
-            return f"bad class mix {m!r}: a share in (0, 1) or 'drift'"
+        if m not in (DRIFT, SCAN) and not (isinstance(m, float) and 0.0 < m < 1.0):
+            return f"bad class mix {m!r}: a share in (0, 1), 'drift' or 'scan'"
     if not r.training_seeds or not r.deltas or not r.mixes or not r.kinds or r.images_per_site < 10:
         return "a recipe needs kinds, training seeds, deltas, mixes and at least 10 images per site"
     if any(not (math.isfinite(d) and d > 0) for d in r.deltas):
@@ -269,7 +316,7 @@ def _mixes(r: Recipe) -> str | None:
 
 def _sites(r: Recipe) -> str | None:
     for k in r.kinds:
-        spec = get_spec(k.kind)
+        spec = get_spec(k.kind, k.sites)
         names = [s.name for s in spec.sites]
         if r.source not in names:
             return f"source {r.source!r} is not a site of {k.kind} ({', '.join(names)})"
@@ -285,11 +332,11 @@ def _stream_fits(r: Recipe) -> str | None:
     """Each site's stream can be drawn from its evaluation images at every class mix (the generated
     classes are balanced: the positive class has ``eval_per_site // classes`` images at least)."""
     for k in r.kinds:
-        classes = len(get_spec(k.kind).classes)
+        classes = len(get_spec(k.kind, k.sites).classes)
         positives = r.eval_per_site // classes
         negatives = r.eval_per_site - math.ceil(r.eval_per_site / classes)
         for m in r.mixes:
-            wanted = round((0.5 if m == DRIFT else float(m)) * r.images_per_site)
+            wanted = round(mix_share(m) * r.images_per_site)
             if wanted > positives or r.images_per_site - wanted > negatives:
                 return (
                     f"{k.kind}: {r.images_per_site} images per site at class mix {m} need {wanted} positive "
@@ -300,7 +347,7 @@ def _stream_fits(r: Recipe) -> str | None:
 
 
 def _total(r: Recipe) -> str | None:
-    images = sum(len(get_spec(k.kind).sites) * (r.train_per_site + r.eval_per_site) for k in r.kinds)
+    images = sum(len(get_spec(k.kind, k.sites).sites) * (r.train_per_site + r.eval_per_site) for k in r.kinds)
     if images > MAX_IMAGES:
         return f"the recipe would generate {images} images, more than the limit of {MAX_IMAGES}"
     return None
@@ -309,6 +356,7 @@ def _total(r: Recipe) -> str | None:
 #: The checks across fields, in order (each returns what is wrong, or None).
 RULES: tuple[Callable[[Recipe], str | None], ...] = (
     _kinds,
+    _protocols,
     _methods,
     _mixes,
     _sites,

@@ -130,17 +130,19 @@ SERIES_UNITS = {"cells below the source by > 1 point": "cells (of all sites, str
 def review_series(
     suite_summary: Mapping[str, Any], methods: Sequence[str], budgets: Sequence[int]
 ) -> dict[str, dict[str, list[float]]]:
-    """Per method, :data:`SERIES` against the budgets, from ``f2tta bench-suite``'s summary."""
+    """Per method, :data:`SERIES` against the budgets, from one protocol of ``f2tta bench-suite``'s
+    summary (K = 0: the label-free decisions, retroactive; methods without review variants are left out)."""
 
     def at(method: str, budget: int) -> Mapping[str, Any]:
-        entry: Mapping[str, Any] = suite_summary[f"{method} K={budget}"]
+        entry: Mapping[str, Any] = suite_summary[f"{method} K={budget}" if budget else f"{method} final"]
         return entry
 
     return {
         m: {
             SERIES[0]: [float(at(m, k)["target_mean_gain"]) for k in budgets],
-            SERIES[1]: [float(at(m, k)["worst_cell"]["difference"]) for k in budgets],
+            SERIES[1]: [float(at(m, k)["worst_cell_difference"]) for k in budgets],
             SERIES[2]: [float(at(m, k)["cells_below_source_by_1"]) for k in budgets],
         }
         for m in methods
+        if all((f"{m} K={k}" if k else f"{m} final") in suite_summary for k in budgets)
     }
