@@ -244,18 +244,27 @@ def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
 
 
 def describe_decision(row: PredictionRow) -> str:
-    """One line for people: where the row's decision came from (empty when the method records none)."""
+    """One line for people: what decided the row (empty when the method records none).
+
+    The reported decision of I-DiPT+ is always the source model's: at its own threshold, or at the
+    threshold its site's operating point moved to; the line says which, and why.
+    """
     if not row.decision_path:
         return ""
-    where = f" in site group {row.site_group}" if row.site_group is not None else ""
+    where = f" (site {row.site_group})" if row.site_group is not None else ""
     threshold = row.decision_threshold
-    at = f", threshold {threshold:+.2f} on the source margin" if threshold else ", the source threshold"
+    if row.decision_path == "accepted" and threshold:
+        what = f"the source model at its site's threshold {threshold:+.2f} on the margin{where}"
+    elif row.decision_path == "source-like":
+        what = "the source model at its own threshold (the image looks like the source site)"
+    else:
+        what = f"the source model at its own threshold{where}"
     reason = (
-        f" ({row.decision_reason})"
-        if row.decision_reason and row.decision_reason != row.decision_path
+        f": {row.decision_reason}"
+        if row.decision_reason and row.decision_reason not in (row.decision_path, "accepted")
         else ""
     )
-    return f"decision: {row.decision_path}{where}{at}{reason}"
+    return f"decided by {what}{reason}"
 
 
 def decision_summary(rows: Iterable[PredictionRow]) -> list[dict[str, Any]]:

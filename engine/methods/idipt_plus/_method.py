@@ -171,7 +171,11 @@ def decision_record(decision: Decision, margin: float = float("nan"), prompted: 
     )
 
 
-@register_method("idipt+", "I-DiPT+ (per-site operating point)", bench_order=9)
+@register_method(
+    "idipt+",
+    "I-DiPT+ (the source model at each site's threshold; I-DiPT a reviewed candidate)",
+    bench_order=9,
+)
 class IDiPTPlus(IDiPT):
     """I-DiPT+ (batch size 1); see the module docstring."""
 
