@@ -93,6 +93,7 @@ def _adversarial_site(order: str, rng: np.random.Generator) -> tuple[np.ndarray,
     """
     n, d = 400, 120
     margin = rng.uniform(-6, 6, n)
+    margin[(margin > 0) & (margin <= 1.0)] += 1.0  # only the chosen images are changed decisions
     changed = rng.choice(n, d, replace=False)
     margin[changed] = rng.uniform(0.01, 1.0, d)
     others = np.setdiff1d(np.arange(n), changed)
@@ -107,8 +108,10 @@ def _adversarial_site(order: str, rng: np.random.Generator) -> tuple[np.ndarray,
         score = rng.random(d) / p
         is_right = np.zeros(d, bool)
         is_right[np.argsort(score)[:right]] = True
-    else:  # scan order: a small tumour patch first, then normal tissue, the tumour region last
-        is_right = np.r_[np.zeros(18, bool), np.ones(right, bool), np.zeros(d - right - 18, bool)]
+    else:  # scan order: normal tissue first, the tumour region last, its edges ragged
+        is_right = np.r_[np.ones(right, bool), np.zeros(d - right, bool)]
+        for a, b in rng.choice(d, (d // 10, 2)):
+            is_right[[a, b]] = is_right[[b, a]]
     labels[changed] = np.where(is_right, 0, 1)
     assert (labels[changed] == 0).sum() == right
     reported = (margin > 0).astype(np.int64)
