@@ -106,8 +106,8 @@ def _thicknesses(rng: np.random.Generator, u: np.ndarray, t: float) -> dict[str,
     side = 1.0 if rng.random() < 0.5 else -1.0  # the optic disc's side: the nerve fibres thicken there
     nasal = np.clip(side * u / 45.0, 0.0, 1.0)
     centre = rng.normal(0.0, 4.0)
-    spread = rng.uniform(12.0, 20.0)
-    oedema = 1.0 + t**2 * rng.uniform(0.7, 1.3) * np.exp(-(((u - centre) / spread) ** 2))
+    spread = rng.uniform(16.0, 28.0)
+    oedema = 1.0 + 1.6 * t**2 * rng.uniform(0.7, 1.3) * np.exp(-(((u - centre) / spread) ** 2))
     lateral = 1.0 + 0.06 * np.interp(u, np.linspace(-80, 80, 9), rng.standard_normal(9))
     th = {
         "rnfl": (1.5 + 2.5 * nasal) * (1.0 - pit),
@@ -180,10 +180,10 @@ def anatomy(rng: np.random.Generator, t: float, site: OctSite, size: int) -> tup
     vx = rng.uniform(0, size, k)
     vy = np.interp(vx, cols, bruch) + rng.uniform(0.35, 0.9, k) * np.interp(vx, cols, th["choroid"]) * fy
     lumens = _ellipses(yy, xx, vy, vx, rng.uniform(1.5, 3.5, k) * fy, rng.uniform(2.0, 5.0, k) * fx)
-    refl = refl * (1.0 - 0.85 * lumens)
+    refl = refl * (1.0 - 0.6 * lumens)  # flowing blood still scatters a little: darker, not black
     # Intraretinal cysts in the inner and outer nuclear layers, and exudates at the plexiform layer.
     n = int(rng.poisson(16.0 * np.clip((t - 0.4) / 0.6, 0.0, 1.0) ** 1.2))  # none in most normal eyes
-    cx = np.clip(fovea + rng.normal(0.0, 14.0, n) * fx, 0, size - 1)
+    cx = np.clip(fovea + rng.normal(0.0, 20.0, n) * fx, 0, size - 1)
     layer_top = np.interp(cx, cols, tops["inl"])
     layer_bottom = np.interp(cx, cols, tops["elm"])
     cy = layer_top + rng.uniform(0.15, 0.85, n) * (layer_bottom - layer_top)
@@ -192,10 +192,10 @@ def anatomy(rng: np.random.Generator, t: float, site: OctSite, size: int) -> tup
         yy, xx, cy, cx, radius * rng.uniform(1.0, 1.5, n) * fy, radius * rng.uniform(0.7, 1.2, n) * fx
     )
     refl = refl * (1.0 - cysts) + _FLUID * cysts
-    m = int(rng.poisson(6.0 * t**3))
+    m = int(rng.poisson(10.0 * np.clip((t - 0.4) / 0.6, 0.0, 1.0) ** 1.2))
     ex = rng.uniform(0, size, m)
     ey = np.interp(ex, cols, tops["onl"]) + rng.normal(0.0, 1.0, m) * fy
-    foci = _ellipses(yy, xx, ey, ex, rng.uniform(0.6, 1.1, m) * fy, rng.uniform(0.6, 1.1, m) * fx)
+    foci = _ellipses(yy, xx, ey, ex, rng.uniform(0.7, 1.3, m) * fy, rng.uniform(0.7, 1.3, m) * fx)
     refl = np.maximum(refl, 0.6 * foci)
     # Retinal vessels in the inner retina: bright, with a shadow below (blood absorbs).
     v = int(rng.integers(1, 4))
