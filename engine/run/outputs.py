@@ -52,11 +52,16 @@ def _whole(text: str) -> int | None:
     return int(value) if value.is_integer() else None
 
 
-def _has_content(path: Path) -> bool:
+def has_content(path: Path) -> bool:
     try:
         return path.stat().st_size > 0
     except FileNotFoundError:
         return False
+
+
+def geojson_path(out_csv: Path) -> Path:
+    """``preds.csv`` -> ``preds.geojson``: a slide's tiles for QuPath (:mod:`engine.run.geojson`)."""
+    return out_csv.with_suffix(".geojson")
 
 
 def config_path(out_csv: Path) -> Path:
@@ -79,7 +84,7 @@ def check_out_before_journal(out_csv: Path, state_dir: Path) -> None:
             check_output(path)
         except NotRegularOutputError as exc:
             raise OutputError(str(exc)) from exc
-    if _has_content(out_csv) and not (state_dir / "journal.json").exists():
+    if has_content(out_csv) and not (state_dir / "journal.json").exists():
         raise OutputError(foreign_message(out_csv, state_dir))
 
 
@@ -108,7 +113,7 @@ class CsvOutputs:
     def __init__(self, out_csv: Path, journal: Journal, source_id: str, rows: list[PredictionRow]) -> None:
         self.path = out_csv
         self.skip_path = skipped_path(out_csv)
-        if _has_content(out_csv):
+        if has_content(out_csv):
             self._check_ours(journal, source_id, rows)
         journal.claim_output(out_csv, source_id)
         record = journal.source(source_id)

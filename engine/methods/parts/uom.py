@@ -19,15 +19,18 @@ def mc_dropout_uncertainty(
     ``U_j`` is the population standard deviation over the passes of the channel mean of token j
     after block 1 (the paper's average pooling p(.)). Dropout sits after the MLP activation; the
     attention and ``fc1`` do not depend on the mask and are taken from ``source`` (computed once).
-    Dropout masks come from ``generator`` (CPU) so runs are reproducible on every device.
+    Dropout masks come from ``generator`` (CPU) so runs are reproducible on every device, drawn
+    image after image (a batch of B draws what B single images draw in turn).
     """
     npt = model.num_prefix_tokens
     hidden = source.block1_hidden[:, npt:]  # (B, N, H)
     mid = source.block1_mid[:, npt:]  # (B, N, C)
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    keep = torch.rand((passes, *hidden.shape), generator=generator) >= p
-    dropped = hidden.unsqueeze(0) * keep.to(hidden.device, hidden.dtype) / (1.0 - p)
+    # Drawn image by image, so a batch takes the draws its images would take one at a time.
+    draws = [torch.rand((passes, 1, *hidden.shape[1:]), generator=generator) for _ in range(hidden.shape[0])]
+    keep = torch.cat(draws, dim=1) >= p
+    dropped = hidden.unsqueeze(0) * keep.to(hidden.device).to(hidden.dtype) / (1.0 - p)
     linear = model.pooled_tail_projection()
     if linear is not None:
         w, b = linear
