@@ -119,6 +119,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give VPTTA and DPCore N source-domain training images as their statistics reference, "
         "as the original methods read it from source data (default 0: the first stream images)",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="B",
+        help="images per model step, within each method's limit (default 1: each method's own step, "
+        "the F2TTA protocol; docs/method.md, 'Batches')",
+    )
     add_device_arguments(parser)
 
 
@@ -144,6 +152,7 @@ def main(args: argparse.Namespace) -> int:
             threads=args.threads,
             cache=cache_dir(args),
             source_stats=args.source_stats,
+            batch=args.batch,
             prior=parse_prior(args.prior) if args.prior else (),
         )
         budgets = parse_budgets(args.review_budget) if args.review_budget is not None else ()

@@ -21,6 +21,7 @@ from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
 from engine.io.sources import DEFAULT_MIN_TISSUE, SlideSource
 from engine.model.gate import NotApplicableError
+from engine.run.accel import PRECISIONS
 from engine.run.batch import default_batch
 from engine.run.certify import certify, read_review_marks, write_certified
 from engine.run.outputs import config_path, geojson_path, skipped_path
@@ -92,6 +93,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the method's own per-image step; docs/method.md, 'Batches')",
     )
     parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto: bf16 autocast on CUDA for the methods that allow it (source), else float32",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the model's forward compiled (methods that allow it: source)",
+    )
+    parser.add_argument(
         "--save-every", type=int, default=50, metavar="N", help="save the state every N images"
     )
     parser.add_argument(
@@ -125,7 +137,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _open(args: argparse.Namespace) -> FolderJob:
     config = method_config_from_args(args)
     session = Session(
-        args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
+        args.model,
+        method=args.method,
+        method_config=config,
+        device=args.device,
+        seed=args.seed,
+        precision=args.precision,
+        compiled=args.compile,
     )
     batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
     common: dict[str, Any] = {

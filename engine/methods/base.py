@@ -86,6 +86,11 @@ class TTAMethod(ABC):
     #: Config overrides that switch one mechanism off (or an optional one on) each: the rows of
     #: ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
+    #: Whether bf16 autocast may run the step on CUDA by default (``engine.run.accel``): a forward
+    #: pass whose outputs feed no state of the method.
+    autocast_ok: ClassVar[bool] = False
+    #: Whether the step may run the prompted ViT's forward compiled (``engine.run.accel``).
+    compile_ok: ClassVar[bool] = False
     #: Whether the method reads the model's source reference (``engine.model.source_reference``).
     uses_reference: ClassVar[bool] = False
     #: Whether the session's collapse guard (``engine.run.guard``) watches the method's predictions.

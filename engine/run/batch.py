@@ -19,7 +19,7 @@ from engine.io.images import read_image, to_rgb
 
 ImageInput = Image.Image | np.ndarray | str | Path
 
-#: Images per step by default, per device type (``f2tta run --batch``):
+#: Images per step by default, per device type (``f2tta run --batch``, ``benchmarks/slide_speed.py``):
 #: on the CPU a batch amortises the per-step overhead of a small model (``docs/benchmark.md``); on
 #: an accelerator it fills the device. A method's :attr:`~engine.methods.base.TTAMethod.max_batch`
 #: caps it.

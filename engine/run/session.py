@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -22,21 +23,14 @@ from engine.methods import DEFAULT_METHOD, MethodOutput, TTAMethod, get_method_c
 from engine.model.card import LoadedModel, ModelCard, load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import SourceReference, find_reference
+from engine.run.accel import autocast_dtype, compile_forward
 from engine.run.batch import ImageInput, model_pixels
 from engine.run.guard import CollapseGuard, GuardConfig, GuardEvent
 from engine.run.state import read_state, write_state
-from engine.run.step import SettingsMismatchError, StepResult
+from engine.run.step import SettingsMismatchError, StepResult, per_image
 from engine.util.device import select_device
 
 logger = logging.getLogger(__name__)
-
-
-def _token_indices(tokens: torch.Tensor | None, n: int) -> list[np.ndarray]:
-    """Each image's patch indices ``(k,)`` as int64 (empty when the method marks none)."""
-    if tokens is None:
-        return [np.zeros(0, dtype=np.int64)] * n
-    host = tokens.detach().cpu().numpy().astype(np.int64)
-    return [host[i].copy() for i in range(n)]
 
 
 class Session:
@@ -50,6 +44,9 @@ class Session:
         device: ``None``/``"auto"`` (CUDA, MPS, CPU) or an explicit device.
         seed: seeds every random choice of the method.
         guard: the collapse guard's settings (on by default).
+        precision: ``"auto"`` (bf16 autocast on CUDA where the method allows it), ``"fp32"`` or
+            ``"bf16"`` (:mod:`engine.run.accel`).
+        compiled: run the model's forward compiled (methods that allow it; :mod:`engine.run.accel`).
     """
 
     def __init__(
@@ -60,6 +57,8 @@ class Session:
         device: str | torch.device | None = None,
         seed: int = 0,
         guard: GuardConfig | None = None,
+        precision: str = "auto",
+        compiled: bool = False,
     ) -> None:
         loaded = model if isinstance(model, LoadedModel) else load_model(model)
         self.loaded = loaded
@@ -72,6 +71,11 @@ class Session:
         self.method_name = method
         self.seed = seed
         cls = get_method_class(method)
+        self.precision = precision
+        self.autocast = autocast_dtype(self.device, cls.autocast_ok, precision)
+        if compiled and not cls.compile_ok:
+            raise ValueError(f"method {method!r} has no compiled step (SourceOnly has)")
+        self.compiled = compile_forward(self.model, self.device) if compiled else None
         self.method: TTAMethod = cls(self.model, method_config, seed=seed)
         self.reference: SourceReference | None = (
             None  # the model's source statistics, when a method reads them
@@ -163,56 +167,41 @@ class Session:
             raise ValueError(f"{self.method_name} takes at most {limit} image(s) per step, got {len(images)}")
         start = time.perf_counter()
         x = self.to_input([self.prepare(image) for image in images])
-        out = self.method.forward_and_adapt(x)
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            out = self.method.forward_and_adapt(x)
         return self._results(out, len(images), start)
 
     def _results(self, out: MethodOutput, n: int, start: float) -> list[StepResult]:
         """Each image's result from the step's output (one transfer to the host for the batch)."""
-        probs = out.logits.detach().float().softmax(dim=-1)
-        classes = probs.shape[1]
-        parts = [probs, out.source_logits.detach().float().softmax(dim=-1)]
-        if out.uncertainty is not None:
-            parts.append(out.uncertainty.detach().float())
-        host = torch.cat(parts, dim=1).cpu().numpy()
-        unc_tokens, rel_tokens = (
-            _token_indices(out.uncertain_tokens, n),
-            _token_indices(out.reliable_tokens, n),
-        )
         grid = self.model.grid
-        skipped = out.updates_skipped or [out.update_skipped] * n
-        views: list[int | None] = [*out.views_kept_each] if out.views_kept_each else [out.views_kept] * n
-        decisions = out.decisions or [out.decision] * n
-        if not len(skipped) == len(views) == len(decisions) == n:
-            raise ValueError(f"{self.method_name}: the step returned per-image values for another batch size")
         results = []
-        for i in range(n):
-            p, q = host[i, :classes].copy(), host[i, classes : 2 * classes].copy()
-            pred, src = int(p.argmax()), int(q.argmax())
+        for image in per_image(out, n, grid, self.method_name):
+            pred, src = int(image.probs.argmax()), int(image.source_probs.argmax())
             self.hist_adapted[pred] += 1
             self.hist_source[src] += 1
-            event = self._watch(pred, src)
-            diagnostics = dict(out.diagnostics)
-            diagnostics.update({k: float(v[i]) for k, v in out.image_diagnostics.items()})
             results.append(
                 StepResult(
                     index=self.images_seen,
-                    probs=p,
+                    probs=image.probs,
                     prediction=pred,
-                    confidence=float(p[pred]),
-                    source_probs=q,
+                    confidence=float(image.probs[pred]),
+                    source_probs=image.source_probs,
                     source_prediction=src,
-                    uncertainty=None
-                    if out.uncertainty is None
-                    else host[i, 2 * classes :].reshape(grid).copy(),
-                    uncertain_tokens=unc_tokens[i],
-                    reliable_tokens=rel_tokens[i],
+                    uncertainty=image.uncertainty,
+                    uncertain_tokens=image.uncertain_tokens,
+                    reliable_tokens=image.reliable_tokens,
                     grid=grid,
                     seconds=0.0,
-                    diagnostics=diagnostics,
-                    guard_event=event,
-                    update_skipped=skipped[i],
-                    views_kept=views[i],
-                    decision=decisions[i],
+                    diagnostics=image.diagnostics,
+                    guard_event=self._watch(pred, src),
+                    update_skipped=image.update_skipped,
+                    views_kept=image.views_kept,
+                    decision=image.decision,
                     hist_adapted=tuple(self.hist_adapted),
                     hist_source=tuple(self.hist_source),
                 )
@@ -288,6 +277,8 @@ class Session:
             "seed": self.seed,
             "guard": dataclasses.asdict(self.guard_config),
             "device": str(self.device),
+            "precision": self.precision if self.autocast is None else f"{self.precision} ({self.autocast})",
+            "compiled": self.compiled is not None,
             "source_statistics_images": None if self._source_x is None else int(self._source_x.shape[0]),
             "model": {
                 "path": str(self.loaded.path) if self.loaded.path else None,

@@ -49,7 +49,6 @@ Departures from the paper (each also in ``docs/method.md``):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -173,6 +172,7 @@ class IDiPT(TTAMethod):
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
             tokens = model.embed(x)
+            bank_size = len(self.bank)
             use_bank = cfg.use_pgd and self.bank.full
             weights = self.bank.weights(key) if use_bank else None
             if weights is not None and self.bank.specific is not None:
@@ -183,7 +183,7 @@ class IDiPT(TTAMethod):
         phi_s = nn.Parameter(pre_s.clone())
         hat_s, hat_i, _ = self._enhance(phi_s, weights)
         prompts = PrefixPrompts.from_prompts([[hat_s], [hat_i]])
-        views_kept = 2
+        kept = torch.ones(2, device=x.device)
         if cfg.use_uom:
             n = model.num_patches
             views = torch.cat(
@@ -199,28 +199,21 @@ class IDiPT(TTAMethod):
                 source_class = source.logits.argmax(dim=-1)
                 kept = (logits.detach().argmax(dim=-1) == source_class).to(losses.dtype)
                 losses = losses * kept
-                views_kept = int(kept.sum())
         else:
             logits = model.forward_tokens(tokens.expand(2, -1, -1), prompts, gate)
             losses = F.cross_entropy(logits, target.argmax(dim=-1).expand(2), reduction="none")
         loss = losses.sum()
 
-        diagnostics: dict[str, float] = {
-            "loss": float(loss.detach()),
-            "loss_specific": float(losses[0].detach()),
-            "loss_invariant": float(losses[1].detach()),
-            "bank_size": float(len(self.bank)),
-        }
-        update_skipped = False
+        # Two host synchronisations per step: whether the update may be taken, then the step's
+        # flags and scalars together (none per parameter or per figure).
         specific_opt = torch.optim.Adam([phi_s], lr=cfg.lr)
         self.optimizer.zero_grad(set_to_none=True)
-        if math.isfinite(diagnostics["loss"]):
-            loss.backward()  # type: ignore[no-untyped-call]
-            grads_ok = all(
-                p.grad is None or bool(torch.isfinite(p.grad).all()) for p in [phi_s, *self.collect_params()]
-            )
-        else:
-            grads_ok = False
+        loss.backward()  # type: ignore[no-untyped-call]  # a non-finite loss gives non-finite gradients
+        grads = [p.grad for p in [phi_s, *self.collect_params()] if p.grad is not None]
+        finite = torch.stack([torch.isfinite(loss), *(torch.isfinite(g).all() for g in grads)]).all()
+        flags = torch.stack([finite.to(kept.dtype), kept.sum()]).tolist()
+        grads_ok, views_kept = bool(flags[0]), round(flags[1])
+        update_skipped = not grads_ok
         if grads_ok:
             if views_kept > 0:  # with no view kept there is nothing to learn: Adam's momentum must not move
                 self.optimizer.step()
@@ -228,7 +221,6 @@ class IDiPT(TTAMethod):
         else:
             # A NaN/inf loss or gradient would poison the persistent prompts: keep the last good ones.
             # The caller hears of it through MethodOutput.update_skipped (StepResult.update_skipped).
-            update_skipped = True
             logger.debug("I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps)
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -236,7 +228,20 @@ class IDiPT(TTAMethod):
             hat_s, hat_i, carry_i = self._enhance(phi_s.detach(), weights)
             both = PrefixPrompts.from_prompts([[hat_s, hat_i]])
             adapted = model.forward_tokens(tokens, both, gate)
-            if not bool(torch.isfinite(adapted).all()):
+            gates = torch.tanh(self.gate.detach()).abs()
+            scalars = torch.stack(
+                [
+                    torch.isfinite(adapted).all().to(loss.dtype),
+                    loss.detach(),
+                    losses[0].detach(),
+                    losses[1].detach(),
+                    hat_s.detach().norm(),
+                    hat_i.detach().norm(),
+                    gates.mean(),
+                    gates.max(),
+                ]
+            ).tolist()
+            if not scalars[0]:
                 adapted = source.logits
                 update_skipped = True
             elif grads_ok:
@@ -245,18 +250,16 @@ class IDiPT(TTAMethod):
                 self.phi_i.copy_(carry_i)
 
         self.steps += 1
-        diagnostics.update(
-            {
-                "phi_specific_norm": float(hat_s.detach().norm()),
-                "phi_invariant_norm": float(hat_i.detach().norm()),
-                "gate_mean_abs": float(torch.tanh(self.gate.detach()).abs().mean())
-                if gate is not None
-                else 0.0,
-                "gate_max_abs": float(torch.tanh(self.gate.detach()).abs().max())
-                if gate is not None
-                else 0.0,
-            }
-        )
+        diagnostics: dict[str, float] = {
+            "loss": scalars[1],
+            "loss_specific": scalars[2],
+            "loss_invariant": scalars[3],
+            "bank_size": float(bank_size),
+            "phi_specific_norm": scalars[4],
+            "phi_invariant_norm": scalars[5],
+            "gate_mean_abs": scalars[6] if gate is not None else 0.0,
+            "gate_max_abs": scalars[7] if gate is not None else 0.0,
+        }
         output = MethodOutput(
             logits=adapted,
             source_logits=source.logits,

@@ -22,11 +22,18 @@ def mc_dropout_uncertainty(
     Dropout masks come from ``generator`` (CPU) so runs are reproducible on every device, drawn
     image after image (a batch of B draws what B single images draw in turn).
     """
-    npt = model.num_prefix_tokens
-    hidden = source.block1_hidden[:, npt:]  # (B, N, H)
-    mid = source.block1_mid[:, npt:]  # (B, N, C)
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    with torch.autocast(source.block1_hidden.device.type, enabled=False):  # small differences: float32
+        return _uncertainty(model, source, passes, p, generator)
+
+
+def _uncertainty(
+    model: PromptedViT, source: SourcePass, passes: int, p: float, generator: torch.Generator
+) -> torch.Tensor:
+    npt = model.num_prefix_tokens
+    hidden = source.block1_hidden[:, npt:].float()  # (B, N, H)
+    mid = source.block1_mid[:, npt:].float()  # (B, N, C)
     # Drawn image by image, so a batch takes the draws its images would take one at a time.
     draws = [torch.rand((passes, 1, *hidden.shape[1:]), generator=generator) for _ in range(hidden.shape[0])]
     keep = torch.cat(draws, dim=1) >= p
