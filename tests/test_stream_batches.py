@@ -229,3 +229,33 @@ def test_the_default_batch_follows_the_device_and_the_methods_limit() -> None:
     cpu = torch.device("cpu")
     assert default_batch(cpu, None) == 16 and default_batch(cpu, 1) == 1 and default_batch(cpu, 4) == 4
     assert default_batch(torch.device("cuda"), None) == 64
+
+
+def test_f2tta_run_checks_and_records_its_batch(
+    tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from engine.cli import main as f2tta
+
+    folder = _folder(tmp_path / "in", 6)
+
+    def run(name: str, *extra: str) -> int:
+        paths = [
+            "--input",
+            str(folder),
+            "--state",
+            str(tmp_path / name),
+            "--out",
+            str(tmp_path / f"{name}.csv"),
+        ]
+        return f2tta(["run", "--model", str(tiny_model_path), *paths, "--no-progress", *extra])
+
+    for bad in ("0", "1025"):
+        assert run("bad", "--batch", bad) == 2
+        assert "--batch must be between 1 and 1024" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    assert run("idipt", "--method", "idipt") == 0
+    assert json.loads((tmp_path / "idipt.config.json").read_text())["run"]["batch"] == 16
+    assert run("plus", "--method", "idipt+", "--batch", "8") == 0
+    assert json.loads((tmp_path / "plus.config.json").read_text())["run"]["batch"] == 1, "its max_batch"

@@ -22,7 +22,7 @@ from engine.io.arrival import ORDERS
 from engine.io.sources import DEFAULT_MIN_TISSUE, SlideSource
 from engine.model.gate import NotApplicableError
 from engine.run.accel import PRECISIONS
-from engine.run.batch import default_batch
+from engine.run.batch import MAX_BATCH, default_batch
 from engine.run.certify import certify, read_review_marks, write_certified
 from engine.run.outputs import config_path, geojson_path, skipped_path
 from engine.run.runner import (
@@ -171,8 +171,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.input.exists():
         print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
         return EXIT_USAGE
-    if args.batch is not None and args.batch < 1:
-        print("error: --batch must be at least 1", file=sys.stderr)
+    if args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
+        print(f"error: --batch must be between 1 and {MAX_BATCH}", file=sys.stderr)
         return EXIT_USAGE
     if not 0.0 <= args.min_tissue <= 1.0:
         print("error: --min-tissue must be between 0 and 1", file=sys.stderr)

@@ -24,6 +24,8 @@ ImageInput = Image.Image | np.ndarray | str | Path
 #: an accelerator it fills the device. A method's :attr:`~engine.methods.base.TTAMethod.max_batch`
 #: caps it.
 DEFAULT_BATCH = {"cpu": 16, "cuda": 64, "mps": 16}
+#: The largest batch ``f2tta run`` takes: three batches are read ahead, and memory must stay small.
+MAX_BATCH = 1024
 
 
 def model_pixels(image: ImageInput, size: int) -> np.ndarray:

@@ -284,6 +284,7 @@ def _open_job(
         on_skip=on_skip,
         arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
         batch=batch,
+        keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     return FolderJob(session, source, journal, outputs, run, len(rows), warnings)
 

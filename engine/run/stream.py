@@ -34,6 +34,7 @@ on ``readers`` threads, ``read_ahead`` items ahead of the model (:func:`engine.r
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -154,7 +155,7 @@ class StreamRun:
         positive_class: the class whose probability each row keeps.
         read_ahead: items decoded ahead of the model (0: each is read when the model needs it);
             None: three batches' worth, at least 4.
-        readers: threads that read ahead (None: 2).
+        readers: threads that read ahead (None: half the CPU cores, 1 to 8).
         batch: images per model step, at most the method's ``max_batch`` (1: the method's own
             per-image step).
         keep_images: :attr:`Predicted.image` is the picture as read (for previews); False: the
@@ -192,7 +193,7 @@ class StreamRun:
         limit = session.max_batch
         self.batch = max(1, batch if limit is None else min(batch, limit))
         self.read_ahead = max(4, 3 * self.batch) if read_ahead is None else read_ahead
-        self.readers = 2 if readers is None else readers
+        self.readers = max(1, min(8, (os.cpu_count() or 2) // 2)) if readers is None else readers
         self.keep_images = keep_images
         self.on_row, self.on_skip = on_row, on_skip
         done = journal.source(source_id).done() if journal is not None else set()
