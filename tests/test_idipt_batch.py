@@ -151,3 +151,17 @@ def test_batched_results_reach_the_session_per_image(tiny_model_path: Path) -> N
         assert r.uncertainty is not None and r.uncertainty.shape == r.grid
         assert r.views_kept in (0, 1, 2) and np.isclose(r.probs.sum(), 1.0, atol=1e-5)
     assert results[-1].hist_adapted == tuple(session.hist_adapted)
+
+
+def test_masks_drawn_on_a_device_do_not_depend_on_the_batch() -> None:
+    """The accelerator's draws (checked here on the CPU's generator type): image k's masks are a
+    function of its own seed, whichever batch it is in."""
+    from engine.methods.parts.uom import device_masks
+
+    cpu = torch.device("cpu")
+    together = device_masks([11, 22, 33], 4, (5, 7), 0.1, cpu)
+    assert together.shape == (4, 3, 5, 7) and together.dtype == torch.bool
+    for k, seed in enumerate([11, 22, 33]):
+        assert torch.equal(together[:, k : k + 1], device_masks([seed], 4, (5, 7), 0.1, cpu))
+    assert not torch.equal(together[:, 0], together[:, 1])
+    assert 0.8 < together.float().mean() < 1.0
