@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         CertificateError,
         ReviewQueue,
     )
+    from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
@@ -188,6 +189,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CertificateBook": ("engine.review", "CertificateBook"),
     "CertificateError": ("engine.review", "CertificateError"),
     "ReviewQueue": ("engine.review", "ReviewQueue"),
+    "tiles_geojson": ("engine.run.geojson", "tiles_geojson"),
+    "tiles_geojson_bytes": ("engine.run.geojson", "tiles_geojson_bytes"),
     "GuardConfig": ("engine.run.guard", "GuardConfig"),
     "GuardEvent": ("engine.run.guard", "GuardEvent"),
     "Journal": ("engine.run.journal", "Journal"),
@@ -343,5 +346,7 @@ __all__ = [
     "source_hash",
     "subfolder_warning",
     "tile_reader",
+    "tiles_geojson",
+    "tiles_geojson_bytes",
     "tissue_mask",
 ]

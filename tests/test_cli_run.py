@@ -131,7 +131,7 @@ def test_run_reports_missing_input(
     tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _run(tiny_model_path, tmp_path / "nope", tmp_path / "o.csv", tmp_path / "s") == 2
-    assert "input folder not found" in capsys.readouterr().err
+    assert "input not found (a folder of images or a slide)" in capsys.readouterr().err
 
 
 def test_state_of_another_method_is_refused(

@@ -125,7 +125,15 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         assert item.path is not None
         return read_array(item.path, size)
 
-    run = StreamRun(session, items, reader, positive_class=job.positive_class, read_ahead=READ_AHEAD)
+    run = StreamRun(
+        session,
+        items,
+        reader,
+        positive_class=job.positive_class,
+        read_ahead=max(READ_AHEAD, 2 * job.batch),
+        batch=job.batch,
+        keep_images=False,
+    )
     kept: list[int] = []
     labels: list[int] = []
     preds: list[int] = []

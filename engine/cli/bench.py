@@ -134,6 +134,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give VPTTA and DPCore N source-domain training images as their statistics reference, "
         "as the original methods read it from source data (default 0: the first stream images)",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="B",
+        help="images per model step, within each method's limit (default 1: each method's own step, "
+        "the F2TTA protocol; docs/method.md, 'Batches')",
+    )
     add_device_arguments(parser)
 
 
@@ -159,6 +167,7 @@ def main(args: argparse.Namespace) -> int:
             threads=args.threads,
             cache=cache_dir(args),
             source_stats=args.source_stats,
+            batch=args.batch,
             prior=parse_prior(args.prior) if args.prior else (),
             known_sites=args.known_sites,
         )

@@ -19,8 +19,10 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
-from engine.io.sources import arrived_since
+from engine.io.sources import DEFAULT_MIN_TISSUE, SlideSource, arrived_since
 from engine.model.gate import NotApplicableError
+from engine.run.accel import PRECISIONS
+from engine.run.batch import MAX_BATCH, default_batch
 from engine.run.certify import (
     certify,
     check_reviews_file,
@@ -28,7 +30,7 @@ from engine.run.certify import (
     project_review_folder,
     write_certified,
 )
-from engine.run.outputs import config_path, skipped_path
+from engine.run.outputs import config_path, geojson_path, skipped_path
 from engine.run.review import SiteReview
 from engine.run.runner import (
     EXIT_FAILED,
@@ -38,6 +40,8 @@ from engine.run.runner import (
     FolderJob,
     exit_code,
     open_folder_job,
+    open_slide_job,
+    write_geojson,
     write_run_config,
 )
 from engine.run.session import Session
@@ -47,7 +51,13 @@ from engine.util.text import shown
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
-    parser.add_argument("--input", required=True, type=Path, help="folder of images (searched recursively)")
+    parser.add_argument(
+        "--input",
+        required=True,
+        type=Path,
+        help="folder of images (searched recursively), or a whole-slide image (any format OpenSlide "
+        "reads: SVS, NDPI, MRXS, pyramid TIFF, ...) whose tissue tiles are processed as the app cuts them",
+    )
     parser.add_argument(
         "--state",
         required=True,
@@ -74,6 +84,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seed of the interleaved order (default: the recorded one, else 0)",
     )
     parser.add_argument("--manifest", type=Path, help="file listing the images in arrival order")
+    parser.add_argument(
+        "--min-tissue",
+        type=float,
+        default=DEFAULT_MIN_TISSUE,
+        metavar="SHARE",
+        help="a slide: smallest share of tissue for a tile to be processed (default %(default)s, as the app)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="B",
+        help="images per model step (default: chosen from the device, within the method's limit; 1 is "
+        "the method's own per-image step; docs/method.md, 'Batches')",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto: bf16 autocast on CUDA for the methods that allow it (source), else float32",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the model's forward compiled (methods that allow it: source)",
+    )
     parser.add_argument(
         "--save-every", type=int, default=50, metavar="N", help="save the state every N images"
     )
@@ -109,10 +145,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _open(args: argparse.Namespace) -> FolderJob:
     config = method_config_from_args(args)
     session = Session(
-        args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
+        args.model,
+        method=args.method,
+        method_config=config,
+        device=args.device,
+        seed=args.seed,
+        precision=args.precision,
+        compiled=args.compile,
     )
     if args.reviews is not None:  # a file that cannot be used is refused before any work
         check_reviews_file(args.reviews)
+    batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
+    common: dict[str, Any] = {
+        "save_every": max(1, args.save_every),
+        "keep_saved_settings": not args.set,
+        "command": "f2tta run --input " + str(args.input),
+        "accept_warnings": args.accept_warnings,
+        "reviews": args.reviews is not None or project_review_folder(args.state) is not None,
+        "batch": batch,
+    }
+    if not args.input.is_dir():
+        return open_slide_job(session, args.input, args.state, args.out, min_tissue=args.min_tissue, **common)
     return open_folder_job(
         session,
         args.input,
@@ -121,17 +174,19 @@ def _open(args: argparse.Namespace) -> FolderJob:
         order=args.order,
         order_seed=args.order_seed,
         manifest=args.manifest,
-        save_every=max(1, args.save_every),
-        keep_saved_settings=not args.set,
-        command="f2tta run --input " + str(args.input),
-        accept_warnings=args.accept_warnings,
-        reviews=args.reviews is not None or project_review_folder(args.state) is not None,
+        **common,
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.input.is_dir():
-        print(f"error: input folder not found: {shown(args.input)}", file=sys.stderr)
+    if not args.input.exists():
+        print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
+        print(f"error: --batch must be between 1 and {MAX_BATCH}", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0.0 <= args.min_tissue <= 1.0:
+        print("error: --min-tissue must be between 0 and 1", file=sys.stderr)
         return EXIT_USAGE
     if args.reviews is not None and not args.reviews.is_file():
         print(f"error: reviews file not found: {shown(args.reviews)}", file=sys.stderr)
@@ -169,6 +224,7 @@ def main(args: argparse.Namespace) -> int:
 def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     record["applicability_warnings"] = [{"check": w.check, "message": w.message} for w in job.warnings]
+    record["batch"] = job.run.batch
     for warning in job.warnings:
         print(f"warning (accepted): {shown(warning.message)}", file=sys.stderr)
     write_run_config(config_path(args.out), job.session, record)
@@ -182,7 +238,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         if run.stop_requested:
             raise KeyboardInterrupt
         run.request_stop()
-        tqdm.write("stopping after the current image (Ctrl-C again to abort)...", file=sys.stderr)
+        tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
@@ -215,7 +271,11 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
-    arrived = arrived_since(job.source, job.session.card.classes, args.manifest)
+    arrived = (
+        0
+        if isinstance(job.source, SlideSource)
+        else arrived_since(job.source, job.session.card.classes, args.manifest)
+    )
     if arrived:
         print(
             f"{arrived} new image{'s' if arrived > 1 else ''} arrived in the folder during the run; "
@@ -224,9 +284,22 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         )
     certified = summary.failure is not None or _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
+    if isinstance(job.source, SlideSource):
+        code = max(code, _write_geojson(job, args.out))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
     return code if code or certified else EXIT_FAILED
+
+
+def _write_geojson(job: FolderJob, out: Path) -> int:
+    """The slide's tiles for QuPath beside the CSV; 0, or :data:`EXIT_FAILED` when it cannot be written."""
+    try:
+        path = write_geojson(job, geojson_path(out))
+    except (OSError, F2TTAError) as exc:
+        print(f"error: the slide's GeoJSON cannot be written: {shown(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"tiles for QuPath: {shown(path)}", file=sys.stderr)
+    return 0
 
 
 def _certify(job: FolderJob, args: argparse.Namespace) -> bool:

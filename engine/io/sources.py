@@ -25,6 +25,7 @@ from engine.io.tables import LABEL_COLUMNS, PATH_COLUMNS, FileIndex, parse_label
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_MIN_TISSUE",
     "LABEL_COLUMNS",
     "LABEL_FILES",
     "MANIFEST_FILES",
@@ -42,6 +43,8 @@ __all__ = [
     "source_hash",
 ]
 
+#: Smallest share of tissue a slide tile needs to be processed (the app's setting starts here too).
+DEFAULT_MIN_TISSUE = 0.25
 LABEL_FILES = ("labels.csv", "ground_truth.csv", "labels.tsv")
 MANIFEST_FILES = ("manifest.csv", "manifest.txt")
 
@@ -227,7 +230,7 @@ def arrived_since(source: FolderSource, classes: Sequence[str], manifest: str | 
 
 
 def open_slide_source(
-    path: str | Path, tile_size: int, target_mpp: float | None, min_tissue: float = 0.25
+    path: str | Path, tile_size: int, target_mpp: float | None, min_tissue: float = DEFAULT_MIN_TISSUE
 ) -> SlideSource:
     """Open a slide, find its tissue and plan tiles of ``tile_size`` pixels in reading order.
 

@@ -58,11 +58,16 @@ def _whole(text: str) -> int | None:
     return int(value) if value.is_integer() else None
 
 
-def _has_content(path: Path) -> bool:
+def has_content(path: Path) -> bool:
     try:
         return path.stat().st_size > 0
     except FileNotFoundError:
         return False
+
+
+def geojson_path(out_csv: Path) -> Path:
+    """``preds.csv`` -> ``preds.geojson``: a slide's tiles for QuPath (:mod:`engine.run.geojson`)."""
+    return out_csv.with_suffix(".geojson")
 
 
 def config_path(out_csv: Path) -> Path:
@@ -76,14 +81,16 @@ def certified_paths(out_csv: Path) -> tuple[Path, Path]:
     return Path(f"{stem}.certified.csv"), Path(f"{stem}.certificates.json")
 
 
-def run_files(out_csv: Path, reviews: bool = False) -> tuple[Path, ...]:
+def run_files(out_csv: Path, reviews: bool = False, slide: bool = False) -> tuple[Path, ...]:
     """Every file ``f2tta run --out out_csv`` writes, the predictions first.
 
     Args:
-        reviews: the run applies ``--reviews`` (its certified decisions and certificates too).
+        reviews: the run writes review certificates (its certified decisions and certificates too).
+        slide: the input is a slide (its tiles as GeoJSON too).
     """
-    files = (out_csv, skipped_path(out_csv), config_path(out_csv))
-    return files + certified_paths(out_csv) if reviews else files
+    files: tuple[Path, ...] = (out_csv, skipped_path(out_csv), config_path(out_csv))
+    files += certified_paths(out_csv) if reviews else ()
+    return files + ((geojson_path(out_csv),) if slide else ())
 
 
 def check_out_before_journal(files: Sequence[Path], state_dir: Path) -> None:
@@ -106,7 +113,7 @@ def check_out_before_journal(files: Sequence[Path], state_dir: Path) -> None:
             raise OutputError(str(exc)) from exc
     if not (state_dir / "journal.json").exists():
         for path in files:
-            if _has_content(path):
+            if has_content(path):
                 raise OutputError(foreign_message(path, state_dir))
 
 
@@ -127,11 +134,11 @@ def check_companions(journal: Journal, source_id: str, out_csv: Path, companions
     Raises:
         OutputError: naming the first such file; nothing was changed.
     """
-    recorded = [journal.output_owner(p) for p in run_files(out_csv, reviews=True)[1:]]
+    recorded = [journal.output_owner(p) for p in run_files(out_csv, reviews=True, slide=True)[1:]]
     legacy = journal.output_owner(out_csv) == source_id and not any(recorded)
     for path in companions:
         owner = journal.output_owner(path)
-        if not _has_content(path) or owner == source_id or (owner is None and legacy):
+        if not has_content(path) or owner == source_id or (owner is None and legacy):
             continue
         if owner is None:
             raise OutputError(foreign_message(path, journal.directory))
@@ -168,7 +175,7 @@ class CsvOutputs:
     ) -> None:
         self.path = out_csv
         self.skip_path = skipped_path(out_csv)
-        if _has_content(out_csv):
+        if has_content(out_csv):
             self._check_ours(journal, source_id, rows)
         check_companions(journal, source_id, out_csv, companions)
         for path in (out_csv, *companions):

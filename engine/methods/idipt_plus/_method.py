@@ -180,6 +180,7 @@ class IDiPTPlus(IDiPT):
     """I-DiPT+ (batch size 1); see the module docstring."""
 
     config_class = IDiPTPlusConfig
+    max_batch = 1  # its decision path reads one image's source pass (I-DiPT batches, this does not yet)
     uses_reference: ClassVar[bool] = True
     source_access: ClassVar[str] = "source reference: labelled train split statistics"
     collapse_check: ClassVar[bool] = False
