@@ -381,3 +381,55 @@ def test_a_state_of_the_earlier_idipt_plus_is_refused_with_what_to_do(referenced
     with pytest.raises(StateError, match="earlier version of idipt\\+ cannot be continued") as info:
         session._saved_config("old-state", saved, keep_saved=True)
     assert "memory, neighbours" in str(info.value)
+
+
+def test_a_batch_decides_as_its_images_do_one_by_one(referenced_model: Path, tmp_path: Path) -> None:
+    """I-DiPT+'s decisions come from source passes in arrival order: batches of 1, 7 and 32 give
+    the same decisions, paths and sites (the source passes agree to float precision)."""
+    from engine.io.sources import StreamItem
+    from engine.run.stream import Predicted, StreamRun
+
+    images = random_images(40, size=32, seed=4)
+    items = [StreamItem(i, str(i), f"{i}.png", site="folder" if i % 3 else "slide") for i in range(40)]
+
+    def run(batch: int) -> list[Predicted]:
+        session = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=1)
+        stream = StreamRun(session, items, lambda item: images[item.position], batch=batch)
+        return [o for o in stream.outcomes() if isinstance(o, Predicted)]
+
+    one = run(1)
+    for batch in (7, 32):
+        other = run(batch)
+        assert [p.step.prediction for p in other] == [p.step.prediction for p in one]
+        for a, b in zip(other, one, strict=True):
+            assert a.step.decision is not None and b.step.decision is not None
+            assert (a.step.decision.path, a.step.decision.group, a.step.decision.site) == (
+                b.step.decision.path,
+                b.step.decision.group,
+                b.step.decision.site,
+            )
+            assert a.step.decision.margin == pytest.approx(b.step.decision.margin, abs=1e-4)
+    assert {p.step.decision.site for p in one if p.step.decision is not None} == {"folder", "slide"}
+
+
+def test_without_the_prompted_candidate_only_the_source_pass_runs(referenced_model: Path) -> None:
+    """``prompted_candidate`` off: the same decisions and uncertainty maps, no prompt tuning."""
+    images = random_images(12, size=32, seed=6)
+    tuned = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=1)
+    plain = Session(
+        referenced_model,
+        method="idipt+",
+        method_config=IDiPTPlusConfig(**SMALL, prompted_candidate=False),
+        seed=1,
+    )
+    for img in images:
+        a, b = tuned.step(img, "folder"), plain.step(img, "folder")
+        assert a.prediction == b.prediction and a.decision is not None and b.decision is not None
+        assert (
+            a.decision.path == b.decision.path and b.decision.prompted == -1 and a.decision.prompted in (0, 1)
+        )
+        assert b.uncertainty is not None and b.uncertainty.shape == a.uncertainty.shape  # type: ignore[union-attr]
+    assert isinstance(plain.method, IDiPTPlus)
+    assert float(plain.method.phi_i.detach().abs().sum()) == float(
+        Session(referenced_model, method="idipt+", seed=1).method.phi_i.detach().abs().sum()  # type: ignore[attr-defined]
+    )

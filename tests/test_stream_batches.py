@@ -258,4 +258,6 @@ def test_f2tta_run_checks_and_records_its_batch(
     assert run("idipt", "--method", "idipt") == 0
     assert json.loads((tmp_path / "idipt.config.json").read_text())["run"]["batch"] == 16
     assert run("plus", "--method", "idipt+", "--batch", "8") == 0
-    assert json.loads((tmp_path / "plus.config.json").read_text())["run"]["batch"] == 1, "its max_batch"
+    assert json.loads((tmp_path / "plus.config.json").read_text())["run"]["batch"] == 8, "the default batches"
+    assert run("one", "--method", "source", "--batch", "1") == 0
+    assert json.loads((tmp_path / "one.config.json").read_text())["run"]["batch"] == 1

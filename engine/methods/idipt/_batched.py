@@ -38,13 +38,15 @@ from engine.methods.idipt._graph import PromptGraph
 from engine.methods.parts.fft import low_freq_amplitudes
 from engine.methods.parts.losses import soft_cross_entropy
 from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
-from engine.model.prompted_vit import PrefixPrompts, PromptedViT
+from engine.model.prompted_vit import PrefixPrompts, PromptedViT, SourcePass
 
 
 class Tuned(Protocol):
     """What the batched step reads and updates of :class:`engine.methods.idipt.IDiPT`."""
 
-    config: IDiPTConfig
+    @property
+    def config(self) -> IDiPTConfig: ...  # read only: I-DiPT+'s config is a subclass
+
     model: PromptedViT
     generator: torch.Generator
     bank: PromptBank
@@ -133,6 +135,11 @@ def both_prompts(hat_s: torch.Tensor, hat_i: torch.Tensor) -> PrefixPrompts:
 @torch.enable_grad()
 def batched_step(method: Tuned, x: torch.Tensor) -> MethodOutput:
     """One I-DiPT step on the batch ``x`` ``(B, 3, H, W)`` (see the module notes)."""
+    return batched_adapt(method, x)[0]
+
+
+def batched_adapt(method: Tuned, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
+    """:func:`batched_step`, and the source pass it started from (I-DiPT+ decides from it)."""
     cfg, model, bank = method.config, method.model, method.bank
     batch = x.shape[0]
     gate = method.gate if cfg.prompt_mode == "gated" else None
@@ -211,7 +218,7 @@ def batched_step(method: Tuned, x: torch.Tensor) -> MethodOutput:
         gate_stats = torch.stack([gates.mean(), gates.max()]).tolist() if gate is not None else [0.0, 0.0]
 
     method.steps += batch
-    return MethodOutput(
+    output = MethodOutput(
         logits=adapted,
         source_logits=source.logits,
         uncertainty=uncertainty,
@@ -232,3 +239,4 @@ def batched_step(method: Tuned, x: torch.Tensor) -> MethodOutput:
         updates_skipped=[not (grads_ok and bool(ok)) for ok in per_image[0]],
         views_kept_each=[round(v) for v in per_image[1]],
     )
+    return output, source
