@@ -26,7 +26,7 @@ from engine.io.sources import open_folder
 from engine.methods import DEFAULT_METHOD
 from engine.model.card import read_card
 from engine.run.journal import Journal
-from engine.run.review import SiteReview
+from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
 
@@ -139,23 +139,11 @@ def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
             f"{100 * changed.mean():>7.1f}% {fixed:>6}/{broken:<6}"
         )
         if not changed.any():
-            print(f"{'':<16} {why_unchanged(rows)}")
+            print(f"{'':<16} {what_adapting_changed(rows, final)}")
     print(
         f"{'all':<16} {total:>6} target mean gain {np.mean(gains):+.1f} points; {100 * changed_all / max(total, 1):.1f} % "
         f"of the decisions changed, {fixed_all} fixed / {broken_all} broken"
     )
-
-
-def why_unchanged(rows: list[PredictionRow]) -> str:
-    """One sentence: why adapting changed no decision of a site (its last decision's reason)."""
-    if not rows:
-        return "no image of this folder was processed"
-    reason = rows[-1].decision_reason
-    if reason.startswith("too few images"):
-        return f"{reason.partition('(')[2].rstrip(')')}; this folder has {len(rows)}"
-    if reason:
-        return f"the site's operating point was not accepted ({reason}): the source model's decisions stand"
-    return "the method records no decision path: its decisions are the source model's here"
 
 
 def _print_reviews(reviews: dict[str, SiteReview], budget: int) -> None:

@@ -22,6 +22,7 @@ def test_demo_runs_twice_and_says_why_a_small_site_changes_nothing(
         assert "target mean gain" in text and "fixed / " in text
         # six images per folder: no operating point can be fitted, and the demo says so per site
         assert text.count("a site needs 40 before its operating point is fitted; this folder has 6") == 5
+        assert "adapting changed no decision" in text
         assert "simulated reviewer" in text
     assert sorted(p.name for p in (out / "predictions").glob("site?.csv")) == [
         f"site{i}.csv" for i in range(1, 6)

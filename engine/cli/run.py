@@ -31,7 +31,7 @@ from engine.run.certify import (
     write_certified,
 )
 from engine.run.outputs import config_path, geojson_path, skipped_path
-from engine.run.review import SiteReview
+from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -280,6 +280,17 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         print(
             f"{arrived} new image{'s' if arrived > 1 else ''} arrived in the folder during the run; "
             "the next run will take them",
+            file=sys.stderr,
+        )
+    if summary.failure is None:
+        rows = job.journal.rows(job.source.source_id)
+        review = SiteReview(None, job.source.source_id, len(job.session.card.classes))
+        review.open(rows)
+        print(
+            f"{what_adapting_changed(rows, review.decisions())} (in the report, each image decided by "
+            "its site's latest operating point)"
+            if rows
+            else what_adapting_changed(rows),
             file=sys.stderr,
         )
     certified = summary.failure is not None or _certify(job, args)

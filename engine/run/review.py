@@ -288,4 +288,31 @@ class SiteReview:
         return notes
 
 
-__all__ = ["MarkChange", "MarkError", "SiteReview", "site_images"]
+def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray | None = None) -> str:
+    """One sentence for a site: how many decisions adapting changed, or why it changed none.
+
+    Args:
+        rows: the site's rows in arrival order.
+        decisions: the decisions to compare with the source model's (the site's review's
+            :meth:`SiteReview.decisions`; None: the rows' own, as they were made).
+    """
+    if not rows:
+        return "no image of this folder was processed"
+    final = np.array([r.prediction for r in rows]) if decisions is None else decisions
+    source = np.array([r.source_prediction for r in rows])
+    changed = int(np.sum(final != source))
+    if changed:
+        return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
+    reason = rows[-1].decision_reason
+    if reason.startswith("too few images"):
+        needed = reason.partition("(")[2].rstrip(")")
+        return f"adapting changed no decision: {needed}; this folder has {len(rows)}"
+    if reason:
+        return (
+            f"adapting changed no decision: the site's operating point was not accepted ({reason}), "
+            "so the source model's decisions stand"
+        )
+    return "adapting changed no decision: the method records no decision path, its decisions are the source model's"
+
+
+__all__ = ["MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]
