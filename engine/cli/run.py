@@ -286,13 +286,10 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         rows = job.journal.rows(job.source.source_id)
         review = SiteReview(None, job.source.source_id, len(job.session.card.classes))
         review.open(rows)
-        print(
-            f"{what_adapting_changed(rows, review.decisions())} (in the report, each image decided by "
-            "its site's latest operating point)"
-            if rows
-            else what_adapting_changed(rows),
-            file=sys.stderr,
-        )
+        line = what_adapting_changed(rows, review.decisions())
+        if line.startswith("adapting changed ") and not line.startswith("adapting changed no"):
+            line += " (as the report decides them: each image by its site's latest operating point)"
+        print(line, file=sys.stderr)
     certified = summary.failure is not None or _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
     if isinstance(job.source, SlideSource):
