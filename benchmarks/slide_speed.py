@@ -2,14 +2,16 @@
 
 Generates (or takes, ``--slide``) a pyramid TIFF whose tissue is ``--tiles`` N tiles of ``--tile``
 pixels (default 20 000 at 224 px; generated H&E-like texture, deflate-compressed tiles, 0.5 µm/px,
-reduced levels down to an overview) and runs ``f2tta run``'s job on it -- the slide's tile plan,
+reduced levels down to an overview; ``--compression none`` writes faster) and runs ``f2tta run``'s job on it -- the slide's tile plan,
 the reading threads, the journal and the CSV -- for each method at B = 1 as the loop ran before
 batches (each tile read when the model needs it) and at the chosen batch B with tiles read ahead.
 The model is the demo model (``--model``), its card given the resolution that makes its tiles
 ``--tile`` pixels of the slide, or a timm ViT with random weights (``--arch``, nothing is
 downloaded). Each configuration runs in a child process of its own (its peak RSS and, on CUDA,
 its peak GPU memory are its own) on the first ``--measure`` M tiles (default: all); one more run,
-the first method at B over the whole slide, gives the whole slide's time and peak RSS.
+the first method at B over the whole slide, gives the whole slide's time and peak RSS. A compiled
+forward (``--compile``) is compiled at the batch's shape before the timed run (the time it took
+is printed); a last, smaller batch in the timed tiles is compiled in the run.
 
 Prints one line per run, ``speedup METHOD X`` per method (its tiles/s at B over at B = 1 before
 batches, measured here) and, as its last line, ``speedup S``: the same for the default method's
@@ -23,6 +25,7 @@ is 1 and S is what reading ahead gives it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -53,7 +56,7 @@ def _levels(width: int, height: int) -> int:
     return levels
 
 
-def write_slide(path: Path, tiles: int, tile: int, seed: int = 0) -> Path:
+def write_slide(path: Path, tiles: int, tile: int, seed: int = 0, compression: str | None = "zlib") -> Path:
     """A pyramid TIFF of ``tiles`` tissue tiles of ``tile`` px in a near-square grid, glass around.
 
     Written tile by tile (never the whole image in memory); each level's TIFF tiles are the
@@ -99,7 +102,7 @@ def write_slide(path: Path, tiles: int, tile: int, seed: int = 0) -> Path:
                 dtype=np.uint8,
                 tile=(tile, tile),
                 photometric="rgb",
-                compression="zlib",
+                compression=compression,
                 subfiletype=int(level > 0),
                 resolution=(res, res),
                 resolutionunit="CENTIMETER",
@@ -153,6 +156,19 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     )
     planned = time.perf_counter() - start
     run = job.run
+    warm = 0.0
+    if session.compiled is not None:  # compiled at the batch's shape before the timed run
+        start = time.perf_counter()
+        size = session.card.img_size
+        x = torch.zeros(run.batch, 3, size, size, device=session.device)
+        autocast = (
+            torch.autocast(session.device.type, dtype=session.autocast)
+            if session.autocast is not None
+            else contextlib.nullcontext()
+        )
+        with torch.no_grad(), autocast:
+            session.model(x)
+        warm = time.perf_counter() - start
     if not spec["read_ahead"]:
         run.read_ahead = 0  # as the loop ran before batches: each tile read when the model needs it
     run.pending = run.pending[: spec["measure"]] if spec["measure"] else run.pending
@@ -171,6 +187,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "tiles": tiles,
         "planned_tiles": len(job.source.items),
         "plan_seconds": planned,
+        "compile_seconds": warm,
         "seconds": seconds,
         "tiles_per_second": tiles / seconds if seconds else 0.0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -202,7 +219,7 @@ def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _line(label: str, r: dict[str, Any]) -> str:
     gpu = f", peak GPU {r['peak_gpu_mib']:.0f} MiB" if r["peak_gpu_mib"] is not None else ""
-    gpu += f"; {r['precision']}" + (", compiled" if r["compiled"] else "")
+    gpu += f"; {r['precision']}" + (f", compiled in {r['compile_seconds']:.0f} s" if r["compiled"] else "")
     return (
         f"{label:<26} B={r['batch']:<3} read-ahead {r['read_ahead']:<3} {r['tiles']:>6} tiles in "
         f"{r['seconds']:7.1f} s: {r['tiles_per_second']:8.1f} tiles/s; peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
@@ -215,6 +232,12 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=224, help="tile side in slide pixels")
     parser.add_argument("--slide", type=Path, default=None, help="take this slide instead of generating one")
     parser.add_argument("--work", type=Path, default=None, help="where the generated slide is kept")
+    parser.add_argument(
+        "--compression", choices=("zlib", "none"), default="zlib", help="of the generated slide's tiles"
+    )
+    parser.add_argument(
+        "--no-whole", action="store_true", help="leave out the run over the whole slide (its time and RSS)"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument(
         "--model", type=Path, default=DEMO, help="checkpoint with its card (default: the demo)"
@@ -243,10 +266,13 @@ def main() -> None:
     if slide is None:
         work = args.work or Path(tempfile.gettempdir()) / "f2tta-slide-speed"
         work.mkdir(parents=True, exist_ok=True)
-        slide = work / f"slide-{args.tiles}x{args.tile}.tif"
+        slide = work / f"slide-{args.tiles}x{args.tile}-{args.compression}.tif"
         if not slide.exists():
             start = time.perf_counter()
-            write_slide(slide.with_suffix(".partial"), args.tiles, args.tile).rename(slide)
+            compression = None if args.compression == "none" else args.compression
+            write_slide(slide.with_suffix(".partial"), args.tiles, args.tile, compression=compression).rename(
+                slide
+            )
             print(
                 f"wrote {slide} ({slide.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - start:.0f} s"
             )
@@ -277,16 +303,17 @@ def main() -> None:
         now = _run_child({**base, "method": method, "batch": chosen, "read_ahead": True})
         print(_line(f"{method}, batched", now), flush=True)
         rates[method] = now["tiles_per_second"] / before["tiles_per_second"]
-    first = methods[0]
-    limit = get_method_class(first).max_batch
-    chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
-    whole = _run_child({**base, "method": first, "batch": chosen, "read_ahead": True, "measure": 0})
-    print(
-        f"whole slide, {first}: {whole['planned_tiles']} tiles planned in {whole['plan_seconds']:.1f} s, "
-        f"processed in {whole['seconds']:.1f} s ({whole['tiles_per_second']:.1f} tiles/s); "
-        f"peak RSS {whole['peak_rss_mib']:.0f} MiB"
-        + (f", peak GPU {whole['peak_gpu_mib']:.0f} MiB" if whole["peak_gpu_mib"] is not None else "")
-    )
+    if not args.no_whole:
+        first = methods[0]
+        limit = get_method_class(first).max_batch
+        chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
+        whole = _run_child({**base, "method": first, "batch": chosen, "read_ahead": True, "measure": 0})
+        print(
+            f"whole slide, {first}: {whole['planned_tiles']} tiles planned in {whole['plan_seconds']:.1f} s, "
+            f"processed in {whole['seconds']:.1f} s ({whole['tiles_per_second']:.1f} tiles/s); "
+            f"peak RSS {whole['peak_rss_mib']:.0f} MiB"
+            + (f", peak GPU {whole['peak_gpu_mib']:.0f} MiB" if whole["peak_gpu_mib"] is not None else "")
+        )
     for method in methods:
         print(f"speedup {method} {rates[method]:.2f}")
     if DEFAULT_METHOD in rates:

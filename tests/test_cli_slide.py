@@ -119,6 +119,10 @@ def test_a_slide_that_cannot_be_read_changes_nothing(
     assert not (tmp_path / "st").exists() and not (tmp_path / "p.csv").exists()
     assert _cli(tiny_model_path, tmp_path / "missing.svs", tmp_path / "st", tmp_path / "p.csv") == 2
     assert "input not found" in capsys.readouterr().err
+    (tmp_path / "one.png").write_bytes(b"\x89PNG")
+    assert _cli(tiny_model_path, tmp_path / "one.png", tmp_path / "st", tmp_path / "p.csv") == 2
+    assert "is an image, not a slide: pass the folder that holds the images" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists()
 
 
 def test_a_geojson_that_is_not_ours_is_never_overwritten(

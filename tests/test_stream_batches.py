@@ -261,3 +261,19 @@ def test_f2tta_run_checks_and_records_its_batch(
     assert json.loads((tmp_path / "plus.config.json").read_text())["run"]["batch"] == 8, "the default batches"
     assert run("one", "--method", "source", "--batch", "1") == 0
     assert json.loads((tmp_path / "one.config.json").read_text())["run"]["batch"] == 1
+
+
+def test_a_state_that_cannot_be_kept_aside_runs_the_batch_without_undo(
+    tiny_model_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = list(open_folder(_folder(tmp_path / "in", 8), ("normal", "tumor")).items)
+    session = Session(tiny_model_path, method="idipt")
+
+    def no_room() -> object:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+    monkeypatch.setattr(session, "snapshot", no_room)
+    with caplog.at_level(logging.WARNING, logger="engine.run.stream"):
+        got = _steps(session, items, 4)
+    assert len(got) == 8, "the batches ran"
+    assert any("cannot be kept aside" in m for m in caplog.messages)

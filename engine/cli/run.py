@@ -48,6 +48,9 @@ from engine.run.session import Session
 from engine.run.stream import Predicted, Skipped
 from engine.util.text import shown
 
+#: Suffixes of images that are never slides (a TIFF may be either: OpenSlide decides).
+PLAIN_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif"})
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
@@ -181,6 +184,12 @@ def _open(args: argparse.Namespace) -> FolderJob:
 def main(args: argparse.Namespace) -> int:
     if not args.input.exists():
         print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.input.is_dir() and args.input.suffix.lower() in PLAIN_IMAGES:
+        print(
+            f"error: {shown(args.input)} is an image, not a slide: pass the folder that holds the images",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
         print(f"error: --batch must be between 1 and {MAX_BATCH}", file=sys.stderr)

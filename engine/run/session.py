@@ -243,8 +243,9 @@ class Session:
         return event
 
     def snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        """A copy of the method's state, for :meth:`restore` (a batch that ran out of memory)."""
-        tensors = {name: t.detach().clone() for name, t in self.method.state_tensors().items()}
+        """A copy of the method's state in host memory, for :meth:`restore` (a batch that ran out
+        of memory: the copy takes none of the device's)."""
+        tensors = {name: t.detach().to("cpu", copy=True) for name, t in self.method.state_tensors().items()}
         return tensors, copy.deepcopy(self.method.state_meta())
 
     def restore(self, snapshot: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:

@@ -24,8 +24,8 @@ The state is saved every ``save_every`` predictions and when the run ends for an
 order, each row appended before its outcome, and the state is only saved between batches, so a
 kill anywhere loses nothing and repeats nothing (the journal's argument holds per row). A stop or
 a pause takes effect after the current batch. A batch that runs out of memory while its step can
-still be undone (the first steps at a batch size, whose state is kept aside) is tried again at
-half the size, with a log line; the smaller size is kept for the rest of the run.
+still be undone (the first steps at a batch size, whose state is kept aside in host memory) is
+tried again at half the size, with a log line; the smaller size is kept for the rest of the run.
 
 **Reading ahead.** Items are read and brought to the model's input size (:meth:`Session.prepare`)
 on ``readers`` threads, ``read_ahead`` items ahead of the model (:func:`engine.run.reading.read_ahead`).
@@ -38,6 +38,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -316,9 +317,7 @@ class StreamRun:
         start = 0
         while start < len(pixels):
             size = min(self.batch, len(pixels) - start)
-            kept = (
-                self.session.snapshot() if size > 1 and self._steps_at.get(size, 0) < _TRIAL_STEPS else None
-            )
+            kept = self._snapshot() if size > 1 and self._steps_at.get(size, 0) < _TRIAL_STEPS else None
             try:
                 results += self.session.step_batch(pixels[start : start + size], sites[start : start + size])
             except Exception as exc:  # the model, not the image: retried next run (or smaller)
@@ -336,6 +335,16 @@ class StreamRun:
             self._steps_at[size] = self._steps_at.get(size, 0) + 1
             start += size
         return results, None
+
+    def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+        """The method's state kept aside before a trial step, or None when it cannot be (no undo)."""
+        try:
+            return self.session.snapshot()
+        except (MemoryError, RuntimeError) as exc:
+            logger.warning(
+                "the state cannot be kept aside before a batch (%s); a failure cannot be undone", exc
+            )
+            return None
 
     def _record_skip(self, skip: Skipped) -> None:
         self.summary.skipped.append(skip)
