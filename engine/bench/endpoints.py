@@ -21,7 +21,7 @@ noise, retroactive and online) gets the same endpoints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,9 +100,3 @@ def unit_endpoints(cells: Sequence[UnitCell]) -> dict[str, Any]:
 def _errors(result: Paired, source: bool) -> int:
     acc = result.source_acc if source else result.adapted_acc
     return round(result.images * (100.0 - acc) / 100.0)
-
-
-def false_verification(counts: Mapping[str, Sequence[int]]) -> dict[str, Any]:
-    """``{"verdicts": n, "false": k, "rate": k / n}`` from summed ``[verdicts, false]`` counts."""
-    n, k = (int(v) for v in counts.get("promoted or verified", (0, 0)))
-    return {"verdicts": n, "false": k, "rate": k / n if n else 0.0}

@@ -33,17 +33,6 @@ EM_ITERATIONS = 100
 PRIOR_CLIP = (1e-3, 1.0 - 1e-3)  # a prior estimate never reaches 0 or 1 (its log-odds stay finite)
 
 
-def shift_threshold(feature_mean: np.ndarray, source_mean: np.ndarray, head_difference: np.ndarray) -> float:
-    """The margin threshold of FOA's shift: ``Δw · (μ_site − μ_source)``.
-
-    Args:
-        feature_mean: ``(D,)`` the site's mean pre-logit feature.
-        source_mean: ``(D,)`` the source training images' mean pre-logit feature.
-        head_difference: ``(D,)`` the head's class-1 weights minus its class-0 weights.
-    """
-    return float(np.dot(head_difference, feature_mean - source_mean))
-
-
 def prior_threshold(margins: np.ndarray, source_prior: float = 0.5) -> float:
     """The margin threshold of the EM prior correction of a site's source posteriors.
 
