@@ -86,11 +86,11 @@ def test_unreadable_is_skipped_for_good_transient_is_retried_and_model_failure_e
     calls = [0]
     real_step = session.step_batch
 
-    def step(images: list[Image.Image]) -> object:
+    def step(images: list[Image.Image], sites: list[str | None] | None = None) -> object:
         calls[0] += 1
         if calls[0] == 2:
             raise RuntimeError("CUDA out of memory")
-        return real_step(images)
+        return real_step(images, sites)
 
     session.step_batch = step  # type: ignore[method-assign,assignment]
     journal = Journal(tmp_path / "st")

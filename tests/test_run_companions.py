@@ -43,7 +43,7 @@ def _reviews(path: Path, item: str = "img00.png") -> Path:
 
 
 def _run(model: Path, inp: Path, out: Path, state: Path, *extra: str) -> int:
-    return int(cli_main(run_argv(model, inp, out, state, *extra)))
+    return int(cli_main(run_argv(model, inp, out, state, "--batch", "1", *extra)))
 
 
 def test_run_files_names_every_output_once() -> None:
