@@ -122,20 +122,20 @@ def stream_key(spec: SynthSpec, site_index: int) -> str:
 
 def site_labels(
     seed: int,
-    kind: str,
+    key: str,
     site_index: int,
     n: int,
     num_classes: int,
     positive: int = 0,
     share: float | None = None,
 ) -> np.ndarray:
-    """Labels for ``n`` images of a site, shuffled.
+    """Labels for ``n`` images of a site (seeded by its :func:`stream_key` ``key``), shuffled.
 
     Balanced (counts differ by at most one) when ``share`` is None; otherwise ``round(share * n)``
     images are of class ``positive`` and the rest are shared out evenly among the other classes
     (label shift between sites, ``f2tta synth --prevalence``).
     """
-    rng = image_rng(seed, kind, site_index, _LABEL_STREAM)  # kind: the site's stream_key
+    rng = image_rng(seed, key, site_index, _LABEL_STREAM)
     if share is None:
         return rng.permutation(np.arange(n) % num_classes)
     n_pos = round(share * n)
@@ -279,7 +279,7 @@ def write_synth(
         out: dataset root; created if missing. ``OUT/synth.json`` records every generator parameter.
         per_domain: images per site, classes balanced.
         size: square side in pixels (16 to 1024).
-        seed: the whole dataset is a function of ``(kind, per_domain, size, seed)``.
+        seed: the whole dataset is a function of ``(kind, sites, per_domain, size, seed)``.
         workers: processes rendering in parallel (the output does not depend on it).
         overwrite: replace the site folders an earlier run wrote (they hold its marker; only the
             files it wrote are removed); without it an existing site folder is an error, and a
@@ -313,7 +313,10 @@ def write_synth(
     stale = [d for d in marked_sites(out) if d.name not in {site.name for site in spec.sites}]
     if stale and not overwrite:
         names = ", ".join(d.name for d in stale)
-        raise SynthError(f"{out} holds site folders of an earlier f2tta synth run ({names}); overwrite them")
+        raise SynthError(
+            f"{out} holds site folders an earlier f2tta synth run wrote ({names}) that this run does not; "
+            "choose another folder or overwrite them"
+        )
     for site_dir in stale:
         remove_stale(site_dir)
     for site in spec.sites:
