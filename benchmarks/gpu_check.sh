@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
 # The accelerator checks, as one script (for a machine with a CUDA GPU and the project's Python
-# packages): the gpu-marked tests, then the step-cost benchmark on the GPU for ViT-B/16 at 224 px
-# and for the demo models' ViT-Tiny at 96 px. Prints everything; exits with the tests' status.
+# packages), about 8 minutes on one H100: the gpu-marked tests; the step-cost benchmark for
+# ViT-B/16 at 224 px at batch 1 and 64; then the slide benchmark for ViT-B/16 on a generated
+# 20 000-tile slide (uncompressed tiles, quick to write; 200 tiles timed per run, the whole slide
+# once), and SourceOnly on it in float32 and compiled (whether bf16 autocast and compiling pay).
+# Prints everything, with the seconds each part took; exits with the tests' status.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 export QT_QPA_PLATFORM=offscreen
+START=$(date +%s)
+part() { echo; echo "== $1 ($(( $(date +%s) - START )) s in)"; }
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+part "gpu tests"
 "$PY" -m pytest -q -m gpu tests/test_gpu.py -o addopts="--timeout=600" -p no:cacheprovider
 status=$?
+part "step cost, ViT-B/16, batch 1"
 "$PY" benchmarks/step_cost.py --device cuda --images 30
-"$PY" benchmarks/step_cost.py --device cuda --images 30 --arch vit_tiny_patch16_224 --img-size 96
+part "step cost, ViT-B/16, batch 64"
+"$PY" benchmarks/step_cost.py --device cuda --images 10 --batch 64
+SLIDE="--device cuda --arch vit_base_patch16_224 --img-size 224 --tiles 20000 --compression none"
+part "slide speed, ViT-B/16 (source in bf16 autocast, the default on CUDA)"
+"$PY" benchmarks/slide_speed.py $SLIDE --measure 200
+part "slide speed, ViT-B/16, source in float32, then compiled"
+"$PY" benchmarks/slide_speed.py $SLIDE --measure 2048 --methods source --precision fp32 --no-whole
+"$PY" benchmarks/slide_speed.py $SLIDE --measure 2048 --methods source --compile --no-whole
+part "done"
 exit $status

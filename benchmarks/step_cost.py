@@ -13,7 +13,7 @@ a full group is timed separately and its cost spread over the images between two
 to the step ("amortised"); the refit alone is the worst single image. Prints peak memory and the
 ratios; the last line is ``ratio R`` = I-DiPT / SourceOnly.
 
-    python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12]
+    python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B]
 """
 
 from __future__ import annotations
@@ -41,21 +41,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def _timed_step(session: Session, img: np.ndarray, device: torch.device) -> tuple[float, MethodOutput]:
-    """Seconds of one ``forward_and_adapt`` on ``img`` (preprocessing not timed) and its output."""
-    x = session.preprocess(img)
+def _timed_step(session: Session, imgs: list[np.ndarray], device: torch.device) -> tuple[float, MethodOutput]:
+    """Seconds per image of one ``forward_and_adapt`` on ``imgs`` (preprocessing not timed) and its output."""
+    x = session.to_input([session.prepare(img) for img in imgs])
     _sync(device)
     start = time.perf_counter()
     out = session.method.forward_and_adapt(x)
     _sync(device)
-    return time.perf_counter() - start, out
+    return (time.perf_counter() - start) / len(imgs), out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="vit_base_patch16_224")
     parser.add_argument("--img-size", type=int, default=224)
-    parser.add_argument("--images", type=int, default=12, help="timed images per method")
+    parser.add_argument("--images", type=int, default=12, help="timed steps per method")
+    parser.add_argument("--batch", type=int, default=1, help="images per step (I-DiPT+: 1 whatever this is)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
 
@@ -75,8 +76,10 @@ def main() -> None:
     plus = Session(loaded, method="idipt+", method_config=plus_config, device=device)
 
     rng = np.random.default_rng(0)
+    batch = max(1, args.batch)
     images = [
-        rng.integers(0, 256, (args.img_size, args.img_size, 3), dtype=np.uint8) for _ in range(args.images)
+        [rng.integers(0, 256, (args.img_size, args.img_size, 3), dtype=np.uint8) for _ in range(batch)]
+        for _ in range(args.images)
     ]
     warmup = [
         rng.integers(0, 256, (args.img_size, args.img_size, 3), dtype=np.uint8)
@@ -118,15 +121,16 @@ def main() -> None:
     t_source: list[float] = []
     t_idipt: list[float] = []
     t_plus: list[float] = []
-    for img in images:
+    for imgs in images:
         with torch.no_grad():
-            t_source.append(_timed_step(source, img, device)[0])
-        t_idipt.append(_timed_step(idipt, img, device)[0])
-        t_plus.append(_timed_step(plus, img, device)[0])
+            t_source.append(_timed_step(source, imgs, device)[0])
+        t_idipt.append(_timed_step(idipt, imgs, device)[0])
+        t_plus.append(_timed_step(plus, imgs[:1], device)[0])
 
     med_s, med_i, med_p = statistics.median(t_source), statistics.median(t_idipt), statistics.median(t_plus)
     print(
-        f"device {device}; torch threads {torch.get_num_threads()}; {args.arch} at {args.img_size} px, batch 1"
+        f"device {device}; torch threads {torch.get_num_threads()}; {args.arch} at {args.img_size} px, "
+        f"batch {batch} (I-DiPT+ 1)"
     )
     print(f"SourceOnly  median {med_s * 1000:8.1f} ms/image  (n={len(t_source)})")
     print(f"I-DiPT step median {med_i * 1000:8.1f} ms/image  (n={len(t_idipt)}, bank full, graphs on)")

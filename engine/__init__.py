@@ -54,7 +54,13 @@ if TYPE_CHECKING:
         register_method,
     )
     from engine.model.card import LoadedModel, ModelCard, load_model, save_model
-    from engine.model.gate import GateWarning, NotApplicableError, check_source, subfolder_warning
+    from engine.model.gate import (
+        GateWarning,
+        NotApplicableError,
+        check_source,
+        judge_source,
+        subfolder_warning,
+    )
     from engine.model.kind import (
         KIND_NAMES,
         KIND_SAMPLES,
@@ -75,6 +81,7 @@ if TYPE_CHECKING:
         CertificateError,
         ReviewQueue,
     )
+    from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
@@ -172,6 +179,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GateWarning": ("engine.model.gate", "GateWarning"),
     "NotApplicableError": ("engine.model.gate", "NotApplicableError"),
     "check_source": ("engine.model.gate", "check_source"),
+    "judge_source": ("engine.model.gate", "judge_source"),
     "subfolder_warning": ("engine.model.gate", "subfolder_warning"),
     "KIND_NAMES": ("engine.model.kind", "KIND_NAMES"),
     "KIND_SAMPLES": ("engine.model.kind", "KIND_SAMPLES"),
@@ -190,6 +198,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CertificateBook": ("engine.review", "CertificateBook"),
     "CertificateError": ("engine.review", "CertificateError"),
     "ReviewQueue": ("engine.review", "ReviewQueue"),
+    "tiles_geojson": ("engine.run.geojson", "tiles_geojson"),
+    "tiles_geojson_bytes": ("engine.run.geojson", "tiles_geojson_bytes"),
     "GuardConfig": ("engine.run.guard", "GuardConfig"),
     "GuardEvent": ("engine.run.guard", "GuardEvent"),
     "Journal": ("engine.run.journal", "Journal"),
@@ -331,6 +341,7 @@ __all__ = [
     "get_method_class",
     "image_kind",
     "in_recorded_order",
+    "judge_source",
     "list_images",
     "list_methods",
     "load_model",
@@ -358,5 +369,7 @@ __all__ = [
     "source_hash",
     "subfolder_warning",
     "tile_reader",
+    "tiles_geojson",
+    "tiles_geojson_bytes",
     "tissue_mask",
 ]

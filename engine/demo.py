@@ -1,26 +1,34 @@
-"""The embedded demo: a generated multi-site histology stream through the shipped demo model.
+"""The embedded demo: five generated hospital sites, each a folder, through the shipped demo model.
 
 ``python -m engine.demo`` (``make demo``) writes fresh synthetic H&E-like patches from five sites
-(never seen in training: another seed), cuts them into the paper's free-form stream (Dirichlet
-fragments of every site, shuffled), runs the headless job (``f2tta run``) on them with the default method (I-DiPT+,
-``--method idipt`` for the paper's), and prints the accuracy of the adapted and of the source model
-per site. Everything is generated
-here; nothing is downloaded.
+(never seen in training: another seed), one folder per site as a clinician would load them, and
+runs the headless job (``f2tta run``) on each folder in turn with one adaptation state (one
+project). It prints, per site, the source model's accuracy, the decisions as they were made and
+as the site's operating point decides them once the folder is done, how many decisions adapting
+changed and how many of those it fixed and broke — or, where a site changed nothing, why, in one
+sentence. Then a simulated reviewer answers each site's review queue (uniformly sampled, up to
+``--reviews`` answers a site) with the generated labels, and the certificates it reached are
+printed. Everything is generated here; nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import sys
 from pathlib import Path
 
-from engine.bench.protocol import build_stream
+import numpy as np
+
 from engine.cli import main as cli_main
-from engine.data import open_dataset, write_synth
+from engine.data import write_synth
+from engine.io.sources import open_folder
 from engine.methods import DEFAULT_METHOD
 from engine.model.card import read_card
+from engine.run.journal import Journal
+from engine.run.review import SiteReview, what_adapting_changed
+from engine.run.rows import PredictionRow
+from engine.run.session import Session
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "resources" / "demo" / "model.safetensors"
@@ -30,77 +38,130 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(".demo"), help="working folder (replaced)")
     parser.add_argument("--model", type=Path, default=DEMO_MODEL)
-    parser.add_argument("--per-domain", type=int, default=100, help="images per site")
-    parser.add_argument("--seed", type=int, default=1, help="data and stream seed (the demo model used 0)")
+    parser.add_argument("--per-site", type=int, default=150, help="images per site (one folder each)")
+    parser.add_argument(
+        "--seed", type=int, default=1, help="data and arrival-order seed (the demo model used 0)"
+    )
     parser.add_argument("--method", default=DEFAULT_METHOD)
+    parser.add_argument(
+        "--reviews", type=int, default=20, help="answers the simulated reviewer gives per site"
+    )
     args = parser.parse_args(argv)
 
     card = read_card(args.model.with_suffix(".json"))
-    data, stream_dir = args.out / "data", args.out / "stream"
-    for folder in (data, stream_dir, args.out / "state"):
+    data, state, preds = args.out / "data", args.out / "state", args.out / "predictions"
+    for folder in (data, state, preds):
         shutil.rmtree(folder, ignore_errors=True)
-    for old in args.out.glob("predictions.*"):  # the last demo's outputs: this run writes them anew
-        old.unlink()
-    print(f"generating {args.per_domain} images per site (synth histo, seed {args.seed}) in {data}")
-    write_synth("histo", data, per_domain=args.per_domain, size=card.img_size, seed=args.seed, overwrite=True)
-    ds = open_dataset(data)
-    by_domain = {d: tuple(it for it in ds.items if it.domain == d) for d in ds.domains}
-    stream = build_stream(by_domain, seed=args.seed, delta=1.0, fragments=5)
-    stream_dir.mkdir(parents=True)
-    truth: dict[str, tuple[str, str]] = {}
-    for k, item in enumerate(stream.items):
-        name = f"{k:05d}_{item.domain}{Path(item.path).suffix}"
-        shutil.copyfile(item.path, stream_dir / name)
-        truth[name] = (item.domain, ds.classes[item.label])
-    print(f"stream of {len(stream)} images in {len(stream.fragments)} fragments -> {stream_dir}")
-
-    preds = args.out / "predictions.csv"
-    code = cli_main(
-        [
-            "run",
-            "--model",
-            str(args.model),
-            "--input",
-            str(stream_dir),
-            "--state",
-            str(args.out / "state"),
-            "--out",
-            str(preds),
-            "--method",
-            args.method,
-            "--seed",
-            str(args.seed),
-        ]
-    )
-    if code != 0:
-        return code
-    with preds.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    print(f"\n{args.method} against the source model, per site ({len(rows)} images)")
-    print(f"{'site':<12} {'images':>6} {'adapted %':>10} {'source %':>9}")
-    totals = [0, 0, 0]
-    target_acc: list[tuple[float, float]] = []
-    for domain in ds.domains:
-        mine = [r for r in rows if truth[r["item"]][0] == domain]
-        if not mine:
-            continue
-        hit_a = sum(r["prediction"] == truth[r["item"]][1] for r in mine)
-        hit_s = sum(r["source_prediction"] == truth[r["item"]][1] for r in mine)
-        totals = [totals[0] + len(mine), totals[1] + hit_a, totals[2] + hit_s]
-        acc_a, acc_s = 100 * hit_a / len(mine), 100 * hit_s / len(mine)
-        tag = " (source)" if domain == card.source_domain else ""
-        if domain != card.source_domain:
-            target_acc.append((acc_a, acc_s))
-        print(f"{domain + tag:<12} {len(mine):>6} {acc_a:>10.1f} {acc_s:>9.1f}")
-    if target_acc:
-        mean_a = sum(a for a, _ in target_acc) / len(target_acc)
-        mean_s = sum(s for _, s in target_acc) / len(target_acc)
-        print(f"{'target mean':<12} {'':>6} {mean_a:>10.1f} {mean_s:>9.1f}")
-    print(
-        f"{'all':<12} {totals[0]:>6} {100 * totals[1] / totals[0]:>10.1f} {100 * totals[2] / totals[0]:>9.1f}"
-    )
-    print(f"\npredictions: {preds}   state: {args.out / 'state'}")
+    print(f"generating {args.per_site} images per site (synth histo, seed {args.seed}) in {data}")
+    write_synth("histo", data, per_domain=args.per_site, size=card.img_size, seed=args.seed, overwrite=True)
+    sites = sorted(p.name for p in data.iterdir() if p.is_dir())
+    for site in sites:
+        print(f"\nf2tta run on the folder {site} ({args.method})")
+        code = cli_main(
+            [
+                "run",
+                "--model",
+                str(args.model),
+                "--input",
+                str(data / site),
+                "--state",
+                str(state),
+                "--out",
+                str(preds / f"{site}.csv"),
+                "--method",
+                args.method,
+                "--seed",
+                str(args.seed),
+                "--order",
+                "interleaved",
+                "--order-seed",
+                str(args.seed),
+                "--no-progress",
+            ]
+        )
+        if code != 0:
+            return code
+    reviews = _site_reviews(args.model, args.method, state, data, sites, card.classes)
+    _print_sites(reviews, card.source_domain)
+    if args.reviews > 0:
+        _print_reviews(reviews, args.reviews)
+    print(f"\npredictions: {preds}   state: {state}")
     return 0
+
+
+def _site_reviews(
+    model: Path, method: str, state: Path, data: Path, sites: list[str], classes: tuple[str, ...]
+) -> dict[str, SiteReview]:
+    """Each site's rows from the journal, in a review of its own (nothing kept on disk)."""
+    journal = Journal(state, "engine.demo")
+    out: dict[str, SiteReview] = {}
+    try:
+        journal.restore(Session(model, method=method))
+        for site in sites:
+            review = SiteReview(None, open_folder(data / site, classes).source_id, len(classes))
+            review.open(journal.rows(review.source_id))
+            out[site] = review
+    finally:
+        journal.close()
+    return out
+
+
+def _truth(rows: list[PredictionRow]) -> np.ndarray:
+    return np.array([-1 if r.ground_truth is None else r.ground_truth for r in rows])
+
+
+def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
+    print("\nper site (folder): accuracy %; adapting's decisions as made and as the site's operating point")
+    print("decides them once the folder is done; changed decisions with the images they fixed/broke")
+    print(
+        f"{'site':<16} {'images':>6} {'source':>7} {'as made':>8} {'final':>7} {'changed':>8} {'fixed/broken':>13}"
+    )
+    gains: list[float] = []
+    total = changed_all = fixed_all = broken_all = 0
+    for site, review in reviews.items():
+        rows = review.rows
+        truth = _truth(rows)
+        source = np.array([r.source_prediction for r in rows])
+        made = np.array([r.prediction for r in rows])
+        final = review.decisions()
+        changed = final != source
+        fixed = int(np.sum(changed & (final == truth)))
+        broken = int(np.sum(changed & (source == truth)))
+        acc = [100 * float(np.mean(d == truth)) for d in (source, made, final)]
+        tag = f"{site} (source)" if site == source_domain else site
+        if site != source_domain:
+            gains.append(acc[2] - acc[0])
+        total += len(rows)
+        changed_all += int(changed.sum())
+        fixed_all, broken_all = fixed_all + fixed, broken_all + broken
+        print(
+            f"{tag:<16} {len(rows):>6} {acc[0]:>7.1f} {acc[1]:>8.1f} {acc[2]:>7.1f} "
+            f"{100 * changed.mean():>7.1f}% {fixed:>6}/{broken:<6}"
+        )
+        if not changed.any():
+            print(f"{'':<16} {what_adapting_changed(rows, final)}")
+    print(
+        f"{'all':<16} {total:>6} target mean gain {np.mean(gains):+.1f} points; {100 * changed_all / max(total, 1):.1f} % "
+        f"of the decisions changed, {fixed_all} fixed / {broken_all} broken"
+    )
+
+
+def _print_reviews(reviews: dict[str, SiteReview], budget: int) -> None:
+    print(f"\na simulated reviewer answers up to {budget} items of each site's review queue (uniformly")
+    print("sampled among the images the rule in use and a candidate decide differently), with the labels:")
+    for site, review in reviews.items():
+        truth = _truth(review.rows)
+        answered = 0
+        while answered < budget and (index := review.next_item()) is not None:
+            review.set_mark(review.rows[index].key, int(truth[index]), "simulated reviewer")
+            answered += 1
+        print(f"{site}: {answered} review(s)")
+        for comparison in review.comparisons():
+            print(f"  {comparison.describe(len(review.rows))}")
+        if not review.comparisons():
+            print(f"  {review.why_empty()}")
+        final = review.decisions()
+        print(f"  the site's decisions now: {100 * float(np.mean(final == truth)):.1f} % correct")
 
 
 if __name__ == "__main__":

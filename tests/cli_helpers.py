@@ -35,23 +35,24 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def before_step(monkeypatch: pytest.MonkeyPatch, act: Callable[[int], None]) -> Callable[[], None]:
-    """Make every ``Session.step`` call ``act(n)`` first (n counts calls from 1; ``act`` may raise).
+    """Make every ``Session.step_batch`` call ``act(n)`` first (n counts calls from 1, one a batch;
+    ``act`` may raise).
 
     Returns:
         A function that puts the real step back.
     """
     from engine import Session
 
-    real_step = Session.step
+    real_step = Session.step_batch
     calls = [0]
 
-    def step(self: Session, image: object) -> object:
+    def step(self: Session, images: list[object], sites: list[str | None] | None = None) -> object:
         calls[0] += 1
         act(calls[0])
-        return real_step(self, image)  # type: ignore[arg-type]
+        return real_step(self, images, sites)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Session, "step", step)
-    return lambda: monkeypatch.setattr(Session, "step", real_step)
+    monkeypatch.setattr(Session, "step_batch", step)
+    return lambda: monkeypatch.setattr(Session, "step_batch", real_step)
 
 
 def out_of_memory_at(call: int) -> Callable[[int], None]:

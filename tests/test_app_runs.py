@@ -144,15 +144,14 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
         return Session(model, method="idipt", device=device, guard=guard)  # type: ignore[arg-type]
 
     monkeypatch.setattr(app.worker.opening, "Session", session)
-    real_step = Session.step
+    real_step = Session.step_batch
 
-    def step(self: Session, image: object) -> object:
-        result = real_step(self, image)  # type: ignore[arg-type]
-        if result.index == 2:  # what I-DiPT reports when the loss is not finite
-            return dataclasses.replace(result, update_skipped=True)
-        return result
+    def step(self: Session, images: list[object], sites: list[str | None] | None = None) -> list[object]:
+        results = real_step(self, images, sites)  # type: ignore[arg-type]
+        # what I-DiPT reports when the loss is not finite
+        return [dataclasses.replace(r, update_skipped=True) if r.index == 2 else r for r in results]
 
-    monkeypatch.setattr(Session, "step", step)
+    monkeypatch.setattr(Session, "step_batch", step)
     folder = make_folder(tmp_path, 6, labelled="none")
     c = studio.open()
     studio.open_folder(c, folder)

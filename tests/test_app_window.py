@@ -158,7 +158,7 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
         c.controller.state.settings.model == str(FUNDUS_DEMO_MODEL)
         and c.controller.state.settings.project == "Demo fundus"
     )
-    assert len(source.items) == 48 and all(it.ground_truth is not None for it in source.items)
+    assert len(source.items) == 160 and all(it.ground_truth is not None for it in source.items)
     assert window.panes.left.currentWidget() is not window.welcome and not window.banners.items
 
 

@@ -1,9 +1,11 @@
 """SIGKILL at random moments, of ``f2tta run`` and of the app's worker path, on one journal: the
-state always equals the state after some finished image, and resuming -- with either program --
-processes every remaining image exactly once."""
+state always equals the state after some finished image (after some finished batch, in batches),
+and resuming -- with either program -- processes every remaining image exactly once. Folders and
+slides, one image a step and batches of several."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -15,10 +17,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from app_fixtures import make_slide
 from PIL import Image
 from support import random_images
 
-from engine import Session, list_images, open_folder
+from engine import (
+    DEFAULT_METHOD,
+    FolderSource,
+    Predicted,
+    Reader,
+    Session,
+    Slide,
+    SlideSource,
+    StreamRun,
+    list_images,
+    open_folder,
+    open_slide_source,
+    read_item,
+    tile_reader,
+)
 from engine.io.sources import source_hash
 from engine.run.journal import ROWS_DIR
 from engine.run.state import has_state, read_state
@@ -41,10 +58,17 @@ def _journal_rows(state: Path, source_id: str) -> list[dict[str, object]]:
     return rows
 
 
-def _commands(model: Path, inp: Path, out: Path, state: Path, home: Path) -> dict[str, list[str]]:
+def _commands(
+    model: Path, inp: Path, out: Path, state: Path, home: Path, *extra: str
+) -> dict[str, list[str]]:
     """``f2tta run`` and the app's scripted mode (its worker thread runs the same stream loop)."""
     return {
-        "cli": [sys.executable, "-m", "engine.cli", *run_argv(model, inp, out, state, "--save-every", "1")],
+        "cli": [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            *run_argv(model, inp, out, state, "--save-every", "1", *extra),
+        ],
         "app": [
             sys.executable,
             "-m",
@@ -62,25 +86,56 @@ def _commands(model: Path, inp: Path, out: Path, state: Path, home: Path) -> dic
     }
 
 
-def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int, programs: list[str]) -> int:
-    inp = tmp_path / "in"
-    inp.mkdir()
-    for i, img in enumerate(random_images(n_images, seed=5)):
-        Image.fromarray(img).save(inp / f"im{i:03d}.png")
-    order = [p.name for p in list_images(inp)]
-    source_id = open_folder(inp, ("normal", "tumor")).source_id
-
-    reference = Session(model)
-    fingerprints = [reference.state_fingerprint()]
+def _reference(
+    model: Path, inp: Path, method: str, batch: int
+) -> tuple[str, list[str], list[str], list[str], dict[int, str]]:
+    """What a run never killed gives: the source id, the items' names and keys in order, each
+    image's confidence, and the state's fingerprint after every step (by images seen)."""
+    session = Session(model, method=method)
+    fingerprints = {0: session.state_fingerprint()}
     confidences = []
-    for p in list_images(inp):
-        confidences.append(f"{reference.step(p).confidence:.6f}")
-        fingerprints.append(reference.state_fingerprint())
+    with contextlib.ExitStack() as stack:
+        if inp.is_dir():
+            source: FolderSource | SlideSource = open_folder(inp, ("normal", "tumor"))
+            reader: Reader = read_item
+        else:
+            source = open_slide_source(inp, session.card.img_size, session.card.mpp)
+            reader = tile_reader(stack.enter_context(Slide(inp)), source.plan)
+        for outcome in StreamRun(session, source.items, reader, batch=batch).outcomes():
+            assert isinstance(outcome, Predicted)
+            confidences.append(f"{outcome.step.confidence:.6f}")
+            fingerprints[session.images_seen] = session.state_fingerprint()
+    names, keys = [it.name for it in source.items], [it.key for it in source.items]
+    return source.source_id, names, keys, confidences, fingerprints
+
+
+def _kill_loop(
+    model: Path,
+    tmp_path: Path,
+    n_images: int,
+    kills: int,
+    seed: int,
+    programs: list[str],
+    method: str = DEFAULT_METHOD,
+    batch: int = 1,
+    slide: bool = False,
+) -> int:
+    if slide:
+        inp = make_slide(tmp_path / "slide.tif", size=(512, 384), mpp=0.5)
+    else:
+        inp = tmp_path / "in"
+        inp.mkdir()
+        for i, img in enumerate(random_images(n_images, seed=5)):
+            Image.fromarray(img).save(inp / f"im{i:03d}.png")
+        assert [p.name for p in list_images(inp)] == sorted(p.name for p in inp.iterdir())
+    source_id, names, keys, confidences, fingerprints = _reference(model, inp, method, batch)
+    n_images = len(names)
 
     out, state, home = tmp_path / "preds.csv", tmp_path / "state", tmp_path / "home"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"autosave_every": 1}))  # the app saves after every image
-    commands = _commands(model, inp, out, state, home)
+    extra = ["--method", method, "--batch", str(batch)] + (["--accept-warnings"] if slide else [])
+    commands = _commands(model, inp, out, state, home, *extra)
     # Same thread count as the in-process reference: float reductions differ between thread counts.
     env = {
         **os.environ,
@@ -114,20 +169,21 @@ def _kill_loop(model: Path, tmp_path: Path, n_images: int, kills: int, seed: int
             _, meta = read_state(state)  # always readable and verified by its checksum
             seen = int(meta["images_seen"])
             sources = meta["extra"].get("sources", {})
-            assert sources.get(source_id, {}).get("processed", []) == order[:seen]
-            probe = Session(model)
+            assert sources.get(source_id, {}).get("processed", []) == keys[:seen]
+            assert seen in fingerprints, f"a state saved after {seen} images, inside a batch"
+            probe = Session(model, method=method)
             probe.load(state)
             assert probe.state_fingerprint() == fingerprints[seen]
     # Resume to the end with f2tta run, which also writes the CSV from the journal.
     final = subprocess.run(commands["cli"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     rows = read_rows(out)
-    assert [r["item"] for r in rows] == order, "every image once, in arrival order"
+    assert [r["item"] for r in rows] == names, "every image once, in arrival order"
     assert [int(r["index"]) for r in rows] == list(range(n_images))
-    assert [r["key"] for r in _journal_rows(state, source_id)] == order
-    probe = Session(model)
+    assert [r["key"] for r in _journal_rows(state, source_id)] == keys
+    probe = Session(model, method=method)
     probe.load(state)
-    assert probe.state_fingerprint() == fingerprints[-1]
+    assert probe.state_fingerprint() == fingerprints[n_images]
     assert [r["confidence"] for r in rows] == confidences  # same predictions as a run never killed
     return done_kills
 
@@ -139,6 +195,20 @@ def test_sigkill_few_points(tiny_model_path: Path, tmp_path: Path) -> None:
 def test_sigkill_app_worker_and_cli_on_one_journal(tiny_model_path: Path, tmp_path: Path) -> None:
     kills = _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=4, seed=3, programs=["app", "cli"])
     assert kills >= 2, "the app was killed at least once"
+
+
+def test_sigkill_batches_of_a_folder(tiny_model_path: Path, tmp_path: Path) -> None:
+    kills = _kill_loop(
+        tiny_model_path, tmp_path, n_images=40, kills=3, seed=5, programs=["cli"], method="idipt", batch=4
+    )
+    assert kills >= 1
+
+
+def test_sigkill_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> None:
+    kills = _kill_loop(
+        tiny_model_path, tmp_path, 0, kills=3, seed=9, programs=["cli"], method="idipt", batch=5, slide=True
+    )
+    assert kills >= 1
 
 
 @pytest.mark.slow

@@ -62,3 +62,31 @@ def test_idipt_plus_replay_decides_as_the_live_run_on_the_accelerator() -> None:
         np.array([PATHS.index(s.decision.path) for s in steps if s.decision]), replayed.path
     )
     assert int((replayed.path == PATHS.index("accepted")).sum()) > 0
+
+
+@pytest.mark.parametrize("name", ["source", "idipt"])
+def test_batched_steps_on_the_accelerator(tiny_model_path: Path, name: str) -> None:
+    images = random_images(8, size=36, seed=2)
+    one = Session(tiny_model_path, method=name, method_config=_config(name), device=DEVICE, seed=0)
+    many = Session(tiny_model_path, method=name, method_config=_config(name), device=DEVICE, seed=0)
+    singles = [one.step(img) for img in images]
+    batched = many.step_batch(images)
+    assert [r.source_prediction for r in batched] == [r.source_prediction for r in singles]
+    for r in batched:
+        assert np.isfinite(r.probs).all() and r.probs.sum() == pytest.approx(1.0, abs=1e-4)
+    if name == "idipt":
+        assert all(r.uncertainty is not None and np.isfinite(r.uncertainty).all() for r in batched)
+
+
+def test_batched_uncertainty_on_the_accelerator_is_the_one_image_at_a_time(tiny_model_path: Path) -> None:
+    """The dropout masks are drawn on the device, one seed per image: batches do not change them."""
+    images = random_images(6, size=36, seed=4)
+    one = Session(tiny_model_path, method="idipt", method_config=_config("idipt"), device=DEVICE, seed=1)
+    many = Session(tiny_model_path, method="idipt", method_config=_config("idipt"), device=DEVICE, seed=1)
+    singles = [one.step(img) for img in images]
+    batched = many.step_batch(images[:3]) + many.step_batch(images[3:])
+    for a, b in zip(singles, batched, strict=True):
+        assert a.uncertainty is not None and b.uncertainty is not None
+        assert np.allclose(a.uncertainty, b.uncertainty, atol=1e-5)
+        shared = set(a.uncertain_tokens.tolist()) & set(b.uncertain_tokens.tolist())
+        assert len(shared) >= 0.8 * len(a.uncertain_tokens), "the same T_U up to near ties"

@@ -115,7 +115,7 @@ def test_groups_follow_appearance_and_decide_by_their_own_threshold() -> None:
     """Two sites, far apart in appearance, one with a moved threshold: only that one moves."""
     a_feats, a_margins, a_labels = _site(240, 0.5, 3.5, seed=1)
     b_feats, b_margins, b_labels = _site(240, 0.5, 0.0, seed=3)
-    op = OperatingPoint(SETTINGS, bandwidth=1.0, radius=0.5, seed=0)
+    op = OperatingPoint(SETTINGS, radius=0.5, seed=0)
     rng = np.random.default_rng(0)
     order = rng.permutation(480)
     feats, margins = np.r_[a_feats, b_feats], np.r_[a_margins, b_margins]
@@ -131,25 +131,87 @@ def test_groups_follow_appearance_and_decide_by_their_own_threshold() -> None:
     site_a = np.arange(480) < 240
     assert np.mean(decided[site_a] == labels[site_a]) > np.mean((margins[site_a] > 0) == labels[site_a]) + 0.1
     assert np.array_equal(decided[~site_a], margins[~site_a] > 0)  # the right threshold is kept
-    assert {g for a, p, g in paths if a}.isdisjoint({g for a, p, g in paths if not a})
+    # images waiting for a group (-1) keep the source decision; no group holds both sites
+    assert {g for a, p, g in paths if a and g >= 0}.isdisjoint({g for a, p, g in paths if not a and g >= 0})
     assert any(p == "accepted" for a, p, _ in paths if a)
 
 
 def test_operating_point_state_round_trips_and_continues_identically() -> None:
     feats, margins, _ = _site(200, 0.5, 3.5, seed=5)
     appearance = np.random.default_rng(1).normal(5.0, 0.1, (200, 3))
-    one = OperatingPoint(SETTINGS, 1.0, 0.5, seed=2)
+    one = OperatingPoint(SETTINGS, 0.5, seed=2)
+    appearance[::7] += 5.0  # a few images far from the rest wait in the pool
     for i in range(120):
-        one.step(Observation(float(margins[i]), feats[i], appearance[i]))
+        one.step(Observation(float(margins[i]), feats[i], appearance[i]), site="a" if i % 3 else None)
     tensors, meta = operating_point_state(one)
-    two = OperatingPoint(SETTINGS, 1.0, 0.5, seed=2)
+    assert meta["pool"] and meta["sites"] and meta["groups"]
+    two = OperatingPoint(SETTINGS, 0.5, seed=2)
     load_operating_point(two, tensors, json.loads(json.dumps(meta)))
     for i in range(120, 200):
         obs = Observation(float(margins[i]), feats[i], appearance[i])
-        assert one.step(obs) == two.step(obs)
+        site = "a" if i % 3 else None
+        assert one.step(obs, site=site) == two.step(obs, site=site)
     meta["groups"][0]["threshold"] = float("nan")
     with pytest.raises(ValueError, match="non-finite"):
-        load_operating_point(OperatingPoint(SETTINGS, 1.0, 0.5, seed=2), tensors, meta)
+        load_operating_point(OperatingPoint(SETTINGS, 0.5, seed=2), tensors, meta)
+    with pytest.raises(ValueError, match="earlier version"):
+        load_operating_point(OperatingPoint(SETTINGS, 0.5, seed=2), tensors, {**meta, "format": 1})
+
+
+def test_a_named_site_is_one_unit_whatever_it_looks_like() -> None:
+    """Images the caller says come from one folder form one unit, even when their appearance
+    spreads far wider than any group by appearance would allow; another folder is another."""
+    feats, margins, _ = _site(300, 0.5, 3.5, seed=4)
+    rng = np.random.default_rng(2)
+    op = OperatingPoint(SETTINGS, radius=0.5, seed=0)
+    decided = []
+    for i in range(300):
+        obs = Observation(float(margins[i]), feats[i], rng.normal(0.0, 50.0, 3))
+        decided.append(op.step(obs, site="folder A"))
+    assert list(op.sites) == ["folder A"] and not op.groups.groups
+    assert {d.group for d in decided} == {0} and {d.site for d in decided} == {"folder A"}
+    assert any(d.path == "accepted" for d in decided)  # the site's threshold moved
+    other = op.step(Observation(float(margins[0]), feats[0], np.zeros(3)), site="folder B")
+    assert other.group == 1 and other.reason.startswith("too few images (a site needs 40")
+
+
+def test_one_image_never_founds_a_group_and_seeds_of_one_site_merge() -> None:
+    """Free-form: an image near no group waits (source decision) until enough images lie near one
+    another; two groups founded on one site are merged once their centres come close."""
+    rng = np.random.default_rng(3)
+    op = OperatingPoint(SETTINGS, radius=1.0, seed=0)
+    first = op.step(Observation(0.5, np.zeros(4), np.full(3, 40.0)))
+    assert (first.path, first.group, first.reason) == ("not-accepted", -1, "no site group yet")
+    assert not op.groups.groups and len(op.groups.pool) == 1
+    for _ in range(SETTINGS.seed_images - 1):  # 19 near one another: not yet a group
+        op.step(Observation(0.5, np.zeros(4), rng.normal(0.0, 0.1, 3)))
+    assert not op.groups.groups
+    founder = op.step(Observation(0.5, np.zeros(4), rng.normal(0.0, 0.1, 3)))  # the 20th founds it
+    assert founder.group == -1 and len(op.groups.groups) == 1
+    assert op.groups.groups[0].count == SETTINGS.seed_images and len(op.groups.pool) == 1  # the outlier waits
+    grown = op.step(Observation(0.5, np.zeros(4), rng.normal(0.0, 0.1, 3)))
+    assert grown.group == 0 and op.groups.groups[0].count == SETTINGS.seed_images + 1
+    # a second seed of the same site, founded while the pool held images a little apart, merges
+    groups = op.groups
+    for _ in range(SETTINGS.seed_images):
+        groups.pool.append(groups.pool[0].__class__(rng.normal(0.0, 0.1, 3) + 0.2, 0.5, np.zeros(4), 0))
+    groups._found(0)
+    assert len(groups.groups) == 1 and groups.merged == 1 and groups.created == 2
+    assert groups.groups[0].count == 2 * SETTINGS.seed_images + 1
+
+
+def test_a_sites_sample_is_uniform_over_all_its_images() -> None:
+    """The operating point is fitted to a uniform sample of the site, not its latest images: in a
+    site read with its positives last, the sample still holds both classes in proportion."""
+    from engine.methods.idipt_plus._units import Unit
+
+    unit = Unit.empty(0, "slide", 200, 1, 0)
+    margins = np.r_[np.full(2000, -5.0), np.full(2000, 5.0)]  # negatives first, positives last
+    for i, m in enumerate(margins):
+        unit.add(float(m), np.zeros(1), i, seed=1)
+    sample, _ = unit.sample()
+    assert sample.shape == (200,) and 0.4 < float(np.mean(sample > 0)) < 0.6
+    assert unit.margin_sum == pytest.approx(0.0) and unit.count == 4000
 
 
 # ------------------------------------------------------------------------------------ the reference
@@ -223,13 +285,16 @@ def test_not_accepted_images_report_the_source_model_not_the_prompts(referenced_
     """The fallback is the source model: I-DiPT's prompted prediction is never reported."""
     cfg = IDiPTPlusConfig(**SMALL, source_gate=False, lr=0.5)  # a large step: the prompts do move
     session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
-    results = [session.step(img) for img in random_images(12, size=32, seed=1)]
+    results = [session.step(img, site="folder") for img in random_images(12, size=32, seed=1)]
     assert all(r.decision is not None and r.decision.path == "not-accepted" for r in results)
     assert all(np.array_equal(r.probs, r.source_probs) for r in results)
-    assert results[0].decision is not None and results[0].decision.reason == "too few images"
+    assert results[0].decision is not None and results[0].decision.reason.startswith("too few images")
+    assert all(
+        r.decision is not None and r.decision.prompted in (0, 1) for r in results
+    )  # recorded, not reported
     method = session.method
     assert isinstance(method, IDiPTPlus) and method.operating_point is not None
-    assert sum(g.count for g in method.operating_point.groups.groups) == 12
+    assert [(u.site, u.count) for u in method.operating_point.units()] == [("folder", 12)]
     assert float(method.phi_i.detach().abs().sum()) > 0  # I-DiPT still runs inside
 
 
@@ -316,3 +381,55 @@ def test_a_state_of_the_earlier_idipt_plus_is_refused_with_what_to_do(referenced
     with pytest.raises(StateError, match="earlier version of idipt\\+ cannot be continued") as info:
         session._saved_config("old-state", saved, keep_saved=True)
     assert "memory, neighbours" in str(info.value)
+
+
+def test_a_batch_decides_as_its_images_do_one_by_one(referenced_model: Path, tmp_path: Path) -> None:
+    """I-DiPT+'s decisions come from source passes in arrival order: batches of 1, 7 and 32 give
+    the same decisions, paths and sites (the source passes agree to float precision)."""
+    from engine.io.sources import StreamItem
+    from engine.run.stream import Predicted, StreamRun
+
+    images = random_images(40, size=32, seed=4)
+    items = [StreamItem(i, str(i), f"{i}.png", site="folder" if i % 3 else "slide") for i in range(40)]
+
+    def run(batch: int) -> list[Predicted]:
+        session = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=1)
+        stream = StreamRun(session, items, lambda item: images[item.position], batch=batch)
+        return [o for o in stream.outcomes() if isinstance(o, Predicted)]
+
+    one = run(1)
+    for batch in (7, 32):
+        other = run(batch)
+        assert [p.step.prediction for p in other] == [p.step.prediction for p in one]
+        for a, b in zip(other, one, strict=True):
+            assert a.step.decision is not None and b.step.decision is not None
+            assert (a.step.decision.path, a.step.decision.group, a.step.decision.site) == (
+                b.step.decision.path,
+                b.step.decision.group,
+                b.step.decision.site,
+            )
+            assert a.step.decision.margin == pytest.approx(b.step.decision.margin, abs=1e-4)
+    assert {p.step.decision.site for p in one if p.step.decision is not None} == {"folder", "slide"}
+
+
+def test_without_the_prompted_candidate_only_the_source_pass_runs(referenced_model: Path) -> None:
+    """``prompted_candidate`` off: the same decisions and uncertainty maps, no prompt tuning."""
+    images = random_images(12, size=32, seed=6)
+    tuned = Session(referenced_model, method="idipt+", method_config=IDiPTPlusConfig(**SMALL), seed=1)
+    plain = Session(
+        referenced_model,
+        method="idipt+",
+        method_config=IDiPTPlusConfig(**SMALL, prompted_candidate=False),
+        seed=1,
+    )
+    for img in images:
+        a, b = tuned.step(img, "folder"), plain.step(img, "folder")
+        assert a.prediction == b.prediction and a.decision is not None and b.decision is not None
+        assert (
+            a.decision.path == b.decision.path and b.decision.prompted == -1 and a.decision.prompted in (0, 1)
+        )
+        assert b.uncertainty is not None and b.uncertainty.shape == a.uncertainty.shape  # type: ignore[union-attr]
+    assert isinstance(plain.method, IDiPTPlus)
+    assert float(plain.method.phi_i.detach().abs().sum()) == float(
+        Session(referenced_model, method="idipt+", seed=1).method.phi_i.detach().abs().sum()  # type: ignore[attr-defined]
+    )

@@ -84,15 +84,15 @@ def test_unreadable_is_skipped_for_good_transient_is_retried_and_model_failure_e
 
     session = Session(tiny_model_path)
     calls = [0]
-    real_step = session.step
+    real_step = session.step_batch
 
-    def step(image: Image.Image) -> object:
+    def step(images: list[Image.Image], sites: list[str | None] | None = None) -> object:
         calls[0] += 1
         if calls[0] == 2:
             raise RuntimeError("CUDA out of memory")
-        return real_step(image)
+        return real_step(images, sites)
 
-    session.step = step  # type: ignore[method-assign,assignment]
+    session.step_batch = step  # type: ignore[method-assign,assignment]
     journal = Journal(tmp_path / "st")
     run = StreamRun(session, source.items, reader, source_id=source.source_id, journal=journal)
     outcomes = list(run.outcomes())

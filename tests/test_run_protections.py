@@ -33,7 +33,7 @@ def _bad(path: Path) -> Path:
 
 
 def _run(model: Path, inp: Path, out: Path, state: Path, *extra: str) -> int:
-    return cli_main(run_argv(model, inp, out, state, *extra))
+    return cli_main(run_argv(model, inp, out, state, "--batch", "1", *extra))
 
 
 def test_model_failure_is_not_a_skip_it_fails_the_run_and_is_retried(

@@ -1,76 +1,181 @@
-"""``f2tta run --reviews FILE``: review marks (the app's reviews.csv) applied to a run's rows."""
+"""``f2tta run``'s certificates: a reviews file or the project's own marks applied to a run's rows."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
-from app_fixtures import CLASSES, sample_row
 from PIL import Image
 from support import random_images
 
 from engine.cli import main as cli_main
-from engine.run.certify import ReviewFileError, certify, read_review_marks, write_certified
+from engine.io.sources import source_hash
+from engine.run.certify import (
+    ReviewFileError,
+    certificates_json,
+    certify,
+    marks_from_file,
+    project_review_folder,
+    write_certified,
+)
+from engine.run.review import SiteReview
 from tests.cli_helpers import run_argv
+from tests.review_rows import CLASSES, review_all, site_rows
 
 
-def _reviews(path: Path, marks: list[tuple[str, str, str]]) -> Path:
+def _export(path: Path, review: SiteReview, site: str | None = None) -> Path:
+    """The marks as the app's reviews.csv gives them (item, review, reviewed_at, site)."""
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["index", "item", "prediction", "review", "verdict", "reviewed_at"])
-        for i, (item, review, at) in enumerate(marks):
-            writer.writerow([i, item, "tumor", review, "", at])
+        writer.writerow(
+            ["index", "item", "prediction", "review", "verdict", "reviewed_at", "reviewer", "site"]
+        )
+        for i, mark in enumerate(review.marks.values()):
+            row = review.rows[review.index[mark.key]]
+            writer.writerow(
+                [
+                    i,
+                    row.name,
+                    CLASSES[mark.prediction],
+                    CLASSES[mark.label],
+                    "",
+                    mark.at,
+                    mark.reviewer,
+                    site if site is not None else source_hash(review.source_id),
+                ]
+            )
     return path
 
 
-def test_a_harmful_group_is_reverted_and_a_helpful_one_kept(tmp_path: Path) -> None:
-    """Group 1: the adapted decisions are wrong on every reviewed disagreement; group 2: right."""
-    rows = []
-    for i in range(200):
-        group = 1 + i % 2
-        changed = i % 4 < 2  # half of each group's images are disagreements
-        rows.append(sample_row(i, pred=1, src=0 if changed else 1, site_group=group))
-    marks = []
-    for row in rows:
-        if row.changed and len(marks) < 40:
-            truth = "normal" if row.site_group == 1 else "tumor"  # group 1: the source was right
-            marks.append((row.name, truth, f"2026-11-26T10:{len(marks):02d}:00"))
-    marks.append(("not-in-this-run.png", "tumor", "2026-11-26T11:00:00"))
-    marks.append((rows[0].name, "glaucoma", "2026-11-26T11:01:00"))  # not a class of the model
-    read = read_review_marks(_reviews(tmp_path / "reviews.csv", marks), rows, CLASSES)
-    assert len(read.marks) == 40 and read.unknown_items == 1 and read.unknown_classes == 1
-    book = certify(rows, read)
-    assert book.verdict(1) == "reverted" and book.verdict(2) != "reverted"
-    certified, certificates = write_certified(tmp_path / "out.csv", rows, book)
+def test_a_reviews_file_gives_the_certificates_the_app_reached(tmp_path: Path) -> None:
+    """The app's review of a finished folder, exported and applied by f2tta run, decides the same."""
+    rows, labels = site_rows()
+    app = SiteReview(tmp_path / "project" / "review", "/data/folder", 2)
+    app.open(rows)
+    review_all(app, labels)
+    exported = _export(tmp_path / "reviews.csv", app)
+    cli = SiteReview(None, "/data/folder", 2)
+    cli.open(rows)
+    used, unknown_items, unknown_classes = marks_from_file(exported, cli, CLASSES)
+    certify(cli)
+    assert used == len(app.marks) and unknown_items == unknown_classes == 0
+    assert [(c.candidate, c.verdict) for c in cli.comparisons()] == [
+        (c.candidate, c.verdict) for c in app.comparisons()
+    ]
+    assert np.array_equal(cli.decisions(), app.decisions())
+    certified, certificates = write_certified(tmp_path / "out.csv", cli, CLASSES)
     with certified.open(newline="", encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
-    for line, row in zip(table, rows, strict=True):
-        expected = row.source_prediction if row.site_group == 1 else row.prediction
-        assert int(line["certified"]) == expected and line["verdict"] == book.verdict(row.site_group)
-    groups = json.loads(certificates.read_text(encoding="utf-8"))["groups"]
-    assert {g["group"]: g["verdict"] for g in groups}[1] == "reverted"
+    assert [line["certified"] for line in table] == [CLASSES[int(d)] for d in cli.decisions()]
+    data = json.loads(certificates.read_text(encoding="utf-8"))
+    assert data == certificates_json(cli) and data["comparisons"][0]["says"]
+    assert any(c["verdict"] == "promoted" for c in data["comparisons"])
 
 
-def test_a_reviews_file_without_the_needed_columns_is_refused(tmp_path: Path) -> None:
+def test_a_reviews_file_of_another_folder_is_refused(tmp_path: Path) -> None:
+    """Issue 29, 7: the same file names in another folder's reviews.csv are not this folder's marks."""
+    rows, labels = site_rows()
+    other = SiteReview(None, "/data/other folder", 2)
+    other.open(rows)
+    review_all(other, 1 - labels)
+    exported = _export(tmp_path / "reviews.csv", other)
+    mine = SiteReview(None, "/data/folder", 2)
+    mine.open(rows)
+    with pytest.raises(ReviewFileError, match="another folder"):
+        marks_from_file(exported, mine, CLASSES)
+    assert mine.marks == {}
+
+
+def test_a_reviews_file_without_the_needed_columns_or_times_is_refused(tmp_path: Path) -> None:
+    rows, _ = site_rows(10)
+    review = SiteReview(None, "folder", 2)
+    review.open(rows)
     bad = tmp_path / "bad.csv"
-    bad.write_text("item,label\nimg0.png,tumor\n", encoding="utf-8")
+    bad.write_text("item,label\nimg000.png,tumor\n", encoding="utf-8")
     with pytest.raises(ReviewFileError, match="review, reviewed_at"):
-        read_review_marks(bad, [sample_row(0)], CLASSES)
+        marks_from_file(bad, review, CLASSES)
+    bad.write_text("item,review,reviewed_at\nimg000.png,tumor,soon\n", encoding="utf-8")
+    with pytest.raises(ReviewFileError, match="not a time"):
+        marks_from_file(bad, review, CLASSES)
 
 
-def test_cli_run_with_reviews_writes_the_certified_decisions(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_marks_of_one_item_at_different_offsets_keep_the_latest_in_time(tmp_path: Path) -> None:
+    """Issue 29, 6: the CLI orders marks by time, not by their text, as the app does."""
+    rows, _ = site_rows(10)
+    review = SiteReview(None, "folder", 2)
+    review.open(rows)
+    path = tmp_path / "reviews.csv"
+    path.write_text(
+        "item,review,reviewed_at\n"
+        "img000.png,normal,2026-03-29T09:30:00+02:00\n"  # 07:30 UTC: the earlier mark
+        "img000.png,tumor,2026-03-29T08:00:00+00:00\n",  # 08:00 UTC: the later one, though it sorts first as text
+        encoding="utf-8",
+    )
+    marks_from_file(path, review, CLASSES)
+    assert review.marks["img000.png"].label == 1
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
     inp = tmp_path / "in"
     inp.mkdir()
     for i, img in enumerate(random_images(6, seed=2)):
         Image.fromarray(img).save(inp / f"img{i}.png")
-    reviews = _reviews(tmp_path / "reviews.csv", [("img0.png", "normal", "2026-11-26T10:00:00")])
+    return inp
+
+
+def test_cli_run_with_reviews_writes_the_certified_decisions(
+    tiny_model_path: Path, folder: Path, tmp_path: Path
+) -> None:
+    reviews = tmp_path / "reviews.csv"
+    reviews.write_text(
+        "item,review,reviewed_at\nimg0.png,normal,2026-11-26T10:00:00+01:00\n", encoding="utf-8"
+    )
     out = tmp_path / "out.csv"
-    argv = run_argv(tiny_model_path, inp, out, tmp_path / "state", "--reviews", str(reviews))
+    argv = run_argv(tiny_model_path, folder, out, tmp_path / "state", "--reviews", str(reviews))
     assert cli_main(argv) == 0
     with (tmp_path / "out.certified.csv").open(newline="", encoding="utf-8") as fh:
         assert len(list(csv.DictReader(fh))) == 6
-    assert json.loads((tmp_path / "out.certificates.json").read_text(encoding="utf-8"))["groups"]
-    missing = run_argv(tiny_model_path, inp, out, tmp_path / "state", "--reviews", str(tmp_path / "none.csv"))
+    assert "comparisons" in json.loads((tmp_path / "out.certificates.json").read_text(encoding="utf-8"))
+    missing = run_argv(
+        tiny_model_path, folder, out, tmp_path / "state", "--reviews", str(tmp_path / "none.csv")
+    )
     assert cli_main(missing) == 2
+
+
+def test_cli_run_on_a_project_certifies_with_the_projects_own_marks(
+    tiny_model_path: Path, folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``f2tta run --state PROJECT`` reads the marks the app kept for the folder (no reviews.csv)."""
+    project = tmp_path / "project"
+    (project / "state").mkdir(parents=True)
+    (project / "profile.json").write_text("{}", encoding="utf-8")
+    assert project_review_folder(project) == project / "review" == project_review_folder(project / "state")
+    out = tmp_path / "out.csv"
+    assert cli_main(run_argv(tiny_model_path, folder, out, project)) == 0
+    assert not (tmp_path / "out.certified.csv").exists()  # no marks yet: nothing to certify
+    from engine.io.sources import open_folder
+    from engine.run.journal import Journal
+    from engine.run.session import Session
+
+    source_id = open_folder(folder, CLASSES).source_id
+    journal = Journal(project / "state", "test")
+    try:
+        journal.restore(Session(tiny_model_path, method="idipt+"))
+        rows = journal.rows(source_id)
+    finally:
+        journal.close()
+    assert len(rows) == 6
+    review = SiteReview(project / "review", source_id, 2)
+    review.open(rows)
+    review.set_mark(rows[0].key, 1 - rows[0].prediction, "ana")
+    review.close()
+    capsys.readouterr()
+    assert cli_main(run_argv(tiny_model_path, folder, out, project)) == 0
+    assert "the project's 1 mark(s) of this folder" in capsys.readouterr().err
+    assert (tmp_path / "out.certified.csv").is_file()
+    shutil.rmtree(project / "review")

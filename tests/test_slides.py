@@ -108,3 +108,19 @@ def test_a_tiles_name_counts_rows_and_columns_from_one() -> None:
 
     tile = Tile(index=0, col=0, row=2, x=0, y=512, width=256, height=256, tissue=1.0)
     assert tile.label == "tile r3 c1 (0, 512)" and tile.key == "0,512"
+
+
+def test_an_opaque_region_is_converted_as_the_composite_on_white_gives_it() -> None:
+    from engine.io.slides import _flatten_rgba
+
+    rng = np.random.default_rng(3)
+    rgba = rng.integers(0, 256, (24, 24, 4), dtype=np.uint8)
+    opaque = rgba.copy()
+    opaque[..., 3] = 255
+    region = Image.fromarray(opaque, "RGBA")
+    white = Image.new("RGBA", region.size, (255, 255, 255, 255))
+    composite = np.asarray(Image.alpha_composite(white, region).convert("RGB"))
+    assert np.array_equal(np.asarray(_flatten_rgba(region)), composite)
+    partly = Image.fromarray(rgba, "RGBA")  # transparent pixels (outside the scan) go white
+    expected = np.asarray(Image.alpha_composite(white, partly).convert("RGB"))
+    assert np.array_equal(np.asarray(_flatten_rgba(partly)), expected)

@@ -308,3 +308,15 @@ def test_refusal_says_when_there_is_no_usable_backup(
     backup.unlink()
     with pytest.raises(StateError, match=r"There is no backup copy \(.*backup does not exist\)"):
         read_state(directory)
+
+
+def test_the_readable_copy_holds_the_metadata_with_its_record_on_one_line() -> None:
+    from engine.run.state import readable_json
+
+    meta = {"images_seen": 3, "method": "source", "extra": {"sources": {"a": {"processed": ["1,2", "3,4"]}}}}
+    text = readable_json(meta)
+    assert json.loads(text) == meta
+    assert '  "images_seen": 3,' in text.splitlines()
+    assert '  "extra": {"sources": {"a": {"processed": ["1,2", "3,4"]}}}' in text.splitlines()
+    assert json.loads(readable_json({"images_seen": 1})) == {"images_seen": 1}
+    assert json.loads(readable_json({"extra": {}})) == {"extra": {}}

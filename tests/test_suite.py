@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from engine.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site
-from engine.bench.suite import Recipe, StreamJob, SuiteError, site_sequences
+from engine.bench.suite import Recipe, SuiteError
+from engine.bench.suite_stream import StreamJob, noisy, site_sequences, told_sites
 from engine.bench.tuning import choose, parse_grid
 from engine.cli import main as cli
 from engine.data.readers import open_dataset
@@ -57,23 +58,71 @@ def test_bench_suite_prints_every_cell_and_writes_json(
     result = json.loads(out.read_text(encoding="utf-8"))
     assert len(result["cells"]) == 2 * 5  # two mixes, five sites
     cell = result["cells"][0]
-    assert set(cell["methods"]) == {"idipt+", "foa-shift"}
+    assert set(cell["methods"]) == {"idipt+", "idipt+ final", "foa-shift"}
     assert {"fixed", "broken", "low", "high", "delta"} <= set(cell["methods"]["idipt+"])
-    for method in ("idipt+", "foa-shift"):
-        assert f"{method}: " in printed and "harmful of 10 cells" in printed
-    assert "suite wall time" in printed
+    assert cell["protocol"] == "free-form" and cell["best_threshold_errors"] >= 0
+    for method in ("idipt+", "idipt+ final", "foa-shift"):
+        assert f"  {method}: median error closed" in printed
+    summary = result["summary"]["free-form"]
+    assert {"median_error_closed", "harmed_units", "cells_below_source_by_1"} <= set(summary["idipt+"])
+    assert "suite wall time" in printed and "sites or site groups per stream" in printed
     # a second run reuses the data, the model and the passes; with simulated reviews
     reviewed = tmp_path / "reviewed.json"
     args = ["--work", str(tmp_path / "work"), "--out", str(reviewed), "--review-budgets", "0,3"]
     assert cli(["bench-suite", str(_tiny(tmp_path)), *args]) == 0
     printed = capsys.readouterr().out
-    assert "training" not in printed and "idipt+ K=3: " in printed
+    assert "training" not in printed and "idipt+ K=3: " in printed and "of which false" in printed
     again = json.loads(reviewed.read_text(encoding="utf-8"))
     for before, after in zip(result["cells"], again["cells"], strict=True):
-        assert after["methods"]["idipt+ K=0"] == before["methods"]["idipt+"], "no review changes nothing"
+        assert after["methods"]["idipt+ final"] == before["methods"]["idipt+ final"]
         assert after["methods"]["foa-shift"] == before["methods"]["foa-shift"]
-        assert 0 <= after["reviews"]["foa-shift K=3"] <= 3, "at most K reviews per site"
+        assert 0 <= after["reviews"]["idipt+ K=3"] <= 3, "at most K reviews per site"
+        assert "idipt+ K=3 online" in after["methods"]
     assert reviewed.with_suffix(".reviews.png").stat().st_size > 0
+
+
+def test_the_second_suites_protocols_mixes_and_reviewer_noise(tmp_path: Path) -> None:
+    """Known sites, two sites as one folder, a site read in scan order, a noisy reviewer, a second
+    training recipe and the second site set: every variant of every cell is computed."""
+    recipe = _tiny(
+        tmp_path,
+        kinds=[{"kind": "histo", "sites": "v2", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
+        mixes=["scan"],
+        protocols=["known-sites", "mixed-folders"],
+        mixed_pair=[4, 5],
+        training_recipes=["adamw-p16"],
+        review_budgets=[3],
+        reviewer_noise=[0.0, 0.1],
+        review_at=0.5,
+    )
+    loaded = Recipe.load(recipe)
+    assert loaded.kinds[0].name == "histo-v2" and loaded.review_at == 0.5
+    out = tmp_path / "suite.json"
+    assert cli(["bench-suite", str(recipe), "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert set(result["summary"]) == {"known-sites", "mixed-folders"}
+    cell = result["cells"][0]
+    assert cell["kind"] == "histo-v2" and cell["model"] == "histo-v2-adamw-p16-s1" and cell["mix"] == "scan"
+    assert {"idipt+ K=3", "idipt+ K=3 noise=0.1", "idipt+ K=3 online", "idipt+ K=3 noise=0.1 online"} <= set(
+        cell["methods"]
+    )
+    units = {s["protocol"]: s["site_units"] for s in result["streams"]}
+    assert units == {"known-sites": 5, "mixed-folders": 4}  # two sites given as one folder
+
+
+def test_told_sites_and_a_noisy_reviewer() -> None:
+    job = StreamJob("histo", "m", "", "", "", 0.5, 1.0, 4, 20, 0, "site1", ("source",))
+    domains = ("site1", "site2", "site3")
+    site_of = np.array([0, 1, 2, 2])
+    assert told_sites(job, domains, site_of) is None
+    known = told_sites(StreamJob(**{**job.__dict__, "protocol": "known-sites"}), domains, site_of)
+    assert known is not None and list(known) == ["site1", "site2", "site3", "site3"]
+    mixed = StreamJob(**{**job.__dict__, "protocol": "mixed-folders", "mixed_pair": (2, 3)})
+    assert list(told_sites(mixed, domains, site_of)) == ["site1", "site2+site3", "site2+site3", "site2+site3"]
+    labels = np.zeros(10_000, dtype=np.int64)
+    wrong = noisy(labels, 0.1, 2, np.random.default_rng(0))
+    assert 0.08 < float(np.mean(wrong != labels)) < 0.12 and set(np.unique(wrong)) == {0, 1}
+    assert noisy(labels, 0.0, 2, np.random.default_rng(0)) is labels
 
 
 def test_a_positive_class_of_index_zero_is_scored_against_class_indices(tmp_path: Path) -> None:
@@ -100,6 +149,11 @@ def test_a_positive_class_of_index_zero_is_scored_against_class_indices(tmp_path
         ({"mixes": [1.5]}, "bad class mix"),
         ({"methods": ["source", "tent"]}, "replayable"),
         ({"kinds": [{"kind": "xray", "train_seed": 1, "eval_seed": 2, "fragments": 4}]}, "unknown kind"),
+        ({"protocols": ["mixed-folders"]}, "needs mixed_pair"),
+        ({"protocols": ["known-sites"], "mixed_pair": [2, 3]}, "needs mixed_pair"),
+        ({"protocols": ["mixed-folders"], "mixed_pair": [2, 9]}, "not a target site"),
+        ({"training_recipes": ["sgd-9000"]}, "unknown training recipe"),
+        ({"reviewer_noise": [0.7]}, "reviewer_noise"),
     ],
 )
 def test_bad_recipes_are_refused(tmp_path: Path, change: dict[str, object], message: str) -> None:

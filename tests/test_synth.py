@@ -34,7 +34,9 @@ def test_generation_is_deterministic(kind: str) -> None:
     assert not np.array_equal(a, c)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+# The grey OCT sites differ in texture and contrast more than in mean colour: every kind and site
+# set is checked against its source with more statistics in tests/test_synth_sites.py.
+@pytest.mark.parametrize("kind", ["histo", "fundus", "lesion"])
 def test_sites_differ_in_appearance(kind: str) -> None:
     means = [generate_arrays(kind, s, 4, size=48, seed=0)[0].reshape(-1, 3).mean(0) for s in site_names(kind)]
     for i in range(len(means)):

@@ -15,6 +15,8 @@ from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import load_reference
 from engine.training import (
+    DEFAULT_RECIPE,
+    RECIPES,
     Augmentation,
     TrainConfig,
     TrainingError,
@@ -22,6 +24,7 @@ from engine.training import (
     build_model,
     evaluate,
     pretrained_weights_file,
+    recipe_config,
     train_source,
 )
 
@@ -187,3 +190,160 @@ def test_cli_train_source(tiny_data: Path, tmp_path: Path, capsys: pytest.Captur
     assert "not valid JSON" in capsys.readouterr().err
     assert cli_main([*args[:4], "nowhere", *args[5:]]) == 1
     assert "no domain 'nowhere'" in capsys.readouterr().err
+
+
+#: sha256 of ``augment`` with the default augmentation on a fixed batch, computed at commit d49f8bb
+#: (before crops, blur and recipes existed): the default recipe's augmentation is unchanged.
+DEFAULT_AUGMENT_SHA256 = "348de68ec2228936143f2c967485bdf752f697cdc3d030ef897d9e6a8504fe90"
+
+
+def test_default_augmentation_is_unchanged_bit_for_bit() -> None:
+    import hashlib
+
+    x = torch.rand(6, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    a = augment(x, Augmentation(), torch.Generator().manual_seed(1))
+    assert hashlib.sha256(a.numpy().tobytes()).hexdigest() == DEFAULT_AUGMENT_SHA256
+
+
+def test_default_recipe_is_the_default_config() -> None:
+    cfg = recipe_config("default")
+    assert cfg == TrainConfig() and RECIPES[DEFAULT_RECIPE] == TrainConfig()
+    assert (cfg.arch, cfg.model_kwargs, cfg.img_size) == (
+        "vit_tiny_patch16_224",
+        {"patch_size": 12, "depth": 4},
+        96,
+    )
+    assert (cfg.optimizer, cfg.lr, cfg.weight_decay, cfg.label_smoothing) == ("adam", 1e-3, 0.0, 0.0)
+    assert (cfg.epochs, cfg.batch_size, cfg.patience, cfg.warmup_epochs) == (40, 64, 10, 2.0)
+    assert (
+        cfg.augmentation == Augmentation()
+        and Augmentation().crop_scale == 1.0
+        and Augmentation().blur_p == 0.0
+    )
+    other = recipe_config("adamw-p16", epochs=3)
+    assert other.epochs == 3 and other.optimizer == "adamw" and other.recipe == "adamw-p16"
+    assert other.model_kwargs == {"patch_size": 16, "depth": 6, "embed_dim": 256, "num_heads": 4}
+    other.model_kwargs["depth"] = 1
+    assert RECIPES["adamw-p16"].model_kwargs["depth"] == 6, (
+        "a recipe's settings are not shared with its copies"
+    )
+    with pytest.raises(TrainingError, match="unknown training recipe"):
+        recipe_config("nope")
+    with pytest.raises(TrainingError, match="not a training setting"):
+        recipe_config("default", epoch=3)
+
+
+def test_crop_and_blur_augmentation() -> None:
+    x = torch.rand(8, 3, 24, 24, generator=torch.Generator().manual_seed(0))
+    only = {
+        "hflip": False,
+        "vflip": False,
+        "rot90": False,
+        "brightness": 0,
+        "contrast": 0,
+        "saturation": 0,
+        "hue": 0,
+    }
+    crop = Augmentation(**only, crop_scale=0.5)  # type: ignore[arg-type]
+    a = augment(x, crop, torch.Generator().manual_seed(3))
+    assert a.shape == x.shape and torch.equal(a, augment(x, crop, torch.Generator().manual_seed(3)))
+    assert not torch.allclose(a, x)
+    # A crop is resampled by bilinear interpolation: every value is a blend of the image's own.
+    assert (a.amax((1, 2, 3)) <= x.amax((1, 2, 3)) + 1e-6).all() and (
+        a.amin((1, 2, 3)) >= x.amin((1, 2, 3)) - 1e-6
+    ).all()
+    flat = torch.full((2, 3, 24, 24), 0.3)
+    assert torch.allclose(augment(flat, crop, torch.Generator().manual_seed(5)), flat)
+    blur = Augmentation(**only, blur_p=1.0, blur_sigma=1.5)  # type: ignore[arg-type]
+    b = augment(x, blur, torch.Generator().manual_seed(4))
+    assert b.shape == x.shape
+    # Blur keeps each image's mean (reflected borders: nearly) and lowers its pixel-to-pixel variation.
+    assert torch.allclose(b.mean((1, 2, 3)), x.mean((1, 2, 3)), atol=0.02)
+    rough_before, rough_after = x.diff(dim=3).abs().mean((1, 2, 3)), b.diff(dim=3).abs().mean((1, 2, 3))
+    assert (rough_after < rough_before).all() and float((rough_after / rough_before).mean()) < 0.8
+    never = Augmentation(**only, blur_p=0.0, blur_sigma=1.5)  # type: ignore[arg-type]
+    assert torch.allclose(augment(x, never, torch.Generator().manual_seed(4)), x)
+
+
+def test_bad_settings_are_refused_before_training(tiny_data: Path) -> None:
+    ds = open_dataset(tiny_data)
+    for bad, match in (
+        ({"optimizer": "sgd"}, "unknown optimizer"),
+        ({"label_smoothing": 1.0}, "label smoothing"),
+        ({"augmentation": Augmentation(crop_scale=0.0)}, "crop scale"),
+        ({"augmentation": Augmentation(blur_p=2.0)}, "blur probability"),
+        ({"lr": 0.0}, "learning rate"),
+    ):
+        with pytest.raises(TrainingError, match=match):
+            train_source(ds, "site1", _tiny_cfg(**bad))
+
+
+def test_second_recipe_trains_and_is_recorded(tiny_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.safetensors"
+    cfg = recipe_config(
+        "adamw-p16", img_size=32, model_kwargs={**TINY, "patch_size": 16}, epochs=1, batch_size=16
+    )
+    res = train_source(open_dataset(tiny_data), "site1", cfg, out=out)
+    t = load_model(out).card.training
+    assert t["recipe"] == "adamw-p16" and t["optimizer"] == "AdamW" and t["label_smoothing"] == 0.1
+    assert (
+        t["weight_decay"] == 0.05
+        and t["augmentation"]["crop_scale"] == 0.75
+        and t["augmentation"]["blur_p"] == 0.25
+    )
+    assert res.card.model_kwargs["patch_size"] == 16
+    # AdamW decays the weight matrices only (as DeiT): not biases, norms, tokens or position embedding.
+    from engine.training._fit import make_optimizer
+
+    groups = make_optimizer(res.model, cfg).param_groups
+    names = {id(p): n for n, p in res.model.named_parameters()}
+    undecayed = {names[id(p)] for p in groups[1]["params"]}
+    assert groups[0]["weight_decay"] == 0.05 and groups[1]["weight_decay"] == 0.0
+    assert {"cls_token", "pos_embed"} <= undecayed and all(
+        not n.endswith(".weight") or "norm" in n for n in undecayed
+    )
+    default = train_source(open_dataset(tiny_data), "site1", _tiny_cfg())
+    assert default.card.training["recipe"] == "default" and default.card.training["optimizer"] == "Adam"
+    assert default.card.training["label_smoothing"] == 0.0
+
+
+def test_cli_recipe(tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cli.safetensors"
+    args = [
+        "train-source",
+        "--data",
+        str(tiny_data),
+        "--source",
+        "site1",
+        "--out",
+        str(out),
+        "--img-size",
+        "32",
+    ]
+    args += ["--epochs", "1", "--batch-size", "16", "--recipe", "adamw-p16"]
+    args += ["--model-kwargs", json.dumps({**TINY, "patch_size": 16})]
+    assert cli_main(args) == 0
+    assert "recipe adamw-p16, best epoch 1" in capsys.readouterr().out
+    card = json.loads(out.with_suffix(".json").read_text())
+    assert card["training"]["recipe"] == "adamw-p16" and card["training"]["optimizer"] == "AdamW"
+    assert card["training"]["max_epochs"] == 1 and card["model_kwargs"]["patch_size"] == 16
+    with pytest.raises(SystemExit):
+        cli_main([*args[:-4], "--recipe", "nope"])
+
+
+def test_cli_settings_without_a_recipe_are_the_default_config() -> None:
+    import argparse
+
+    from engine.cli.train_source import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    base = ["--data", "d", "--source", "s", "--out", "o"]
+    assert config_from_args(parser.parse_args(base)) == TrainConfig()
+    assert config_from_args(parser.parse_args([*base, "--recipe", "adamw-p16"])) == RECIPES["adamw-p16"]
+    mixed = config_from_args(
+        parser.parse_args([*base, "--recipe", "adamw-p16", "--lr", "0.01", "--arch", "vit_small_patch16_224"])
+    )
+    assert mixed.lr == 0.01 and mixed.optimizer == "adamw" and mixed.model_kwargs == {}, (
+        "another arch: no recipe kwargs"
+    )

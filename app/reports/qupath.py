@@ -1,64 +1,15 @@
 """The slide's tiles as GeoJSON in QuPath's own conventions (Qt-free).
 
-QuPath (0.4 and later; ``File ▸ Import objects``, or drag the file onto the slide) reads each
-feature as one object the way it writes its own exports (``qupath.lib.io``'s GeoJSON adapters):
-
-* ``id``: a UUID (the object's identity; here derived from the slide and the image index, so the
-  same export gives the same ids);
-* ``geometry``: a polygon in level-0 pixels, origin top left (QuPath's image coordinates);
-* ``properties.objectType``: ``detection``, so each tile is a detection (listed and measured as
-  detections, drawn as QuPath draws detections, not an editable annotation);
-* ``properties.classification``: ``{"name": <class>, "color": [r, g, b]}``: the prediction as
-  the object's class, in that class's colour;
-* ``properties.measurements``: name → number only (QuPath reads them as doubles: no text, no
-  booleans, no NaN; a figure that is missing is left out): confidence, the positive class's
-  probability, uncertainty, 0/1 flags, the image's number and the tile's grid position;
-* ``properties.metadata``: name → text (QuPath 0.5 keeps it with the object): the item, the
-  source model's prediction, the collapse guard's message.
-
-The collection's own ``properties`` (slide, coordinates, classes, notice) are ignored by QuPath.
+The document is the engine's (:func:`engine.run.geojson.tiles_geojson`, which describes QuPath's
+conventions), so ``f2tta run`` on a slide writes the same file; the app gives it its notice.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import uuid
 from typing import Any
 
 from app import RESEARCH_NOTICE
-from app._engine import PredictionRow, shown
-
-# Classification colours, one per class index (the first two: blue and red, as the app's maps).
-CLASS_COLORS = ((49, 104, 200), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189), (140, 86, 75))
-OBJECT_TYPE = "detection"
-
-
-def class_color(index: int) -> list[int]:
-    return list(CLASS_COLORS[index % len(CLASS_COLORS)])
-
-
-def _measurements(row: PredictionRow, positive: str) -> dict[str, float]:
-    col, r = row.tile[0], row.tile[1]  # type: ignore[index]
-    values = {
-        "Confidence": row.confidence,
-        f"Probability {positive}": row.positive_prob,
-        "Uncertainty": row.uncertainty,
-        "Source model confidence": row.source_confidence,
-        "Changed by adaptation": 1.0 if row.changed else 0.0,
-        "Update skipped": 1.0 if row.update_skipped else 0.0,
-        "Image number": float(row.position + 1),  # as the app's table "#" (from 1)
-        "Tile row": float(r),
-        "Tile column": float(col),
-    }
-    return {name: float(v) for name, v in values.items() if math.isfinite(v)}
-
-
-def _metadata(row: PredictionRow) -> dict[str, str]:
-    data = {"Item": shown(row.name), "Source model prediction": row.source_label}
-    if row.guard_message:
-        data["Collapse guard"] = row.guard_message
-    return data
+from app._engine import PredictionRow, tiles_geojson, tiles_geojson_bytes
 
 
 def geojson_document(
@@ -70,43 +21,9 @@ def geojson_document(
 ) -> dict[str, Any]:
     """Tile predictions as a FeatureCollection QuPath imports as classified detections.
 
-    ``size``: the slide's level-0 width and height; each tile's polygon is cut to them (a partial
-    tile at the right or bottom edge reached past the slide, x = 1056 on a 1000-px slide).
+    ``size``: the slide's level-0 width and height; each tile's polygon is cut to them.
     """
-    positive = classes[positive_class] if 0 <= positive_class < len(classes) else "positive class"
-    right, bottom = size if size is not None else (math.inf, math.inf)
-    features = []
-    for row in sorted(rows, key=lambda r: r.index):
-        if row.tile is None:
-            continue
-        _, _, x, y, w, h = row.tile
-        x2, y2 = min(x + w, right), min(y + h, bottom)
-        if x2 <= x or y2 <= y or x < 0 or y < 0:  # nothing of it on the slide
-            continue
-        ring = [[x, y], [x2, y], [x2, y2], [x, y2], [x, y]]
-        features.append(
-            {
-                "type": "Feature",
-                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"f2tta:{slide}#{row.index}")),
-                "geometry": {"type": "Polygon", "coordinates": [ring]},
-                "properties": {
-                    "objectType": OBJECT_TYPE,
-                    "classification": {"name": row.prediction_label, "color": class_color(row.prediction)},
-                    "measurements": _measurements(row, positive),
-                    "metadata": _metadata(row),
-                },
-            }
-        )
-    return {
-        "type": "FeatureCollection",
-        "properties": {
-            "slide": slide,
-            "coordinates": "level-0 pixels",
-            "classes": list(classes),
-            "notice": RESEARCH_NOTICE,
-        },
-        "features": features,
-    }
+    return tiles_geojson(rows, classes, slide, positive_class, notice=RESEARCH_NOTICE, size=size)
 
 
 def geojson_bytes(
@@ -116,5 +33,4 @@ def geojson_bytes(
     positive_class: int = 1,
     size: tuple[int, int] | None = None,
 ) -> bytes:
-    document = geojson_document(rows, classes, slide, positive_class, size)
-    return (json.dumps(document, allow_nan=False) + "\n").encode("ascii")
+    return tiles_geojson_bytes(rows, classes, slide, positive_class, notice=RESEARCH_NOTICE, size=size)

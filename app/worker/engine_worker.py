@@ -24,7 +24,7 @@ from app._engine import (
     Failed,
     FolderSource,
     Journal,
-    Kind,
+    KindTally,
     Outcome,
     Paused,
     Predicted,
@@ -101,7 +101,7 @@ class EngineWorker(QObject, RunControls):
         self._slide: Slide | None = None
         self._overlays: OverlayStore | None = None
         self._tissue: np.ndarray | None = None  # the open slide's tissue mask (thumbnail grid)
-        self._looks_like: Kind | None = None  # what the open source's images look like
+        self._judged: KindTally | None = None  # what the open source's images look like
         self._run: StreamRun | None = None
         self._outcomes: Iterator[Outcome] | None = None
         self._pending: list[ItemResult] = []
@@ -197,7 +197,7 @@ class EngineWorker(QObject, RunControls):
             return
         self._close_slide()
         self._slide, self._source, self._tissue = slide, source, tissue
-        self._looks_like = judge_kind(source)
+        self._judged = judge_kind(source)
         self.sourceReady.emit(self._opened(rows))
 
     def _opened(self, rows: tuple[PredictionRow, ...]) -> SourceOpened:
@@ -212,7 +212,7 @@ class EngineWorker(QObject, RunControls):
             self._project,
             self._session.card,
             self._tissue,
-            self._looks_like,
+            self._judged,
         )
         return opened
 

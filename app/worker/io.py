@@ -16,13 +16,12 @@ from app._engine import (
     F2TTAError,
     FolderSource,
     JsonFileError,
-    Kind,
+    KindTally,
     Picture,
     Slide,
-    SlideSource,
     Source,
     Tile,
-    dominant_kind,
+    judge_source,
     list_images,
     read_image,
     read_item,
@@ -34,10 +33,6 @@ from app.core.overlay import preview_array
 logger = logging.getLogger(__name__)
 
 PREVIEW_SIZE = 384  # longest side of the preview kept for display, in pixels
-
-#: Images read when a folder opens to judge its kind (a run's previews then judge up to the
-#: engine's ``KIND_SAMPLES``, :class:`engine.model.kind.KindTally`).
-OPEN_SAMPLES = 8
 
 
 def card_checksum(checkpoint: Path) -> str:
@@ -74,19 +69,10 @@ def frozen(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def judge_kind(source: Source) -> Kind | None:
-    """What a few of the source's images look like (``"fundus"``, ``"histology"``), read small."""
-    if isinstance(source, SlideSource):
-        return "histology"  # a bright-field slide
-    items = source.items
-    step = max(1, len(items) // OPEN_SAMPLES)
-    previews = []
-    for item in items[::step][:OPEN_SAMPLES]:
-        try:
-            previews.append(preview_array(read_item(item), 128))
-        except Exception:  # an unreadable image says nothing about the others; the run reports it
-            continue
-    return dominant_kind(previews, OPEN_SAMPLES)
+def judge_kind(source: Source) -> KindTally:
+    """What the source's images look like, judged as ``f2tta run``'s gate judges them (the engine's
+    ``judge_source``: a sample across a folder, read small; a slide is histology)."""
+    return judge_source(source)
 
 
 def new_images(source: FolderSource) -> int:

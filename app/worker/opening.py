@@ -17,7 +17,7 @@ import numpy as np
 from app._engine import (
     F2TTAError,
     Journal,
-    Kind,
+    KindTally,
     ModelCard,
     PredictionRow,
     Session,
@@ -215,7 +215,7 @@ def source_opened(
     project: Project | None,
     card: ModelCard,
     tissue: np.ndarray | None,
-    looks_like: Kind | None,
+    judged: KindTally | None,
 ) -> tuple[SourceOpened, OverlayStore | None]:
     """What the UI is told about a source just opened -- its restored rows with their kept overlays,
     the review folder, the gate's verdict, the project's other sources -- and the overlay store
@@ -230,7 +230,8 @@ def source_opened(
     others = [
         len(rec.processed) for sid, rec in journal.record.items() if sid != source.source_id and rec.processed
     ]
-    gate = check_source(source, card, looks_like)
+    gate = check_source(source, card, judged)
+    looks_like = judged.verdict() if judged is not None else None
     opened = SourceOpened(
         source, done, rows, overlays, review_dir, tissue, len(others), sum(others), looks_like, gate
     )

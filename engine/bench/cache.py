@@ -5,7 +5,7 @@ Each finished job's records are written to ``DIR/<key>.safetensors`` as soon as 
 pickle). The key is a SHA-256 over everything the records depend on:
 
 * the job: method, config overrides, seed, stream parameters, positive class, device, source
-  statistics images;
+  statistics images, batch;
 * the checkpoint and its model card (their bytes);
 * the dataset listing (every item's path, label and domain, and its file's size and mtime);
 * the engine's own source (every ``engine/**/*.py``), so any code change starts afresh.
@@ -39,7 +39,7 @@ from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
-_FORMAT = 2
+_FORMAT = 3  # 3: margins, candidate thresholds and prompted classes kept (the site ladder's inputs)
 _ARRAYS = (
     "labels",
     "preds",
@@ -51,6 +51,9 @@ _ARRAYS = (
     "path",
     "group",
     "threshold",
+    "margin",
+    "candidates",
+    "prompted",
 )
 _UNUSABLE = (OSError, ValueError, KeyError, TypeError, SafetensorError)  # what read_records raises
 
@@ -104,6 +107,8 @@ def job_key(job: BenchJob, model: str, data: str) -> str:
         "positive_class": job.positive_class,
         "device": job.device,
         "source_stats": [job.source_stats, job.source_domain] if job.source_stats else None,
+        "known_sites": job.known_sites,
+        "batch": job.batch,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 

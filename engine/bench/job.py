@@ -12,6 +12,7 @@ model step stops the benchmark with a message naming the image.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from engine.bench.protocol import dataset_stream
 from engine.data.readers import Dataset, Item, open_dataset, read_array, split_dataset
 from engine.errors import ImageReadError
 from engine.io.sources import StreamItem
-from engine.methods.idipt_plus import PATHS
+from engine.methods.idipt_plus import PATHS, THRESHOLD_CANDIDATES
 from engine.model.card import load_model
 from engine.run.session import Session
 from engine.run.stream import Failed, Picture, Predicted, Skipped, StreamRun
@@ -52,6 +53,11 @@ class JobRecords:
     path: np.ndarray  # (n,) int8 index into engine.methods.idipt_plus.PATHS (-1: no decision record)
     group: np.ndarray  # (n,) int32 site group of the decision (-1: none)
     threshold: np.ndarray  # (n,) float32 threshold on the source margin of the decision (0: source's)
+    margin: np.ndarray  # (n,) float32 source margin l_1 - l_0 (nan: no two-class decision record)
+    candidates: (
+        np.ndarray
+    )  # (n, len(THRESHOLD_CANDIDATES)) float32 the site's candidate thresholds (nan: none)
+    prompted: np.ndarray  # (n,) int64 I-DiPT's prompted class (-1: not computed)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
@@ -104,7 +110,14 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
     dom_index = {d: i for i, d in enumerate(ds.domains)}
     frag_of = stream.fragment_index()
     items = [
-        StreamItem(pos, str(pos), str(item.path), path=item.path, ground_truth=item.label)
+        StreamItem(
+            pos,
+            str(pos),
+            str(item.path),
+            path=item.path,
+            ground_truth=item.label,
+            site=item.domain if job.known_sites else None,
+        )
         for pos, item in enumerate(stream.items)
     ]
 
@@ -112,7 +125,15 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         assert item.path is not None
         return read_array(item.path, size)
 
-    run = StreamRun(session, items, reader, positive_class=job.positive_class, read_ahead=READ_AHEAD)
+    run = StreamRun(
+        session,
+        items,
+        reader,
+        positive_class=job.positive_class,
+        read_ahead=max(READ_AHEAD, 2 * job.batch),
+        batch=job.batch,
+        keep_images=False,
+    )
     kept: list[int] = []
     labels: list[int] = []
     preds: list[int] = []
@@ -122,6 +143,9 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
     paths: list[int] = []
     groups: list[int] = []
     thresholds: list[float] = []
+    margins: list[float] = []
+    candidates: list[list[float]] = []
+    prompted: list[int] = []
     skipped: list[tuple[str, str]] = []
     for outcome in run.outcomes():
         if isinstance(outcome, Failed):
@@ -143,6 +167,10 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
             )
             groups.append(decision.group if decision is not None else -1)
             thresholds.append(decision.threshold if decision is not None else 0.0)
+            margins.append(decision.margin if decision is not None else math.nan)
+            named = dict(decision.candidates) if decision is not None else {}
+            candidates.append([named.get(name, math.nan) for name in THRESHOLD_CANDIDATES])
+            prompted.append(decision.prompted if decision is not None else -1)
         else:
             continue
         if on_image is not None:
@@ -163,6 +191,9 @@ def _run_job(job: BenchJob, on_image: Callable[[], None] | None) -> JobRecords:
         path=np.asarray(paths, dtype=np.int8),
         group=np.asarray(groups, dtype=np.int32),
         threshold=np.asarray(thresholds, dtype=np.float32),
+        margin=np.asarray(margins, dtype=np.float32),
+        candidates=np.asarray(candidates, dtype=np.float32).reshape(-1, len(THRESHOLD_CANDIDATES)),
+        prompted=np.asarray(prompted, dtype=np.int64),
         skipped=skipped,
     )
 

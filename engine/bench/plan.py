@@ -77,9 +77,11 @@ class BenchSettings:
     threads: int | None = None  # torch threads per job; None: cores // workers (Ray: 1; serial: as is)
     cache: Path | None = None  # finished jobs' records are kept here and reused (see engine.bench.cache)
     source_stats: int = 0  # >0: VPTTA/DPCore get this many source train images as their reference
+    batch: int = 1  # images per model step (1: each method's own step; docs/method.md, "Batches")
     prior: tuple[
         tuple[str, float], ...
     ] = ()  # label shift: (domain, positive share), see engine.bench.protocol
+    known_sites: bool = False  # each domain's images are given to the method as one site (the app's case)
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ class BenchJob:
     threads: int | None = None
     source_stats: int = 0  # source-domain train images for the methods' statistics reference
     source_domain: str = ""
+    known_sites: bool = False  # the method is told each image's domain as its site
+    batch: int = 1  # images per model step (within the method's max_batch)
 
 
 @dataclass
@@ -261,6 +265,8 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
     Raises:
         BenchError, DatasetError, ModelLoadError: the inputs cannot be benchmarked.
     """
+    if settings.batch < 1:
+        raise BenchError("--batch must be at least 1")
     card = read_card(card_path_for(settings.model))
     ds = open_dataset(settings.data, positive_class=settings.positive_class)
     LISTINGS.clear()
@@ -330,6 +336,8 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
                 threads=threads,
                 source_stats=settings.source_stats,
                 source_domain=source,
+                known_sites=settings.known_sites,
+                batch=settings.batch,
             )
             jobs.append(job)
     total = sum(len(v) for v in sets.values())
@@ -351,6 +359,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "limit": settings.limit,
         "subset": settings.subset,
         "prior": dict(settings.prior),
+        "known_sites": settings.known_sites,
         "images_per_stream": per_job,
         "images_per_domain": {d: len(v) for d, v in sets.items()},
         "positive_class": ds.classes[ds.positive_class],
@@ -363,6 +372,7 @@ def plan_bench(settings: BenchSettings) -> BenchPlan:
         "threads_per_job": threads,
         "cache": None if settings.cache is None else str(settings.cache),
         "source_stats": settings.source_stats,
+        "batch": settings.batch,
         "std": "population standard deviation over seeds (ddof=0); seeds where a figure is undefined are left out",
         "units": "percent, except seconds_per_image",
     }

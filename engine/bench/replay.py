@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,9 @@ class Replayed:
         path: ``(n,)`` index into :data:`engine.methods.idipt_plus.PATHS` (I-DiPT+), else -1.
         group: ``(n,)`` the site group (I-DiPT+; -1 for none).
         threshold: ``(n,)`` the threshold on the source margin used (I-DiPT+; 0 elsewhere).
+        margin: ``(n,)`` the source margin ``l_1 - l_0`` (nan for more than two classes).
+        candidates: per candidate, ``(n,)`` its threshold when each image was decided
+            (I-DiPT+ with an operating point; empty elsewhere).
     """
 
     preds: np.ndarray
@@ -174,6 +177,8 @@ class Replayed:
     path: np.ndarray
     group: np.ndarray
     threshold: np.ndarray
+    margin: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    candidates: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def replay(
@@ -183,6 +188,7 @@ def replay(
     loaded: LoadedModel,
     config: Any = None,
     seed: int = 0,
+    sites: Sequence[str] | np.ndarray | None = None,
 ) -> Replayed:
     """Replay ``method`` over ``passes`` taken in their order (the stream's).
 
@@ -193,6 +199,8 @@ def replay(
         loaded: the model (FOA-shift classifies shifted features with its head).
         config: the method's config (defaults when None).
         seed: the session seed (I-DiPT+'s bootstraps).
+        sites: ``(n,)`` each image's site as the method is told it (``--known-sites``: the
+            folder or slide it came from); None: the free-form protocol, sites unknown.
     """
     if method not in REPLAYABLE:
         raise ReplayError(f"{method!r} cannot be replayed; replayable: {', '.join(REPLAYABLE)}")
@@ -201,26 +209,32 @@ def replay(
     path = np.full(n, -1, dtype=np.int8)
     group = np.full(n, -1, dtype=np.int32)
     threshold = np.zeros(n, dtype=np.float32)
+    logits = passes.logits.astype(np.float64)
+    margin = logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else np.full(n, np.nan)
     if method == "source":
-        return Replayed(source_preds.copy(), source_preds, path, group, threshold)
+        return Replayed(source_preds.copy(), source_preds, path, group, threshold, margin)
     if method == "foa-shift":
         preds = source_preds.copy() if reference is None else _foa_shift(passes, reference, loaded, config)
-        return Replayed(preds, source_preds, path, group, threshold)
+        return Replayed(preds, source_preds, path, group, threshold, margin)
     cfg: IDiPTPlusConfig = config if config is not None else IDiPTPlusConfig()
     preds = source_preds.copy()
     if reference is None or not cfg.operating_point or passes.logits.shape[1] != 2:
         path[:] = PATHS.index("not-accepted")  # as the live method records it: the source decision
-        return Replayed(preds, source_preds, path, group, threshold)
-    arrays = ReferenceArrays.from_reference(reference, cfg.feature_dims)
-    op = OperatingPoint(cfg.operating_point_settings(), reference.bandwidth, reference.radius, seed)
+        return Replayed(preds, source_preds, path, group, threshold, margin)
+    head: Any = loaded.model.head  # a timm ViT's linear head
+    arrays = ReferenceArrays.from_reference(reference, cfg.feature_dims, head)
+    candidates: dict[str, np.ndarray] = {}
+    op = OperatingPoint(cfg.operating_point_settings(), reference.radius, seed, arrays.source_margin)
     for i in range(n):
         obs = arrays.observe(passes.logits[i], passes.features[i], passes.stats[i])
-        decision = op.step(obs, cfg.source_gate)
+        decision = op.step(obs, cfg.source_gate, None if sites is None else str(sites[i]))
         preds[i] = int(decision.positive(obs.margin))
         path[i] = PATHS.index(decision.path)
         group[i] = decision.group
         threshold[i] = decision.threshold
-    return Replayed(preds, source_preds, path, group, threshold)
+        for name, value in decision.candidates.items():
+            candidates.setdefault(name, np.full(n, np.nan))[i] = value
+    return Replayed(preds, source_preds, path, group, threshold, margin, candidates)
 
 
 def _foa_shift(

@@ -88,6 +88,8 @@ def summarize(plan: BenchPlan, records: Sequence[JobRecords]) -> BenchResult:
         paths = decision_paths(recs)
         if paths:
             methods[row]["paths"] = paths
+            # Sites (named) or site groups (found by appearance) each stream was decided in.
+            methods[row]["site_units_per_stream"] = [int(np.unique(r.group[r.group >= 0]).size) for r in recs]
     for row, lines in notes.items():
         for line in lines:
             logger.warning("%s, %s", row, line)

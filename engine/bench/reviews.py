@@ -1,12 +1,14 @@
 """The benchmark's simulated reviewer: what a budget of reviews per site makes of each method.
 
 ``f2tta bench --review-budget 0,5,10,20,50`` and ``f2tta bench-suite --review-budgets ...``
-replay the recorded decisions of each stream through :func:`engine.review.simulate_reviews`: a
-reviewer answers up to K items of the review queue from each site, with the dataset's labels, as
-the site's images come (the site only spreads the budget, as a person reviews each site's images;
-the method never sees it). Site groups whose certificate turns *reverted* go back to the source
-model's decisions; everything else keeps the label-free method's. Reported per budget: the
-paired difference from the source model per site, fixed/broken, reviews used and the verdicts.
+replay the recorded decisions of each stream through :func:`engine.review.reviewer.review_stream`:
+per site (or site group, when the method was not told the sites) a reviewer comes once
+``--review-at`` of its images have been processed and answers up to K items of the site's
+ladder, drawn uniformly at random, with the dataset's labels (``docs/review-certificates.md``).
+The method never sees a review. Reported per budget, retroactive (the report written after the
+reviews: every image of a site decided by the rule the reviews left in use) and online (what a
+reader saw when) apart: the paired difference from the source model per site, fixed/broken,
+reviews used and the comparisons' verdicts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import numpy as np
 from engine.bench.job import JobRecords
 from engine.bench.report import paired_by_domain
 from engine.errors import F2TTAError
-from engine.review import REVERTED, UNDECIDED, VERIFIED, SimulatedReview, simulate_reviews
+from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
+from engine.review.ladder import tested
+from engine.review.multiple import e_bh
+from engine.review.reviewer import ReviewedStream, review_stream
 
 
 def parse_budgets(text: str) -> tuple[int, ...]:
@@ -41,60 +46,79 @@ def parse_budgets(text: str) -> tuple[int, ...]:
     return tuple(budgets)
 
 
-def simulate(
-    labels: np.ndarray,
-    source_preds: np.ndarray,
-    preds: np.ndarray,
-    group: np.ndarray,
-    site: np.ndarray,
-    budget: int,
-) -> SimulatedReview:
-    """One stream reviewed with ``budget`` answers per site (``group`` -1: none)."""
-    return simulate_reviews(preds, source_preds, group, labels, budget, site=site)
+def simulate(rec: JobRecords, budget: int, review_at: float = 1.0, seed: int = 0) -> ReviewedStream:
+    """One stream's records reviewed with ``budget`` answers per site (or site group)."""
+    two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
+    candidates = (
+        {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
+        if two_class
+        else {}
+    )
+    prompted = rec.prompted if bool((rec.prompted >= 0).any()) else None
+    return review_stream(
+        rec.preds,
+        rec.source_preds,
+        rec.margin.astype(np.float64),
+        rec.threshold.astype(np.float64) if two_class else None,
+        candidates,
+        rec.group.astype(np.int64),
+        rec.labels,
+        budget,
+        review_at,
+        seed=seed,
+        prompted=prompted,
+    )
 
 
-def verdict_counts(review: SimulatedReview, groups: np.ndarray, changed: np.ndarray) -> dict[str, int]:
-    """How many of the groups with a disagreement (``changed``; -1: the images with no group)
-    ended verified, reverted or undecided (a group adaptation never changed has nothing to review)."""
-    counts = {VERIFIED: 0, REVERTED: 0, UNDECIDED: 0}
-    for g in np.unique(groups[changed]):
-        counts[review.book.verdict(None if g < 0 else int(g))] += 1
+def verdict_counts(reviews: Sequence[ReviewedStream], alpha: float = 0.05) -> dict[str, int]:
+    """How the comparisons of these streams ended (by verdict), and how many e-BH calls verified
+    across each stream's sites (``verified (e-BH)``)."""
+    counts: dict[str, int] = {}
+    for review in reviews:
+        comparisons = tested(list(review.ladders.values()))
+        for c in comparisons:
+            counts[c.verdict] = counts.get(c.verdict, 0) + 1
+        verified = e_bh([c.e_value() for c in comparisons], alpha)
+        counts["verified (e-BH)"] = counts.get("verified (e-BH)", 0) + sum(verified)
     return counts
 
 
 def review_budgets(
-    recs: Sequence[JobRecords], domains: Sequence[str], source_domain: str, budgets: Sequence[int]
+    recs: Sequence[JobRecords],
+    domains: Sequence[str],
+    source_domain: str,
+    budgets: Sequence[int],
+    review_at: float = 1.0,
 ) -> dict[str, dict[str, Any]]:
     """Per budget K: the reviewed decisions of every stream against the source model.
 
-    Returns ``{"K": {"per_domain": paired_by_domain(...), "target_delta": mean over target
-    domains, "worst_domain_delta": the lowest per-domain mean, "fixed", "broken", "reviews_per_site":
-    mean over streams and sites, "verdicts": groups with a disagreement verified/reverted/undecided,
-    summed over streams}}``.
+    Returns ``{"K": {...}, "K online": {...}}`` with, each, ``per_domain`` (paired_by_domain),
+    ``target_delta`` (mean over target domains), ``worst_domain_delta``, ``fixed``, ``broken``,
+    ``reviews_per_site`` (mean over streams and sites) and ``verdicts`` (the comparisons' verdicts
+    summed over streams).
     """
     out: dict[str, dict[str, Any]] = {}
     for budget in budgets:
-        reviewed: list[JobRecords] = []
-        verdicts = {VERIFIED: 0, REVERTED: 0, UNDECIDED: 0}
-        reviews: list[float] = []
-        for rec in recs:
-            sim = simulate(rec.labels, rec.source_preds, rec.preds, rec.group, rec.domain, budget)
-            reviewed.append(dataclasses.replace(rec, preds=sim.decisions))
-            for k, v in verdict_counts(sim, rec.group, rec.preds != rec.source_preds).items():
-                verdicts[k] += v
-            sites = max(len(np.unique(rec.domain)), 1)
-            reviews.append(sim.reviews_used / sites)
-        per_domain = paired_by_domain(reviewed, domains)
-        targets = [v["delta"] for d, v in per_domain.items() if d != source_domain]
-        out[str(budget)] = {
-            "per_domain": per_domain,
-            "target_delta": float(np.mean(targets)) if targets else float("nan"),
-            "worst_domain_delta": min((v["delta"] for v in per_domain.values()), default=float("nan")),
-            "fixed": sum(v["fixed"] for v in per_domain.values()),
-            "broken": sum(v["broken"] for v in per_domain.values()),
-            "reviews_per_site": float(np.mean(reviews)) if reviews else 0.0,
-            "verdicts": verdicts,
-        }
+        sims = [simulate(rec, budget, review_at, rec.seed) for rec in recs]
+        verdicts = verdict_counts(sims)
+        reviews = [s.reviews_used / max(len(np.unique(r.domain)), 1) for s, r in zip(sims, recs, strict=True)]
+        for key, pick in ((str(budget), "decisions"), (f"{budget} online", "online_decisions")):
+            reviewed = [
+                dataclasses.replace(rec, preds=getattr(sim, pick))
+                for rec, sim in zip(recs, sims, strict=True)
+            ]
+            per_domain = paired_by_domain(reviewed, domains)
+            targets = [v["delta"] for d, v in per_domain.items() if d != source_domain]
+            out[key] = {
+                "per_domain": per_domain,
+                "target_delta": float(np.mean(targets)) if targets else float("nan"),
+                "worst_domain_delta": min((v["delta"] for v in per_domain.values()), default=float("nan")),
+                "fixed": sum(v["fixed"] for v in per_domain.values()),
+                "broken": sum(v["broken"] for v in per_domain.values()),
+                "reviews_per_site": float(np.mean(reviews)) if reviews else 0.0,
+                "verdicts": verdicts,
+                "review_at": review_at,
+            }
     return out
 
 
@@ -106,17 +130,19 @@ SERIES_UNITS = {"cells below the source by > 1 point": "cells (of all sites, str
 def review_series(
     suite_summary: Mapping[str, Any], methods: Sequence[str], budgets: Sequence[int]
 ) -> dict[str, dict[str, list[float]]]:
-    """Per method, :data:`SERIES` against the budgets, from ``f2tta bench-suite``'s summary."""
+    """Per method, :data:`SERIES` against the budgets, from one protocol of ``f2tta bench-suite``'s
+    summary (K = 0: the label-free decisions, retroactive; methods without review variants are left out)."""
 
     def at(method: str, budget: int) -> Mapping[str, Any]:
-        entry: Mapping[str, Any] = suite_summary[f"{method} K={budget}"]
+        entry: Mapping[str, Any] = suite_summary[f"{method} K={budget}" if budget else f"{method} final"]
         return entry
 
     return {
         m: {
             SERIES[0]: [float(at(m, k)["target_mean_gain"]) for k in budgets],
-            SERIES[1]: [float(at(m, k)["worst_cell"]["difference"]) for k in budgets],
+            SERIES[1]: [float(at(m, k)["worst_cell_difference"]) for k in budgets],
             SERIES[2]: [float(at(m, k)["cells_below_source_by_1"]) for k in budgets],
         }
         for m in methods
+        if all((f"{m} K={k}" if k else f"{m} final") in suite_summary for k in budgets)
     }

@@ -4,8 +4,9 @@ The same construction serves the settings choice on simulated source shifts
 (``scripts/choose_settings.py``) and the committed evaluation suite (``f2tta bench-suite``):
 
 * :func:`resample_site` draws ``n`` images of one site whose positive share is ``share``
-  (without replacement), or, with ``share="drift"``, a balanced draw whose positive share rises
-  from 10 % to 90 % along the site's sequence;
+  (without replacement); with ``share="drift"``, a balanced draw whose positive share rises
+  from 10 % to 90 % along the site's sequence; with ``share="scan"``, a slide read in scan order
+  whose tumour region comes last: 30 % positives, all after the negatives;
 * :func:`interleave` cuts every site's sequence into Dirichlet(δ) fragments (the F²TTA protocol,
   ``engine.bench.protocol``) and shuffles them into one stream; a drifting site's fragments keep their
   order, so its drift survives the shuffle.
@@ -21,6 +22,14 @@ from engine.bench.protocol import fragment_lengths
 
 DRIFT = "drift"
 DRIFT_RANGE = (0.1, 0.9)  # a drifting site's positive share at its start and its end
+SCAN = "scan"
+SCAN_SHARE = 0.3  # a site read in scan order: its positives (the tumour region) are this share, read last
+ORDERED_MIXES = (DRIFT, SCAN)  # mixes whose sites keep their own order through the shuffle
+
+
+def mix_share(share: float | str) -> float:
+    """The positive share a class mix draws (a drift's is balanced over the whole site)."""
+    return 0.5 if share == DRIFT else SCAN_SHARE if share == SCAN else float(share)
 
 
 class StreamError(ValueError):
@@ -36,7 +45,7 @@ def resample_site(
         candidates: ``(m,)`` indices of the site's images.
         positive: booleans indexed by those indices: the image is of the positive class (which
             need not be class 1: the generated fundus and lesion sets' positive class is 0).
-        share: the positive share in (0, 1), or :data:`DRIFT`.
+        share: the positive share in (0, 1), :data:`DRIFT` or :data:`SCAN`.
         n: images to draw.
         rng: the site's generator.
 
@@ -45,7 +54,7 @@ def resample_site(
     """
     pos = candidates[positive[candidates]]
     neg = candidates[~positive[candidates]]
-    target = 0.5 if share == DRIFT else float(share)
+    target = mix_share(share)
     n_pos = round(target * n)
     if n_pos > len(pos) or n - n_pos > len(neg):
         raise StreamError(
@@ -54,6 +63,8 @@ def resample_site(
         )
     picked_pos = rng.permutation(pos)[:n_pos]
     picked_neg = rng.permutation(neg)[: n - n_pos]
+    if share == SCAN:
+        return np.concatenate([picked_neg, picked_pos])
     if share != DRIFT:
         return rng.permutation(np.concatenate([picked_pos, picked_neg]))
     # Drift: position j takes a positive with probability rising linearly along the sequence,

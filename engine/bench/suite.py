@@ -3,17 +3,18 @@
 A recipe (JSON, e.g. ``benchmarks/suites/safe-adaptation-1.json``) names, per kind of generated
 image, a generator seed for the training data and another for the evaluation data (so no
 evaluation image was ever trained on, the source site's included), the source models' training
-seeds, the class mixes (a positive share given to every site, or ``drift``: a share rising from
-10 % to 90 % along each site's sequence), the stream δs, the images per site and the methods.
+seeds and recipes, the class mixes (a positive share given to every site, ``drift``: a share
+rising from 10 % to 90 % along each site's sequence, or ``scan``: a slide read in scan order, its
+tumour region last), the stream δs, the protocols (what the method is told of each image's site),
+the images per site, the methods and the simulated reviews (budgets, reviewer noise).
 :func:`prepare` generates the data, trains the models and computes every evaluation image's
 source pass, each once (cached under the work folder); :func:`run_suite` then replays every
-method over every (kind, model, mix, δ) stream (``engine.bench.replay``) and returns one
-:class:`SuiteCell` per site with each method's paired comparison against the source model.
+method over every (kind, model, mix, δ, protocol) stream (:mod:`engine.bench.suite_stream`) and
+:func:`summary` gives the endpoints on (model, site) units (:mod:`engine.bench.endpoints`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -23,128 +24,111 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from engine.bench.paired import Paired, paired
-from engine.bench.replay import REPLAYABLE, PassCache, SourcePasses, replay
-from engine.bench.reviews import simulate
-from engine.bench.streams import DRIFT, interleave, resample_site
-from engine.data.readers import Dataset, open_dataset
-from engine.data.synth import KINDS, default_workers, write_synth
-from engine.errors import F2TTAError
-from engine.model.card import load_model
-from engine.model.prompted_vit import PromptedViT
-from engine.model.source_reference import find_reference
-from engine.training import TrainConfig, train_source
+from engine.bench.endpoints import UnitCell, unit_endpoints
+from engine.bench.recipe import KindSpec, Recipe, SuiteError
+from engine.bench.replay import PassCache
+from engine.bench.suite_stream import StreamJob, StreamResult, SuiteCell, reviewed_name, run_stream
+from engine.bench.suite_work import ModelUnit, WorkFolder
+from engine.data.readers import open_dataset
+from engine.data.synth import GENERATOR_VERSION, SYNTH_JSON, default_workers, write_synth
+from engine.training import recipe_config, train_source
+from engine.util.bounded_json import loads_bounded
+from engine.util.files import UnsafeFileError, read_regular
+
+__all__ = [
+    "KindSpec",
+    "Prepared",
+    "Recipe",
+    "StreamResult",
+    "SuiteCell",
+    "SuiteError",
+    "prepare",
+    "reviewed_name",
+    "run_suite",
+    "summary",
+]
 
 logger = logging.getLogger(__name__)
 
 
-class SuiteError(F2TTAError):
-    """A recipe is malformed, or its data or models cannot be made."""
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    kind: str
-    train_seed: int  # generator seed of the training data
-    eval_seed: int  # generator seed of the evaluation data (differs from train_seed)
-    fragments: int  # F per site in the streams
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What the suite runs (see the module docstring); every field is in the JSON file."""
-
-    name: str
-    kinds: tuple[KindSpec, ...]
-    training_seeds: tuple[int, ...]
-    train_per_site: int
-    eval_per_site: int
-    size: int
-    source: str
-    epochs: int
-    patience: int
-    mixes: tuple[float | str, ...]
-    deltas: tuple[float, ...]
-    images_per_site: int
-    stream_seed: int
-    methods: tuple[str, ...]
-
-    @classmethod
-    def load(cls, path: Path) -> Recipe:
-        """Read and check a recipe file.
-
-        Raises:
-            SuiteError: the file is unreadable or a field is missing or out of range.
-        """
-        try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
-            kinds = tuple(
-                KindSpec(str(k["kind"]), int(k["train_seed"]), int(k["eval_seed"]), int(k["fragments"]))
-                for k in raw["kinds"]
-            )
-            recipe = cls(
-                name=str(raw["name"]),
-                kinds=kinds,
-                training_seeds=tuple(int(s) for s in raw["training_seeds"]),
-                train_per_site=int(raw["train_per_site"]),
-                eval_per_site=int(raw["eval_per_site"]),
-                size=int(raw["size"]),
-                source=str(raw["source"]),
-                epochs=int(raw["epochs"]),
-                patience=int(raw["patience"]),
-                mixes=tuple(m if m == DRIFT else float(m) for m in raw["mixes"]),
-                deltas=tuple(float(d) for d in raw["deltas"]),
-                images_per_site=int(raw["images_per_site"]),
-                stream_seed=int(raw["stream_seed"]),
-                methods=tuple(str(m) for m in raw["methods"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SuiteError(f"{path}: not a usable suite recipe ({exc})") from exc
-        recipe.check()
-        return recipe
-
-    def check(self) -> None:
-        for k in self.kinds:
-            if k.kind not in KINDS:
-                raise SuiteError(f"unknown kind {k.kind!r}; choose from {', '.join(KINDS)}")
-            if k.train_seed == k.eval_seed:
-                raise SuiteError(
-                    f"{k.kind}: the evaluation data must come from another seed than the training data"
-                )
-        for m in self.mixes:
-            if m != DRIFT and not (isinstance(m, float) and 0.0 < m < 1.0):
-                raise SuiteError(f"bad class mix {m!r}: a share in (0, 1) or 'drift'")
-        unknown = [m for m in self.methods if m not in REPLAYABLE]
-        if unknown or "source" not in self.methods:
-            raise SuiteError(f"methods must include 'source' and be replayable ({', '.join(REPLAYABLE)})")
-        if not self.training_seeds or not self.deltas or not self.mixes or self.images_per_site < 10:
-            raise SuiteError("a recipe needs training seeds, deltas, mixes and at least 10 images per site")
-
-
 @dataclass
 class Prepared:
-    """Paths of what :func:`prepare` made, per kind."""
+    """Paths of what :func:`prepare` made, per kind (its cell name) and model."""
 
     train_data: dict[str, Path] = field(default_factory=dict)
     eval_data: dict[str, Path] = field(default_factory=dict)
-    models: dict[tuple[str, int], Path] = field(default_factory=dict)
+    models: dict[tuple[str, int, str], Path] = field(default_factory=dict)  # (kind, seed, recipe)
+
+
+def data_folder(work: Path, k: KindSpec, role: str, seed: int, per_site: int) -> Path:
+    """Where a kind's training or evaluation data lives (the first site set keeps the earlier names)."""
+    sites = "" if k.sites == "v1" else f"-{k.sites}"
+    return work / "data" / f"{k.kind}{sites}-{role}-{seed}-{per_site}"
+
+
+def model_name(k: KindSpec, seed: int, recipe: str) -> str:
+    """A model's name in the cells (``histo-s21``; ``histo-v2-adamw-p16-s41``)."""
+    return f"{k.name}{'' if recipe == 'default' else '-' + recipe}-s{seed}"
+
+
+def _data_problem(folder: Path, k: KindSpec, seed: int, per_site: int, size: int) -> str | None:
+    """Why a generated data folder cannot be used (None: ``synth.json``, written last, says it was
+    generated whole with these parameters)."""
+    marker = folder / SYNTH_JSON
+    if not marker.exists():
+        return "not generated yet" if not folder.exists() else "half generated"
+    try:
+        meta = loads_bounded(read_regular(marker, 1 << 20, SYNTH_JSON), max_bytes=1 << 20, max_depth=8)
+    except (UnsafeFileError, ValueError) as exc:
+        return f"{SYNTH_JSON} cannot be read ({exc})"
+    wanted = {
+        "generator_version": GENERATOR_VERSION,
+        "kind": k.kind,
+        "seed": seed,
+        "per_domain": per_site,
+        "size": size,
+        "site_set": k.sites,
+    }
+    have = {key: meta.get(key) for key in wanted} if isinstance(meta, dict) else {}
+    if isinstance(meta, dict) and "site_set" not in meta:
+        have["site_set"] = "v1"  # written before the second site set existed
+    changed = ", ".join(
+        f"{key} {have.get(key)!r} -> {v!r}" for key, v in wanted.items() if have.get(key) != v
+    )
+    return f"generated with other parameters ({changed})" if changed else None
 
 
 def prepare(
     recipe: Recipe, work: Path, device: str = "cpu", log: Callable[[str], None] = print, passes: bool = True
 ) -> Prepared:
-    """Generate the data, train the models and (``passes``) compute the source passes not there yet."""
+    """Generate the data, train the models and (``passes``) compute the source passes not there yet.
+
+    Holds the work folder's lock while it runs and removes what killed writers left. What an
+    earlier, interrupted run left half made (a data folder without its ``synth.json``, a model
+    unit without its manifest or with a file changed, :mod:`engine.bench.suite_work`) is made
+    again, never used.
+
+    Raises:
+        engine.run.lock.LockedError: another process uses ``work``.
+        F2TTAError, OSError: data or a model cannot be made.
+    """
+    with WorkFolder(work):
+        return _prepare(recipe, work, device, log, passes)
+
+
+def _prepare(recipe: Recipe, work: Path, device: str, log: Callable[[str], None], passes: bool) -> Prepared:
     out = Prepared()
     for k in recipe.kinds:
         for role, seed, per_site in (
             ("train", k.train_seed, recipe.train_per_site),
             ("eval", k.eval_seed, recipe.eval_per_site),
         ):
-            folder = work / "data" / f"{k.kind}-{role}-{seed}-{per_site}"
-            if not (folder / "synth.json").is_file():
-                log(f"generating {folder.name}")
+            folder = data_folder(work, k, role, seed, per_site)
+            problem = _data_problem(folder, k, seed, per_site, recipe.size)
+            if problem is not None:
+                log(f"generating {folder.name}" + ("" if problem == "not generated yet" else f" ({problem})"))
+                (folder / SYNTH_JSON).unlink(missing_ok=True)  # the folder is whole only once it is back
                 write_synth(
                     k.kind,
                     folder,
@@ -153,163 +137,99 @@ def prepare(
                     seed=seed,
                     overwrite=True,
                     workers=default_workers(),
+                    sites=k.sites,
                 )
-            (out.train_data if role == "train" else out.eval_data)[k.kind] = folder
+            (out.train_data if role == "train" else out.eval_data)[k.name] = folder
         for tseed in recipe.training_seeds:
-            model = work / "models" / f"{k.kind}-{k.train_seed}-s{tseed}.safetensors"
-            if not model.is_file():
-                log(f"training {model.name}")
-                model.parent.mkdir(parents=True, exist_ok=True)
-                cfg = TrainConfig(
-                    img_size=recipe.size,
-                    epochs=recipe.epochs,
-                    patience=recipe.patience,
-                    seed=tseed,
-                    device=device,
+            for training in recipe.training_recipes:
+                legacy = "" if training == "default" else f"-{training}"
+                name = f"{k.name}{legacy}-{k.train_seed}-s{tseed}.safetensors"
+                model = work / "models" / name
+                _train(ModelUnit(model), recipe, tseed, training, out.train_data[k.name], device, log)
+                out.models[(k.name, tseed, training)] = model
+                if not passes:
+                    continue
+                ds = open_dataset(out.eval_data[k.name])
+                started = time.perf_counter()
+                PassCache(work / "passes").passes(model, [it.path for it in ds.items], device)
+                log(
+                    f"source passes of {model.name} on {len(ds.items)} images ready "
+                    f"({time.perf_counter() - started:.0f} s)"
                 )
-                train_source(open_dataset(out.train_data[k.kind]), recipe.source, cfg, out=str(model))
-            out.models[(k.kind, tseed)] = model
-            if not passes:
-                continue
-            ds = open_dataset(out.eval_data[k.kind])
-            started = time.perf_counter()
-            PassCache(work / "passes").passes(model, [it.path for it in ds.items], device)
-            log(
-                f"source passes of {model.name} on {len(ds.items)} images ready ({time.perf_counter() - started:.0f} s)"
-            )
     return out
 
 
-@dataclass(frozen=True)
-class SuiteCell:
-    """One site of one stream: each method against the source model."""
-
-    kind: str
-    model: str
-    mix: str
-    delta: float
-    site: str
-    source: bool  # the model's source site
-    results: dict[str, Paired]  # method (or "method K=k": its decisions after k reviews per site) -> paired
-    reviews: dict[str, int] = field(default_factory=dict)  # "method K=k" -> reviews answered at this site
-
-    def harmful(self, method: str) -> bool:
-        return self.results[method].harmful
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "model": self.model,
-            "mix": self.mix,
-            "delta": self.delta,
-            "site": self.site,
-            "source_site": self.source,
-            "methods": {m: r.to_json() for m, r in self.results.items()},
-            **({"reviews": self.reviews} if self.reviews else {}),
-        }
-
-
-@dataclass(frozen=True)
-class StreamJob:
-    kind: str
-    model: str
-    model_path: str
-    eval_data: str
-    passes_dir: str
-    mix: float | str
-    delta: float
-    fragments: int
-    images_per_site: int
-    stream_seed: int
-    source: str
-    methods: tuple[str, ...]
-    review_budgets: tuple[int, ...] = ()
-
-
-def reviewed_name(method: str, budget: int) -> str:
-    """The result key of ``method``'s decisions after ``budget`` simulated reviews per site."""
-    return f"{method} K={budget}"
+def _train(
+    unit: ModelUnit,
+    recipe: Recipe,
+    seed: int,
+    training: str,
+    data: Path,
+    device: str,
+    log: Callable[[str], None],
+) -> None:
+    """Train the unit's model unless it is whole and trained as the recipe asks; then seal it."""
+    expected = {
+        "size": recipe.size,
+        "epochs": recipe.epochs,
+        "patience": recipe.patience,
+        "seed": seed,
+        "source": recipe.source,
+        "train_data": data.name,
+    }
+    problem = unit.problem(expected)
+    if problem is None:
+        return
+    name = unit.checkpoint.name
+    log(f"training {name}" + ("" if problem == "not trained yet" else f" again ({problem})"))
+    unit.clear()
+    unit.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    cfg = recipe_config(
+        training,
+        img_size=recipe.size,
+        epochs=recipe.epochs,
+        patience=recipe.patience,
+        seed=seed,
+        device=device,
+    )
+    train_source(open_dataset(data), recipe.source, cfg, out=str(unit.checkpoint))
+    unit.seal()
 
 
 def stream_jobs(
     recipe: Recipe, prepared: Prepared, work: Path, review_budgets: tuple[int, ...] = ()
 ) -> list[StreamJob]:
+    """Every stream of the recipe (``review_budgets``: the CLI's, used when the recipe names none)."""
+    budgets = recipe.review_budgets or review_budgets
     jobs = []
     for k in recipe.kinds:
         for tseed in recipe.training_seeds:
-            for mix in recipe.mixes:
-                for delta in recipe.deltas:
-                    jobs.append(
-                        StreamJob(
-                            k.kind,
-                            f"{k.kind}-s{tseed}",
-                            str(prepared.models[(k.kind, tseed)]),
-                            str(prepared.eval_data[k.kind]),
-                            str(work / "passes"),
-                            mix,
-                            delta,
-                            k.fragments,
-                            recipe.images_per_site,
-                            recipe.stream_seed,
-                            recipe.source,
-                            recipe.methods,
-                            review_budgets,
-                        )
-                    )
+            for training in recipe.training_recipes:
+                for protocol in recipe.protocols:
+                    for mix in recipe.mixes:
+                        for delta in recipe.deltas:
+                            jobs.append(
+                                StreamJob(
+                                    k.name,
+                                    model_name(k, tseed, training),
+                                    str(prepared.models[(k.name, tseed, training)]),
+                                    str(prepared.eval_data[k.name]),
+                                    str(work / "passes"),
+                                    mix,
+                                    delta,
+                                    k.fragments,
+                                    recipe.images_per_site,
+                                    recipe.stream_seed,
+                                    recipe.source,
+                                    recipe.methods,
+                                    tuple(budgets),
+                                    protocol,
+                                    recipe.mixed_pair,
+                                    recipe.reviewer_noise,
+                                    recipe.review_at,
+                                )
+                            )
     return jobs
-
-
-def site_sequences(ds: Dataset, job: StreamJob) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each site's images in the job's class mix (indices into ``ds.items``) and every item's class index."""
-    labels = np.array([it.label for it in ds.items], dtype=np.int64)  # class indices, as the models predict
-    positive = labels == ds.positive_class
-    domain_of = np.array([ds.domains.index(it.domain) for it in ds.items])
-    seqs = []
-    for d, name in enumerate(ds.domains):
-        rng = np.random.default_rng(
-            [job.stream_seed, d, 5]
-        )  # a site's images: the same for every δ and model
-        seqs.append(
-            resample_site(np.flatnonzero(domain_of == d), positive, job.mix, job.images_per_site, rng)
-        )
-        del name
-    return seqs, labels
-
-
-def run_stream(job: StreamJob) -> list[SuiteCell]:
-    """Replay every method of ``job`` over its stream; one cell per site."""
-    torch.set_num_threads(1)
-    ds = open_dataset(job.eval_data)
-    loaded = load_model(job.model_path)
-    ref = find_reference(loaded.path, loaded.fingerprint, loaded.card.num_classes, PromptedViT(loaded.model))
-    all_passes: SourcePasses = PassCache(Path(job.passes_dir)).passes(
-        Path(job.model_path), [it.path for it in ds.items]
-    )
-    seqs, labels = site_sequences(ds, job)
-    order, site_of = interleave(
-        seqs, job.delta, job.fragments, job.stream_seed, [job.mix == DRIFT] * len(seqs)
-    )
-    passes = all_passes.take(order)
-    y = labels[order]
-    replayed = {m: replay(m, passes, ref, loaded, None, seed=job.stream_seed) for m in job.methods}
-    source_preds = replayed["source"].preds
-    decisions = {m: r.preds for m, r in replayed.items() if m != "source"}
-    reviewed: dict[str, np.ndarray] = {}
-    for m, r in replayed.items():
-        for budget in job.review_budgets if m != "source" else ():
-            sim = simulate(y, source_preds, r.preds, r.group, site_of, budget)
-            decisions[reviewed_name(m, budget)] = sim.decisions
-            reviewed[reviewed_name(m, budget)] = sim.reviewed
-    cells = []
-    for s, name in enumerate(ds.domains):
-        mask = site_of == s
-        results = {m: paired(y[mask], source_preds[mask], d[mask]) for m, d in decisions.items()}
-        reviews = {m: int(r[mask].sum()) for m, r in reviewed.items()}
-        mix = job.mix if isinstance(job.mix, str) else f"{job.mix:g}"
-        cells.append(
-            SuiteCell(job.kind, job.model, mix, job.delta, name, name == job.source, results, reviews)
-        )
-    return cells
 
 
 def run_suite(
@@ -319,52 +239,60 @@ def run_suite(
     workers: int = 1,
     log: Callable[[str], None] = print,
     review_budgets: tuple[int, ...] = (),
-) -> list[SuiteCell]:
+) -> list[StreamResult]:
     """Every stream of the recipe, in parallel processes when ``workers`` > 1.
 
-    ``review_budgets``: also each method's decisions after that many simulated reviews per site
-    (result keys from :func:`reviewed_name`; ``engine.bench.reviews``).
+    ``review_budgets``: simulated reviews per site when the recipe names none (result keys from
+    :func:`reviewed_name`).
     """
     jobs = stream_jobs(recipe, prepared, work, review_budgets)
-    cells: list[SuiteCell] = []
+    results: list[StreamResult] = []
     started = time.perf_counter()
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             for i, out in enumerate(pool.map(run_stream, jobs), 1):
-                cells += out
+                results.append(out)
                 log(f"stream {i}/{len(jobs)} done ({time.perf_counter() - started:.0f} s)")
     else:
         for i, job in enumerate(jobs, 1):
-            cells += run_stream(job)
+            results.append(run_stream(job))
             log(f"stream {i}/{len(jobs)} done ({time.perf_counter() - started:.0f} s)")
-    return cells
+    return results
 
 
-def summary(cells: Sequence[SuiteCell], methods: Sequence[str]) -> dict[str, Any]:
-    """Per method (and reviewed variant): harmful cells, the worst cell, the source site's worst,
-    target error closed; the reviewed variants also the reviews answered per site."""
+def summary(results: Sequence[StreamResult], methods: Sequence[str]) -> dict[str, Any]:
+    """Per protocol, per method and variant: the endpoints on (model, site) units
+    (:func:`engine.bench.endpoints.unit_endpoints`), the worst cell and, for the review variants,
+    the reviews answered per site and how many promoted or verified comparisons were false; per
+    protocol also the site units per stream."""
     out: dict[str, Any] = {}
-    keys = [k for k in (cells[0].results if cells else {}) if k.split(" K=")[0] in methods]
-    for m in keys:
-        if m == "source":
-            continue
-        targets = [c for c in cells if not c.source]
-        worst = min(cells, key=lambda c: c.results[m].delta)
-        lowest = min(cells, key=lambda c: c.results[m].low)
-        errors = sum(100.0 - c.results[m].source_acc for c in targets)
-        gains = sum(c.results[m].delta for c in targets)
-        out[m] = {
-            "cells": len(cells),
-            "harmful_cells": sum(c.harmful(m) for c in cells),
-            "worst_cell": {**worst.to_json(), "difference": worst.results[m].delta},
-            "lowest_interval": {**lowest.to_json(), "low": lowest.results[m].low},
-            "source_site_worst": min((c.results[m].delta for c in cells if c.source), default=0.0),
-            "target_mean_gain": gains / len(targets) if targets else 0.0,
-            "target_error_closed": gains / errors if errors > 0 else 0.0,
-            "fixed": sum(c.results[m].fixed for c in cells),
-            "broken": sum(c.results[m].broken for c in cells),
-            "cells_below_source_by_1": sum(c.results[m].delta < -1.0 for c in cells),
+    for protocol in dict.fromkeys(r.job.protocol for r in results):
+        mine = [r for r in results if r.job.protocol == protocol]
+        cells = [c for r in mine for c in r.cells]
+        keys = [
+            k for k in (cells[0].results if cells else {}) if k.split(" ")[0] in methods and k != "source"
+        ]
+        entry: dict[str, Any] = {
+            "streams": len(mine),
+            "site_units_per_stream": {
+                "median": float(np.median([r.units for r in mine])) if mine else 0.0,
+                "max": max((r.units for r in mine), default=0),
+            },
         }
-        if any(m in c.reviews for c in cells):
-            out[m]["reviews_per_site"] = float(np.mean([c.reviews.get(m, 0) for c in cells]))
+        for key in keys:
+            units = unit_endpoints(
+                [UnitCell(c.model, c.site, c.source, c.results[key], c.best_errors) for c in cells]
+            )
+            worst = min(cells, key=lambda c: c.results[key].delta)
+            units["worst_cell"] = {**worst.to_json(), "difference": worst.results[key].delta}
+            del units["worst_cell"]["methods"]
+            units["harmful_cells"] = sum(c.harmful(key) for c in cells)
+            if any(key in c.reviews for c in cells):
+                units["reviews_per_site"] = float(np.mean([c.reviews.get(key, 0) for c in cells]))
+                made = sum(r.verdicts.get(key, (0, 0))[0] for r in mine)
+                false = sum(r.verdicts.get(key, (0, 0))[1] for r in mine)
+                units["promoted_or_verified"] = made
+                units["false_verifications"] = false
+            entry[key] = units
+        out[protocol] = entry
     return out

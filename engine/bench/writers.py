@@ -98,44 +98,65 @@ def format_paired(result: BenchResult) -> str:
 def format_paths(result: BenchResult) -> str:
     """Per decision path (methods that record one): images, changed, fixed and broken, over all streams."""
     rows = []
+    units = []
     for name, m in result.methods.items():
         for path, c in m.get("paths", {}).items():
             rows.append([name, path, str(c["images"]), str(c["changed"]), str(c["fixed"]), str(c["broken"])])
+        if "site_units_per_stream" in m:
+            per_stream = ", ".join(str(k) for k in m["site_units_per_stream"])
+            what = (
+                "sites (named)"
+                if result.plan.config.get("known_sites")
+                else "site groups (found by appearance)"
+            )
+            units.append(f"{name}: {what} per stream: {per_stream}")
     if not rows:
         return ""
     header = ["method", "decision path", "images", "changed", "fixed", "broken"]
-    return "Where the decisions came from (summed over streams)\n" + _render(header, rows)
+    return (
+        "Where the decisions came from (summed over streams)\n"
+        + _render(header, rows)
+        + "".join(f"\n{line}" for line in units)
+    )
 
 
 def format_reviews(result: BenchResult) -> str:
-    """Per method and review budget K (reviews per site): the reviewed decisions against the source."""
+    """Per method and review budget K (reviews per site): the reviewed decisions against the source,
+    retroactive (the report after the reviews) and online (what a reader saw when) apart."""
     header = [
         "method",
         "K",
+        "decisions",
         "reviews/site",
         "target Δ",
         "worst site Δ",
         "fixed/broken",
-        "verified/reverted/undecided",
+        "promoted/verified/reverted/not better/open",
+        "verified (e-BH)",
     ]
     rows = []
     for name, budgets in result.reviews.items():
         for budget, r in budgets.items():
             v = r["verdicts"]
+            k, _, online = budget.partition(" ")
             rows.append(
                 [
                     name,
-                    budget,
+                    k,
+                    "online" if online else "retroactive",
                     f"{r['reviews_per_site']:.1f}",
                     f"{r['target_delta']:+.2f}",
                     f"{r['worst_domain_delta']:+.2f}",
                     f"{r['fixed']}/{r['broken']}",
-                    f"{v['verified']}/{v['reverted']}/{v['undecided']}",
+                    "/".join(
+                        str(v.get(x, 0)) for x in ("promoted", "verified", "reverted", "not better", "open")
+                    ),
+                    str(v.get("verified (e-BH)", 0)),
                 ]
             )
     title = (
-        "Review-certified decisions: a simulated reviewer answers up to K disagreements per site "
-        "(points against the source model, mean over streams; site groups with a disagreement, summed over streams)"
+        "Review-certified decisions: a simulated reviewer answers up to K items of each site's ladder, drawn "
+        "uniformly at random (points against the source model, mean over streams; comparisons summed over streams)"
     )
     return f"{title}\n{_render(header, rows)}"
 

@@ -23,6 +23,7 @@ from engine.bench.writers import (
 )
 from engine.cli._common import add_card_override_arguments, add_device_arguments, add_model_argument
 from engine.errors import F2TTAError
+from engine.util.files import check_outputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +111,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also simulate a reviewer answering up to K disagreements per site with the dataset's labels "
         "and report each method's review-certified decisions (e.g. 0,5,10,20,50; docs/review-certificates.md)",
     )
+    parser.add_argument(
+        "--review-at",
+        type=float,
+        default=1.0,
+        metavar="SHARE",
+        help="the share of each site's images processed when the simulated reviewer comes (default 1: "
+        "after the site's last image, as a clinician reviews a loaded folder; 0.5: half-way)",
+    )
+    parser.add_argument(
+        "--known-sites",
+        action="store_true",
+        help="give each domain's images to the method as one site, still in the free-form arrival order "
+        "(the app's case: a folder or slide is a site); without it the site is unknown (the paper's protocol)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write a job cache")
     parser.add_argument(
         "--source-stats",
@@ -118,6 +133,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="give VPTTA and DPCore N source-domain training images as their statistics reference, "
         "as the original methods read it from source data (default 0: the first stream images)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="B",
+        help="images per model step, within each method's limit (default 1: each method's own step, "
+        "the F2TTA protocol; docs/method.md, 'Batches')",
     )
     add_device_arguments(parser)
 
@@ -144,10 +167,16 @@ def main(args: argparse.Namespace) -> int:
             threads=args.threads,
             cache=cache_dir(args),
             source_stats=args.source_stats,
+            batch=args.batch,
             prior=parse_prior(args.prior) if args.prior else (),
+            known_sites=args.known_sites,
         )
+        if not 0.0 < args.review_at <= 1.0:
+            raise F2TTAError(f"--review-at must lie in (0, 1], not {args.review_at}")
         budgets = parse_budgets(args.review_budget) if args.review_budget is not None else ()
         plan = plan_bench(settings)
+        json_out = [args.json, args.json.with_suffix(".png")] if args.json is not None else []
+        check_outputs([*json_out, *([args.csv] if args.csv is not None else [])])  # before the jobs run
     except (F2TTAError, ValueError, KeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -178,7 +207,9 @@ def main(args: argparse.Namespace) -> int:
         )
     for row, recs in result.records.items():
         if budgets and row != "source":
-            result.reviews[row] = review_budgets(recs, plan.domains, plan.source_domain, budgets)
+            result.reviews[row] = review_budgets(
+                recs, plan.domains, plan.source_domain, budgets, args.review_at
+            )
     print(format_table(result))
     print()
     print(format_paired(result))

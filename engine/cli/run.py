@@ -19,26 +19,48 @@ from engine.cli._common import (
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
+from engine.io.sources import DEFAULT_MIN_TISSUE, SlideSource, arrived_since
 from engine.model.gate import NotApplicableError
-from engine.run.certify import certify, read_review_marks, write_certified
-from engine.run.outputs import config_path, skipped_path
+from engine.run.accel import PRECISIONS
+from engine.run.batch import MAX_BATCH, default_batch
+from engine.run.certify import (
+    certify,
+    check_reviews_file,
+    marks_from_file,
+    project_review_folder,
+    write_certified,
+)
+from engine.run.outputs import config_path, geojson_path, skipped_path
+from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.runner import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NOT_APPLICABLE,
     EXIT_USAGE,
     FolderJob,
     exit_code,
     open_folder_job,
+    open_slide_job,
+    write_geojson,
     write_run_config,
 )
 from engine.run.session import Session
 from engine.run.stream import Predicted, Skipped
 from engine.util.text import shown
 
+#: Suffixes of images that are never slides (a TIFF may be either: OpenSlide decides).
+PLAIN_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif"})
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_argument(parser)
-    parser.add_argument("--input", required=True, type=Path, help="folder of images (searched recursively)")
+    parser.add_argument(
+        "--input",
+        required=True,
+        type=Path,
+        help="folder of images (searched recursively), or a whole-slide image (any format OpenSlide "
+        "reads: SVS, NDPI, MRXS, pyramid TIFF, ...) whose tissue tiles are processed as the app cuts them",
+    )
     parser.add_argument(
         "--state",
         required=True,
@@ -66,6 +88,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--manifest", type=Path, help="file listing the images in arrival order")
     parser.add_argument(
+        "--min-tissue",
+        type=float,
+        default=DEFAULT_MIN_TISSUE,
+        metavar="SHARE",
+        help="a slide: smallest share of tissue for a tile to be processed (default %(default)s, as the app)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        metavar="B",
+        help="images per model step (default: chosen from the device, within the method's limit; 1 is "
+        "the method's own per-image step; docs/method.md, 'Batches')",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto: bf16 autocast on CUDA for the methods that allow it (source), else float32",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the model's forward compiled (methods that allow it: source)",
+    )
+    parser.add_argument(
         "--save-every", type=int, default=50, metavar="N", help="save the state every N images"
     )
     parser.add_argument(
@@ -81,9 +129,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="review marks (the app's reviews.csv: item, review, reviewed_at) applied after the run: "
-        "site groups whose certificate turns reverted go back to the source model's decisions, written "
-        "to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md)",
+        help="review marks (the app's reviews.csv: item, review, reviewed_at, site) applied after the run "
+        "instead of the project's own: the folder's certificates decide which rule decides its images, "
+        "written to OUT.certified.csv with OUT.certificates.json (docs/review-certificates.md); with "
+        "--state PROJECT the project's own marks are used without it",
     )
     parser.add_argument(
         "--accept-warnings",
@@ -99,8 +148,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _open(args: argparse.Namespace) -> FolderJob:
     config = method_config_from_args(args)
     session = Session(
-        args.model, method=args.method, method_config=config, device=args.device, seed=args.seed
+        args.model,
+        method=args.method,
+        method_config=config,
+        device=args.device,
+        seed=args.seed,
+        precision=args.precision,
+        compiled=args.compile,
     )
+    if args.reviews is not None:  # a file that cannot be used is refused before any work
+        check_reviews_file(args.reviews)
+    batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
+    common: dict[str, Any] = {
+        "save_every": max(1, args.save_every),
+        "keep_saved_settings": not args.set,
+        "command": "f2tta run --input " + str(args.input),
+        "accept_warnings": args.accept_warnings,
+        "reviews": args.reviews is not None or project_review_folder(args.state) is not None,
+        "batch": batch,
+    }
+    if not args.input.is_dir():
+        return open_slide_job(session, args.input, args.state, args.out, min_tissue=args.min_tissue, **common)
     return open_folder_job(
         session,
         args.input,
@@ -109,16 +177,25 @@ def _open(args: argparse.Namespace) -> FolderJob:
         order=args.order,
         order_seed=args.order_seed,
         manifest=args.manifest,
-        save_every=max(1, args.save_every),
-        keep_saved_settings=not args.set,
-        command="f2tta run --input " + str(args.input),
-        accept_warnings=args.accept_warnings,
+        **common,
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.input.is_dir():
-        print(f"error: input folder not found: {shown(args.input)}", file=sys.stderr)
+    if not args.input.exists():
+        print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.input.is_dir() and args.input.suffix.lower() in PLAIN_IMAGES:
+        print(
+            f"error: {shown(args.input)} is an image, not a slide: pass the folder that holds the images",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.batch is not None and not 1 <= args.batch <= MAX_BATCH:
+        print(f"error: --batch must be between 1 and {MAX_BATCH}", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0.0 <= args.min_tissue <= 1.0:
+        print("error: --min-tissue must be between 0 and 1", file=sys.stderr)
         return EXIT_USAGE
     if args.reviews is not None and not args.reviews.is_file():
         print(f"error: reviews file not found: {shown(args.reviews)}", file=sys.stderr)
@@ -156,6 +233,7 @@ def main(args: argparse.Namespace) -> int:
 def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     record["applicability_warnings"] = [{"check": w.check, "message": w.message} for w in job.warnings]
+    record["batch"] = job.run.batch
     for warning in job.warnings:
         print(f"warning (accepted): {shown(warning.message)}", file=sys.stderr)
     write_run_config(config_path(args.out), job.session, record)
@@ -169,7 +247,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         if run.stop_requested:
             raise KeyboardInterrupt
         run.request_stop()
-        tqdm.write("stopping after the current image (Ctrl-C again to abort)...", file=sys.stderr)
+        tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
@@ -202,34 +280,83 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
+    arrived = (
+        0
+        if isinstance(job.source, SlideSource)
+        else arrived_since(job.source, job.session.card.classes, args.manifest)
+    )
+    if arrived:
+        print(
+            f"{arrived} new image{'s' if arrived > 1 else ''} arrived in the folder during the run; "
+            "the next run will take them",
+            file=sys.stderr,
+        )
+    if summary.failure is None:
+        rows = job.journal.rows(job.source.source_id)
+        review = SiteReview(None, job.source.source_id, len(job.session.card.classes))
+        review.open(rows)
+        line = what_adapting_changed(rows, review.decisions())
+        if line.startswith("adapting changed ") and not line.startswith("adapting changed no"):
+            line += " (as the report decides them: each image by its site's latest operating point)"
+        print(line, file=sys.stderr)
+    certified = summary.failure is not None or _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
-    if args.reviews is not None and summary.failure is None:
-        code = max(code, _certify(job, args))
+    if isinstance(job.source, SlideSource):
+        code = max(code, _write_geojson(job, args.out))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
-    return code
+    return code if code or certified else EXIT_FAILED
 
 
-def _certify(job: FolderJob, args: argparse.Namespace) -> int:
-    """Apply ``--reviews`` to the run's rows; 0, or :data:`EXIT_USAGE` when the file cannot be used."""
-    rows = job.journal.rows(job.source.source_id)
+def _write_geojson(job: FolderJob, out: Path) -> int:
+    """The slide's tiles for QuPath beside the CSV; 0, or :data:`EXIT_FAILED` when it cannot be written."""
     try:
-        marks = read_review_marks(args.reviews, rows, job.session.card.classes)
-        book = certify(rows, marks)
-        certified, certificates = write_certified(args.out, rows, book)
-    except (F2TTAError, OSError) as exc:
-        print(f"error: {shown(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    print(
-        f"reviews: {len(marks.marks)} mark(s) used"
-        + (f", {marks.unknown_items} naming no image of this run" if marks.unknown_items else "")
-        + (
-            f", {marks.unknown_classes} with a class the model does not have" if marks.unknown_classes else ""
-        ),
-        file=sys.stderr,
-    )
-    for summary in book.summaries():
-        group = "no group" if summary["group"] is None else f"site group {summary['group']}"
-        print(f"  {group}: {book.certificate(summary['group']).describe()}", file=sys.stderr)
-    print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
+        path = write_geojson(job, geojson_path(out))
+    except (OSError, F2TTAError) as exc:
+        print(f"error: the slide's GeoJSON cannot be written: {shown(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"tiles for QuPath: {shown(path)}", file=sys.stderr)
     return 0
+
+
+def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
+    """Apply ``--reviews`` (or the project's own marks, with ``--state PROJECT``) to the run's rows;
+    False (said why) when that failed after the run."""
+    folder = project_review_folder(args.state)
+    if args.reviews is None and folder is None:
+        return True
+    classes = job.session.card.classes
+    review = SiteReview(folder if args.reviews is None else None, job.source.source_id, len(classes))
+    try:
+        review.open(job.journal.rows(job.source.source_id))
+        for note in review.take_notes():
+            print(f"warning: {shown(note)}", file=sys.stderr)
+        if args.reviews is not None:
+            used, unknown_items, unknown_classes = marks_from_file(args.reviews, review, classes)
+            certify(review)
+            print(
+                f"reviews: {used} mark(s) of {shown(args.reviews)} used"
+                + (f", {unknown_items} naming no image of this run" if unknown_items else "")
+                + (f", {unknown_classes} with a class the model does not have" if unknown_classes else ""),
+                file=sys.stderr,
+            )
+        elif not review.marks:
+            return True
+        else:
+            print(f"reviews: the project's {len(review.marks)} mark(s) of this folder", file=sys.stderr)
+        certified, certificates = write_certified(args.out, review, classes)
+    except (F2TTAError, OSError) as exc:
+        print(
+            f"error: the run finished (its predictions and state are saved), but the review marks "
+            f"could not be applied: {shown(exc)}",
+            file=sys.stderr,
+        )
+        return False
+    finally:
+        review.close()
+    for comparison in review.comparisons():
+        print(f"  {comparison.describe(len(review.rows))}", file=sys.stderr)
+    if not review.comparisons():
+        print(f"  {review.why_empty()}", file=sys.stderr)
+    print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
+    return True

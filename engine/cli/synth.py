@@ -1,4 +1,4 @@
-"""``f2tta synth``: write a generated multi-site dataset (histo, fundus or lesion)."""
+"""``f2tta synth``: write a generated multi-site dataset (histo, fundus, lesion or oct)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sys
 
 from engine.data.synth import (
     DEFAULT_PER_DOMAIN,
+    DEFAULT_SITES,
     DEFAULT_SIZE,
     KINDS,
+    SITE_SETS,
     default_workers,
     parse_prevalence,
     write_synth,
@@ -44,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SITE=P[,SITE=P...]",
         help="label shift: share P of the positive class at the named sites (others balanced)",
     )
+    parser.add_argument(
+        "--sites",
+        choices=SITE_SETS,
+        default=DEFAULT_SITES,
+        help="site set: v1 (default) the first sites of every kind; v2 site1 and four new target sites "
+        "(histo, fundus and lesion)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
             overwrite=args.force,
             progress=progress,
             prevalence=prevalence,
+            sites=args.sites,
         )
     except F2TTAError as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)
@@ -76,7 +86,6 @@ def main(args: argparse.Namespace) -> int:
     for site, counts in result.counts.items():
         print(f"  {site}: " + ", ".join(f"{c} {n}" for c, n in counts.items()))
     rate = total / result.seconds * 60 if result.seconds > 0 else float("inf")
-    print(
-        f"wrote {total} {args.kind} images to {result.out} in {result.seconds:.1f} s ({rate:.0f} images/min)"
-    )
+    what = args.kind if args.sites == DEFAULT_SITES else f"{args.kind} ({args.sites} sites)"
+    print(f"wrote {total} {what} images to {result.out} in {result.seconds:.1f} s ({rate:.0f} images/min)")
     return 0

@@ -9,19 +9,24 @@ from typing import Any
 
 from engine.data.readers import open_dataset
 from engine.errors import F2TTAError
+from engine.model.card import card_path_for
+from engine.model.source_reference import reference_path
 from engine.training import (
     DEFAULT_ARCH,
     DEFAULT_IMG_SIZE,
     DEFAULT_MODEL_KWARGS,
+    DEFAULT_RECIPE,
+    RECIPES,
     EpochStats,
     TrainConfig,
+    recipe_config,
     train_source,
 )
+from engine.util.files import check_outputs
 from engine.util.text import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = TrainConfig()
     parser.add_argument(
         "--data", required=True, help="dataset folder or CSV (domain folders, manifest, WILDS)"
     )
@@ -29,22 +34,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help="MODEL.safetensors to write (the card goes to MODEL.json)"
     )
-    parser.add_argument("--arch", default=DEFAULT_ARCH, help="timm architecture (default %(default)s)")
     parser.add_argument(
-        "--img-size", type=int, default=DEFAULT_IMG_SIZE, help="input side in pixels (default %(default)s)"
+        "--recipe",
+        choices=list(RECIPES),
+        default=DEFAULT_RECIPE,
+        help="training recipe: every setting below defaults to the recipe's (default %(default)s; "
+        "adamw-p16: 16 px patches, 6 blocks of width 256, AdamW, label smoothing, crops and blur)",
+    )
+    parser.add_argument("--arch", default=None, help=f"timm architecture (default {DEFAULT_ARCH})")
+    parser.add_argument(
+        "--img-size", type=int, default=None, help=f"input side in pixels (default {DEFAULT_IMG_SIZE})"
     )
     parser.add_argument(
         "--model-kwargs",
         default=None,
-        help=f"JSON of extra timm.create_model arguments (default {json.dumps(DEFAULT_MODEL_KWARGS)} "
-        f"for {DEFAULT_ARCH}, {{}} otherwise)",
+        help=f"JSON of extra timm.create_model arguments (default: the recipe's, {json.dumps(DEFAULT_MODEL_KWARGS)} "
+        f"for the default recipe; {{}} for an --arch other than the recipe's)",
     )
-    parser.add_argument("--epochs", type=int, default=d.epochs, help="maximum epochs (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=d.batch_size, help="default %(default)s")
+    parser.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the recipe's, 40)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: the recipe's, 64")
     parser.add_argument(
-        "--lr", type=float, default=d.lr, help="peak Adam learning rate (default %(default)s)"
+        "--lr", type=float, default=None, help="peak learning rate (default: the recipe's, 1e-3 / 5e-4)"
     )
-    parser.add_argument("--patience", type=int, default=d.patience, help="early-stopping patience in epochs")
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="early-stopping patience in epochs (default: the recipe's, 10)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="training seed (weights, batches, augmentation)")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of the per-domain 60/15/25 split")
     parser.add_argument(
@@ -57,9 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
 
 
-def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def _model_kwargs(args: argparse.Namespace, recipe: TrainConfig) -> dict[str, Any]:
     if args.model_kwargs is None:
-        return dict(DEFAULT_MODEL_KWARGS) if args.arch == DEFAULT_ARCH else {}
+        same_arch = args.arch is None or args.arch == recipe.arch
+        return dict(recipe.model_kwargs) if same_arch else {}
     try:
         value = json.loads(args.model_kwargs)
     except json.JSONDecodeError as exc:
@@ -69,21 +87,32 @@ def _model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return value
 
 
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The recipe named by ``--recipe`` with the settings given on the command line in place of its own."""
+    recipe = recipe_config(args.recipe)
+    given = {
+        "arch": args.arch,
+        "img_size": args.img_size,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "patience": args.patience,
+    }
+    return recipe_config(
+        args.recipe,
+        model_kwargs=_model_kwargs(args, recipe),
+        seed=args.seed,
+        split_seed=args.split_seed,
+        pretrained=args.pretrained,
+        device=args.device,
+        **{k: v for k, v in given.items() if v is not None},
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     try:
-        cfg = TrainConfig(
-            arch=args.arch,
-            img_size=args.img_size,
-            model_kwargs=_model_kwargs(args),
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            patience=args.patience,
-            seed=args.seed,
-            split_seed=args.split_seed,
-            pretrained=args.pretrained,
-            device=args.device,
-        )
+        cfg = config_from_args(args)
+        check_outputs([args.out, card_path_for(args.out), reference_path(args.out)])  # before training
         ds = open_dataset(args.data, positive_class=args.positive_class)
         print(ds.summary())
 
@@ -98,12 +127,12 @@ def main(args: argparse.Namespace) -> int:
         result = train_source(
             ds, args.source, cfg, out=args.out, on_epoch=show, eval_domains=args.eval_domains
         )
-    except F2TTAError as exc:
+    except (F2TTAError, OSError) as exc:
         print(f"error: {shown(exc)}", file=sys.stderr)
         return 1
     t = result.card.training
     print(
-        f"best epoch {t['best_epoch']}: val acc {100 * result.val_acc:.1f}%, test acc {100 * result.test_acc:.1f}%"
+        f"recipe {t['recipe']}, best epoch {t['best_epoch']}: val acc {100 * result.val_acc:.1f}%, test acc {100 * result.test_acc:.1f}%"
     )
     for domain, acc in result.domain_test_acc.items():
         tag = " (source)" if domain == args.source else ""

@@ -14,10 +14,11 @@ from engine.data.readers import (
     split_dataset,
     split_items,
 )
-from engine.data.synth import KINDS, SynthResult, generate_arrays, site_names, write_synth
+from engine.data.synth import KINDS, SITE_SETS, SynthResult, generate_arrays, site_names, write_synth
 
 __all__ = [
     "KINDS",
+    "SITE_SETS",
     "Dataset",
     "DatasetError",
     "Item",

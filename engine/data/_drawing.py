@@ -21,12 +21,13 @@ Renderer = Callable[[np.random.Generator, int, Any, int], np.ndarray]
 class SynthSpec:
     """One kind of generated data: its classes, its sites and how one image is drawn."""
 
-    kind: str  # "histo", "fundus" or "lesion"
+    kind: str  # "histo", "fundus", "lesion" or "oct"
     classes: tuple[str, ...]  # class names; label i is classes[i] (sorted, as the readers order them)
     positive_class: str  # the class that precision/recall/AUC treat as positive
     sites: tuple[Any, ...]  # frozen dataclasses with at least ``name`` and ``jpeg_quality``
     render: Renderer  # (rng, label, site, size) -> (size, size, 3) uint8 RGB
     description: str  # one line for synth.json and the docs
+    site_set: str = "v1"  # which of the kind's site sets ``sites`` is (``f2tta synth --sites``)
 
 
 def pixel_grid(size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -114,14 +114,24 @@ def _soft_ellipse(
     return np.clip((1.0 - rho) * min(ry, rx) / edge + 0.5, 0.0, 1.0)
 
 
-def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` (0 glaucoma, 1 normal) at ``site``."""
+@dataclass(frozen=True)
+class Eye:
+    """One eye as the optics deliver it, before any camera: linear RGB and the field's geometry."""
+
+    rgb: np.ndarray  # (size, size, 3) float, 0-1 reflectance-like colour, inside the field
+    inside: np.ndarray  # (size, size) 0-1 mask of the circular field
+    r: np.ndarray  # (size, size) distance of each pixel from the image centre
+    radius: float  # radius of the field in pixels
+
+
+def eye(rng: np.random.Generator, label: int, field: float, size: int) -> Eye:
+    """The anatomy of one eye of class ``label`` (0 glaucoma, 1 normal) in a field of ``field`` x the side."""
     cdr = rng.uniform(*(GLAUCOMA_CDR if CLASSES[label] == "glaucoma" else NORMAL_CDR))
     coords = np.arange(size, dtype=np.float32) + 0.5
     yy, xx = np.meshgrid(coords, coords, indexing="ij")
     c = size / 2.0
-    span = size * site.field / REFERENCE_FIELD  # the camera's field of view sets the anatomy's scale
-    radius = 0.5 * size * site.field * rng.uniform(0.98, 1.02)
+    span = size * field / REFERENCE_FIELD  # the camera's field of view sets the anatomy's scale
+    radius = 0.5 * size * field * rng.uniform(0.98, 1.02)
     r = np.sqrt((yy - c) ** 2 + (xx - c) ** 2)
     inside = np.clip((radius - r) / 1.0 + 0.5, 0.0, 1.0)
 
@@ -152,13 +162,18 @@ def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) ->
     vessels = _vessels(rng, size, span, (dcy, dcx), side)
     vessel_colour = np.array([0.50, 0.10, 0.06], np.float32)
     rgb = rgb * (1 - 0.85 * vessels[..., None]) + vessel_colour * 0.85 * vessels[..., None]
+    return Eye(rgb, inside, r, float(radius))
 
+
+def render(rng: np.random.Generator, label: int, site: FundusSite, size: int) -> np.ndarray:
+    """One (size, size, 3) uint8 fundus image of class ``label`` (0 glaucoma, 1 normal) at ``site``."""
+    e = eye(rng, label, site.field, size)
     # The camera: vignetting, illumination, colour cast, contrast and gamma.
-    rgb = rgb * (1.0 - site.vignette * (np.clip(r / radius, 0, 1) ** 2.5))[..., None]
+    rgb = e.rgb * (1.0 - site.vignette * (np.clip(e.r / e.radius, 0, 1) ** 2.5))[..., None]
     rgb = rgb * site.gain * np.asarray(site.cast, np.float32)
-    mean = (rgb * inside[..., None]).sum((0, 1)) / inside.sum()
+    mean = (rgb * e.inside[..., None]).sum((0, 1)) / e.inside.sum()
     rgb = (rgb - mean) * site.contrast + mean
-    rgb = np.power(np.clip(rgb, 0.0, 1.0), site.gamma) * inside[..., None]
+    rgb = np.power(np.clip(rgb, 0.0, 1.0), site.gamma) * e.inside[..., None]
     return finish(rgb.astype(np.float32), rng, site.blur * size / 96.0, site.noise)
 
 

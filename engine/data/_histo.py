@@ -181,10 +181,33 @@ def draw_nuclei(nuc: Nuclei, size: int, f: float) -> tuple[np.ndarray, np.ndarra
     return density[crop], coverage[crop]
 
 
-def tissue_od(
-    rng: np.random.Generator, t: float, size: int, f: float, scale: float
-) -> tuple[np.ndarray, np.ndarray, Nuclei]:
-    """Haematoxylin and eosin densities of a patch with atypia ``t``, plus its nuclei."""
+@dataclass(frozen=True)
+class Tissue:
+    """The optical-density layers of one patch, before any site's stains and optics, all (size, size)."""
+
+    haem: np.ndarray  # haematoxylin density (nuclei, their halo)
+    eosin: np.ndarray  # eosin density (stroma, cytoplasm)
+    stroma: np.ndarray  # the stroma's own eosin density before the cells were placed (collagen)
+    cover: np.ndarray  # 0-1 coverage of the nuclei
+    nuclei: Nuclei
+
+
+def stained_cells(
+    rng: np.random.Generator, nuclei: Nuclei, stroma_eosin: np.ndarray, size: int, f: float
+) -> Tissue:
+    """Draw the nuclei over the stroma: chromatin texture, cytoplasm halo, eosin displaced by cells."""
+    haem, cover = draw_nuclei(nuclei, size, f)
+    chromatin = gaussian_blur(rng.standard_normal((size, size)).astype(np.float32), 0.6 * f)
+    haem = haem * (1.0 + 0.25 * chromatin)
+    # Cytoplasm: a faint purple-pink halo around the cells (more of it where cells crowd).
+    halo = gaussian_blur(cover, 2.0 * f)
+    haem = haem + 0.10 * halo * (1.0 - cover)
+    eosin = stroma_eosin * (1.0 - 0.5 * cover) + 0.12 * halo
+    return Tissue(haem.astype(np.float32), eosin.astype(np.float32), stroma_eosin, cover, nuclei)
+
+
+def tissue(rng: np.random.Generator, t: float, size: int, f: float) -> Tissue:
+    """The layers of a patch with atypia ``t`` (see :class:`Tissue`)."""
     eosin, lumen = stroma(rng, size, f)
     area = (size / (f * _CANONICAL)) ** 2  # canonical fields covered by the patch
     n = int(rng.poisson((10.0 + 38.0 * t) * rng.uniform(0.8, 1.2) * area))
@@ -217,15 +240,7 @@ def tissue_od(
     )
     direction = float(rng.uniform(0, np.pi))
     fibro = spindles(rng, int(rng.poisson(4.0 * area)), size, f, direction)
-    nuclei = Nuclei.concat([cells, fibro])
-    haem, cover = draw_nuclei(nuclei, size, f)
-    chromatin = gaussian_blur(rng.standard_normal((size, size)).astype(np.float32), 0.6 * f)
-    haem = haem * (1.0 + 0.25 * chromatin)
-    # Cytoplasm: a faint purple-pink halo around the cells (more of it where cells crowd).
-    halo = gaussian_blur(cover, 2.0 * f)
-    haem = haem + 0.10 * halo * (1.0 - cover)
-    eosin = eosin * (1.0 - 0.5 * cover) + 0.12 * halo
-    return haem.astype(np.float32), eosin.astype(np.float32), nuclei
+    return stained_cells(rng, Nuclei.concat([cells, fibro]), eosin, size, f)
 
 
 def stain(rng: np.random.Generator, haem: np.ndarray, eosin: np.ndarray, site: HistoSite) -> np.ndarray:
@@ -248,8 +263,8 @@ def atypia(rng: np.random.Generator, label: int) -> float:
 def render(rng: np.random.Generator, label: int, site: HistoSite, size: int) -> np.ndarray:
     """One (size, size, 3) uint8 patch of class ``label`` as ``site`` would image it."""
     f = size / _CANONICAL * site.scale
-    haem, eosin, _ = tissue_od(rng, atypia(rng, label), size, f, site.scale)
-    rgb = stain(rng, haem, eosin, site)
+    layers = tissue(rng, atypia(rng, label), size, f)
+    rgb = stain(rng, layers.haem, layers.eosin, site)
     return finish(rgb, rng, site.blur * size / _CANONICAL, site.noise)
 
 

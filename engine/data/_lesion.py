@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.data._drawing import SynthSpec, finish, gaussian_blur
+from engine.data._drawing import SynthSpec, finish
 from engine.data._histo import (
     _CANONICAL,
     SITES,
     HistoSite,
     Nuclei,
-    draw_nuclei,
+    Tissue,
     random_nuclei,
     spindles,
     stain,
+    stained_cells,
     stroma,
 )
 
@@ -53,9 +54,8 @@ def _cluster(
     return nuc, (float(cy), float(cx))
 
 
-def render(rng: np.random.Generator, label: int, site: HistoSite, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 patch: label :data:`LESION` holds a lesion, the other is normal."""
-    f = size / _CANONICAL * site.scale
+def lesion_tissue(rng: np.random.Generator, label: int, size: int, f: float) -> Tissue:
+    """The layers of a patch: normal tissue, plus a lesion (label :data:`LESION`) or, a third of the time, a mimic."""
     eosin, lumen = stroma(rng, size, f)
     area = (size / (f * _CANONICAL)) ** 2
     t = rng.uniform(0.0, NORMAL_ATYPIA)
@@ -70,13 +70,14 @@ def render(rng: np.random.Generator, label: int, site: HistoSite, size: int) -> 
         parts.append(_cluster(rng, size, f, lumen, malignant=True)[0])
     elif rng.random() < MIMIC_PROBABILITY:
         parts.append(_cluster(rng, size, f, lumen, malignant=False)[0])
-    haem, cover = draw_nuclei(Nuclei.concat(parts), size, f)
-    chromatin = gaussian_blur(rng.standard_normal((size, size)).astype(np.float32), 0.6 * f)
-    haem = haem * (1.0 + 0.25 * chromatin)
-    halo = gaussian_blur(cover, 2.0 * f)
-    haem = haem + 0.10 * halo * (1.0 - cover)
-    eosin = eosin * (1.0 - 0.5 * cover) + 0.12 * halo
-    rgb = stain(rng, haem, eosin, site)
+    return stained_cells(rng, Nuclei.concat(parts), eosin, size, f)
+
+
+def render(rng: np.random.Generator, label: int, site: HistoSite, size: int) -> np.ndarray:
+    """One (size, size, 3) uint8 patch: label :data:`LESION` holds a lesion, the other is normal."""
+    f = size / _CANONICAL * site.scale
+    layers = lesion_tissue(rng, label, size, f)
+    rgb = stain(rng, layers.haem, layers.eosin, site)
     return finish(rgb, rng, site.blur * size / _CANONICAL, site.noise)
 
 

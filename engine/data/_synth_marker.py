@@ -91,3 +91,19 @@ def remove_ours(site_dir: Path) -> None:
         logger.info(
             "%s: kept %d file(s) f2tta synth did not write: %s", site_dir, len(kept), ", ".join(kept[:5])
         )
+
+
+def marked_sites(out: Path) -> list[Path]:
+    """The sub-folders of ``out`` (not symlinks) that hold a readable marker, sorted by name."""
+    try:
+        entries = sorted(out.iterdir())
+    except OSError:
+        return []
+    return [d for d in entries if not d.is_symlink() and d.is_dir() and _classes(d) is not None]
+
+
+def remove_stale(site_dir: Path) -> None:
+    """Remove what the generator wrote in a site folder no longer generated, and the folder once empty."""
+    remove_ours(site_dir)
+    if not any(site_dir.iterdir()):
+        site_dir.rmdir()

@@ -1,13 +1,19 @@
 """Generated multi-site data: the same labelled anatomy seen through several sites' appearance.
 
-Three kinds exist (``histo``, ``fundus``, ``lesion``; see ``_histo.py``, ``_fundus.py`` and
-``_lesion.py``). In each, the class is decided by morphology only (nuclear density and atypia, the
-cup-to-disc ratio, one small lesion) and the sites differ only in how that morphology is imaged:
-stain or illumination, colour cast, blur, noise, JPEG quality, scale. A model trained on one site
-therefore meets a pure appearance shift on the others, like the paper's Camelyon17 centres.
+Four kinds exist (``histo``, ``fundus``, ``lesion``, ``oct``; see ``_histo.py``, ``_fundus.py``,
+``_lesion.py`` and ``_oct.py``). In each, the class is decided by morphology only (nuclear density
+and atypia, the cup-to-disc ratio, one small lesion, macular oedema) and the sites differ only in
+how that morphology is imaged: stain or illumination, colour cast, blur, noise, JPEG quality,
+scale, speckle, sensitivity. A model trained on one site therefore meets a pure appearance shift on
+the others, like the paper's Camelyon17 centres.
 
-Every image is rendered from its own random generator, seeded by ``(seed, kind, site, index)``,
-so the output is the same for a seed whatever the order or the number of worker processes.
+``histo``, ``fundus`` and ``lesion`` have a second site set (``sites="v2"``, ``_histo_v2.py`` and
+``_fundus_v2.py``): the same site1, and four target sites imaged through mechanisms the first set
+never used. The first set (``"v1"``, the default) is unchanged.
+
+Every image is rendered from its own random generator, seeded by ``(seed, kind, site, index)``
+(the second set's target sites by a key of their own), so the output is the same for a seed
+whatever the order or the number of worker processes.
 """
 
 from __future__ import annotations
@@ -29,21 +35,31 @@ import numpy as np
 from PIL import Image
 
 from engine.data._drawing import SynthSpec
-from engine.data._synth_marker import SynthError, check_ours, mark, remove_ours
+from engine.data._synth_marker import SynthError, check_ours, mark, marked_sites, remove_ours, remove_stale
 from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
-KINDS = ("histo", "fundus", "lesion")
+KINDS = ("histo", "fundus", "lesion", "oct")
+SITE_SETS = ("v1", "v2")  # ``f2tta synth --sites``: v1 the first sites of every kind, v2 the second
+DEFAULT_SITES = "v1"
 DEFAULT_PER_DOMAIN = 1000  # images per site
 DEFAULT_SIZE = 96  # square side in pixels
 SYNTH_JSON = "synth.json"
 _LABEL_STREAM = 2**31 - 1  # the per-site label shuffle's stream, never an image index
 
 
-def get_spec(kind: str) -> SynthSpec:
-    """The generator of one kind; raises :class:`SynthError` for an unknown kind."""
+def get_spec(kind: str, sites: str = DEFAULT_SITES) -> SynthSpec:
+    """The generator of one kind with one of its site sets.
+
+    Raises:
+        SynthError: an unknown kind, or a site set the kind does not have.
+    """
+    if sites not in SITE_SETS:
+        raise SynthError(f"unknown site set {sites!r}; choose one of {', '.join(SITE_SETS)}")
+    if sites == "v2":
+        return _second_sites(kind)
     # Imported lazily: generating one kind does not load the others.
     if kind == "histo":
         from engine.data._histo import SPEC as histo
@@ -57,7 +73,25 @@ def get_spec(kind: str) -> SynthSpec:
         from engine.data._lesion import SPEC as lesion
 
         return lesion
+    if kind == "oct":
+        from engine.data._oct import SPEC as oct_scans
+
+        return oct_scans
     raise SynthError(f"unknown kind of synthetic data {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def _second_sites(kind: str) -> SynthSpec:
+    if kind in ("histo", "lesion"):
+        from engine.data import _histo_v2
+
+        return _histo_v2.HISTO if kind == "histo" else _histo_v2.LESION
+    if kind == "fundus":
+        from engine.data._fundus_v2 import SPEC as fundus_v2
+
+        return fundus_v2
+    if kind not in KINDS:
+        raise SynthError(f"unknown kind of synthetic data {kind!r}; choose one of {', '.join(KINDS)}")
+    raise SynthError(f"{kind} has one site set (v1); the second (v2) exists for histo, fundus and lesion")
 
 
 def encode(img: np.ndarray, jpeg_quality: int | None) -> bytes:
@@ -77,22 +111,31 @@ def image_rng(seed: int, kind: str, site_index: int, index: int) -> np.random.Ge
     return np.random.default_rng(np.random.SeedSequence([seed, key, site_index, index]))
 
 
+def stream_key(spec: SynthSpec, site_index: int) -> str:
+    """The name that seeds a site's images: the kind, or for the second set's target sites ``kind/v2``.
+
+    Site1 of the second set is the first set's site1, image for image; its target sites draw
+    other anatomy than the first set's sites of the same position.
+    """
+    return spec.kind if spec.site_set == "v1" or site_index == 0 else f"{spec.kind}/{spec.site_set}"
+
+
 def site_labels(
     seed: int,
-    kind: str,
+    key: str,
     site_index: int,
     n: int,
     num_classes: int,
     positive: int = 0,
     share: float | None = None,
 ) -> np.ndarray:
-    """Labels for ``n`` images of a site, shuffled.
+    """Labels for ``n`` images of a site (seeded by its :func:`stream_key` ``key``), shuffled.
 
     Balanced (counts differ by at most one) when ``share`` is None; otherwise ``round(share * n)``
     images are of class ``positive`` and the rest are shared out evenly among the other classes
     (label shift between sites, ``f2tta synth --prevalence``).
     """
-    rng = image_rng(seed, kind, site_index, _LABEL_STREAM)
+    rng = image_rng(seed, key, site_index, _LABEL_STREAM)
     if share is None:
         return rng.permutation(np.arange(n) % num_classes)
     n_pos = round(share * n)
@@ -141,7 +184,7 @@ def _extension(site: Any) -> str:
 def render_one(spec: SynthSpec, site_index: int, index: int, label: int, size: int, seed: int) -> bytes:
     """Encoded bytes of one image (what is written to disk)."""
     site = spec.sites[site_index]
-    img = spec.render(image_rng(seed, spec.kind, site_index, index), label, site, size)
+    img = spec.render(image_rng(seed, stream_key(spec, site_index), site_index, index), label, site, size)
     return encode(img, site.jpeg_quality)
 
 
@@ -152,23 +195,25 @@ def generate_arrays(
     size: int = DEFAULT_SIZE,
     seed: int = 0,
     share: float | None = None,
+    sites: str = DEFAULT_SITES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Images of one site in memory, exactly as they would be read back from disk.
 
     Args:
-        kind: ``histo``, ``fundus`` or ``lesion``.
+        kind: ``histo``, ``fundus``, ``lesion`` or ``oct``.
         site: site name or index.
         n: number of images.
         size: square side in pixels.
         seed: the same seed as :func:`write_synth` gives the same images.
         share: the positive class's share of the labels (None: balanced), as ``--prevalence``.
+        sites: the site set, ``v1`` or ``v2`` (as ``f2tta synth --sites``).
 
     Returns:
         ``(images, labels)``: uint8 (n, size, size, 3) and int64 (n,).
     """
-    spec = get_spec(kind)
+    spec = get_spec(kind, sites)
     site_index = _site_index(spec, site)
-    labels = site_labels(seed, kind, site_index, n, len(spec.classes), _positive_index(spec), share)
+    labels = _labels(spec, seed, site_index, n, share)
     images = np.empty((n, size, size, 3), dtype=np.uint8)
     for i in range(n):
         data = render_one(spec, site_index, i, int(labels[i]), size, seed)
@@ -197,9 +242,14 @@ class SynthResult:
     seconds: float  # wall time
 
 
-def _write_chunk(args: tuple[str, Path, int, list[tuple[int, int]], int, int]) -> int:
-    kind, out, site_index, jobs, size, seed = args
-    spec = get_spec(kind)
+def _labels(spec: SynthSpec, seed: int, site_index: int, n: int, share: float | None) -> np.ndarray:
+    key = stream_key(spec, site_index)
+    return site_labels(seed, key, site_index, n, len(spec.classes), _positive_index(spec), share)
+
+
+def _write_chunk(args: tuple[str, str, Path, int, list[tuple[int, int]], int, int]) -> int:
+    kind, sites, out, site_index, jobs, size, seed = args
+    spec = get_spec(kind, sites)
     site = spec.sites[site_index]
     ext = _extension(site)
     for index, label in jobs:
@@ -220,26 +270,28 @@ def write_synth(
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
     prevalence: Mapping[str, float] | None = None,
+    sites: str = DEFAULT_SITES,
 ) -> SynthResult:
     """Write a generated multi-site dataset in the domain-folder layout ``OUT/<site>/<class>/``.
 
     Args:
-        kind: ``histo``, ``fundus`` or ``lesion``.
+        kind: ``histo``, ``fundus``, ``lesion`` or ``oct``.
         out: dataset root; created if missing. ``OUT/synth.json`` records every generator parameter.
         per_domain: images per site, classes balanced.
         size: square side in pixels (16 to 1024).
-        seed: the whole dataset is a function of ``(kind, per_domain, size, seed)``.
+        seed: the whole dataset is a function of ``(kind, sites, per_domain, size, seed)``.
         workers: processes rendering in parallel (the output does not depend on it).
         overwrite: replace the site folders an earlier run wrote (they hold its marker; only the
             files it wrote are removed); without it an existing site folder is an error, and a
             site folder without the marker is one with it too.
         progress: called with ``(done, total)`` after each chunk of images.
         prevalence: site -> share of the positive class (label shift); other sites are balanced.
+        sites: the site set, ``v1`` (default) or ``v2`` (histo, fundus and lesion).
 
     Returns:
         The folder and the per-site, per-class counts.
     """
-    spec = get_spec(kind)
+    spec = get_spec(kind, sites)
     if not 16 <= size <= 1024:
         raise SynthError(f"image size must be between 16 and 1024 pixels, got {size}")
     if per_domain < len(spec.classes):
@@ -256,6 +308,17 @@ def write_synth(
             if not overwrite:
                 raise SynthError(f"{site_dir} already exists; choose another folder or overwrite it")
             check_ours(site_dir)
+    # Site folders an earlier run wrote that this run does not (another kind or site set): left in
+    # place they would be read as more domains of the new dataset.
+    stale = [d for d in marked_sites(out) if d.name not in {site.name for site in spec.sites}]
+    if stale and not overwrite:
+        names = ", ".join(d.name for d in stale)
+        raise SynthError(
+            f"{out} holds site folders an earlier f2tta synth run wrote ({names}) that this run does not; "
+            "choose another folder or overwrite them"
+        )
+    for site_dir in stale:
+        remove_stale(site_dir)
     for site in spec.sites:
         site_dir = out / site.name
         if site_dir.exists():
@@ -264,15 +327,16 @@ def write_synth(
             (site_dir / cls).mkdir(parents=True, exist_ok=True)
         mark(site_dir, kind, site.name, spec.classes)
     start = time.perf_counter()
-    tasks: list[tuple[str, Path, int, list[tuple[int, int]], int, int]] = []
+    tasks: list[tuple[str, str, Path, int, list[tuple[int, int]], int, int]] = []
     counts: dict[str, dict[str, int]] = {}
     chunk = 64
     for si, site in enumerate(spec.sites):
-        share = _site_share(spec, si, prevalence)
-        labels = site_labels(seed, kind, si, per_domain, len(spec.classes), _positive_index(spec), share)
+        labels = _labels(spec, seed, si, per_domain, _site_share(spec, si, prevalence))
         counts[site.name] = {c: int((labels == k).sum()) for k, c in enumerate(spec.classes)}
         jobs = [(i, int(labels[i])) for i in range(per_domain)]
-        tasks += [(kind, out, si, jobs[j : j + chunk], size, seed) for j in range(0, per_domain, chunk)]
+        tasks += [
+            (kind, sites, out, si, jobs[j : j + chunk], size, seed) for j in range(0, per_domain, chunk)
+        ]
     total = per_domain * len(spec.sites)
     done = 0
     if workers > 1:
@@ -301,6 +365,7 @@ def describe(spec: SynthSpec, *, per_domain: int, size: int, seed: int) -> dict[
         "generator": "f2tta synth",
         "generator_version": GENERATOR_VERSION,
         "kind": spec.kind,
+        "site_set": spec.site_set,
         "description": spec.description,
         "seed": seed,
         "size": size,
@@ -323,6 +388,6 @@ def default_workers() -> int:
     return max(1, min(8, cores))
 
 
-def site_names(kind: str) -> Sequence[str]:
-    """Names of a kind's sites in order."""
-    return [s.name for s in get_spec(kind).sites]
+def site_names(kind: str, sites: str = DEFAULT_SITES) -> Sequence[str]:
+    """Names of a kind's sites in order (of the site set ``sites``)."""
+    return [s.name for s in get_spec(kind, sites).sites]

@@ -322,7 +322,7 @@ class Slide(Closing):
 
 def _flatten_rgba(img: Image.Image) -> Image.Image:
     """Composite OpenSlide's premultiplied RGBA on white (transparent = outside the scanned area)."""
-    if img.mode != "RGBA":
+    if img.mode != "RGBA" or img.getchannel("A").getextrema()[0] == 255:  # opaque: the same pixels
         return img.convert("RGB")
     background = Image.new("RGBA", img.size, (255, 255, 255, 255))
     return Image.alpha_composite(background, img).convert("RGB")

@@ -25,6 +25,7 @@ from engine.io.tables import LABEL_COLUMNS, PATH_COLUMNS, FileIndex, parse_label
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_MIN_TISSUE",
     "LABEL_COLUMNS",
     "LABEL_FILES",
     "MANIFEST_FILES",
@@ -35,12 +36,15 @@ __all__ = [
     "Source",
     "SourceError",
     "StreamItem",
+    "arrived_since",
     "open_folder",
     "open_slide_source",
     "parse_label",
     "source_hash",
 ]
 
+#: Smallest share of tissue a slide tile needs to be processed (the app's setting starts here too).
+DEFAULT_MIN_TISSUE = 0.25
 LABEL_FILES = ("labels.csv", "ground_truth.csv", "labels.tsv")
 MANIFEST_FILES = ("manifest.csv", "manifest.txt")
 
@@ -55,6 +59,7 @@ class StreamItem:
     path: Path | None = None  # image file (folder sources)
     tile: Tile | None = None  # tile (slide sources)
     ground_truth: int | None = None  # class index when known
+    site: str | None = None  # the site it belongs to when not its source's (the benchmark's known sites)
 
 
 @dataclass(frozen=True)
@@ -209,8 +214,23 @@ def open_folder(
     return FolderSource(root, order, tuple(items), label_origin, tuple(notes))
 
 
+def arrived_since(source: FolderSource, classes: Sequence[str], manifest: str | Path | None = None) -> int:
+    """How many images ``source``'s folder lists now that were not there when it was listed.
+
+    They arrived while a run went through ``source`` (a folder being copied into); the next run
+    over the folder takes them. The folder is listed again as ``source`` was (its order, seed and
+    manifest); a folder that can no longer be listed counts none.
+    """
+    try:
+        now = open_folder(source.root, classes, source.order, manifest, seed=source.seed)
+    except (SourceError, OSError):
+        return 0
+    before = {item.key for item in source.items}
+    return sum(item.key not in before for item in now.items)
+
+
 def open_slide_source(
-    path: str | Path, tile_size: int, target_mpp: float | None, min_tissue: float = 0.25
+    path: str | Path, tile_size: int, target_mpp: float | None, min_tissue: float = DEFAULT_MIN_TISSUE
 ) -> SlideSource:
     """Open a slide, find its tissue and plan tiles of ``tile_size`` pixels in reading order.
 

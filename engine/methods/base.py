@@ -42,6 +42,16 @@ class MethodOutput:
         views_kept: how many masked views entered the loss (I-DiPT's evidence check), None for
             methods without views.
         decision: where the reported decision came from (I-DiPT+'s operating point), or None.
+
+    A batched step (B > 1) may say per image what differs between its images (each ``(B,)``
+    long, in the batch's order); where it does not, ``update_skipped``, ``views_kept`` and
+    ``decision`` hold for every image of the batch:
+
+    Attributes:
+        image_diagnostics: scalars per image (their loss, ...), over the batch's ``diagnostics``.
+        updates_skipped: per image, whether its update was skipped.
+        views_kept_each: per image, the masked views that entered the loss.
+        decisions: per image, where its decision came from.
     """
 
     logits: torch.Tensor
@@ -53,6 +63,10 @@ class MethodOutput:
     update_skipped: bool = False
     views_kept: int | None = None
     decision: DecisionRecord | None = None
+    image_diagnostics: dict[str, list[float]] = field(default_factory=dict)
+    updates_skipped: list[bool] | None = None
+    views_kept_each: list[int] | None = None
+    decisions: list[DecisionRecord | None] | None = None
 
 
 class TTAMethod(ABC):
@@ -66,11 +80,17 @@ class TTAMethod(ABC):
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type[Any] | None] = None
-    #: Largest batch the method accepts per step (I-DiPT adapts per image).
+    #: Largest batch the method accepts per step (None: any; 1: it adapts image by image). What a
+    #: batch means for each method: ``docs/method.md``, "Batches".
     max_batch: ClassVar[int | None] = None
     #: Config overrides that switch one mechanism off (or an optional one on) each: the rows of
     #: ``f2tta bench --ablation``.
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = ()
+    #: Whether bf16 autocast may run the step on CUDA by default (``engine.run.accel``): a forward
+    #: pass whose outputs feed no state of the method.
+    autocast_ok: ClassVar[bool] = False
+    #: Whether the step may run the prompted ViT's forward compiled (``engine.run.accel``).
+    compile_ok: ClassVar[bool] = False
     #: Whether the method reads the model's source reference (``engine.model.source_reference``).
     uses_reference: ClassVar[bool] = False
     #: Whether the session's collapse guard (``engine.run.guard``) watches the method's predictions.
@@ -106,6 +126,12 @@ class TTAMethod(ABC):
         self.generator.manual_seed(seed)
         self.steps = 0
         self.reference: SourceReference | None = None
+        # The sites of the images being stepped (the folders or slides they were loaded from), set
+        # by the session before each step; None when nobody says (the paper's free-form protocol).
+        # Methods that keep per-site state read them (``site`` is the first image's); the others
+        # ignore them.
+        self.sites: list[str | None] = []
+        self.site: str | None = None
         self.configure_model()
 
     # -- the Tent vocabulary -------------------------------------------------------------------

@@ -28,6 +28,12 @@ class DecisionRecord:
         disagreement: the share of the group its margin threshold split differently from the
             mixture (nan: none).
         low, high: the bootstrap interval of its threshold (nan: none).
+        site: the site the image was decided for, as the caller named it ("" when none was).
+        margin: the source margin ``l_1 - l_0`` of the image (nan: not a two-class decision).
+        candidates: ``(name, threshold)`` of the unit's stronger candidates when the image was
+            decided (``engine.methods.idipt_plus._candidates``; nan where one has no value yet).
+            They are never reported until a review certifies them (``docs/review-certificates.md``).
+        prompted: the class I-DiPT's prompted model gave the image (-1: not computed).
     """
 
     path: str
@@ -40,3 +46,7 @@ class DecisionRecord:
     disagreement: float = math.nan
     low: float = math.nan
     high: float = math.nan
+    site: str = ""
+    margin: float = math.nan
+    candidates: tuple[tuple[str, float], ...] = ()
+    prompted: int = -1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from engine.methods.base import MethodOutput, TTAMethod, register_method
@@ -10,6 +12,9 @@ from engine.methods.base import MethodOutput, TTAMethod, register_method
 @register_method("source", "No adaptation (source model only)", bench_order=0, in_paper=True)
 class SourceOnly(TTAMethod):
     """Predicts with the source model; nothing changes from image to image."""
+
+    autocast_ok: ClassVar[bool] = True
+    compile_ok: ClassVar[bool] = True
 
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:

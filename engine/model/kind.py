@@ -29,14 +29,51 @@ _FUNDUS_CLASSES = {"glaucoma", "referable", "dr", "retinopathy", "amd", "catarac
 _HISTOLOGY_CLASSES = {"tumor", "tumour", "metastasis", "stroma", "lymphocytes", "necrosis", "mucosa"}
 
 
+#: A frame line's pixels stay within this many grey levels of the line's median, ...
+_FRAME_TOLERANCE = 12
+#: ... but for this share of them (noise, a scale bar's tip).
+_FRAME_OUTLIERS = 0.05
+#: At most this share of each side is taken for a frame.
+_MAX_FRAME = 0.25
+
+
+def _uniform(line: np.ndarray) -> bool:
+    """Whether a row or column of ``(n, 3)`` pixels is one colour (a frame's, or a black surround)."""
+    median = np.median(line, axis=0)
+    off = (np.abs(line.astype(np.int16) - median) > _FRAME_TOLERANCE).any(axis=1)
+    return float(off.mean()) <= _FRAME_OUTLIERS
+
+
+def strip_frame(rgb: np.ndarray) -> np.ndarray:
+    """``rgb`` without the rows and columns of one colour at its edges (at most a quarter of each side).
+
+    A frame or border (a black line round a histology tile, a white margin round a scanned
+    photograph) then does not decide the kind; a fundus photograph's black surround goes only up
+    to the disc, so its corners stay dark.
+    """
+    h, w = rgb.shape[:2]
+    top, bottom, left, right = 0, h, 0, w
+    while top < int(h * _MAX_FRAME) and _uniform(rgb[top, left:right]):
+        top += 1
+    while h - bottom < int(h * _MAX_FRAME) and _uniform(rgb[bottom - 1, left:right]):
+        bottom -= 1
+    while left < int(w * _MAX_FRAME) and _uniform(rgb[top:bottom, left]):
+        left += 1
+    while w - right < int(w * _MAX_FRAME) and _uniform(rgb[top:bottom, right - 1]):
+        right -= 1
+    return rgb[top:bottom, left:right]
+
+
 def image_kind(rgb: np.ndarray) -> Kind | None:
-    """``"fundus"`` for a bright field on dark corners, ``"histology"`` for a bright stained field.
+    """``"fundus"`` for a bright field on dark corners, ``"histology"`` for a bright stained field,
+    judged inside any frame (:func:`strip_frame`).
 
     Args:
         rgb: ``(H, W, 3)`` uint8 image (a preview is enough).
     """
     if rgb.ndim != 3 or rgb.shape[0] < 8 or rgb.shape[1] < 8:
         return None
+    rgb = strip_frame(rgb[..., :3])
     h, w = rgb.shape[:2]
     c = max(2, min(h, w) // 8)
     corners = np.concatenate([rgb[:c, :c], rgb[:c, -c:], rgb[-c:, :c], rgb[-c:, -c:]], axis=0).reshape(
@@ -58,6 +95,13 @@ class KindTally:
         self.limit = limit
         self.judged = 0
         self.counts: Counter[Kind] = Counter()
+
+    @classmethod
+    def known(cls, kind: Kind) -> KindTally:
+        """The tally of a source whose kind is known without judging (a bright-field slide)."""
+        tally = cls(1)
+        tally.judged, tally.counts[kind] = 1, 1
+        return tally
 
     @property
     def full(self) -> bool:

@@ -1,16 +1,23 @@
-"""``f2tta run --reviews FILE``: review marks made elsewhere (the app's ``reviews.csv``) applied to a run.
+"""``f2tta run``'s review certificates: a site's marks applied to its run, written beside ``--out``.
 
-The marks name images by their item (the folder-relative path the predictions CSV also shows)
-and give the reviewer's class and the time of the review. Each mark on a disagreement (an image
-whose adapted decision differs from the source model's) is one review of that image's site group
-(:class:`engine.review.CertificateBook`, ``docs/review-certificates.md``): a group whose
-certificate turns *reverted* goes back to the source model's decisions, every other group keeps
-the label-free decisions. The journal and the predictions CSV are left as they are (they are the
-label-free record); the certified decisions go to their own files beside ``--out``:
+The marks come from the project itself (``f2tta run --state PROJECT``: the marks the app kept
+for this folder, with the moments its comparisons started) or from a reviews file (``--reviews
+FILE``, the app's ``reviews.csv`` export: item, review, reviewed_at, and the folder it was
+made on). Either way they go through the site's review (:class:`engine.run.review.SiteReview`):
+the ladder's comparisons are rebuilt, each mark used when the comparison's random order reaches
+its image, and the site's images decided by the rule the reviews leave in use. Marks from a file
+start their comparisons on all the images of the run (the app starts them on the images
+processed when the reviewer asked, the whole folder once it is done); a file exported from
+another folder is refused.
 
-* ``<out>.certified.csv``: per image the adapted, the source and the certified decision, its
-  group and the group's verdict;
-* ``<out>.certificates.json``: per group the reviews used, the bounds and the verdict.
+The journal and the predictions CSV stay the label-free record; the certified decisions go to
+their own files beside ``--out``:
+
+* ``<out>.certified.csv``: per image the decision as made, the source model's, the certified
+  decision and the rule that decided it;
+* ``<out>.certificates.json``: per comparison its candidate, what it covers, its reviews, bounds,
+  e-value, verdict and one sentence with its level and scope, and which verdicts e-BH keeps
+  across the comparisons.
 """
 
 from __future__ import annotations
@@ -20,41 +27,75 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.errors import F2TTAError
+from engine.io.sources import source_hash
 from engine.io.tables import table_rows
-from engine.review import CertificateBook
-from engine.run.rows import PredictionRow, escape_cell, unescape_cell
+from engine.review.marks import MarkError, parse_time
+from engine.review.multiple import e_bh
+from engine.run.outputs import certified_paths
+from engine.run.review import SiteReview
+from engine.run.rows import escape_cell, unescape_cell
 from engine.util.atomic import atomic_write_bytes
 
 #: Columns the reviews file must have (the app's ``reviews.csv`` has these and more).
 REVIEW_FILE_COLUMNS = ("item", "review", "reviewed_at")
-CERTIFIED_COLUMNS = ("index", "item", "site_group", "adapted", "source", "certified", "verdict")
+SITE_COLUMN = "site"  # the folder's identity (its source hash) in files the app writes now
+CERTIFIED_COLUMNS = ("index", "item", "as_decided", "source", "certified", "rule")
 
 
 class ReviewFileError(F2TTAError):
     """The reviews file cannot be used; the message says why."""
 
 
-@dataclass(frozen=True)
-class ReviewMarks:
-    """The usable marks of a reviews file and what was left out."""
+def project_review_folder(state: Path) -> Path | None:
+    """The review folder of the project ``state`` names (the project folder or its ``state/``), or None."""
+    for project in (state, state.parent):
+        if (project / "profile.json").is_file() and (project / "state").is_dir():
+            return project / "review"
+    return None
 
-    marks: tuple[tuple[PredictionRow, int], ...]  # (row, reviewer's class index), in review order
-    unknown_items: int  # marks naming no processed image of this run
-    unknown_classes: int  # marks giving a class the model does not have
 
-
-def read_review_marks(path: Path, rows: Sequence[PredictionRow], classes: Sequence[str]) -> ReviewMarks:
-    """The marks of ``path`` matched to ``rows`` by item, in the order they were made.
-
-    The last mark of an item wins (a reviewer who changed their mind); marks are ordered by their
-    time, then by their line.
+def check_reviews_file(path: Path) -> None:
+    """Refuse, before any work, a reviews file that cannot be used (unreadable, a needed column
+    missing, a time that is not a time); whether its marks are this folder's is checked after the run.
 
     Raises:
-        ReviewFileError: the file cannot be read or lacks a needed column.
+        ReviewFileError: the message says why.
+    """
+    try:
+        lines = table_rows(path)
+        header = next(lines, None)
+        if header is None:
+            raise ReviewFileError(f"{path}: empty")
+        names = [h.strip() for h in header[1]]
+        missing = [c for c in REVIEW_FILE_COLUMNS if c not in names]
+        if missing:
+            raise ReviewFileError(f"{path}: no {', '.join(missing)} column (the app's reviews.csv has them)")
+        at = names.index("reviewed_at")
+        for line, cells in lines:
+            if len(cells) > at:
+                try:
+                    parse_time(cells[at])
+                except MarkError as exc:
+                    raise ReviewFileError(f"{path}, line {line}: {exc}") from exc
+    except ReviewFileError:
+        raise
+    except F2TTAError as exc:
+        raise ReviewFileError(str(exc)) from exc
+
+
+def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> tuple[int, int, int]:
+    """Put the marks of a reviews file into ``review`` (in the order they were made, as times);
+    returns ``(used, naming no image of this run, with a class the model does not have)``.
+
+    The last mark of an item wins. A file that names another folder is refused.
+
+    Raises:
+        ReviewFileError: the file cannot be read, lacks a needed column, has a time that is not a
+            time, or was made on another folder.
     """
     try:
         lines = table_rows(path)
@@ -67,68 +108,107 @@ def read_review_marks(path: Path, rows: Sequence[PredictionRow], classes: Sequen
     missing = [c for c in REVIEW_FILE_COLUMNS if c not in names]
     if missing:
         raise ReviewFileError(f"{path}: no {', '.join(missing)} column (the app's reviews.csv has them)")
-    at = {c: names.index(c) for c in REVIEW_FILE_COLUMNS}
-    by_item = {row.name: row for row in rows}
+    at = {c: names.index(c) for c in (*REVIEW_FILE_COLUMNS, *([SITE_COLUMN] if SITE_COLUMN in names else []))}
+    keys = {row.name: row.key for row in review.rows}
     class_index = {c: i for i, c in enumerate(classes)}
-    latest: dict[str, tuple[str, int, int]] = {}  # item -> (time, line, class)
+    site = source_hash(review.source_id)
+    latest: dict[str, tuple[Any, int, int]] = {}
     unknown_items = unknown_classes = 0
     try:
         for line, cells in lines:
             if len(cells) < len(names):
                 continue
+            if SITE_COLUMN in at and cells[at[SITE_COLUMN]].strip() not in ("", site):
+                raise ReviewFileError(
+                    f"{path}, line {line}: these marks were made on another folder or slide "
+                    f"(site {cells[at[SITE_COLUMN]].strip()!r}, this run's is {site!r}); they are not used"
+                )
             item = unescape_cell(cells[at["item"]])
             label = class_index.get(unescape_cell(cells[at["review"]]).strip())
-            if item not in by_item:
+            if item not in keys:
                 unknown_items += 1
             elif label is None:
                 unknown_classes += 1
             else:
-                latest[item] = (cells[at["reviewed_at"]], line, label)
+                try:
+                    when = parse_time(cells[at["reviewed_at"]])
+                except MarkError as exc:
+                    raise ReviewFileError(f"{path}, line {line}: {exc}") from exc
+                if item not in latest or when >= latest[item][0]:
+                    latest[item] = (when, line, label)
     except F2TTAError as exc:
         raise ReviewFileError(str(exc)) from exc
-    ordered = sorted(latest.items(), key=lambda kv: (kv[1][0], kv[1][1]))
-    return ReviewMarks(
-        tuple((by_item[item], label) for item, (_, _, label) in ordered), unknown_items, unknown_classes
-    )
+    for item, (when, _, label) in sorted(latest.items(), key=lambda kv: (kv[1][0], kv[1][1])):
+        review.set_mark(keys[item], label, at=when.isoformat())
+    return len(latest), unknown_items, unknown_classes
 
 
-def certify(rows: Sequence[PredictionRow], marks: ReviewMarks) -> CertificateBook:
-    """The certificates of a run's rows (in arrival order) and its review marks."""
-    return CertificateBook.from_marks(
-        ((row.site_group, row.changed) for row in rows),
-        ((row.site_group, row.prediction, row.source_prediction, label) for row, label in marks.marks),
-    )
+def certify(review: SiteReview) -> None:
+    """Start the site's comparisons on all its images and use the marks as far as their orders reach."""
+    while True:
+        index = review.next_item()
+        if index is None or review.rows[index].key not in review.marks:
+            return
 
 
-def write_certified(out_csv: Path, rows: Sequence[PredictionRow], book: CertificateBook) -> tuple[Path, Path]:
+def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -> tuple[Path, Path]:
     """``<out>.certified.csv`` and ``<out>.certificates.json`` beside ``out_csv``; their paths.
 
     Raises:
         OSError: they cannot be written (each is replaced atomically).
     """
+    rows = review.rows
+    decided = review.decisions()
+    rule = review.ladder.current
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
-    for row in rows:
-        decided = book.decide(row.prediction, row.source_prediction, row.site_group)
+    for row, certified in zip(rows, decided, strict=True):
         writer.writerow(
             [
                 row.index,
                 escape_cell(row.name),
-                "" if row.site_group is None else row.site_group,
-                row.prediction,
-                row.source_prediction,
-                decided,
-                book.verdict(row.site_group),
+                classes[row.prediction],
+                classes[row.source_prediction],
+                classes[int(certified)],
+                rule,
             ]
         )
-    stem = out_csv.with_suffix("")
-    certified, certificates = Path(f"{stem}.certified.csv"), Path(f"{stem}.certificates.json")
-    atomic_write_bytes(certified, buf.getvalue().encode("utf-8"))
-    groups = [
-        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in g.items()}
-        for g in book.summaries()
-    ]
-    text = json.dumps({"groups": groups}, indent=2, allow_nan=False, default=str) + "\n"
+    certified_path, certificates = certified_paths(out_csv)
+    atomic_write_bytes(certified_path, buf.getvalue().encode("utf-8"))
+    text = json.dumps(certificates_json(review), indent=2, allow_nan=False) + "\n"
     atomic_write_bytes(certificates, text.encode("utf-8"))
-    return certified, certificates
+    return certified_path, certificates
+
+
+def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]:
+    """The site's comparisons as the certificates file and the reports give them."""
+    comparisons = review.comparisons()
+    kept = e_bh([c.e_value() for c in comparisons], alpha)
+
+    def number(value: float) -> float | None:
+        return round(value, 6) if math.isfinite(value) else None
+
+    return {
+        "site": source_hash(review.source_id),
+        "images": len(review.rows),
+        "rule_in_use": review.ladder.current,
+        "comparisons": [
+            {
+                "candidate": c.candidate,
+                "threshold": number(c.threshold),
+                "covers_images": c.covered,
+                "disagreements": c.disagreements,
+                "reviews": len(c.reviewed),
+                "level": 1.0 - c.alpha,
+                "lower": number(c.sequence.lower(c.alpha)),
+                "upper": number(c.sequence.upper(c.alpha)),
+                "e_value": number(c.e_value()),
+                "verdict": c.verdict,
+                "kept_by_e_bh": verified,
+                "says": c.describe(len(review.rows)),
+            }
+            for c, verified in zip(comparisons, kept, strict=True)
+        ],
+        "e_bh_alpha": alpha,
+    }

@@ -9,6 +9,11 @@ rows made after the last saved state disappear with it and every image is in the
 An existing ``--out`` is only rewritten when the journal says it wrote that file for this input
 and the file still reads back as it was written (a byte-order mark or a spreadsheet's re-quoting
 is fine; renamed columns or edited rows are not). Anything else is refused before a byte changes.
+
+Every other file the run writes beside ``--out`` (:func:`run_files`: ``.skipped.csv``,
+``.config.json`` and, with ``--reviews``, ``.certified.csv`` and ``.certificates.json``) is owned
+the same way, by one check before any work: each must be a regular file or missing, and one that
+holds data must be recorded in the journal as written for this input (:func:`check_companions`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -52,11 +58,16 @@ def _whole(text: str) -> int | None:
     return int(value) if value.is_integer() else None
 
 
-def _has_content(path: Path) -> bool:
+def has_content(path: Path) -> bool:
     try:
         return path.stat().st_size > 0
     except FileNotFoundError:
         return False
+
+
+def geojson_path(out_csv: Path) -> Path:
+    """``preds.csv`` -> ``preds.geojson``: a slide's tiles for QuPath (:mod:`engine.run.geojson`)."""
+    return out_csv.with_suffix(".geojson")
 
 
 def config_path(out_csv: Path) -> Path:
@@ -64,31 +75,77 @@ def config_path(out_csv: Path) -> Path:
     return out_csv.with_suffix(".config.json")
 
 
-def check_out_before_journal(out_csv: Path, state_dir: Path) -> None:
-    """Refuse at once when an output is not a regular file, or when ``out_csv`` holds data but
-    ``state_dir`` holds no journal that wrote it.
+def certified_paths(out_csv: Path) -> tuple[Path, Path]:
+    """``preds.csv`` -> ``preds.certified.csv`` and ``preds.certificates.json`` (``--reviews``)."""
+    stem = out_csv.with_suffix("")
+    return Path(f"{stem}.certified.csv"), Path(f"{stem}.certificates.json")
 
-    Called before the journal directory is created, so a mistyped ``--state`` or an ``--out``
+
+def run_files(out_csv: Path, reviews: bool = False, slide: bool = False) -> tuple[Path, ...]:
+    """Every file ``f2tta run --out out_csv`` writes, the predictions first.
+
+    Args:
+        reviews: the run writes review certificates (its certified decisions and certificates too).
+        slide: the input is a slide (its tiles as GeoJSON too).
+    """
+    files: tuple[Path, ...] = (out_csv, skipped_path(out_csv), config_path(out_csv))
+    files += certified_paths(out_csv) if reviews else ()
+    return files + ((geojson_path(out_csv),) if slide else ())
+
+
+def check_out_before_journal(files: Sequence[Path], state_dir: Path) -> None:
+    """Refuse at once when an output is not a regular file, or when one holds data but
+    ``state_dir`` holds no journal that could have written it.
+
+    Called before the journal directory is created, so a mistyped ``--state`` or an output
     naming a device (``/dev/full``) or a FIFO changes nothing.
+
+    Args:
+        files: every file the run writes (:func:`run_files`).
 
     Raises:
         OutputError: a file would be overwritten, or is not a regular file.
     """
-    for path in (out_csv, skipped_path(out_csv), config_path(out_csv)):
+    for path in files:
         try:
             check_output(path)
         except NotRegularOutputError as exc:
             raise OutputError(str(exc)) from exc
-    if _has_content(out_csv) and not (state_dir / "journal.json").exists():
-        raise OutputError(foreign_message(out_csv, state_dir))
+    if not (state_dir / "journal.json").exists():
+        for path in files:
+            if has_content(path):
+                raise OutputError(foreign_message(path, state_dir))
 
 
-def foreign_message(out_csv: Path, state_dir: Path) -> str:
+def foreign_message(path: Path, state_dir: Path) -> str:
     return (
-        f"{out_csv} exists and was not written with the state {state_dir} (a mistyped --state?); "
-        "nothing was changed. Pass the --state it was written with, choose another --out, or move "
-        "the file away to start afresh"
+        f"{path} exists and was not written with the state {state_dir} (a mistyped --state, or "
+        "another person's file?); nothing was changed. Pass the --state it was written with, choose "
+        "another --out, or move the file away to start afresh"
     )
+
+
+def check_companions(journal: Journal, source_id: str, out_csv: Path, companions: Sequence[Path]) -> None:
+    """Refuse a file beside ``out_csv`` that holds data this journal did not write for ``source_id``.
+
+    A journal from before companions were recorded owns only ``out_csv``: when it owns that for
+    this input and records none of its companions, the companions are taken as its own.
+
+    Raises:
+        OutputError: naming the first such file; nothing was changed.
+    """
+    recorded = [journal.output_owner(p) for p in run_files(out_csv, reviews=True, slide=True)[1:]]
+    legacy = journal.output_owner(out_csv) == source_id and not any(recorded)
+    for path in companions:
+        owner = journal.output_owner(path)
+        if not has_content(path) or owner == source_id or (owner is None and legacy):
+            continue
+        if owner is None:
+            raise OutputError(foreign_message(path, journal.directory))
+        raise OutputError(
+            f"{path} holds the outputs of another input ({owner}); nothing was changed. Choose "
+            "another --out for this input"
+        )
 
 
 class CsvOutputs:
@@ -99,18 +156,30 @@ class CsvOutputs:
         journal: the open journal (its state already restored).
         source_id: the input whose rows the CSV holds.
         rows: the journal's rows of that source (:meth:`Journal.rows`).
+        companions: the other files the run writes (:func:`run_files` after the first), checked
+            and recorded as this input's with ``out_csv``.
 
     Raises:
-        OutputError: ``out_csv`` belongs to something else or was changed; nothing is written.
+        OutputError: ``out_csv`` or a companion belongs to something else, or ``out_csv`` was
+            changed; nothing is written.
         OSError: the files cannot be written.
     """
 
-    def __init__(self, out_csv: Path, journal: Journal, source_id: str, rows: list[PredictionRow]) -> None:
+    def __init__(
+        self,
+        out_csv: Path,
+        journal: Journal,
+        source_id: str,
+        rows: list[PredictionRow],
+        companions: Sequence[Path] = (),
+    ) -> None:
         self.path = out_csv
         self.skip_path = skipped_path(out_csv)
-        if _has_content(out_csv):
+        if has_content(out_csv):
             self._check_ours(journal, source_id, rows)
-        journal.claim_output(out_csv, source_id)
+        check_companions(journal, source_id, out_csv, companions)
+        for path in (out_csv, *companions):
+            journal.claim_output(path, source_id)
         record = journal.source(source_id)
         text = csv_text(CSV_COLUMNS, (csv_cells(r) for r in rows))
         atomic_write_bytes(out_csv, text.encode("utf-8", errors=CSV_ERRORS))

@@ -92,6 +92,11 @@ class PredictionRow:
     site_group: int | None = None  # the site group it was judged in (I-DiPT+; None: none)
     decision_threshold: float | None = None  # threshold on the source margin it was decided by
     decision_reason: str = ""  # why that path (the guard that failed, ...)
+    source_margin: float | None = None  # the source margin l_1 - l_0 (two-class decisions)
+    candidates: tuple[
+        tuple[str, float], ...
+    ] = ()  # the site's candidate thresholds (never reported uncertified)
+    prompted_prediction: int | None = None  # I-DiPT's prompted model's class (None: not computed)
     restored: bool = False  # True for rows read back from a journal (no overlay available)
 
     @property
@@ -126,9 +131,22 @@ class PredictionRow:
             data.pop("guard_message")
         if not self.update_skipped:
             data.pop("update_skipped")
-        for key in ("decision_path", "site_group", "decision_threshold", "decision_reason"):
+        for key in (
+            "decision_path",
+            "site_group",
+            "decision_threshold",
+            "decision_reason",
+            "source_margin",
+            "prompted_prediction",
+        ):
             if data[key] in ("", None):
                 data.pop(key)
+        if self.candidates:
+            data["candidates"] = {
+                name: (round(v, 6) if math.isfinite(v) else None) for name, v in self.candidates
+            }
+        else:
+            data.pop("candidates")
         if self.tile is not None:
             data["tile"] = list(self.tile)
         for key in _FLOATS:
@@ -163,6 +181,16 @@ class PredictionRow:
         kwargs["site_group"] = None if group is None else int(group)
         threshold = kwargs.get("decision_threshold")
         kwargs["decision_threshold"] = None if threshold is None else float(threshold)
+        margin = kwargs.get("source_margin")
+        kwargs["source_margin"] = None if margin is None else float(margin)
+        prompted = kwargs.get("prompted_prediction")
+        kwargs["prompted_prediction"] = None if prompted is None else int(prompted)
+        candidates = kwargs.get("candidates") or {}
+        if not isinstance(candidates, dict):
+            raise TypeError("a row's candidates are an object of thresholds")
+        kwargs["candidates"] = tuple(
+            (str(k), math.nan if v is None else float(v)) for k, v in candidates.items()
+        )
         kwargs["restored"] = True
         return cls(**kwargs)
 
@@ -209,22 +237,34 @@ def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
         "site_group": decision.group if decision.group >= 0 else None,
         "decision_threshold": float(decision.threshold),
         "decision_reason": decision.reason,
+        "source_margin": float(decision.margin) if math.isfinite(decision.margin) else None,
+        "candidates": decision.candidates,
+        "prompted_prediction": decision.prompted if decision.prompted >= 0 else None,
     }
 
 
 def describe_decision(row: PredictionRow) -> str:
-    """One line for people: where the row's decision came from (empty when the method records none)."""
+    """One line for people: what decided the row (empty when the method records none).
+
+    The reported decision of I-DiPT+ is always the source model's: at its own threshold, or at the
+    threshold its site's operating point moved to; the line says which, and why.
+    """
     if not row.decision_path:
         return ""
-    where = f" in site group {row.site_group}" if row.site_group is not None else ""
+    where = f" (site {row.site_group})" if row.site_group is not None else ""
     threshold = row.decision_threshold
-    at = f", threshold {threshold:+.2f} on the source margin" if threshold else ", the source threshold"
+    if row.decision_path == "accepted" and threshold:
+        what = f"the source model at its site's threshold {threshold:+.2f} on the margin{where}"
+    elif row.decision_path == "source-like":
+        what = "the source model at its own threshold (the image looks like the source site)"
+    else:
+        what = f"the source model at its own threshold{where}"
     reason = (
-        f" ({row.decision_reason})"
-        if row.decision_reason and row.decision_reason != row.decision_path
+        f": {row.decision_reason}"
+        if row.decision_reason and row.decision_reason not in (row.decision_path, "accepted")
         else ""
     )
-    return f"decision: {row.decision_path}{where}{at}{reason}"
+    return f"decided by {what}{reason}"
 
 
 def decision_summary(rows: Iterable[PredictionRow]) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The headless job behind ``f2tta run``: a folder through the stream loop, into a journal and a CSV.
+"""The headless job behind ``f2tta run``: a folder or a slide through the stream loop, into a journal and a CSV.
 
 :func:`open_folder_job` checks everything that can be checked before the first image -- the
 output is not someone else's file, the state directory is writable, not in use and has room, the
@@ -11,19 +11,38 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.errors import StateError
-from engine.io.sources import FolderSource, open_folder
+from engine.io.slides import Slide
+from engine.io.sources import (
+    DEFAULT_MIN_TISSUE,
+    FolderSource,
+    SlideSource,
+    Source,
+    open_folder,
+    open_slide_source,
+)
 from engine.model.gate import GateWarning, NotApplicableError, check_source
+from engine.run.geojson import tiles_geojson_bytes, written_for
 from engine.run.journal import Journal, in_recorded_order
-from engine.run.outputs import CsvOutputs, check_out_before_journal
+from engine.run.outputs import (
+    CsvOutputs,
+    check_out_before_journal,
+    foreign_message,
+    geojson_path,
+    has_content,
+    run_files,
+)
+from engine.run.rows import OutputError
 from engine.run.session import Session
 from engine.run.step import SettingsMismatchError
-from engine.run.stream import RunSummary, Skipped, StreamRun, read_item
+from engine.run.stream import Reader, RunSummary, Skipped, StreamRun, read_item, tile_reader
 from engine.util.atomic import atomic_write_bytes
+from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +56,24 @@ EXIT_INTERRUPTED = 130
 
 @dataclass
 class FolderJob:
-    """An opened ``f2tta run``: its session, source, journal, CSV outputs and the run to iterate."""
+    """An opened ``f2tta run`` (a folder or a slide): its session, source, journal, CSV outputs and
+    the run to iterate."""
 
     session: Session
-    source: FolderSource
+    source: Source
     journal: Journal
     outputs: CsvOutputs
     run: StreamRun
     resumed_rows: int  # images already processed by earlier runs
     warnings: tuple[GateWarning, ...] = ()  # the applicability gate's, accepted
+    slide: Slide | None = None  # a slide source's open slide (closed with the job)
 
     def close(self) -> None:
-        """Close the CSVs and release the journal (call after the run's final save)."""
+        """Close the CSVs, release the journal and close the slide (call after the run's final save)."""
         self.outputs.close()
         self.journal.close()
+        if self.slide is not None:
+            self.slide.close()
 
 
 def journal_dir(path: Path) -> Path:
@@ -80,6 +103,8 @@ def open_folder_job(
     keep_saved_settings: bool = True,
     command: str = "f2tta run",
     accept_warnings: bool = False,
+    reviews: bool = False,
+    batch: int = 1,
 ) -> FolderJob:
     """Open everything a run needs, refusing before any file changes when something is wrong.
 
@@ -97,29 +122,159 @@ def open_folder_job(
         command: what the lock file says this process is doing.
         accept_warnings: go on when the applicability gate fires (its warnings are kept in
             :attr:`FolderJob.warnings`); False refuses with :class:`NotApplicableError`.
+        reviews: the run will write review certificates beside ``out_csv``; their files are
+            checked and owned with the others (:func:`engine.run.outputs.run_files`).
+        batch: images per model step (:class:`StreamRun`'s ``batch``).
 
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
     """
     state_dir = journal_dir(state_dir)
-    check_out_before_journal(out_csv, state_dir)
+    files = run_files(out_csv, reviews)
+    check_out_before_journal(files, state_dir)
     # Listed before the journal is opened, so a folder that cannot be used changes no file.
     source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
+    warnings = _gate(source, session, accept_warnings)
+
+    def recorded(journal: Journal) -> FolderSource:
+        if order is not None:
+            return source
+        return in_recorded_order(source, journal, session.card.classes, manifest, order_seed)
+
+    return _open_job(
+        session,
+        recorded,
+        read_item,
+        state_dir,
+        out_csv,
+        save_every,
+        keep_saved_settings,
+        command,
+        warnings,
+        batch,
+        files,
+    )
+
+
+def open_slide_job(
+    session: Session,
+    slide_path: Path,
+    state_dir: Path,
+    out_csv: Path,
+    *,
+    min_tissue: float = DEFAULT_MIN_TISSUE,
+    save_every: int = 50,
+    keep_saved_settings: bool = True,
+    command: str = "f2tta run",
+    accept_warnings: bool = False,
+    reviews: bool = False,
+    batch: int = 1,
+) -> FolderJob:
+    """:func:`open_folder_job` for a whole-slide image: its tissue tiles, cut as the app cuts them.
+
+    The tiling, tissue detection, tile names and the source's identity are the app's
+    (:func:`engine.io.sources.open_slide_source` at the model's input size and resolution), so a
+    project's state continues here and the other way round. ``OUT.geojson`` beside the CSV gets
+    the tiles for QuPath (:func:`write_geojson`).
+
+    Raises:
+        F2TTAError: the slide, the output or the state cannot be used; the message says why.
+    """
+    state_dir = journal_dir(state_dir)
+    files = run_files(out_csv, reviews)
+    check_out_before_journal(files, state_dir)
+    geojson = geojson_path(out_csv)
+    try:
+        check_output(geojson)
+    except NotRegularOutputError as exc:
+        raise OutputError(str(exc)) from exc
+    if has_content(geojson) and not (state_dir / "journal.json").exists():
+        raise OutputError(foreign_message(geojson, state_dir))
+    card = session.card
+    source = open_slide_source(slide_path, card.img_size, card.mpp, min_tissue)
+    warnings = _gate(source, session, accept_warnings)
+
+    def claim(journal: Journal) -> SlideSource:
+        owner = journal.output_owner(geojson)
+        if owner != source.source_id and (owner is not None or has_content(geojson)):
+            raise OutputError(foreign_message(geojson, state_dir))
+        if has_content(geojson) and not _ours(geojson, str(source.path.resolve())):
+            raise OutputError(
+                f"{geojson} is not the slide's GeoJSON the state {state_dir} wrote (the file was edited or "
+                "replaced); nothing was changed. Move it away and run again to write it afresh"
+            )
+        journal.claim_output(geojson, source.source_id)
+        return source
+
+    slide = Slide(slide_path)
+    try:
+        job = _open_job(
+            session,
+            claim,
+            tile_reader(slide, source.plan),
+            state_dir,
+            out_csv,
+            save_every,
+            keep_saved_settings,
+            command,
+            warnings,
+            batch,
+            files,
+        )
+    except BaseException:
+        slide.close()
+        raise
+    job.slide = slide
+    return job
+
+
+def _ours(path: Path, slide: str) -> bool:
+    """Whether ``path`` (a regular file) still begins as :func:`write_geojson` wrote it for ``slide``."""
+    try:
+        fh, _ = open_regular(path)
+    except UnsafeFileError as exc:
+        raise OutputError(f"{path}: {exc.reason}") from exc
+    with fh:
+        head = fh.read(4096)
+    return written_for(head, slide)
+
+
+def _gate(source: Source, session: Session, accept_warnings: bool) -> tuple[GateWarning, ...]:
     warnings = check_source(source, session.card)
     if warnings and not accept_warnings:
         raise NotApplicableError(warnings)
+    return warnings
+
+
+def _open_job(
+    session: Session,
+    in_order: Callable[[Journal], Source],
+    reader: Reader,
+    state_dir: Path,
+    out_csv: Path,
+    save_every: int,
+    keep_saved_settings: bool,
+    command: str,
+    warnings: tuple[GateWarning, ...],
+    batch: int,
+    files: tuple[Path, ...],
+) -> FolderJob:
+    """The journal restored into ``session``, the CSVs rewritten from it, and the run to iterate.
+
+    ``in_order`` gives the source in the order to continue it in, once the journal is open (and
+    may refuse it, before any output is written).
+    """
     journal = Journal(state_dir, command)
     try:
         try:
             journal.restore(session, keep_saved_settings=keep_saved_settings)
         except SettingsMismatchError as exc:
             raise StateError(settings_advice(exc, state_dir)) from exc
-        if order is None:
-            source = in_recorded_order(source, journal, session.card.classes, manifest, order_seed)
+        source = in_order(journal)
         journal.check_space(session)
         rows = journal.rows(source.source_id)
         out_csv.parent.mkdir(parents=True, exist_ok=True)
-        outputs = CsvOutputs(out_csv, journal, source.source_id, rows)
+        outputs = CsvOutputs(out_csv, journal, source.source_id, rows, files[1:])
     except BaseException:
         journal.close()
         raise
@@ -131,15 +286,31 @@ def open_folder_job(
     run = StreamRun(
         session,
         source.items,
-        read_item,
+        reader,
         source_id=source.source_id,
         journal=journal,
         save_every=save_every,
         on_row=outputs.add_row,
         on_skip=on_skip,
-        arrival=(source.order, source.seed),
+        arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
+        batch=batch,
+        keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     return FolderJob(session, source, journal, outputs, run, len(rows), warnings)
+
+
+def write_geojson(job: FolderJob, path: Path) -> Path:
+    """The slide's rows in the journal as GeoJSON for QuPath (:mod:`engine.run.geojson`), atomically.
+
+    The document is the one the app exports for the same rows.
+    """
+    if not isinstance(job.source, SlideSource):
+        raise ValueError("only a slide's tiles have GeoJSON")
+    card = job.session.card
+    rows = job.journal.rows(job.source.source_id)
+    content = tiles_geojson_bytes(rows, card.classes, str(job.source.path.resolve()), card.positive_class)
+    atomic_write_bytes(path, content)
+    return path
 
 
 def exit_code(summary: RunSummary, resumed: int, max_skipped: float) -> tuple[int, str]:

@@ -1,7 +1,9 @@
-"""The session API shared by the CLI and the desktop app: one image in, one :class:`StepResult` out."""
+"""The session API shared by the CLI and the desktop app: images in, one :class:`StepResult` each out."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -13,32 +15,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
 from engine._version import __version__
 from engine.config import build_config, differences
 from engine.errors import StateError
-from engine.io.images import read_image, to_rgb
-from engine.methods import DEFAULT_METHOD, TTAMethod, get_method_class, method_for_config
+from engine.methods import DEFAULT_METHOD, MethodOutput, TTAMethod, get_method_class, method_for_config
 from engine.model.card import LoadedModel, ModelCard, load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import SourceReference, find_reference
+from engine.run.accel import autocast_dtype, compile_forward
+from engine.run.batch import ImageInput, model_pixels
 from engine.run.guard import CollapseGuard, GuardConfig, GuardEvent
 from engine.run.state import read_state, write_state
-from engine.run.step import SettingsMismatchError, StepResult
+from engine.run.step import SettingsMismatchError, StepResult, per_image
 from engine.util.device import select_device
 
 logger = logging.getLogger(__name__)
-
-
-def _token_indices(tokens: torch.Tensor | None) -> np.ndarray:
-    """The first image's patch indices ``(k,)`` as int64 (empty when the method marks none)."""
-    if tokens is None:
-        return np.zeros(0, dtype=np.int64)
-    return tokens[0].cpu().numpy().astype(np.int64)
-
-
-ImageInput = Image.Image | np.ndarray | str | Path
 
 
 class Session:
@@ -52,6 +44,9 @@ class Session:
         device: ``None``/``"auto"`` (CUDA, MPS, CPU) or an explicit device.
         seed: seeds every random choice of the method.
         guard: the collapse guard's settings (on by default).
+        precision: ``"auto"`` (bf16 autocast on CUDA where the method allows it), ``"fp32"`` or
+            ``"bf16"`` (:mod:`engine.run.accel`).
+        compiled: run the model's forward compiled (methods that allow it; :mod:`engine.run.accel`).
     """
 
     def __init__(
@@ -62,6 +57,8 @@ class Session:
         device: str | torch.device | None = None,
         seed: int = 0,
         guard: GuardConfig | None = None,
+        precision: str = "auto",
+        compiled: bool = False,
     ) -> None:
         loaded = model if isinstance(model, LoadedModel) else load_model(model)
         self.loaded = loaded
@@ -74,6 +71,11 @@ class Session:
         self.method_name = method
         self.seed = seed
         cls = get_method_class(method)
+        self.precision = precision
+        self.autocast = autocast_dtype(self.device, cls.autocast_ok, precision)
+        if compiled and not cls.compile_ok:
+            raise ValueError(f"method {method!r} has no compiled step (SourceOnly has)")
+        self.compiled = compile_forward(self.model, self.device) if compiled else None
         self.method: TTAMethod = cls(self.model, method_config, seed=seed)
         self.reference: SourceReference | None = (
             None  # the model's source statistics, when a method reads them
@@ -81,8 +83,8 @@ class Session:
         if cls.uses_reference:
             self.reference = find_reference(loaded.path, self.fingerprint, self.card.num_classes, self.model)
             self.method.use_reference(self.reference)
-        self._mean = torch.tensor(self.card.mean, dtype=torch.float32).view(3, 1, 1)
-        self._std = torch.tensor(self.card.std, dtype=torch.float32).view(3, 1, 1)
+        self._mean = torch.tensor(self.card.mean, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
+        self._std = torch.tensor(self.card.std, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
         self.guard_config = guard or GuardConfig()
         self._source_x: torch.Tensor | None = None  # source images given to fit_source_statistics
         self._reset_counters()
@@ -96,26 +98,20 @@ class Session:
         self.events: list[GuardEvent] = []
 
     # ------------------------------------------------------------------ inputs
+    def prepare(self, image: ImageInput) -> np.ndarray:
+        """The CPU half of :meth:`preprocess` (thread-safe): RGB uint8 ``(S, S, 3)`` at the input size."""
+        return model_pixels(image, self.card.img_size)
+
+    def to_input(self, pixels: Sequence[np.ndarray]) -> torch.Tensor:
+        """Prepared images (:meth:`prepare`) as the model's input ``(B, 3, S, S)``, normalised on the
+        session device (sent as uint8: one transfer of a quarter of the float bytes)."""
+        stacked = torch.from_numpy(np.stack(pixels)).to(self.device)
+        x = stacked.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+        return (x - self._mean) / self._std
+
     def preprocess(self, image: ImageInput) -> torch.Tensor:
         """Resize to the model's input size and normalise: ``(1, 3, S, S)`` on the session device."""
-        if isinstance(image, (str, Path)):
-            image = read_image(image)
-        elif isinstance(image, np.ndarray):
-            arr = image
-            if arr.ndim == 2:
-                arr = np.stack([arr] * 3, axis=-1)
-            if arr.ndim != 3 or arr.shape[2] not in (3, 4):
-                raise ValueError(f"expected an HxWx3 image array, got shape {arr.shape}")
-            if arr.dtype != np.uint8:
-                raise ValueError(f"expected a uint8 image array, got {arr.dtype}")
-            image = Image.fromarray(np.ascontiguousarray(arr[..., :3]))
-        img = to_rgb(image) if image.mode != "RGB" else image
-        size = self.card.img_size
-        if img.size != (size, size):
-            img = img.resize((size, size), Image.Resampling.BILINEAR)
-        x = torch.from_numpy(np.asarray(img, dtype=np.float32).copy()).permute(2, 0, 1) / 255.0
-        x = (x - self._mean) / self._std
-        return x.unsqueeze(0).to(self.device)
+        return self.to_input([self.prepare(image)])
 
     @property
     def uses_source_statistics(self) -> bool:
@@ -145,53 +141,117 @@ class Session:
             self.method.fit_source_statistics(self._source_x)
 
     # ------------------------------------------------------------------ the step
-    def step(self, image: ImageInput) -> StepResult:
-        """Adapt to one image and return its predictions (the image counts as seen)."""
+    @property
+    def max_batch(self) -> int | None:
+        """The most images :meth:`step_batch` takes at once (None: any), the method's limit."""
+        return self.method.max_batch
+
+    def step(self, image: ImageInput, site: str | None = None) -> StepResult:
+        """Adapt to one image and return its predictions (the image counts as seen).
+
+        Args:
+            image: the image.
+            site: the site it belongs to (the folder or slide it was loaded from); None when
+                nobody says, as in the paper's free-form protocol.
+        """
+        return self.step_batch([image], [site])[0]
+
+    def step_batch(
+        self, images: Sequence[ImageInput], sites: Sequence[str | None] | None = None
+    ) -> list[StepResult]:
+        """Adapt to images in one step of the method and return their predictions, in order.
+
+        One image is the method's own step (the paper's, for I-DiPT). Several go through the
+        method in one batch (what that means for each method: ``docs/method.md``, "Batches"); the
+        collapse guard then watches them one by one in order, and acts after the batch's update.
+
+        Args:
+            images: the images, in arrival order.
+            sites: each image's site (None, or None entries: nobody says).
+
+        Raises:
+            ValueError: more images than :attr:`max_batch`, or sites of another length.
+        """
+        if not images:
+            return []
+        limit = self.method.max_batch
+        if limit is not None and len(images) > limit:
+            raise ValueError(f"{self.method_name} takes at most {limit} image(s) per step, got {len(images)}")
+        named: list[str | None] = list(sites) if sites is not None else [None] * len(images)
+        if len(named) != len(images):
+            raise ValueError(f"{len(images)} images and {len(named)} sites")
         start = time.perf_counter()
-        x = self.preprocess(image)
-        out = self.method.forward_and_adapt(x)
-        probs = out.logits.detach().float().softmax(dim=-1)[0].cpu().numpy()
-        source_probs = out.source_logits.detach().float().softmax(dim=-1)[0].cpu().numpy()
-        pred, src = int(probs.argmax()), int(source_probs.argmax())
-        self.hist_adapted[pred] += 1
-        self.hist_source[src] += 1
-        grid = self.model.grid
-        unc = None
-        if out.uncertainty is not None:
-            unc = out.uncertainty[0].detach().float().cpu().numpy().reshape(grid)
-        event: GuardEvent | None = None
-        action = self.guard.observe(self.images_seen, pred, src) if self.method.collapse_check else None
-        if action is not None:
-            if action == "recover":
-                what = self.method.recover()
-                self._refit_source_statistics()  # a recover that resets drops given statistics
-            else:
-                what = self._full_reset()
-            event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
-            self.events.append(event)  # the saved history; callers hear of it in StepResult.guard_event
-        result = StepResult(
-            index=self.images_seen,
-            probs=probs,
-            prediction=pred,
-            confidence=float(probs[pred]),
-            source_probs=source_probs,
-            source_prediction=src,
-            uncertainty=unc,
-            uncertain_tokens=_token_indices(out.uncertain_tokens),
-            reliable_tokens=_token_indices(out.reliable_tokens),
-            grid=grid,
-            seconds=time.perf_counter() - start,
-            diagnostics=dict(out.diagnostics),
-            guard_event=event,
-            update_skipped=out.update_skipped,
-            views_kept=out.views_kept,
-            decision=out.decision,
-            hist_adapted=tuple(self.hist_adapted),
-            hist_source=tuple(self.hist_source),
+        x = self.to_input([self.prepare(image) for image in images])
+        self.method.sites = named
+        self.method.site = named[0]
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
         )
-        self.images_seen += 1
+        with autocast:
+            out = self.method.forward_and_adapt(x)
+        return self._results(out, len(images), start)
+
+    def _results(self, out: MethodOutput, n: int, start: float) -> list[StepResult]:
+        """Each image's result from the step's output (one transfer to the host for the batch)."""
+        grid = self.model.grid
+        results = []
+        for image in per_image(out, n, grid, self.method_name):
+            pred, src = int(image.probs.argmax()), int(image.source_probs.argmax())
+            self.hist_adapted[pred] += 1
+            self.hist_source[src] += 1
+            results.append(
+                StepResult(
+                    index=self.images_seen,
+                    probs=image.probs,
+                    prediction=pred,
+                    confidence=float(image.probs[pred]),
+                    source_probs=image.source_probs,
+                    source_prediction=src,
+                    uncertainty=image.uncertainty,
+                    uncertain_tokens=image.uncertain_tokens,
+                    reliable_tokens=image.reliable_tokens,
+                    grid=grid,
+                    seconds=0.0,
+                    diagnostics=image.diagnostics,
+                    guard_event=self._watch(pred, src),
+                    update_skipped=image.update_skipped,
+                    views_kept=image.views_kept,
+                    decision=image.decision,
+                    hist_adapted=tuple(self.hist_adapted),
+                    hist_source=tuple(self.hist_source),
+                )
+            )
+            self.images_seen += 1
         self.updated_at = datetime.now(UTC).isoformat(timespec="seconds")
-        return result
+        seconds = (time.perf_counter() - start) / n  # a batch's time, shared by its images
+        return [dataclasses.replace(r, seconds=seconds) for r in results]
+
+    def _watch(self, pred: int, src: int) -> GuardEvent | None:
+        """Let the collapse guard see one image's predictions; what it did, if it acted."""
+        action = self.guard.observe(self.images_seen, pred, src) if self.method.collapse_check else None
+        if action is None:
+            return None
+        if action == "recover":
+            what = self.method.recover()
+            self._refit_source_statistics()  # a recover that resets drops given statistics
+        else:
+            what = self._full_reset()
+        event = self.guard.describe(self.images_seen, self.card.classes[pred], action, what)
+        self.events.append(event)  # the saved history; callers hear of it in StepResult.guard_event
+        return event
+
+    def snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """A copy of the method's state in host memory, for :meth:`restore` (a batch that ran out
+        of memory: the copy takes none of the device's)."""
+        tensors = {name: t.detach().to("cpu", copy=True) for name, t in self.method.state_tensors().items()}
+        return tensors, copy.deepcopy(self.method.state_meta())
+
+    def restore(self, snapshot: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
+        """Put the method back into the state of :meth:`snapshot` (the counters are not touched:
+        a step that raised did not count its images)."""
+        self.method.load_state(*snapshot)
 
     def _saved_config(self, origin: str, saved: Any, keep_saved: bool) -> Any:
         """The method config to continue with: the session's, or the saved one when so asked."""
@@ -235,6 +295,8 @@ class Session:
             "seed": self.seed,
             "guard": dataclasses.asdict(self.guard_config),
             "device": str(self.device),
+            "precision": self.precision if self.autocast is None else f"{self.precision} ({self.autocast})",
+            "compiled": self.compiled is not None,
             "source_statistics_images": None if self._source_x is None else int(self._source_x.shape[0]),
             "model": {
                 "path": str(self.loaded.path) if self.loaded.path else None,

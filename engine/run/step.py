@@ -13,8 +13,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from engine.errors import StateError
+from engine.methods.base import MethodOutput
 from engine.methods.decision import DecisionRecord
 from engine.run.guard import GuardEvent
 
@@ -86,3 +88,65 @@ class StepResult:
     def changed(self) -> bool:
         """True when adaptation changed the source model's decision."""
         return self.prediction != self.source_prediction
+
+
+@dataclass(frozen=True)
+class ImageOutput:
+    """One image's part of a step's :class:`MethodOutput`, on the host (see :class:`StepResult`)."""
+
+    probs: np.ndarray
+    source_probs: np.ndarray
+    uncertainty: np.ndarray | None
+    uncertain_tokens: np.ndarray
+    reliable_tokens: np.ndarray
+    diagnostics: dict[str, float]
+    update_skipped: bool
+    views_kept: int | None
+    decision: DecisionRecord | None
+
+
+def per_image(out: MethodOutput, n: int, grid: tuple[int, int], method: str) -> list[ImageOutput]:
+    """The ``n`` images' outputs of a step, brought to the host in one transfer (and one of tokens).
+
+    Raises:
+        ValueError: the method returned per-image values for another number of images.
+    """
+    probs = out.logits.detach().float().softmax(dim=-1)
+    classes = probs.shape[1]
+    parts = [probs, out.source_logits.detach().float().softmax(dim=-1)]
+    if out.uncertainty is not None:
+        parts.append(out.uncertainty.detach().float())
+    host = torch.cat(parts, dim=1).cpu().numpy()
+    uncertain, reliable = _token_indices(out.uncertain_tokens, n), _token_indices(out.reliable_tokens, n)
+    skipped = out.updates_skipped or [out.update_skipped] * n
+    views: list[int | None] = [*out.views_kept_each] if out.views_kept_each else [out.views_kept] * n
+    decisions = out.decisions or [out.decision] * n
+    if not len(skipped) == len(views) == len(decisions) == len(host) == n:
+        raise ValueError(f"{method}: the step returned per-image values for another batch size")
+    images = []
+    for i in range(n):
+        diagnostics = dict(out.diagnostics)
+        diagnostics.update({k: float(v[i]) for k, v in out.image_diagnostics.items()})
+        unc = None if out.uncertainty is None else host[i, 2 * classes :].reshape(grid).copy()
+        images.append(
+            ImageOutput(
+                host[i, :classes].copy(),
+                host[i, classes : 2 * classes].copy(),
+                unc,
+                uncertain[i],
+                reliable[i],
+                diagnostics,
+                skipped[i],
+                views[i],
+                decisions[i],
+            )
+        )
+    return images
+
+
+def _token_indices(tokens: torch.Tensor | None, n: int) -> list[np.ndarray]:
+    """Each image's patch indices ``(k,)`` as int64 (empty when the method marks none)."""
+    if tokens is None:
+        return [np.zeros(0, dtype=np.int64)] * n
+    host = tokens.detach().cpu().numpy().astype(np.int64)
+    return [host[i].copy() for i in range(n)]

@@ -18,32 +18,69 @@ The failure policy, the same for all of them:
 * a state that cannot be saved ends the run as well (nothing more is done that could be lost).
 
 The state is saved every ``save_every`` predictions and when the run ends for any reason.
+
+**Batches.** With ``batch`` B > 1 the loop gathers B readable items and steps them in one call
+(:meth:`Session.step_batch`); their outcomes, skips between them included, still come in arrival
+order, each row appended before its outcome, and the state is only saved between batches, so a
+kill anywhere loses nothing and repeats nothing (the journal's argument holds per row). A stop or
+a pause takes effect after the current batch. A batch that runs out of memory while its step can
+still be undone (the first steps at a batch size, whose state is kept aside in host memory) is
+tried again at half the size, with a log line; the smaller size is kept for the rest of the run.
+
+**Reading ahead.** Items are read and brought to the model's input size (:meth:`Session.prepare`)
+on ``readers`` threads, ``read_ahead`` items ahead of the model (:func:`engine.run.reading.read_ahead`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
+import os
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from PIL import Image
+import torch
 
-from engine.errors import F2TTAError, ImageReadError
-from engine.io.slides import Slide, TilePlan
+from engine.errors import F2TTAError
 from engine.io.sources import StreamItem
+from engine.run.batch import is_out_of_memory
 from engine.run.journal import Journal
+from engine.run.reading import (
+    Picture,
+    Reader,
+    Skipped,
+    TileReader,
+    read_ahead,
+    read_item,
+    skip_for,
+    tile_reader,
+)
 from engine.run.rows import PredictionRow, make_row
 from engine.run.session import Session
 from engine.run.step import StepResult
 
 logger = logging.getLogger(__name__)
 
-Picture = Image.Image | np.ndarray
-Reader = Callable[[StreamItem], Picture]
+__all__ = [
+    "Failed",
+    "Outcome",
+    "Paused",
+    "Picture",
+    "Predicted",
+    "Reader",
+    "RunSummary",
+    "Saved",
+    "Skipped",
+    "StreamRun",
+    "read_item",
+    "skip_for",
+    "tile_reader",
+]
+
+#: Steps at a batch size whose state is kept aside, so running out of memory can be undone.
+_TRIAL_STEPS = 2
 
 
 @dataclass(frozen=True)
@@ -54,15 +91,6 @@ class Predicted:
     row: PredictionRow
     step: StepResult
     image: Picture  # what the model was given (for previews)
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An item that could not be read; ``transient``: the next run tries it again."""
-
-    item: StreamItem
-    reason: str
-    transient: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,51 +142,25 @@ class RunSummary:
         return self.total - self.done_before - self.processed - permanent
 
 
-def read_item(item: StreamItem) -> Picture:
-    """Read a folder item's file (slide tiles need the open slide: see :func:`tile_reader`)."""
-    from engine.io.images import read_image
-
-    if item.path is None:
-        raise ValueError(f"{item.name}: no file to read")
-    return read_image(item.path)
-
-
-def tile_reader(slide: Slide, plan: TilePlan) -> Reader:
-    """A reader of a slide source's tiles (the slide stays open while the run lasts)."""
-
-    def read_tile(item: StreamItem) -> Picture:
-        if item.tile is None:
-            raise ValueError(f"{item.name}: not a tile")
-        return slide.read_tile(plan, item.tile)
-
-    return read_tile
-
-
-def skip_for(item: StreamItem, exc: Exception) -> Skipped:
-    """The skip an exception of reading means (see the module notes for the classes)."""
-    if isinstance(exc, ImageReadError):
-        reason = str(getattr(exc, "reason", "") or exc)
-        return Skipped(item, reason, transient=bool(getattr(exc, "transient", False)))
-    if isinstance(exc, OSError):  # the file system, not the content: try again next time
-        return Skipped(item, f"cannot be read now ({exc.strerror or exc})", transient=True)
-    if isinstance(exc, F2TTAError):
-        return Skipped(item, str(exc), transient=bool(getattr(exc, "transient", False)))
-    logger.debug("reading %s failed", item.name, exc_info=exc)
-    return Skipped(item, f"unreadable ({type(exc).__name__}: {exc})")
-
-
 class StreamRun:
     """One run over the items of a source not yet in its journal.
 
     Args:
         session: the adapting session (its state restored from the journal already).
         items: the source's items in arrival order.
-        reader: decodes an item (:func:`read_item`, a slide's tile reader, the benchmark's).
+        reader: decodes an item (:func:`read_item`, a slide's :class:`TileReader`, the benchmark's);
+            a :class:`TileReader` is closed when the run ends.
         source_id: the source's identity in the journal.
         journal: where rows and state go; None runs without saving (the benchmark).
-        save_every: save after this many predictions (0: only at the end).
+        save_every: save after this many predictions (0: only at the end); saves fall between batches.
         positive_class: the class whose probability each row keeps.
-        read_ahead: items decoded ahead of the model on a helper thread (0: none).
+        read_ahead: items decoded ahead of the model (0: each is read when the model needs it);
+            None: three batches' worth, at least 4.
+        readers: threads that read ahead (None: half the CPU cores, 1 to 8).
+        batch: images per model step, at most the method's ``max_batch`` (1: the method's own
+            per-image step).
+        keep_images: :attr:`Predicted.image` is the picture as read (for previews); False: the
+            model's pixels, so that memory stays small whatever the files' size.
         on_row: called with each new row before the outcome is yielded (CSV outputs).
         on_skip: called with each skip before the outcome is yielded.
         arrival: the arrival order and seed of ``items`` (a folder's ``order`` and ``seed``),
@@ -175,7 +177,10 @@ class StreamRun:
         journal: Journal | None = None,
         save_every: int = 50,
         positive_class: int | None = None,
-        read_ahead: int = 0,
+        read_ahead: int | None = None,
+        readers: int | None = None,
+        batch: int = 1,
+        keep_images: bool = True,
         on_row: Callable[[PredictionRow], None] | None = None,
         on_skip: Callable[[Skipped], None] | None = None,
         arrival: tuple[str, int] | None = None,
@@ -186,7 +191,11 @@ class StreamRun:
         self.journal = journal
         self.save_every = save_every
         self.positive_class = session.card.positive_class if positive_class is None else positive_class
-        self.read_ahead = read_ahead
+        limit = session.max_batch
+        self.batch = max(1, batch if limit is None else min(batch, limit))
+        self.read_ahead = max(4, 3 * self.batch) if read_ahead is None else read_ahead
+        self.readers = max(1, min(8, (os.cpu_count() or 2) // 2)) if readers is None else readers
+        self.keep_images = keep_images
         self.on_row, self.on_skip = on_row, on_skip
         done = journal.source(source_id).done() if journal is not None else set()
         if journal is not None and arrival is not None:
@@ -195,10 +204,11 @@ class StreamRun:
         self.summary = RunSummary(total=len(items), done_before=len(items) - len(self.pending))
         self._stop = threading.Event()
         self._pause = threading.Event()
+        self._steps_at: dict[int, int] = {}  # batch size -> steps that succeeded at it
 
     # -- hooks, safe to call from any thread ------------------------------------------------------
     def request_stop(self) -> None:
-        """End after the current item (saving the state)."""
+        """End after the current batch (saving the state)."""
         self._stop.set()
 
     @property
@@ -206,57 +216,135 @@ class StreamRun:
         return self._stop.is_set()
 
     def request_pause(self) -> None:
-        """Yield :class:`Paused` after the current item."""
+        """Yield :class:`Paused` after the current batch."""
         self._pause.set()
 
     # -- the loop -------------------------------------------------------------------------------
     def outcomes(self) -> Iterator[Outcome]:
         """The outcome of every pending item, in order, then a final :class:`Saved` (with a journal)."""
         since_save = 0
-        for item, image in self._decoded():
-            if self._stop.is_set():
-                self.summary.stopped = True
-                break
-            if isinstance(image, Exception):
-                skip = skip_for(item, image)
-                self._record_skip(skip)
-                yield skip
-            else:
-                try:
-                    step = self.session.step(image)
-                except Exception as exc:  # the model, not the image: end the run, retry next time
-                    logger.debug("step failed on %s", item.name, exc_info=exc)
-                    self.summary.failure = Failed(item, _step_message(item, exc))
+        decoded = read_ahead(self.pending, self._read, self.readers, self.read_ahead)
+        try:
+            while True:
+                if self._stop.is_set():
+                    self.summary.stopped = True
+                    break
+                chunk = self._gather(decoded)
+                if not chunk:
+                    break
+                readable = [i for i, (_, d) in enumerate(chunk) if not isinstance(d, Exception)]
+                pixels = [d[1] for _, d in chunk if not isinstance(d, Exception)]
+                sites = [self.site_of(item) for item, d in chunk if not isinstance(d, Exception)]
+                steps, failure = self._step(pixels, sites)
+                # Up to the image whose step failed (it and what follows are read again next run).
+                cut = len(chunk) if failure is None else readable[len(steps)]
+                results = iter(steps)
+                for item, d in chunk[:cut]:
+                    if isinstance(d, Exception):
+                        skip = skip_for(item, d)
+                        self._record_skip(skip)
+                        yield skip
+                        continue
+                    step = next(results)
+                    row = make_row(item, step, self.session.card.classes, self.positive_class)
+                    try:
+                        if self.journal is not None:
+                            self.journal.add_row(self.source_id, row)
+                        if self.on_row is not None:
+                            self.on_row(row)
+                    except OSError as exc:
+                        # The state already counts this image but its row is not on disk: saving now
+                        # would make the journal disagree with itself, so the last saved state stays.
+                        self.summary.save_error = (
+                            f"{item.name}: its row cannot be written ({exc.strerror or exc})"
+                        )
+                        yield Saved(self.session.images_seen, self.summary.save_error)
+                        return
+                    self.summary.processed += 1
+                    since_save += 1
+                    yield Predicted(item, row, step, d[0])
+                if failure is not None:
+                    item = chunk[cut][0]
+                    logger.debug("step failed on %s", item.name, exc_info=failure)
+                    self.summary.failure = Failed(item, _step_message(item, failure))
                     yield self.summary.failure
                     break
-                row = make_row(item, step, self.session.card.classes, self.positive_class)
-                try:
-                    if self.journal is not None:
-                        self.journal.add_row(self.source_id, row)
-                    if self.on_row is not None:
-                        self.on_row(row)
-                except OSError as exc:
-                    # The state already counts this image but its row is not on disk: saving now
-                    # would make the journal disagree with itself, so the last saved state stays.
-                    self.summary.save_error = (
-                        f"{item.name}: its row cannot be written ({exc.strerror or exc})"
-                    )
-                    yield Saved(self.session.images_seen, self.summary.save_error)
-                    return
-                self.summary.processed += 1
-                since_save += 1
-                yield Predicted(item, row, step, image)
                 if self.journal is not None and self.save_every and since_save >= self.save_every:
                     since_save = 0
                     saved = self._save()
                     yield saved
                     if saved.error is not None:
                         return
-            if self._pause.is_set() and not self._stop.is_set():
-                self._pause.clear()
-                yield Paused()
+                if self._pause.is_set() and not self._stop.is_set():
+                    self._pause.clear()
+                    yield Paused()
+        finally:
+            decoded.close()
+            if isinstance(self.reader, TileReader):
+                self.reader.close()
         if self.journal is not None:
             yield self._save(final=True)
+
+    def site_of(self, item: StreamItem) -> str | None:
+        """The site an item belongs to: its own when it names one, else its source (a folder or a
+        slide is one site); None for a source without identity (the benchmark's free-form streams)."""
+        if item.site is not None:
+            return item.site
+        return self.source_id or None
+
+    def _gather(
+        self, decoded: Iterator[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]]
+    ) -> list[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]]:
+        """The next items in order, up to ``batch`` readable ones (and the unreadable among them)."""
+        chunk: list[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]] = []
+        readable = 0
+        for item, d in decoded:
+            chunk.append((item, d))
+            readable += not isinstance(d, Exception)
+            if readable >= self.batch:
+                break
+        return chunk
+
+    def _step(
+        self, pixels: list[np.ndarray], sites: list[str | None]
+    ) -> tuple[list[StepResult], Exception | None]:
+        """Step ``pixels`` in batches of at most :attr:`batch`; the results, and what stopped them.
+
+        A batch that runs out of memory while its state was kept aside is undone and tried again
+        at half the size (the smaller size stays); any other failure ends the stepping there.
+        """
+        results: list[StepResult] = []
+        start = 0
+        while start < len(pixels):
+            size = min(self.batch, len(pixels) - start)
+            kept = self._snapshot() if size > 1 and self._steps_at.get(size, 0) < _TRIAL_STEPS else None
+            try:
+                results += self.session.step_batch(pixels[start : start + size], sites[start : start + size])
+            except Exception as exc:  # the model, not the image: retried next run (or smaller)
+                if kept is None or not is_out_of_memory(exc):
+                    return results, exc
+                self.session.restore(kept)
+                del kept
+                if self.session.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                self.batch = max(1, size // 2)
+                logger.warning(
+                    "out of memory at a batch of %d images; going on with batches of %d", size, self.batch
+                )
+                continue
+            self._steps_at[size] = self._steps_at.get(size, 0) + 1
+            start += size
+        return results, None
+
+    def _snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+        """The method's state kept aside before a trial step, or None when it cannot be (no undo)."""
+        try:
+            return self.session.snapshot()
+        except (MemoryError, RuntimeError) as exc:
+            logger.warning(
+                "the state cannot be kept aside before a batch (%s); a failure cannot be undone", exc
+            )
+            return None
 
     def _record_skip(self, skip: Skipped) -> None:
         self.summary.skipped.append(skip)
@@ -277,35 +365,14 @@ class StreamRun:
         self.summary.saved = True
         return Saved(seen, None, final)
 
-    def _decoded(self) -> Iterator[tuple[StreamItem, Picture | Exception]]:
-        """Items with their decoded image (or the exception of reading), ``read_ahead`` ahead."""
-        if self.read_ahead <= 0:
-            for item in self.pending:
-                yield item, self._read(item)
-            return
-        with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="f2tta-read") as pool:
-            queue: deque[tuple[StreamItem, cf.Future[Picture | Exception]]] = deque()
-            items = iter(self.pending)
-            for item in items:
-                queue.append((item, pool.submit(self._read, item)))
-                if len(queue) >= self.read_ahead:
-                    break
-            try:
-                while queue:
-                    item, future = queue.popleft()
-                    yield item, future.result()
-                    following = next(items, None)
-                    if following is not None:
-                        queue.append((following, pool.submit(self._read, following)))
-            finally:
-                for _, future in queue:
-                    future.cancel()
-
-    def _read(self, item: StreamItem) -> Picture | Exception:
+    def _read(self, item: StreamItem) -> tuple[Picture, np.ndarray] | Exception:
+        """The item as read and as the model's pixels (on a reading thread), or why it cannot be."""
         try:
-            return self.reader(item)
+            picture = self.reader(item)
+            pixels = self.session.prepare(picture)
         except Exception as exc:  # every failure of reading becomes a skip (see skip_for)
             return exc
+        return (picture if self.keep_images else pixels), pixels
 
 
 def _step_message(item: StreamItem, exc: Exception) -> str:

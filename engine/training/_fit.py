@@ -1,4 +1,4 @@
-"""The training loop: Adam with linear warm-up and cosine decay, early-stopped on validation accuracy."""
+"""The training loop: Adam or AdamW with linear warm-up and cosine decay, early-stopped on validation accuracy."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from engine.training._augment import augment
 from engine.training._data import normalise, predict_logits
-from engine.training._model import TrainConfig
+from engine.training._model import OPTIMIZERS, TrainConfig, TrainingError
 from engine.util.device import select_device
 
 logger = logging.getLogger(__package__)  # one logger for the package: "engine.training"
@@ -32,6 +32,27 @@ class EpochStats:
     lr: float  # learning rate at the end of the epoch
     seconds: float
     best: bool  # the best validation accuracy so far (these weights are kept)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam over every parameter, or AdamW decaying only the weight matrices.
+
+    AdamW leaves biases, norms, the class token and the position embedding undecayed (as DeiT).
+
+    Raises:
+        TrainingError: ``cfg.optimizer`` is not one of :data:`OPTIMIZERS`.
+    """
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        decay: list[torch.nn.Parameter] = []
+        keep: list[torch.nn.Parameter] = []
+        for name, param in model.named_parameters():
+            plain = param.ndim < 2 or name.split(".")[-1] in ("pos_embed", "cls_token", "reg_token")
+            (keep if plain else decay).append(param)
+        groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=cfg.lr)
+    raise TrainingError(f"unknown optimizer {cfg.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
 def fit(
@@ -61,7 +82,7 @@ def fit(
     steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
     total_steps = steps_per_epoch * cfg.epochs
     warmup = max(1, min(int(cfg.warmup_epochs * steps_per_epoch), total_steps // 5))  # short runs: 20 %
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(model, cfg)
 
     def lr_factor(step: int) -> float:
         if step < warmup:
@@ -82,7 +103,7 @@ def fit(
             xb = augment(x_train[idx].float() / 255.0, cfg.augmentation, gen)
             yb = y_train[idx].to(device)
             logits = model(normalise(xb, cfg.mean, cfg.std).to(device))
-            loss = F.cross_entropy(logits, yb)
+            loss = F.cross_entropy(logits, yb, label_smoothing=cfg.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()

@@ -17,6 +17,8 @@ DEFAULT_ARCH = "vit_tiny_patch16_224"
 DEFAULT_IMG_SIZE = 96
 # The demo model's shape: 8 x 8 tokens of 12 px, 4 blocks of width 192 (about 1.9 M parameters).
 DEFAULT_MODEL_KWARGS: dict[str, Any] = {"patch_size": 12, "depth": 4}
+#: Optimisers a TrainConfig may name, with the name the model card records.
+OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW"}
 
 
 class TrainingError(F2TTAError):
@@ -34,8 +36,8 @@ class TrainConfig:
     )  # extra timm kwargs
     epochs: int = 40  # maximum number of epochs
     batch_size: int = 64  # images per optimisation step
-    lr: float = 1e-3  # peak Adam learning rate
-    weight_decay: float = 0.0  # Adam L2 penalty
+    lr: float = 1e-3  # peak learning rate
+    weight_decay: float = 0.0  # Adam: L2 penalty; AdamW: decoupled decay of the weight matrices
     warmup_epochs: float = 2.0  # linear warm-up (at most 20 % of the run), then cosine decay to zero
     patience: int = 10  # stop after this many epochs without a better validation accuracy
     seed: int = 0  # seeds the weights, the batch order and the augmentation
@@ -45,6 +47,36 @@ class TrainConfig:
     mean: tuple[float, float, float] = (0.5, 0.5, 0.5)  # input normalisation (0-1 scale)
     std: tuple[float, float, float] = (0.5, 0.5, 0.5)
     device: str | None = None  # None: CUDA, then MPS, then CPU
+    optimizer: str = "adam"  # "adam" or "adamw" (see OPTIMIZERS)
+    label_smoothing: float = 0.0  # of the training loss (validation loss is plain cross-entropy)
+    recipe: str = "default"  # the name of the recipe these settings came from (recorded in the card)
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Refuse settings no run can use, before any data is read.
+
+    Raises:
+        TrainingError: naming the setting.
+    """
+    aug = cfg.augmentation
+    problems = [
+        (
+            cfg.optimizer not in OPTIMIZERS,
+            f"unknown optimizer {cfg.optimizer!r} (choose {', '.join(OPTIMIZERS)})",
+        ),
+        (
+            not 0.0 <= cfg.label_smoothing < 1.0,
+            f"label smoothing must lie in [0, 1), got {cfg.label_smoothing}",
+        ),
+        (not 0.0 < aug.crop_scale <= 1.0, f"crop scale must lie in (0, 1], got {aug.crop_scale}"),
+        (not 0.0 <= aug.blur_p <= 1.0, f"blur probability must lie in [0, 1], got {aug.blur_p}"),
+        (aug.blur_sigma < 0.0, f"blur sigma must not be negative, got {aug.blur_sigma}"),
+        (cfg.epochs < 1 or cfg.batch_size < 1, "epochs and batch size must be at least 1"),
+        (not cfg.lr > 0.0, f"the learning rate must be positive, got {cfg.lr}"),
+    ]
+    for bad, message in problems:
+        if bad:
+            raise TrainingError(message)
 
 
 def pretrained_weights_file(arch: str) -> Path:

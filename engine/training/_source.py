@@ -26,7 +26,7 @@ from engine.model.source_reference import (
 )
 from engine.training._data import evaluate, load_items, normalise
 from engine.training._fit import EpochStats, fit
-from engine.training._model import TrainConfig, build_model
+from engine.training._model import OPTIMIZERS, TrainConfig, build_model, check_config
 
 logger = logging.getLogger(__package__)  # one logger for the package: "engine.training"
 
@@ -91,6 +91,8 @@ def _dataset_record(ds: Dataset) -> dict[str, Any]:
             record["synth"] = {
                 k: meta[k] for k in ("kind", "seed", "size", "per_domain", "generator_version")
             }
+            if isinstance(meta.get("site_set"), str):  # written since the second site set exists
+                record["synth"]["site_set"] = meta["site_set"]
         except (OSError, ValueError, KeyError, TypeError):
             pass
     return record
@@ -117,8 +119,10 @@ def train_source(
 
     Raises:
         DatasetError: unknown or single-class source domain, or too few readable images.
-        TrainingError: the model cannot be built (unknown arch, pretrained weights not cached).
+        TrainingError: a setting no run can use, or the model cannot be built (unknown arch,
+            pretrained weights not cached).
     """
+    check_config(cfg)
     ds.require_source(source)
     torch.manual_seed(cfg.seed)
     splits = split_dataset(ds, cfg.split_seed)
@@ -155,7 +159,8 @@ def train_source(
                 else evaluate(model, items, img_size=cfg.img_size, mean=mean, std=std, skipped=skipped)
             )
     training: dict[str, Any] = {
-        "optimizer": "Adam",
+        "recipe": cfg.recipe,
+        "optimizer": OPTIMIZERS.get(cfg.optimizer, cfg.optimizer),
         "lr": cfg.lr,
         "weight_decay": cfg.weight_decay,
         "schedule": f"linear warm-up {cfg.warmup_epochs} epochs, cosine to 0 at epoch {cfg.epochs}",
@@ -168,6 +173,7 @@ def train_source(
         "split_seed": cfg.split_seed,
         "split": "per-domain random 60/15/25 (train/val/test)",
         "pretrained": cfg.pretrained,
+        "label_smoothing": cfg.label_smoothing,
         "augmentation": cfg.augmentation.to_json(),
         "n_train": len(train[1]),
         "n_val": len(val[1]),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -129,6 +130,16 @@ def check_output(path: str | Path) -> None:
     kind = describe_kind(st.st_mode)
     if kind is not None:
         raise NotRegularOutputError(path, kind)
+
+
+def check_outputs(paths: Iterable[str | Path]) -> None:
+    """:func:`check_output` for every file a command will write, before it starts any work.
+
+    Raises:
+        NotRegularOutputError: naming the first path that is not a regular file.
+    """
+    for path in paths:
+        check_output(path)
 
 
 def open_append(

@@ -53,6 +53,13 @@ class PromptBank:
         cos = F.cosine_similarity(self.keys, key[None], dim=1)
         return torch.softmax(cos / self.temperature, dim=0)
 
+    def weights_each(self, keys: torch.Tensor) -> torch.Tensor:
+        """:meth:`weights` of each key of ``keys`` ``(B, K)``: ``(B, n)``, each row summing to one."""
+        if self.keys is None:
+            raise RuntimeError("the prompt bank is empty")
+        cos = F.cosine_similarity(self.keys[None], keys[:, None], dim=-1)
+        return torch.softmax(cos / self.temperature, dim=1)
+
     def to(self, device: torch.device) -> None:
         if self.keys is not None and self.specific is not None and self.invariant is not None:
             self.keys = self.keys.to(device)

@@ -51,3 +51,23 @@ class PromptGraph(nn.Module):
         aggregate = (attention.unsqueeze(-1) * n_sto).sum(dim=0)
         decoded: torch.Tensor = self.decoder(aggregate)
         return decoded, attention
+
+    def forward_each(self, current: torch.Tensor, stored: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward`'s decoded aggregate for each of ``current`` ``(B, depth, L, C)``: ``(B, depth, L, C)``.
+
+        The scorer of a (current, stored) pair is linear in their concatenation, so it is scored
+        as the sum of its two halves: the same numbers without the ``(B, n, depth, L, 2 D_g)`` pairs.
+        """
+        n_cur = self.encoder(current)  # (B, depth, L, Dg)
+        n_sto = self.encoder(stored)  # (n, depth, L, Dg)
+        node_dim = n_cur.shape[-1]
+        weight = self.scorer.weight[0]
+        scores = (
+            (n_cur @ weight[:node_dim]).unsqueeze(1)
+            + (n_sto @ weight[node_dim:]).unsqueeze(0)
+            + self.scorer.bias
+        )  # (B, n, depth, L)
+        attention = torch.softmax(scores, dim=1)
+        aggregate = torch.einsum("bndl,ndlg->bdlg", attention, n_sto)
+        decoded: torch.Tensor = self.decoder(aggregate)
+        return decoded

@@ -2,7 +2,8 @@
 
 Implements the method of "Free-Form Test-Time Adaptation ... with Image-level Disentangled
 Prompt Tuning" (Methodology and Algorithm 1); ``docs/method.md`` records every decision the
-implementation had to make. Per image x_k (batch size 1):
+implementation had to make. Per image x_k (a step of one image; several images in one step are
+the departure of :mod:`._batched`, ``docs/method.md``, "Batches"):
 
 1. source pass (frozen ViT, no prompts) -> soft target ŷ_w;
 2. UoM: MC dropout (D passes) in block 1's MLP -> token uncertainty, T_U / T_R (K % each);
@@ -48,92 +49,38 @@ Departures from the paper (each also in ``docs/method.md``):
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.config import setting
 from engine.methods.base import MethodOutput, TTAMethod, check_shapes, register_method
 from engine.methods.idipt._bank import PromptBank
+from engine.methods.idipt._batched import batched_step
+from engine.methods.idipt._config import IDiPTConfig, PromptMode
 from engine.methods.idipt._graph import PromptGraph
 from engine.methods.parts.fft import low_freq_amplitude
-from engine.methods.parts.fields import mc_dropout_setting, mc_passes_setting
 from engine.methods.parts.losses import soft_cross_entropy
 from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
 from engine.model.prompted_vit import PrefixPrompts, SourcePass
 
 logger = logging.getLogger(__name__)
 
-PromptMode = Literal["gated", "prefix"]
-
-
-@dataclass(frozen=True)
-class IDiPTConfig:
-    """Hyper-parameters of I-DiPT; defaults are the paper's (Implementation Detail)."""
-
-    prompt_len_specific: int = setting(
-        8, "L_S: image-specific prompt tokens per layer (half K, half V)", low=2, high=256
-    )
-    prompt_len_invariant: int = setting(4, "L_I: image-invariant prompt tokens per layer", low=2, high=256)
-    mc_passes: int = mc_passes_setting()
-    mc_dropout: float = mc_dropout_setting()
-    mask_percent: float = setting(
-        30.0, "K: percent of patch tokens in T_U and in T_R (disjoint up to 50)", low=0.0, high=99.0
-    )
-    bank_size: int = setting(20, "N_B: prompt bank capacity (FIFO)", low=1, high=10_000)
-    beta: float = setting(
-        0.1, "low-frequency window half-size as a fraction of the image side", low=0.001, high=0.5
-    )
-    gamma: float = setting(0.9, "EMA decay for the image-invariant prompt in G_I", low=0.0, high=1.0)
-    graph_dim: int = setting(512, "D_g: node width of both graphs", low=1, high=4096)
-    lr: float = setting(1e-3, "Adam learning rate of the single step per image", low=0.0, high=1.0)
-    bank_temperature: float = setting(
-        0.05, "softmax temperature of the bank's cosine-similarity weights", low=0.001, high=100.0
-    )
-    prompt_mode: PromptMode = setting("gated", "gated zero-init prompt path, or the paper's prefix")
-    prompt_init_std: float = setting(
-        0.02, "std of the normal initialisation of both prompts", low=0.0, high=1.0
-    )
-    use_uom: bool = setting(True, "ablation switch: uncertainty-oriented masking (off: pseudo-label loss)")
-    use_pgd: bool = setting(True, "ablation switch: prompt bank + parallel graph distillation")
-    use_graphs: bool = setting(True, "ablation switch: graphs (off: bank pre-initialisation only)")
-    consistency_target: Literal["soft", "hard"] = setting("soft", "ŷ_w as probabilities, or its argmax")
-    evidence_check: bool = setting(True, "drop the loss of a masked view that no longer predicts ŷ_w's class")
-
-    def __post_init__(self) -> None:
-        if self.prompt_len_specific % 2 or self.prompt_len_invariant % 2:
-            raise ValueError("prompt lengths must be even (half key, half value tokens)")
-        if self.prompt_len_specific < 2 or self.prompt_len_invariant < 2:
-            raise ValueError("prompt lengths must be at least 2")
-        if not 0.0 <= self.mask_percent < 100.0:
-            raise ValueError("mask_percent must be within [0, 100) (T_U and T_R are disjoint up to 50)")
-        if self.mc_passes < 2:
-            raise ValueError("mc_passes must be at least 2")
-        if not 0.0 <= self.mc_dropout < 1.0:
-            raise ValueError("mc_dropout must be in [0, 1)")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError("gamma must be in [0, 1]")
-        if self.bank_size < 1 or self.graph_dim < 1 or self.lr <= 0:
-            raise ValueError("bank_size, graph_dim and lr must be positive")
-        if self.prompt_mode not in ("gated", "prefix"):
-            raise ValueError("prompt_mode must be 'gated' or 'prefix'")
-        if self.consistency_target not in ("soft", "hard"):
-            raise ValueError("consistency_target must be 'soft' or 'hard'")
+__all__ = ["IDiPT", "IDiPTConfig", "PromptMode"]
 
 
 @register_method("idipt", "I-DiPT (paper)", bench_order=8, in_paper=True)
 class IDiPT(TTAMethod):
-    """I-DiPT on a frozen :class:`~engine.model.prompted_vit.PromptedViT` (batch size 1)."""
+    """I-DiPT on a frozen :class:`~engine.model.prompted_vit.PromptedViT` (the paper's step per image;
+    a batch of several is tuned side by side, :mod:`._batched`)."""
 
     test_settings: ClassVar[Mapping[str, Any]] = {"bank_size": 2, "graph_dim": 16, "mc_passes": 3}
 
     config_class = IDiPTConfig
-    max_batch = 1
+    # B > 1: every image its own prompts, tuned side by side (_batched).
+    max_batch: ClassVar[int | None] = None
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = (
         (("use_uom", False),),
         (("use_pgd", False),),
@@ -203,6 +150,9 @@ class IDiPT(TTAMethod):
     # ------------------------------------------------------------------ one step
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
+        """The paper's step for one image; several go through :func:`._batched.batched_step`."""
+        if x.shape[0] > 1:
+            return batched_step(self, x)
         output, _ = self.adapt_with_source(x)
         return output
 
@@ -222,6 +172,7 @@ class IDiPT(TTAMethod):
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
             key = low_freq_amplitude(x[0], cfg.beta)
             tokens = model.embed(x)
+            bank_size = len(self.bank)
             use_bank = cfg.use_pgd and self.bank.full
             weights = self.bank.weights(key) if use_bank else None
             if weights is not None and self.bank.specific is not None:
@@ -232,7 +183,7 @@ class IDiPT(TTAMethod):
         phi_s = nn.Parameter(pre_s.clone())
         hat_s, hat_i, _ = self._enhance(phi_s, weights)
         prompts = PrefixPrompts.from_prompts([[hat_s], [hat_i]])
-        views_kept = 2
+        kept = torch.ones(2, device=x.device)
         if cfg.use_uom:
             n = model.num_patches
             views = torch.cat(
@@ -248,28 +199,21 @@ class IDiPT(TTAMethod):
                 source_class = source.logits.argmax(dim=-1)
                 kept = (logits.detach().argmax(dim=-1) == source_class).to(losses.dtype)
                 losses = losses * kept
-                views_kept = int(kept.sum())
         else:
             logits = model.forward_tokens(tokens.expand(2, -1, -1), prompts, gate)
             losses = F.cross_entropy(logits, target.argmax(dim=-1).expand(2), reduction="none")
         loss = losses.sum()
 
-        diagnostics: dict[str, float] = {
-            "loss": float(loss.detach()),
-            "loss_specific": float(losses[0].detach()),
-            "loss_invariant": float(losses[1].detach()),
-            "bank_size": float(len(self.bank)),
-        }
-        update_skipped = False
+        # Two host synchronisations per step: whether the update may be taken, then the step's
+        # flags and scalars together (none per parameter or per figure).
         specific_opt = torch.optim.Adam([phi_s], lr=cfg.lr)
         self.optimizer.zero_grad(set_to_none=True)
-        if math.isfinite(diagnostics["loss"]):
-            loss.backward()  # type: ignore[no-untyped-call]
-            grads_ok = all(
-                p.grad is None or bool(torch.isfinite(p.grad).all()) for p in [phi_s, *self.collect_params()]
-            )
-        else:
-            grads_ok = False
+        loss.backward()  # type: ignore[no-untyped-call]  # a non-finite loss gives non-finite gradients
+        grads = [p.grad for p in [phi_s, *self.collect_params()] if p.grad is not None]
+        finite = torch.stack([torch.isfinite(loss), *(torch.isfinite(g).all() for g in grads)]).all()
+        flags = torch.stack([finite.to(kept.dtype), kept.sum()]).tolist()
+        grads_ok, views_kept = bool(flags[0]), round(flags[1])
+        update_skipped = not grads_ok
         if grads_ok:
             if views_kept > 0:  # with no view kept there is nothing to learn: Adam's momentum must not move
                 self.optimizer.step()
@@ -277,7 +221,6 @@ class IDiPT(TTAMethod):
         else:
             # A NaN/inf loss or gradient would poison the persistent prompts: keep the last good ones.
             # The caller hears of it through MethodOutput.update_skipped (StepResult.update_skipped).
-            update_skipped = True
             logger.debug("I-DiPT step %d: non-finite loss or gradient, update skipped", self.steps)
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -285,7 +228,20 @@ class IDiPT(TTAMethod):
             hat_s, hat_i, carry_i = self._enhance(phi_s.detach(), weights)
             both = PrefixPrompts.from_prompts([[hat_s, hat_i]])
             adapted = model.forward_tokens(tokens, both, gate)
-            if not bool(torch.isfinite(adapted).all()):
+            gates = torch.tanh(self.gate.detach()).abs()
+            scalars = torch.stack(
+                [
+                    torch.isfinite(adapted).all().to(loss.dtype),
+                    loss.detach(),
+                    losses[0].detach(),
+                    losses[1].detach(),
+                    hat_s.detach().norm(),
+                    hat_i.detach().norm(),
+                    gates.mean(),
+                    gates.max(),
+                ]
+            ).tolist()
+            if not scalars[0]:
                 adapted = source.logits
                 update_skipped = True
             elif grads_ok:
@@ -294,18 +250,16 @@ class IDiPT(TTAMethod):
                 self.phi_i.copy_(carry_i)
 
         self.steps += 1
-        diagnostics.update(
-            {
-                "phi_specific_norm": float(hat_s.detach().norm()),
-                "phi_invariant_norm": float(hat_i.detach().norm()),
-                "gate_mean_abs": float(torch.tanh(self.gate.detach()).abs().mean())
-                if gate is not None
-                else 0.0,
-                "gate_max_abs": float(torch.tanh(self.gate.detach()).abs().max())
-                if gate is not None
-                else 0.0,
-            }
-        )
+        diagnostics: dict[str, float] = {
+            "loss": scalars[1],
+            "loss_specific": scalars[2],
+            "loss_invariant": scalars[3],
+            "bank_size": float(bank_size),
+            "phi_specific_norm": scalars[4],
+            "phi_invariant_norm": scalars[5],
+            "gate_mean_abs": scalars[6] if gate is not None else 0.0,
+            "gate_max_abs": scalars[7] if gate is not None else 0.0,
+        }
         output = MethodOutput(
             logits=adapted,
             source_logits=source.logits,

@@ -7,6 +7,7 @@ thresholds), ``_observe`` (source pass -> observation) and ``_state`` (saving th
 
 from __future__ import annotations
 
+from engine.methods.idipt_plus._candidates import CANDIDATES, THRESHOLD_CANDIDATES
 from engine.methods.idipt_plus._method import IDiPTPlus, IDiPTPlusConfig, decision_record
 from engine.methods.idipt_plus._observe import ReferenceArrays
 from engine.methods.idipt_plus._operating_point import (
@@ -24,9 +25,11 @@ from engine.methods.idipt_plus._operating_point import (
 
 __all__ = [
     "ACCEPTED",
+    "CANDIDATES",
     "NOT_ACCEPTED",
     "PATHS",
     "SOURCE_LIKE",
+    "THRESHOLD_CANDIDATES",
     "Decision",
     "Fit",
     "IDiPTPlus",

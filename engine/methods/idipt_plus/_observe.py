@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from engine.methods.idipt_plus._operating_point import Observation
 from engine.model.source_reference import SourceReference
@@ -25,6 +26,8 @@ class ReferenceArrays:
         appearance_basis: ``(R, 2C)`` whitening with the class directions projected out.
         feature_mean: ``(D,)`` source mean of the pre-logit features.
         feature_basis: ``(K, D)`` the leading whitened feature directions used.
+        source_margin: the source model's margin ``l_1 - l_0`` at the mean source feature (0 when
+            the head was not given); the ``shift`` candidate measures a site's mean margin from it.
     """
 
     appearance_mean: np.ndarray
@@ -32,19 +35,29 @@ class ReferenceArrays:
     appearance_basis: np.ndarray
     feature_mean: np.ndarray
     feature_basis: np.ndarray
+    source_margin: float = 0.0
 
     @classmethod
-    def from_reference(cls, ref: SourceReference, feature_dims: int) -> ReferenceArrays:
+    def from_reference(
+        cls, ref: SourceReference, feature_dims: int, head: torch.nn.Module | None = None
+    ) -> ReferenceArrays:
         def arr(t: object) -> np.ndarray:
             return np.asarray(t.detach().cpu().double().numpy())  # type: ignore[attr-defined]
 
         dims = min(feature_dims, int(ref.feature_basis.shape[0]))
+        margin = 0.0
+        if head is not None:
+            weight = head.weight.detach().cpu().double()  # type: ignore[operator]
+            bias = head.bias.detach().cpu().double()  # type: ignore[operator]
+            logits = weight @ ref.feature_mean.detach().cpu().double() + bias
+            margin = float(logits[1] - logits[0]) if logits.shape[0] == 2 else 0.0
         return cls(
             arr(ref.appearance_mean),
             arr(ref.appearance_scale),
             arr(ref.appearance_basis),
             arr(ref.feature_mean),
             arr(ref.feature_basis[:dims]),
+            margin,
         )
 
     def observe(self, logits: np.ndarray, features: np.ndarray, block1_stats: np.ndarray) -> Observation:

@@ -33,32 +33,35 @@ that reproduces its split. It is accepted only if every guard passes:
    sample; a split between two classes does not.
 
 The move is pessimistic: the estimate is the interval's edge nearest the source threshold, and
-the group's threshold is the smaller of its last two estimates when both move the same way (else
-the source threshold): a move needs two fits in a row to agree. Every fit's bootstrap is seeded
+the unit's threshold is the smaller of its last two accepted estimates when both move the same
+way (else the source threshold): a move needs two accepted fits to agree, and a return to the
+source threshold two failed fits in a row. Every fit's bootstrap is seeded
 by the session seed, the group and the fit's number, so a replay from cached source passes
 decides exactly as the live run did.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.methods.idipt_plus._groups import SiteGroup, SiteGroups
+from engine.methods.idipt_plus._groups import SiteGroups
 from engine.methods.idipt_plus._mixture import (
     edge_distance,
     fit_best_mixture,
     margin_threshold,
     named_by_margin,
 )
+from engine.methods.idipt_plus._units import Unit
 
 SOURCE_LIKE = "source-like"
 ACCEPTED = "accepted"
 NOT_ACCEPTED = "not-accepted"
 PATHS = (SOURCE_LIKE, ACCEPTED, NOT_ACCEPTED)
 EQUAL_SHARE_ITERATIONS = 3  # EM's first E-steps with equal shares (see fit_mixture)
-AGREEING_FITS = 2  # consecutive accepted fits, moving the same way, before a group's threshold moves
+AGREEING_FITS = 2  # accepted fits, moving the same way, before a unit's threshold moves (and failed fits in a row before it returns)
+KEPT_ESTIMATES = 4  # the last pessimistic estimates a unit keeps
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class OperatingPointSettings:
     """What the operating point needs of I-DiPT+'s config (see ``IDiPTPlusConfig`` for meanings)."""
 
     join: float
+    merge: float
+    seed_images: int
     capacity: int
     max_groups: int
     min_images: int
@@ -97,7 +102,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class Fit:
-    """One fit of a group's operating point.
+    """One fit of a unit's operating point.
 
     Attributes:
         images: images it was fitted to.
@@ -127,10 +132,13 @@ class Decision:
 
     Attributes:
         path: :data:`SOURCE_LIKE`, :data:`ACCEPTED` or :data:`NOT_ACCEPTED`.
-        group: the site group the image joined (-1 for source-like images).
+        group: the unit the image joined (-1: none, e.g. waiting for a site group to form).
         threshold: the threshold on the source margin the image was decided by (0: the source's).
         reason: why (``source-like``, ``accepted``, ``too few images``, or the guard that failed).
-        fit: the group's last fit, or None.
+        fit: the unit's last fit, or None.
+        site: the site the caller named ("" when none was named).
+        candidates: the unit's candidate thresholds when the image was decided
+            (:mod:`._candidates`; empty without a unit).
     """
 
     path: str
@@ -138,6 +146,8 @@ class Decision:
     threshold: float
     reason: str
     fit: Fit | None = None
+    site: str = ""
+    candidates: dict[str, float] = field(default_factory=dict)
 
     def positive(self, margin: float) -> bool:
         """The decision for an image of source margin ``margin``."""
@@ -145,68 +155,132 @@ class Decision:
 
 
 class OperatingPoint:
-    """Per-group operating points of one stream (see the module docstring).
+    """Per-unit operating points of one stream (see the module docstring).
 
     Args:
         settings: the operating point's settings.
-        bandwidth: the source images' median pairwise appearance distance.
         radius: the appearance radius holding 99 % of the source training images.
-        seed: seeds every bootstrap.
+        seed: seeds every bootstrap and every unit's sample.
+        source_margin: the source model's margin at the mean source feature (``shift`` candidate).
+        source_prior: the source training split's share of class 1 (``prior`` candidate).
     """
 
-    def __init__(self, settings: OperatingPointSettings, bandwidth: float, radius: float, seed: int) -> None:
+    def __init__(
+        self,
+        settings: OperatingPointSettings,
+        radius: float,
+        seed: int,
+        source_margin: float = 0.0,
+        source_prior: float = 0.5,
+    ) -> None:
         self.settings = settings
         self.radius = radius
         self.seed = seed
+        self.source_margin = source_margin
+        self.source_prior = source_prior
+        self.units_created = 0
+        self.sites: dict[str, Unit] = {}  # units of named sites, by name
         self.groups = SiteGroups(
-            settings.join, bandwidth, settings.capacity, settings.feature_dims, settings.max_groups
+            settings.join,
+            settings.merge,
+            radius,
+            settings.seed_images,
+            settings.capacity,
+            settings.feature_dims,
+            settings.max_groups,
+            seed,
+            self._new_ident,
         )
         self.seen = 0
 
-    def step(self, obs: Observation, source_gate: bool = True) -> Decision:
-        """Decide one image, then let it join its group (refitting the group when due)."""
+    def _new_ident(self) -> int:
+        self.units_created += 1
+        return self.units_created - 1
+
+    def units(self) -> list[Unit]:
+        """Every unit kept: named sites first (in order of arrival), then groups."""
+        return [*self.sites.values(), *self.groups.groups]
+
+    def step(self, obs: Observation, source_gate: bool = False, site: str | None = None) -> Decision:
+        """Decide one image, then let it join its unit (refitting the unit when due).
+
+        Args:
+            obs: the image's observation.
+            source_gate: images within the source radius keep the source decision and join nothing.
+            site: the site the image belongs to (the folder or slide it was loaded from); None
+                when nobody says, and the image's site group is found by appearance.
+        """
         index = self.seen
         self.seen += 1
         if source_gate and float(np.sqrt((obs.appearance**2).sum())) <= self.radius:
-            return Decision(SOURCE_LIKE, -1, 0.0, SOURCE_LIKE)
-        group = self.groups.group_for(obs.appearance, index)
-        decision = self._decision(group)
-        group.add(obs.appearance, obs.margin, obs.coords, index)
-        cfg = self.settings
-        due = max(10, int(np.ceil(cfg.refit * group.count)))
-        if group.count >= cfg.min_images and group.count - group.fitted_at >= due:
-            self._refit(group)
+            return Decision(SOURCE_LIKE, -1, 0.0, SOURCE_LIKE, site=site or "")
+        if site is not None:
+            unit: Unit | None = self.sites.get(site)
+            if unit is None:
+                unit = self.sites[site] = Unit.empty(
+                    self._new_ident(), site, self.settings.capacity, self.settings.feature_dims, index
+                )
+            decision = self._decision(unit)
+            unit.add(obs.margin, obs.coords, index, self.seed)
+        else:
+            before = self.groups.nearest(obs.appearance)
+            near = before[0] if before[0] is not None and before[1] <= self.settings.join else None
+            decision = (
+                self._decision(near)
+                if near is not None
+                else Decision(NOT_ACCEPTED, -1, 0.0, "no site group yet")
+            )
+            unit = self.groups.group_for(obs.appearance, obs.margin, obs.coords, index)
+        if unit is not None:
+            cfg = self.settings
+            due = max(10, int(np.ceil(cfg.refit * unit.count)))
+            if unit.count >= cfg.min_images and unit.count - unit.fitted_at >= due:
+                self._refit(unit)
         return decision
 
-    def _decision(self, group: SiteGroup) -> Decision:
-        fit = group.fit if isinstance(group.fit, Fit) else None
-        if group.threshold != 0.0:
-            return Decision(ACCEPTED, group.ident, group.threshold, ACCEPTED, fit)
+    def _decision(self, unit: Unit) -> Decision:
+        fit = unit.fit if isinstance(unit.fit, Fit) else None
+        candidates = unit.candidates(self.source_margin)
+        if unit.threshold != 0.0:
+            return Decision(ACCEPTED, unit.ident, unit.threshold, ACCEPTED, fit, unit.site, candidates)
         if fit is None:
-            return Decision(NOT_ACCEPTED, group.ident, 0.0, "too few images")
+            reason = f"too few images (a site needs {self.settings.min_images} before its operating point is fitted)"
+            return Decision(NOT_ACCEPTED, unit.ident, 0.0, reason, None, unit.site, candidates)
         reason = fit.reason if not fit.accepted else "waiting for a second agreeing fit"
-        return Decision(NOT_ACCEPTED, group.ident, 0.0, reason, fit)
+        return Decision(NOT_ACCEPTED, unit.ident, 0.0, reason, fit, unit.site, candidates)
 
-    def _refit(self, group: SiteGroup) -> None:
-        margins, coords = group.recent()
-        rng = np.random.default_rng([self.seed, group.ident, group.fits])
+    def _refit(self, unit: Unit) -> None:
+        margins, coords = unit.sample()
+        rng = np.random.default_rng([self.seed, unit.ident, unit.fits])
         fit = fit_operating_point(margins, coords, self.settings, rng)
-        group.fit = fit
-        group.fits += 1
-        group.fitted_at = group.count
-        group.estimates = [*group.estimates, fit.pessimistic][-AGREEING_FITS:]
-        group.threshold = agreed_threshold(group.estimates)
+        unit.fit = fit
+        unit.fits += 1
+        unit.fitted_at = unit.count
+        unit.estimates = [*unit.estimates, fit.pessimistic][-KEPT_ESTIMATES:]
+        unit.threshold = agreed_threshold(unit.estimates)
+        unit.refit_prior(self.source_prior)
 
     def clear(self) -> None:
+        self.sites = {}
         self.groups.clear()
+        self.units_created = 0
         self.seen = 0
 
 
 def agreed_threshold(estimates: list[float]) -> float:
-    """The smallest move that the last :data:`AGREEING_FITS` estimates agree on (0 if they do not)."""
-    if len(estimates) < AGREEING_FITS:
+    """The smallest move that the last :data:`AGREEING_FITS` *accepted* estimates agree on; 0 when
+    they do not agree, when there are fewer, or when the last :data:`AGREEING_FITS` fits all failed.
+
+    Hysteresis both ways: a threshold moves only when two accepted fits agree, and goes back to the
+    source's only when two fits in a row fail (one unstable refit among accepted ones, as a site's
+    sample grows, does not flip every decision of the site back and forth).
+    """
+    if len(estimates) < AGREEING_FITS or all(e == 0.0 for e in estimates[-AGREEING_FITS:]):
         return 0.0
-    recent = np.asarray(estimates[-AGREEING_FITS:])
+    accepted = [e for e in estimates if e != 0.0][-AGREEING_FITS:]
+    if len(accepted) < AGREEING_FITS:
+        return 0.0
+    recent = np.asarray(accepted)
     if bool(np.all(recent > 0)):
         return float(recent.min())
     if bool(np.all(recent < 0)):

@@ -1,4 +1,4 @@
-"""Saving and restoring I-DiPT+'s site groups (tensors + JSON metadata; no pickle)."""
+"""Saving and restoring I-DiPT+'s units (tensors + JSON metadata; no pickle)."""
 
 from __future__ import annotations
 
@@ -9,44 +9,65 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.methods.idipt_plus._groups import SiteGroup
+from engine.methods.idipt_plus._groups import Pooled
 from engine.methods.idipt_plus._operating_point import Fit, OperatingPoint
+from engine.methods.idipt_plus._units import Unit
 
 PREFIX = "op"
+FORMAT = 2  # 1: groups by appearance only (before sites were named); refused with a clear message
 
 
 def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _unit_state(u: Unit, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    key = f"{PREFIX}.u{u.ident}"
+    tensors[f"{key}.margins"] = torch.from_numpy(u.margins.copy())
+    tensors[f"{key}.coords"] = torch.from_numpy(u.coords.copy())
+    tensors[f"{key}.centroid"] = torch.from_numpy(u.centroid.copy())
+    fit = None
+    if isinstance(u.fit, Fit):
+        fit = {
+            k: (_finite_or_none(v) if isinstance(v, float) else v)
+            for k, v in dataclasses.asdict(u.fit).items()
+        }
+    return {
+        "ident": u.ident,
+        "site": u.site,
+        "count": u.count,
+        "margin_sum": u.margin_sum,
+        "last_seen": u.last_seen,
+        "threshold": u.threshold,
+        "estimates": list(u.estimates),
+        "fitted_at": u.fitted_at,
+        "fits": u.fits,
+        "fit": fit,
+        "prior": _finite_or_none(u.prior),
+    }
+
+
 def operating_point_state(op: OperatingPoint) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """``(tensors, meta)``: every group's buffers as float64 tensors, its scalars as JSON."""
+    """``(tensors, meta)``: every unit's sample as float64 tensors, its scalars as JSON."""
     tensors: dict[str, torch.Tensor] = {}
-    groups: list[dict[str, Any]] = []
-    for g in op.groups.groups:
-        key = f"{PREFIX}.g{g.ident}"
-        tensors[f"{key}.centroid"] = torch.from_numpy(g.centroid.copy())
-        tensors[f"{key}.margins"] = torch.from_numpy(g.margins.copy())
-        tensors[f"{key}.coords"] = torch.from_numpy(g.coords.copy())
-        fit = None
-        if isinstance(g.fit, Fit):
-            fit = {
-                k: (_finite_or_none(v) if isinstance(v, float) else v)
-                for k, v in dataclasses.asdict(g.fit).items()
-            }
-        groups.append(
-            {
-                "ident": g.ident,
-                "count": g.count,
-                "last_seen": g.last_seen,
-                "threshold": g.threshold,
-                "estimates": list(g.estimates),
-                "fitted_at": g.fitted_at,
-                "fits": g.fits,
-                "fit": fit,
-            }
-        )
-    return tensors, {"seen": op.seen, "created": op.groups.created, "groups": groups}
+    sites = [_unit_state(u, tensors) for u in op.sites.values()]
+    groups = [_unit_state(u, tensors) for u in op.groups.groups]
+    pool = op.groups.pool
+    if pool:
+        tensors[f"{PREFIX}.pool.appearance"] = torch.from_numpy(np.stack([p.appearance for p in pool]))
+        tensors[f"{PREFIX}.pool.coords"] = torch.from_numpy(np.stack([p.coords for p in pool]))
+        tensors[f"{PREFIX}.pool.margins"] = torch.tensor([p.margin for p in pool], dtype=torch.float64)
+    meta = {
+        "format": FORMAT,
+        "seen": op.seen,
+        "units_created": op.units_created,
+        "groups_created": op.groups.created,
+        "groups_merged": op.groups.merged,
+        "sites": sites,
+        "groups": groups,
+        "pool": [p.index for p in pool],
+    }
+    return tensors, meta
 
 
 def _fit(data: Any) -> Fit | None:
@@ -66,42 +87,80 @@ def _fit(data: Any) -> Fit | None:
     )
 
 
+def _finite(array: np.ndarray, what: str) -> np.ndarray:
+    if not np.isfinite(array).all():
+        raise ValueError(f"{what} holds non-finite data")
+    return array
+
+
+def _unit(entry: dict[str, Any], tensors: dict[str, torch.Tensor], op: OperatingPoint) -> Unit:
+    ident = int(entry["ident"])
+    key = f"{PREFIX}.u{ident}"
+    margins = tensors[f"{key}.margins"].double().numpy().copy()
+    coords = tensors[f"{key}.coords"].double().numpy().copy()
+    centroid = tensors[f"{key}.centroid"].double().numpy().copy()
+    cfg = op.settings
+    if margins.shape != (cfg.capacity,) or coords.shape != (cfg.capacity, cfg.feature_dims):
+        raise ValueError(f"unit {ident} was saved with another capacity or feature dimension")
+    for array, what in ((margins, "margins"), (coords, "coords"), (centroid, "centroid")):
+        _finite(array, f"unit {ident}'s {what}")
+    threshold = float(entry["threshold"])
+    margin_sum = float(entry["margin_sum"])
+    if not (math.isfinite(threshold) and math.isfinite(margin_sum)):
+        raise ValueError(f"unit {ident} has a non-finite threshold or margin sum")
+    count = int(entry["count"])
+    if count < 0:
+        raise ValueError(f"unit {ident} has a negative count")
+    prior = entry.get("prior")
+    return Unit(
+        ident=ident,
+        site=str(entry["site"]),
+        count=count,
+        margins=margins,
+        coords=coords,
+        margin_sum=margin_sum,
+        last_seen=int(entry["last_seen"]),
+        centroid=centroid,
+        threshold=threshold,
+        estimates=[float(v) for v in entry["estimates"]],
+        fitted_at=int(entry["fitted_at"]),
+        fits=int(entry["fits"]),
+        fit=_fit(entry["fit"]),
+        prior=math.nan if prior is None else float(prior),
+    )
+
+
 def load_operating_point(op: OperatingPoint, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
     """Restore what :func:`operating_point_state` saved; raises ValueError/KeyError/TypeError on a mismatch."""
-    groups = op.groups
-    restored: list[SiteGroup] = []
-    for entry in meta["groups"]:
-        ident = int(entry["ident"])
-        key = f"{PREFIX}.g{ident}"
-        centroid = tensors[f"{key}.centroid"].double().numpy().copy()
-        margins = tensors[f"{key}.margins"].double().numpy().copy()
-        coords = tensors[f"{key}.coords"].double().numpy().copy()
-        if margins.shape != (groups.capacity,) or coords.shape != (groups.capacity, groups.feature_dim):
-            raise ValueError(f"site group {ident} was saved with another capacity or feature dimension")
-        if centroid.ndim != 1 or not all(np.isfinite(a).all() for a in (centroid, margins, coords)):
-            raise ValueError(f"site group {ident} holds non-finite or misshapen data")
-        threshold = float(entry["threshold"])
-        if not math.isfinite(threshold):
-            raise ValueError(f"site group {ident} has a non-finite threshold")
-        restored.append(
-            SiteGroup(
-                ident=ident,
-                centroid=centroid,
-                count=int(entry["count"]),
-                margins=margins,
-                coords=coords,
-                last_seen=int(entry["last_seen"]),
-                threshold=threshold,
-                estimates=[float(v) for v in entry["estimates"]],
-                fitted_at=int(entry["fitted_at"]),
-                fits=int(entry["fits"]),
-                fit=_fit(entry["fit"]),
-            )
-        )
-    if len(restored) > groups.max_groups:
+    if meta.get("format") != FORMAT:
         raise ValueError(
-            f"the state holds {len(restored)} site groups, more than max_groups={groups.max_groups}"
+            "the state's site operating points were saved by an earlier version (site groups by "
+            "appearance only); reset the method's state to continue"
         )
-    groups.groups = restored
-    groups.created = int(meta["created"])
+    sites = [_unit(e, tensors, op) for e in meta["sites"]]
+    groups = [_unit(e, tensors, op) for e in meta["groups"]]
+    if len(groups) > op.settings.max_groups:
+        raise ValueError(
+            f"the state holds {len(groups)} site groups, more than max_groups={op.settings.max_groups}"
+        )
+    indices = [int(i) for i in meta["pool"]]
+    pool: list[Pooled] = []
+    if indices:
+        app = _finite(tensors[f"{PREFIX}.pool.appearance"].double().numpy(), "the pool's appearance")
+        coords = _finite(tensors[f"{PREFIX}.pool.coords"].double().numpy(), "the pool's coordinates")
+        margins = _finite(tensors[f"{PREFIX}.pool.margins"].double().numpy(), "the pool's margins")
+        if not (app.shape[0] == coords.shape[0] == margins.shape[0] == len(indices)):
+            raise ValueError("the pool's arrays differ in length")
+        pool = [
+            Pooled(app[k].copy(), float(margins[k]), coords[k].copy(), indices[k])
+            for k in range(len(indices))
+        ]
+    op.sites = {u.site: u for u in sites}
+    if len(op.sites) != len(sites):
+        raise ValueError("the state names one site twice")
+    op.groups.groups = groups
+    op.groups.pool = pool
+    op.groups.created = int(meta["groups_created"])
+    op.groups.merged = int(meta["groups_merged"])
+    op.units_created = int(meta["units_created"])
     op.seen = int(meta["seen"])

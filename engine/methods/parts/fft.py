@@ -33,3 +33,11 @@ def low_freq_amplitude(image: torch.Tensor, beta: float) -> torch.Tensor:
     rows, cols = low_freq_window(image.shape[-2], image.shape[-1], beta)
     key: torch.Tensor = spectrum[..., rows, cols].reshape(-1).float()
     return key
+
+
+def low_freq_amplitudes(images: torch.Tensor, beta: float) -> torch.Tensor:
+    """:func:`low_freq_amplitude` of each image of ``images`` ``(B, 3, H, W)``: ``(B, K)`` float32 keys."""
+    spectrum = torch.fft.fftshift(torch.fft.fft2(images.float()), dim=(-2, -1)).abs()
+    rows, cols = low_freq_window(images.shape[-2], images.shape[-1], beta)
+    keys: torch.Tensor = spectrum[..., rows, cols].reshape(images.shape[0], -1).float()
+    return keys

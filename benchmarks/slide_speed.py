@@ -1,0 +1,324 @@
+"""End-to-end tiles per second of ``f2tta run`` on a whole slide, reading included (issue 28).
+
+Generates (or takes, ``--slide``) a pyramid TIFF whose tissue is ``--tiles`` N tiles of ``--tile``
+pixels (default 20 000 at 224 px; generated H&E-like texture, deflate-compressed tiles, 0.5 µm/px,
+reduced levels down to an overview; ``--compression none`` writes faster) and runs ``f2tta run``'s job on it -- the slide's tile plan,
+the reading threads, the journal and the CSV -- for each method at B = 1 as the loop ran before
+batches (each tile read when the model needs it) and at the chosen batch B with tiles read ahead.
+The model is the demo model (``--model``), its card given the resolution that makes its tiles
+``--tile`` pixels of the slide, or a timm ViT with random weights (``--arch``, nothing is
+downloaded). Each configuration runs in a child process of its own (its peak RSS and, on CUDA,
+its peak GPU memory are its own) on the first ``--measure`` M tiles (default: all); one more run,
+the first method at B over the whole slide, gives the whole slide's time and peak RSS. A compiled
+forward (``--compile``) is compiled at the batch's shape before the timed run (the time it took
+is printed); a last, smaller batch in the timed tiles is compiled in the run.
+
+Prints one line per run, ``speedup METHOD X`` per method (its tiles/s at B over at B = 1 before
+batches, measured here) and, as its last line, ``speedup S``: the same for the default method's
+decisions. The default (``idipt+``) steps one image at a time (``max_batch`` 1), so its chosen B
+is 1 and S is what reading ahead gives it.
+
+    python benchmarks/slide_speed.py [--tiles 20000] [--tile 224] [--device cpu|cuda] [--measure M]
+        [--methods source,idipt+,idipt] [--batch B] [--arch vit_base_patch16_224 --img-size 224]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo" / "model.safetensors"
+SLIDE_MPP = 0.5
+KINDS = 24  # distinct tissue tiles the slide repeats
+
+
+def _levels(width: int, height: int) -> int:
+    """Pyramid levels (each half the one before) down to one whose longer side is at most 2 048."""
+    levels = 1
+    while max(width, height) / 2 ** (levels - 1) > 2048:
+        levels += 1
+    return levels
+
+
+def write_slide(path: Path, tiles: int, tile: int, seed: int = 0, compression: str | None = "zlib") -> Path:
+    """A pyramid TIFF of ``tiles`` tissue tiles of ``tile`` px in a near-square grid, glass around.
+
+    Written tile by tile (never the whole image in memory); each level's TIFF tiles are the
+    grid's cells at that level.
+    """
+    import tifffile
+
+    from engine.data.synth import generate_arrays
+
+    if tile % 16 or tile < 64:
+        raise SystemExit("--tile must be a multiple of 16, at least 64")
+    cols = math.ceil(math.sqrt(tiles))
+    rows = math.ceil(tiles / cols)
+    kinds, _ = generate_arrays("histo", "site2", KINDS, size=tile, seed=seed)
+    rng = np.random.default_rng(seed)
+    pattern = rng.integers(0, KINDS, size=(rows, cols))
+    levels = _levels(cols * tile, rows * tile)
+
+    def cells(level: int) -> Iterator[np.ndarray]:
+        f = 2**level
+        small = [k[::f, ::f] for k in kinds]  # each cell at this level (a box filter would be finer)
+        side = tile // f
+        for ty in range(math.ceil(rows / f)):
+            for tx in range(math.ceil(cols / f)):
+                out = np.full((tile, tile, 3), 242, np.uint8)
+                for dy in range(f):
+                    for dx in range(f):
+                        r, c = ty * f + dy, tx * f + dx
+                        if r < rows and c < cols and r * cols + c < tiles:
+                            out[dy * side : (dy + 1) * side, dx * side : (dx + 1) * side] = small[
+                                pattern[r, c]
+                            ]
+                yield out
+
+    with tifffile.TiffWriter(path, bigtiff=True) as tw:
+        for level in range(levels):
+            f = 2**level
+            shape = (math.ceil(rows * tile / f), math.ceil(cols * tile / f), 3)
+            res = 1e4 / SLIDE_MPP / f
+            tw.write(
+                cells(level),
+                shape=shape,
+                dtype=np.uint8,
+                tile=(tile, tile),
+                photometric="rgb",
+                compression=compression,
+                subfiletype=int(level > 0),
+                resolution=(res, res),
+                resolutionunit="CENTIMETER",
+            )
+    return path
+
+
+# -- one configuration, in a child process -----------------------------------------------------
+def _loaded(spec: dict[str, Any]) -> Any:
+    """The model, its card's resolution set so that its tiles are ``tile`` px of the slide."""
+    import torch
+
+    from engine import LoadedModel, ModelCard, load_model
+
+    if spec["arch"]:
+        card = ModelCard(arch=spec["arch"], classes=("normal", "tumor"), img_size=spec["img_size"])
+        torch.manual_seed(0)
+        model = card.build().eval()
+        loaded = LoadedModel(model, card, fingerprint="benchmark")
+    else:
+        loaded = load_model(spec["model"])
+    card = dataclasses.replace(loaded.card, mpp=SLIDE_MPP * spec["tile"] / loaded.card.img_size)
+    return dataclasses.replace(loaded, card=card)
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from engine import Predicted, Session, get_method_class
+    from engine.run.runner import open_slide_job
+
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
+    session = Session(
+        _loaded(spec),
+        method=spec["method"],
+        device=spec["device"],
+        seed=0,
+        precision=spec["precision"],
+        compiled=spec["compile"] and get_method_class(spec["method"]).compile_ok,
+    )
+    work = Path(spec["work"])
+    start = time.perf_counter()
+    job = open_slide_job(
+        session,
+        Path(spec["slide"]),
+        work / "state",
+        work / "out.csv",
+        batch=spec["batch"],
+        accept_warnings=True,
+    )
+    planned = time.perf_counter() - start
+    run = job.run
+    warm = 0.0
+    if session.compiled is not None:  # compiled at the batch's shape before the timed run
+        start = time.perf_counter()
+        size = session.card.img_size
+        x = torch.zeros(run.batch, 3, size, size, device=session.device)
+        autocast = (
+            torch.autocast(session.device.type, dtype=session.autocast)
+            if session.autocast is not None
+            else contextlib.nullcontext()
+        )
+        with torch.no_grad(), autocast:
+            session.model(x)
+        warm = time.perf_counter() - start
+    if not spec["read_ahead"]:
+        run.read_ahead = 0  # as the loop ran before batches: each tile read when the model needs it
+    run.pending = run.pending[: spec["measure"]] if spec["measure"] else run.pending
+    if session.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    tiles = 0
+    start = time.perf_counter()
+    for outcome in run.outcomes():
+        tiles += isinstance(outcome, Predicted)
+    seconds = time.perf_counter() - start
+    job.close()
+    return {
+        "method": spec["method"],
+        "batch": run.batch,
+        "read_ahead": run.read_ahead,
+        "tiles": tiles,
+        "planned_tiles": len(job.source.items),
+        "plan_seconds": planned,
+        "compile_seconds": warm,
+        "seconds": seconds,
+        "tiles_per_second": tiles / seconds if seconds else 0.0,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if session.device.type == "cuda" else None,
+        "device": str(session.device),
+        "precision": session.config_dict()["precision"],
+        "compiled": session.compiled is not None and session.compiled.active,
+        "threads": torch.get_num_threads(),
+        "failure": None if run.summary.failure is None else run.summary.failure.message,
+    }
+
+
+def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="slide-speed-") as work:
+        spec = {**spec, "work": work}
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise SystemExit(f"a run failed ({spec['method']}, batch {spec['batch']}):\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if result["failure"]:
+        raise SystemExit(f"{spec['method']} at batch {spec['batch']}: {result['failure']}")
+    return result
+
+
+def _line(label: str, r: dict[str, Any]) -> str:
+    gpu = f", peak GPU {r['peak_gpu_mib']:.0f} MiB" if r["peak_gpu_mib"] is not None else ""
+    gpu += f"; {r['precision']}" + (f", compiled in {r['compile_seconds']:.0f} s" if r["compiled"] else "")
+    return (
+        f"{label:<26} B={r['batch']:<3} read-ahead {r['read_ahead']:<3} {r['tiles']:>6} tiles in "
+        f"{r['seconds']:7.1f} s: {r['tiles_per_second']:8.1f} tiles/s; peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiles", type=int, default=20_000, help="tissue tiles of the generated slide")
+    parser.add_argument("--tile", type=int, default=224, help="tile side in slide pixels")
+    parser.add_argument("--slide", type=Path, default=None, help="take this slide instead of generating one")
+    parser.add_argument("--work", type=Path, default=None, help="where the generated slide is kept")
+    parser.add_argument(
+        "--compression", choices=("zlib", "none"), default="zlib", help="of the generated slide's tiles"
+    )
+    parser.add_argument(
+        "--no-whole", action="store_true", help="leave out the run over the whole slide (its time and RSS)"
+    )
+    parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--model", type=Path, default=DEMO, help="checkpoint with its card (default: the demo)"
+    )
+    parser.add_argument("--arch", default=None, help="a timm ViT with random weights instead of --model")
+    parser.add_argument("--img-size", type=int, default=224, help="its input size (with --arch)")
+    parser.add_argument(
+        "--methods", default="source,idipt+,idipt", help="the first also runs over the whole slide"
+    )
+    parser.add_argument("--batch", type=int, default=None, help="the chosen batch (default: the device's)")
+    parser.add_argument("--measure", type=int, default=0, help="tiles timed per run (default 0: all)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    parser.add_argument("--precision", default="auto", help="auto, fp32 or bf16 (engine/run/accel.py)")
+    parser.add_argument("--compile", action="store_true", help="the model's forward compiled (source only)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+
+    from engine import DEFAULT_METHOD, get_method_class, select_device
+    from engine.run.batch import default_batch
+
+    device = select_device(args.device)
+    slide = args.slide
+    if slide is None:
+        work = args.work or Path(tempfile.gettempdir()) / "f2tta-slide-speed"
+        work.mkdir(parents=True, exist_ok=True)
+        slide = work / f"slide-{args.tiles}x{args.tile}-{args.compression}.tif"
+        if not slide.exists():
+            start = time.perf_counter()
+            compression = None if args.compression == "none" else args.compression
+            write_slide(slide.with_suffix(".partial"), args.tiles, args.tile, compression=compression).rename(
+                slide
+            )
+            print(
+                f"wrote {slide} ({slide.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - start:.0f} s"
+            )
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    load = os.getloadavg()
+    print(
+        f"slide {slide}; device {device}; model {args.arch or args.model}; load average "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores"
+    )
+    base = {
+        "slide": str(slide),
+        "tile": args.tile,
+        "device": str(device),
+        "model": str(args.model),
+        "arch": args.arch,
+        "img_size": args.img_size,
+        "threads": args.threads,
+        "measure": args.measure,
+        "precision": args.precision,
+        "compile": args.compile,
+    }
+    rates: dict[str, float] = {}
+    for method in methods:
+        limit = get_method_class(method).max_batch
+        chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
+        before = _run_child({**base, "method": method, "batch": 1, "read_ahead": False})
+        print(_line(f"{method}, as before", before), flush=True)
+        now = _run_child({**base, "method": method, "batch": chosen, "read_ahead": True})
+        print(_line(f"{method}, batched", now), flush=True)
+        rates[method] = now["tiles_per_second"] / before["tiles_per_second"]
+    if not args.no_whole:
+        first = methods[0]
+        limit = get_method_class(first).max_batch
+        chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
+        whole = _run_child({**base, "method": first, "batch": chosen, "read_ahead": True, "measure": 0})
+        print(
+            f"whole slide, {first}: {whole['planned_tiles']} tiles planned in {whole['plan_seconds']:.1f} s, "
+            f"processed in {whole['seconds']:.1f} s ({whole['tiles_per_second']:.1f} tiles/s); "
+            f"peak RSS {whole['peak_rss_mib']:.0f} MiB"
+            + (f", peak GPU {whole['peak_gpu_mib']:.0f} MiB" if whole["peak_gpu_mib"] is not None else "")
+        )
+    for method in methods:
+        print(f"speedup {method} {rates[method]:.2f}")
+    if DEFAULT_METHOD in rates:
+        print(f"speedup {rates[DEFAULT_METHOD]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

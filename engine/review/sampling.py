@@ -1,0 +1,165 @@
+"""Confidence sequences for a finite population reviewed in uniformly random order, by betting.
+
+A certificate is a claim about a fixed, finite set of images: "on the N images of this site
+where the two rules disagree, the candidate is right more often than the rule in use". Reviewing
+those N images in an order drawn uniformly at random (without replacement) makes every review
+a random draw from them, whatever order the images arrived in; reviewing them in arrival order
+would test "the first ones were right", which is not the claim (``docs/review-certificates.md``).
+
+Waudby-Smith & Ramdas (2020), "Confidence sequences for sampling without replacement" (NeurIPS):
+for values ``x`` in [0, 1] with population mean ``m``, after ``t - 1`` draws whose sum is
+``S``, the next draw's conditional mean is
+
+    m_t(m) = (N m - S) / (N - t + 1),
+
+so for every candidate mean ``m``
+
+    K+_t(m) = prod (1 + l_i (x_i - m_i(m))),     K-_t(m) = prod (1 - l_i (x_i - m_i(m)))
+
+are non-negative martingales under ``m`` when the stakes ``l_i`` are chosen before ``x_i`` is
+seen and lie in [0, 1]. By Ville's inequality ``K+`` reaches ``1/alpha`` with probability at
+most ``alpha`` ever: every ``m`` where it did is ruled out, at every time at once. A candidate
+mean that the draws already make impossible (``m_t`` outside [0, 1]) is ruled out exactly.
+
+The stakes are the predictable plug-in ones of Waudby-Smith & Ramdas (2023) with a *constant*
+cap :data:`STAKE_CAP` (the same for every ``m``), so every factor of ``K+`` falls as ``m`` rises:
+the capital at the null's boundary is the smallest over the whole null, and ``K+_t(m0)`` is an
+e-value for "the mean is at most ``m0``" at any time the reviewer stops (optional stopping). The
+e-values of many certificates are combined by e-BH (:mod:`engine.review.multiple`).
+
+Review outcomes ``z`` in {-1, 0, +1} (candidate right and rule wrong, both alike, the reverse)
+are mapped to ``x = (z + 1) / 2``; the population mean of ``x`` is then a multiple of ``1/(2N)``,
+and while ``2N + 1`` stays below :data:`EXACT_GRID` those are exactly the candidate means kept,
+so the bounds are exact; beyond, a uniform grid is used and every bound is rounded outwards.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+STAKE_CAP = 0.8  # a stake never exceeds this: each factor stays >= 0.2 (the same cap for every m)
+EXACT_GRID = 8001  # candidate means kept exactly up to this many (populations of 4 000 disagreements)
+_EPS = 1e-9
+
+
+class SamplingSequence:
+    """The betting confidence sequence of one finite population's mean (module docstring).
+
+    Args:
+        population: N, the items that can be drawn.
+        low, high: the range of one item's value (reviews: -1 and +1).
+        alpha: the error level the stakes are tuned for (any level can be read off afterwards).
+
+    Raises:
+        ValueError: a population below 1, or ``low >= high``.
+    """
+
+    def __init__(self, population: int, low: float = -1.0, high: float = 1.0, alpha: float = 0.05) -> None:
+        if isinstance(population, bool) or int(population) != population or population < 1:
+            raise ValueError(f"a population is a whole number >= 1, not {population!r}")
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"need finite low < high, got {low}, {high}")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+        self.population = int(population)
+        self.low, self.high, self.alpha = float(low), float(high), float(alpha)
+        points = 2 * self.population + 1
+        self.exact = points <= EXACT_GRID
+        self.grid = np.linspace(0.0, 1.0, points if self.exact else EXACT_GRID)
+        self.count = 0
+        self._sum = 0.0  # of x so far
+        self._squares = 0.0  # of (x_i - xbar_i)^2, for the plug-in variance
+        self._log_plus = np.zeros_like(self.grid)
+        self._log_minus = np.zeros_like(self.grid)
+        self._possible = np.ones(self.grid.shape, dtype=bool)
+        self.values: list[float] = []  # in their own units, in order (for replay and saving)
+
+    @property
+    def exhausted(self) -> bool:
+        """Every item was drawn: the mean is known exactly."""
+        return self.count >= self.population
+
+    def _stake(self) -> float:
+        t = self.count + 1
+        variance_t = 0.25 + self._squares  # s2_{t-1} * t
+        stake = math.sqrt(2.0 * math.log(1.0 / self.alpha) / (variance_t * math.log1p(t)))
+        return min(stake, STAKE_CAP)
+
+    def update(self, value: float) -> None:
+        """Add the value of the next item drawn.
+
+        Raises:
+            ValueError: the value is not finite or lies outside ``[low, high]``, or every item
+                was drawn already.
+        """
+        value = float(value)
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise ValueError(f"value {value!r} lies outside [{self.low}, {self.high}]")
+        if self.exhausted:
+            raise ValueError(f"all {self.population} items were drawn already")
+        x = min(max((value - self.low) / (self.high - self.low), 0.0), 1.0)
+        remaining = self.population - self.count
+        conditional = (self.population * self.grid - self._sum) / remaining
+        self._possible &= (conditional >= -_EPS) & (conditional <= 1.0 + _EPS)
+        conditional = np.clip(conditional, 0.0, 1.0)
+        stake = self._stake()
+        self._log_plus += np.log1p(stake * (x - conditional))
+        self._log_minus += np.log1p(-stake * (x - conditional))
+        self.count += 1
+        self._sum += x
+        xbar = (0.5 + self._sum) / (self.count + 1)
+        self._squares += (x - xbar) ** 2
+        self.values.append(value)
+        if self.exhausted:  # the mean is known: only it stays possible
+            mean = self._sum / self.population
+            self._possible &= np.abs(self.grid - mean) <= (0.25 / self.population if self.exact else 1.0)
+
+    # -- reading -----------------------------------------------------------------------------
+    def _to_units(self, m: float) -> float:
+        return self.low + (self.high - self.low) * m
+
+    def _from_units(self, value: float) -> float:
+        return (value - self.low) / (self.high - self.low)
+
+    def lower(self, alpha: float) -> float:
+        """One-sided ``1 - alpha`` lower bound on the population mean, valid at every time at once."""
+        kept = self._possible & (self._log_plus < math.log(1.0 / alpha))
+        if not kept.any():
+            return self.high
+        first = int(np.argmax(kept))
+        if not self.exact and first > 0:
+            first -= 1  # a mean between two grid points is never lost
+        return self._to_units(float(self.grid[first]))
+
+    def upper(self, alpha: float) -> float:
+        """One-sided ``1 - alpha`` upper bound on the population mean, valid at every time at once."""
+        kept = self._possible & (self._log_minus < math.log(1.0 / alpha))
+        if not kept.any():
+            return self.low
+        last = int(len(kept) - 1 - np.argmax(kept[::-1]))
+        if not self.exact and last < len(kept) - 1:
+            last += 1
+        return self._to_units(float(self.grid[last]))
+
+    def e_value(self, null: float = 0.0) -> float:
+        """The evidence against "the mean is at most ``null``": the capital ``K+`` at ``null``.
+
+        Its expectation is at most 1 under that null at any stopping time (module docstring),
+        so it can be combined with other certificates' e-values (e-BH). Infinite once the draws
+        make every mean up to ``null`` impossible.
+        """
+        m0 = self._from_units(null)
+        at = int(np.searchsorted(self.grid, m0 - _EPS))
+        at = min(at, len(self.grid) - 1)
+        if not self.exact and at > 0 and self.grid[at] > m0 + _EPS:
+            at -= 1  # the grid point at or below the null: its capital is the larger
+        if not self._possible[: at + 1].any():
+            return math.inf
+        return float(math.exp(min(self._log_plus[at], 700.0)))
+
+    @property
+    def mean(self) -> float:
+        """The mean of the values drawn so far (nan before the first)."""
+        return math.fsum(self.values) / len(self.values) if self.values else math.nan

@@ -1,0 +1,153 @@
+"""Reading a source's items for the stream loop: readers, the skip a failure means, and reading ahead.
+
+A *reader* decodes one item: :func:`read_item` a folder's file, :class:`TileReader` a slide's tile
+(the benchmark has its own). :func:`read_ahead` runs a reader on a small pool of threads, a
+bounded number of items ahead of the model, and hands the items back in arrival order, so the
+model does not wait on decoding (PIL, OpenSlide and numpy release the GIL while they work) and
+memory holds at most ``depth`` decoded items whatever the source's length.
+
+A slide's tiles are read through one OpenSlide handle per reading thread: a failed read leaves a
+handle in its error state (:mod:`engine.io.slides` reopens it), which must not touch the reads of
+the other threads, nor the handle the app reads its previews from.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+from PIL import Image
+
+from engine.errors import F2TTAError, ImageReadError
+from engine.io.slides import Slide, SlideError, TilePlan
+from engine.io.sources import StreamItem
+
+logger = logging.getLogger(__name__)
+
+Picture = Image.Image | np.ndarray
+Reader = Callable[[StreamItem], Picture]
+T = TypeVar("T")
+
+
+def read_item(item: StreamItem) -> Picture:
+    """Read a folder item's file (slide tiles need the open slide: see :func:`tile_reader`)."""
+    from engine.io.images import read_image
+
+    if item.path is None:
+        raise ValueError(f"{item.name}: no file to read")
+    return read_image(item.path)
+
+
+class TileReader:
+    """A reader of a slide source's tiles, with an OpenSlide handle of its own per thread.
+
+    Args:
+        slide: the open slide (read from the thread that opened it, as before; other threads
+            open their own handle of the same file on their first tile).
+        plan: the source's tile plan.
+
+    Call :meth:`close` when the run is over (the stream loop does): it closes the handles the
+    reader opened, never ``slide``.
+    """
+
+    def __init__(self, slide: Slide, plan: TilePlan) -> None:
+        self.slide = slide
+        self.plan = plan
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        self._opened: list[Slide] = []
+        self._lock = threading.Lock()
+
+    def _handle(self) -> Slide:
+        if threading.get_ident() == self._owner:
+            return self.slide
+        handle: Slide | None = getattr(self._local, "slide", None)
+        if handle is None:
+            try:
+                handle = Slide(self.slide.path)
+            except SlideError as exc:  # moved or unmounted since it was opened: it may come back
+                raise SlideError(str(exc), transient=True) from exc
+            self._local.slide = handle
+            with self._lock:
+                self._opened.append(handle)
+        return handle
+
+    def __call__(self, item: StreamItem) -> Picture:
+        if item.tile is None:
+            raise ValueError(f"{item.name}: not a tile")
+        return self._handle().read_tile(self.plan, item.tile)
+
+    def close(self) -> None:
+        """Close the handles opened by other threads (each thread's handle is dropped with them)."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for handle in opened:
+            handle.close()
+
+
+def tile_reader(slide: Slide, plan: TilePlan) -> TileReader:
+    """A reader of a slide source's tiles (the slide stays open while the run lasts)."""
+    return TileReader(slide, plan)
+
+
+def skip_for(item: StreamItem, exc: Exception) -> Skipped:
+    """The skip an exception of reading means (see :mod:`engine.run.stream` for the classes)."""
+    if isinstance(exc, ImageReadError):
+        reason = str(getattr(exc, "reason", "") or exc)
+        return Skipped(item, reason, transient=bool(getattr(exc, "transient", False)))
+    if isinstance(exc, OSError):  # the file system, not the content: try again next time
+        return Skipped(item, f"cannot be read now ({exc.strerror or exc})", transient=True)
+    if isinstance(exc, F2TTAError):
+        return Skipped(item, str(exc), transient=bool(getattr(exc, "transient", False)))
+    logger.debug("reading %s failed", item.name, exc_info=exc)
+    return Skipped(item, f"unreadable ({type(exc).__name__}: {exc})")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An item that could not be read; ``transient``: the next run tries it again."""
+
+    item: StreamItem
+    reason: str
+    transient: bool = False
+
+
+def read_ahead(
+    items: Iterable[StreamItem], read: Callable[[StreamItem], T], workers: int, depth: int
+) -> Generator[tuple[StreamItem, T]]:
+    """``(item, read(item))`` in the order of ``items``, read by ``workers`` threads, ``depth`` ahead.
+
+    ``read`` must not raise (it returns its failure instead). With ``workers`` or ``depth`` 0 each
+    item is read when it is asked for. Closing the iterator cancels what was not started and
+    waits for the reads under way (at most ``workers``).
+    """
+    if workers <= 0 or depth <= 0:
+        for item in items:
+            yield item, read(item)
+        return
+    pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="f2tta-read")
+    queue: deque[tuple[StreamItem, cf.Future[T]]] = deque()
+    source = iter(items)
+    try:
+        for item in source:
+            queue.append((item, pool.submit(read, item)))
+            if len(queue) >= depth:
+                break
+        while queue:
+            item, future = queue.popleft()
+            following = next(source, None)
+            if following is not None:
+                queue.append((following, pool.submit(read, following)))
+            yield item, future.result()
+    finally:
+        for _, future in queue:
+            future.cancel()
+        with contextlib.suppress(RuntimeError):
+            pool.shutdown(wait=True, cancel_futures=True)
