@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import random_images
 
 from engine import PromptedViT, Session, load_model
 from engine.run.accel import CompiledForward, autocast_dtype, compile_forward
-from support import random_images
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

@@ -419,10 +419,11 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
 ) -> None:
     """``--known-sites``: every domain's images are one unit of I-DiPT+ (the app's folder), in the
     free-form arrival order; without it no image founds a group alone."""
+    from support import random_images
+
     from engine.bench.reviews import review_budgets
     from engine.model.source_reference import fit_reference, reference_path, save_reference
     from engine.run.session import Session
-    from support import random_images
 
     model = tmp_path / "ref.safetensors"
     shutil.copy(site_model, model)

@@ -16,10 +16,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from support import TINY_CARD
 
 from engine.cli import main as cli
 from engine.model.card import save_model
-from support import TINY_CARD
 from tests.test_bench import _write_dataset
 
 RECIPE = {

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from support import TINY_CARD
 
 from engine.cli import main as cli_main
 from engine.io.sources import open_folder
@@ -23,7 +24,6 @@ from engine.model.gate import GATE_SAMPLES, check_source
 from engine.model.kind import image_kind
 from engine.run.runner import EXIT_NOT_APPLICABLE, EXIT_OK
 from tests.cli_helpers import run_argv
-from support import TINY_CARD
 
 CLASSES = TINY_CARD.classes
 FUNDUS_CARD = ModelCard(

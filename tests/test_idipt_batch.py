@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from support import random_images
 
 from engine import Session
 from engine.methods.idipt import IDiPT, IDiPTConfig
 from engine.methods.idipt._batched import batched_step
 from engine.methods.parts.fft import low_freq_amplitude
-from support import random_images
 
 CONFIGS = [
     {},

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support import random_images
 
 from engine.cli import main as cli_main
 from engine.run.runner import EXIT_FAILED, EXIT_USAGE
 from tests.cli_helpers import before_step, read_rows, run_argv
-from support import random_images
 
 COMPANIONS = ("out.skipped.csv", "out.config.json", "out.certified.csv", "out.certificates.json")
 

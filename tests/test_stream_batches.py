@@ -21,6 +21,7 @@ import pytest
 import torch
 from app_fixtures import make_slide
 from PIL import Image
+from support import random_images
 
 from engine import (
     ImageReadError,
@@ -37,7 +38,6 @@ from engine import (
 from engine.io.slides import Slide
 from engine.run.batch import default_batch, model_pixels
 from engine.run.reading import TileReader, read_ahead
-from support import random_images
 
 
 def _folder(root: Path, n: int, seed: int = 3) -> Path:

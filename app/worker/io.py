@@ -24,7 +24,6 @@ from app._engine import (
     judge_source,
     list_images,
     read_image,
-    read_item,
     read_json_file,
 )
 from app.core.messages import RegionRead, RegionRequest
