@@ -81,10 +81,14 @@ if TYPE_CHECKING:
         CertificateError,
         ReviewQueue,
     )
+    from engine.review.ladder import NOT_BETTER, PROMOTED
+    from engine.review.marks import MarkError, ReviewMark
+    from engine.run.certify import certificates_json
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
+    from engine.run.review import SiteReview, what_adapting_changed
     from engine.run.rows import (
         CSV_COLUMNS,
         PredictionRow,
@@ -198,6 +202,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CertificateBook": ("engine.review", "CertificateBook"),
     "CertificateError": ("engine.review", "CertificateError"),
     "ReviewQueue": ("engine.review", "ReviewQueue"),
+    "NOT_BETTER": ("engine.review.ladder", "NOT_BETTER"),
+    "PROMOTED": ("engine.review.ladder", "PROMOTED"),
+    "MarkError": ("engine.review.marks", "MarkError"),
+    "ReviewMark": ("engine.review.marks", "ReviewMark"),
+    "certificates_json": ("engine.run.certify", "certificates_json"),
+    "SiteReview": ("engine.run.review", "SiteReview"),
+    "what_adapting_changed": ("engine.run.review", "what_adapting_changed"),
     "tiles_geojson": ("engine.run.geojson", "tiles_geojson"),
     "tiles_geojson_bytes": ("engine.run.geojson", "tiles_geojson_bytes"),
     "GuardConfig": ("engine.run.guard", "GuardConfig"),
@@ -266,7 +277,9 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "KIND_NAMES",
     "KIND_SAMPLES",
+    "NOT_BETTER",
     "ORDERS",
+    "PROMOTED",
     "REVERTED",
     "UNDECIDED",
     "VERDICTS",
@@ -292,6 +305,7 @@ __all__ = [
     "KindTally",
     "LoadedModel",
     "LockedError",
+    "MarkError",
     "MethodOutput",
     "ModelCard",
     "ModelLoadError",
@@ -305,12 +319,14 @@ __all__ = [
     "PrefixPrompts",
     "PromptedViT",
     "Reader",
+    "ReviewMark",
     "ReviewQueue",
     "RunSummary",
     "Saved",
     "SchemaError",
     "Session",
     "SettingsMismatchError",
+    "SiteReview",
     "Skipped",
     "Slide",
     "SlideError",
@@ -329,6 +345,7 @@ __all__ = [
     "__version__",
     "atomic_write_bytes",
     "build_config",
+    "certificates_json",
     "check_class_sorted",
     "check_output",
     "check_source",
@@ -372,4 +389,5 @@ __all__ = [
     "tiles_geojson",
     "tiles_geojson_bytes",
     "tissue_mask",
+    "what_adapting_changed",
 ]

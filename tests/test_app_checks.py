@@ -23,10 +23,11 @@ from app.core.arrival import class_sorted_warning
 from app.core.clinical import clinical_metrics, confident_errors
 from app.core.names import describe_model, method_label, readable_help
 from app.core.overlay import Overlay
-from app.core.reviews import OverlayStore, ReviewMark, ReviewStore
+from app.core.reviews import OverlayStore
 from app.reports.pdf import paginate
 from engine import DEFAULT_METHOD, ModelCard, get_method_class, list_methods, open_folder
 from engine.io.arrival import class_runs
+from engine.review.marks import MarkStore, ReviewMark
 
 
 def test_subfolders_that_are_not_classes_are_named(tmp_path: Path) -> None:
@@ -113,16 +114,17 @@ def test_per_class_metrics_and_confident_errors() -> None:
 
 
 def test_review_marks_and_overlays_are_kept_and_compacted(tmp_path: Path) -> None:
-    store = ReviewStore(tmp_path / "review", "/data/site")
-    store.put(ReviewMark("a.png", 1, 1, "t1"))
-    store.put(ReviewMark("b.png", 0, 1, "t2"))
-    store.put(ReviewMark("a.png", 0, 1, "t3"))  # changed mind: the last mark wins
+    store = MarkStore(tmp_path / "review", "/data/site", 2)
+    store.put(ReviewMark("a.png", 1, 1, "2026-11-27T10:00:01+00:00"))
+    store.put(ReviewMark("b.png", 0, 1, "2026-11-27T10:00:02+00:00"))
+    store.put(ReviewMark("a.png", 0, 1, "2026-11-27T10:00:03+00:00"))  # changed mind: the last mark wins
     store.clear("b.png")
     store.close()
     with open(store.path, "a") as fh:
         fh.write('{"k": "c.png", "lab')  # cut short by a crash
-    marks = ReviewStore(tmp_path / "review", "/data/site").load()
-    assert marks == {"a.png": ReviewMark("a.png", 0, 1, "t3")} and not marks["a.png"].confirmed
+    marks = MarkStore(tmp_path / "review", "/data/site", 2).load()[0]
+    assert marks == {"a.png": ReviewMark("a.png", 0, 1, "2026-11-27T10:00:03+00:00")}
+    assert not marks["a.png"].confirmed
     assert len(store.path.read_text().splitlines()) == 1, "compacted to one line per mark"
 
     overlays = OverlayStore(tmp_path / "review", "/data/site")

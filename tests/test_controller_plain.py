@@ -36,7 +36,7 @@ from app.control.controller import Controller
 from app.core.messages import ItemFailure
 from app.core.phase import Phase
 from app.core.projects import DEFAULT_PROJECT
-from app.core.reviews import ReviewStore
+from engine.review.marks import MarkStore
 
 HERE = Path(__file__).resolve().parent
 
@@ -194,12 +194,12 @@ def test_review_marks_reach_the_run_model_the_table_and_the_marks_file(tmp_path:
     assert [(ch.index, ch.review) for ch in changes] == [(0, "✓ confirmed"), (1, f"✎ {CLASSES[0]}")]
     review_dir = tmp_path / "profiles" / DEFAULT_PROJECT / "review"
     source_id = str((tmp_path / "site").resolve())
-    kept = ReviewStore(review_dir, source_id).load()
+    kept = MarkStore(review_dir, source_id, 2).load()[0]
     assert {k: (m.label, m.confirmed) for k, m in kept.items()} == {"k0": (1, True), "k1": (0, False)}
 
     c.on_window_review_requested(0, -1)  # the mark is cleared
     assert set(c.model.marks) == {"k1"} and c.model.rows[0].ground_truth is None
-    assert set(ReviewStore(review_dir, source_id).load()) == {"k1"}
+    assert set(MarkStore(review_dir, source_id, 2).load()[0]) == {"k1"}
     c.on_window_review_requested(2, 7)  # not a class of this model
     c.on_window_review_requested(9, 0)  # not processed
     assert set(c.model.marks) == {"k1"} and len(view.logged("warning")) >= 2

@@ -26,9 +26,9 @@ from controller_fakes import make, session_info
 from app.core import recent
 from app.core.advice import SESSION_KEYS
 from app.core.projects import ProjectStore
-from app.core.reviews import ReviewMark, ReviewStore
 from app.core.settings import AppSettings, load_settings, save_settings
 from engine import KeyedJsonLines
+from engine.review.marks import MarkStore, ReviewMark
 
 DEEP = "[" * 200_000  # 200 kB: json.loads recursed once a level
 DEEP_SMALL = "[" * 60_000  # under profile.json's size limit: refused for its depth
@@ -108,13 +108,13 @@ def test_deep_inputs_settings_and_marks_lines_are_skipped_with_a_message(
     assert load_settings(settings).project == "kept"
 
     review = project / "review"
-    store = ReviewStore(review, "source-1")
+    store = MarkStore(review, "source-1", 2)
     store.put(ReviewMark("a", 1, 0, "2025-01-01T10:00:00+00:00", "me"))
     store.close()
     with open(store.path, "a", encoding="utf-8") as fh:
         fh.write(DEEP + "\n")
-    store = ReviewStore(review, "source-1")
-    assert list(store.load()) == ["a"], "the deep line is skipped; the mark before it is kept"
+    store = MarkStore(review, "source-1", 2)
+    assert list(store.load()[0]) == ["a"], "the deep line is skipped; the mark before it is kept"
     store.close()
     lines = KeyedJsonLines(tmp_path / "rows.jsonl", key="key")
     (tmp_path / "rows.jsonl").write_text(json.dumps({"key": "k", "v": [[1]]}) + "\n" + "{" * 50_000 + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.reviews import ReviewMark, ReviewStore
+from engine.review.marks import MarkStore, ReviewMark
 from engine.util.files import UnsafeFileError
 from engine.util.jsonlines import KeyedJsonLines
 
@@ -36,14 +36,15 @@ def test_a_fifo_in_place_of_the_file_is_refused_without_blocking(tmp_path: Path)
 
 
 def test_review_marks_survive_a_torn_line_and_a_fifo_reads_as_no_marks(tmp_path: Path) -> None:
-    marks = ReviewStore(tmp_path, "source")
-    marks.put(ReviewMark("a.png", 1, 0, "2026-11-26T10:00:00"))
-    marks.put(ReviewMark("b.png", 0, 0, "2026-11-26T10:01:00"))
+    marks = MarkStore(tmp_path, "source", 2)
+    marks.put(ReviewMark("a.png", 1, 0, "2026-11-26T10:00:00+00:00"))
+    marks.put(ReviewMark("b.png", 0, 0, "2026-11-26T10:01:00+00:00"))
     marks.clear("b.png")
     with open(marks.path, "a", encoding="utf-8") as fh:
         fh.write('{"k": "c.png", "lab')
-    assert set(ReviewStore(tmp_path, "source").load()) == {"a.png"}
+    assert set(MarkStore(tmp_path, "source", 2).load()[0]) == {"a.png"}
     assert len(marks.path.read_text(encoding="utf-8").splitlines()) == 1, "compacted to the kept mark"
-    other = ReviewStore(tmp_path, "other")
+    other = MarkStore(tmp_path, "other", 2)
     os.mkfifo(other.path)
-    assert other.load() == {}, "a FIFO is logged and read as no marks, never waited on"
+    marks_read, _, notes = other.load()
+    assert marks_read == {} and notes, "a FIFO is read as no marks with a note, never waited on"

@@ -30,7 +30,7 @@ from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import Collapse, model_kind
 from app.core.caches import MessageThrottle
-from app.core.certificates import Reverted
+from app.core.certificates import ComparisonLine
 from app.core.filters import PredictionRow
 from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
 from app.core.open_session import OpenSession
@@ -98,7 +98,7 @@ class Controller:
         m.collapse_changed.connect(lambda found: self._note_collapse(found, log=False))
         m.queue_changed.connect(view.set_queue)
         m.certificates_changed.connect(view.set_certificates)
-        m.group_reverted.connect(self._note_revert)
+        m.review_decided.connect(self._note_decided)
 
     # -- phase and messages -------------------------------------------------------------------
     @property
@@ -162,10 +162,24 @@ class Controller:
             return
         self._reviewed()
 
+    def on_window_queue_requested(self) -> None:
+        """Open the review queue; a comparison starts on the images processed so far when none is
+        open, and an empty queue says why."""
+        try:
+            queue = self.model.start_queue()
+        except OSError as exc:
+            self.log("error", f"The review cannot be started ({exc}).")
+            return
+        for level, text in self.model.desk.take_notes():
+            self.log(level, text)
+        self.view.open_queue()
+        if not queue.ranks:
+            text = queue.empty or self.model.desk.why_empty()
+            self.view.show_status(text[:1].upper() + text[1:])
+
     def on_window_undo_requested(self, redo: bool = False) -> None:
         """Take the last review mark change back (or, ``redo``, make it again) and show its image."""
         m = self.model
-        before = set(m.desk.reverted())
         try:
             change = m.undo(redo)
         except OSError as exc:
@@ -173,9 +187,9 @@ class Controller:
             return
         if change is None:
             return
-        for group in before - set(m.desk.reverted()):
-            self.view.dismiss_banner(advice.reverted_key(group))
-            self.log("info", notices.revert_undone(group))
+        for number in m.desk.undecided_since():
+            self.view.dismiss_banner(advice.review_key(number))
+            self.log("info", notices.decision_undone(number))
         index = m.desk.index_of(change.key)
         self.view.select_row(index)
         m.select(m.rows[index].position)
@@ -192,10 +206,11 @@ class Controller:
         if not self.running:
             self.model.flush(force=True)
 
-    def _note_revert(self, reverted: Reverted) -> None:
-        """A site group turned reverted: say so where the user acts, and in the log."""
-        self.log("warning", reverted.text())
-        self.view.show_banner(advice.group_reverted(reverted))
+    def _note_decided(self, line: ComparisonLine) -> None:
+        """A comparison of the site's review was decided: say so where the user acts, and in the log."""
+        banner = advice.review_decided(line)
+        self.log(banner.level, banner.text)
+        self.view.show_banner(banner)
 
     def on_worker_preview_ready(self, position: int, image: np.ndarray) -> None:
         self.model.preview_loaded(position, image)
@@ -338,7 +353,6 @@ class Controller:
     def on_worker_state_saved(self, info: ProjectInfo) -> None:
         self.state.latest_project = info
         self.view.set_project_summary(self.state.project_text())
-        self.model.desk.save()  # the certificates count the images the state now holds
         for level, text in self.model.desk.take_notes():
             self.log(level, text)
 

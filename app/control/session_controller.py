@@ -21,14 +21,12 @@ from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.applicability import model_kind, subfolder_warning
 from app.core.arrival import ORDER_LABELS
-from app.core.certificates import Reverted
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
 from app.core.notices import Banner
 from app.core.phase import Phase
 from app.core.project_lines import project_lines
 from app.core.projects import ProjectStore
 from app.core.recent import export_folder, read_inputs, shown_inputs
-from app.core.reviews import ReviewStore
 from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_settings
 from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
@@ -189,10 +187,11 @@ class SessionController:
         if isinstance(source, SlideSource):
             mapped = info.card.classes[info.card.positive_class] if info else "positive class"
             self.view.show_slide(dataclasses.replace(SlideDisplay.of(source, opened.tissue), positive=mapped))
-        reviews = ReviewStore(opened.review_dir, source.source_id) if opened.review_dir is not None else None
         classes = tuple(info.card.classes) if info else ()
         positive = info.card.positive_class if info else 1
-        model.open(source, opened.done, opened.restored_rows, positive, classes, opened.overlays, reviews)
+        model.open(
+            source, opened.done, opened.restored_rows, positive, classes, opened.overlays, opened.review_dir
+        )
         if model.marks:
             self.view.set_reviews(
                 {i: model.review_of(r.position) for i, r in enumerate(model.rows) if r.key in model.marks}
@@ -203,11 +202,10 @@ class SessionController:
         self.view.set_order(source.order if isinstance(source, FolderSource) else self.state.settings.order)
         for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.project):
             self.status.log(level, text)
-        for level, text in model.desk.take_notes():  # the certificates, when they had to be rebuilt
+        for level, text in model.desk.take_notes():  # marks that could not be used, and why
             self.status.log(level, text)
-        for group, taken in model.desk.reverted().items():  # a revert holds after a restart
-            images = model.desk.book.certificates[group].images
-            self.view.show_banner(advice.group_reverted(Reverted(group, taken, images, earlier=True)))
+        if model.desk.rule != "operating point":  # the reviews' rule holds after a restart
+            self.view.show_banner(advice.review_rule(model.desk.rule, len(model.rows)))
         self.view.set_undo_texts("", "")
         self._check_source(opened)
         hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app._engine import FolderSource, GateWarning, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
-from app.core.certificates import Group, Reverted
+from app.core.certificates import ComparisonLine, decided_text, is_warning, rule_name
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
@@ -170,16 +170,26 @@ def _demo_action(images: Kind | None, model: Kind | None, demos: set[str]) -> tu
     return ()
 
 
-def reverted_key(group: Group) -> str:
-    return f"{SOURCE_KEYS}reverted-{'none' if group is None else group}"
+def review_key(number: int) -> str:
+    return f"{SOURCE_KEYS}review-{number}"
 
 
-def group_reverted(reverted: Reverted) -> Banner:
-    """A site group's reviews showed that adapting harmed it: its decisions are the source model's."""
+def review_decided(line: ComparisonLine) -> Banner:
+    """A comparison of the site's review was decided (a revert is a warning; the others are news)."""
     return Banner(
-        reverted_key(reverted.group),
-        "info" if reverted.earlier else "warning",
-        reverted.text(),
+        review_key(line.number),
+        "warning" if is_warning(line) else "info",
+        decided_text(line),
+        (("show-certificates", "Show certificates"),),
+    )
+
+
+def review_rule(rule: str, images: int) -> Banner:
+    """On opening: the site's reviews put another rule than adapting's own in use."""
+    return Banner(
+        f"{SOURCE_KEYS}review-rule",
+        "info",
+        f"The reviews of this folder put {rule_name(rule)} in use: its {images} images are shown as it decides them.",
         (("show-certificates", "Show certificates"),),
     )
 

@@ -1,208 +1,141 @@
-"""Review certificates as the app keeps and shows them (Qt-free).
+"""The site's review certificates as the window, the banners and the reports word them (Qt-free).
 
-A source's :class:`~engine.review.book.CertificateBook` lives beside its review marks in the
-profile, ``<profile>/review/<source hash>.certificates.json``: plain JSON in the engine's own
-format (never pickle), written atomically after every review and whenever the state is saved,
-read back with the engine's strict checks (which replay every review). What the file holds beyond
-the rows and the marks is *when* each verdict was reached (a revert is permanent), so the verdicts
-survive a restart. This module also words what the window, the banners and the reports say about
-a group: the certificates table, the queue's group column and the note on a reverted row.
+The certificates themselves are the engine's (:class:`~engine.run.review.SiteReview`: a ladder of
+comparisons per site, each tested on a uniformly random sample of the images it changes,
+``docs/review-certificates.md``); they are rebuilt from the marks whenever the source opens, so
+nothing here is saved. This module turns them into the certificates table's lines, the queue's
+state for the table, the banner sentence of a decided comparison, and the row a decision the
+site's review changed is shown as.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from app._engine import (
-    UNDECIDED,
-    Certificate,
-    CertificateBook,
-    CertificateError,
-    PredictionRow,
-    UnsafeFileError,
-    atomic_write_bytes,
-    read_regular,
-)
-from app.core.reviews import source_file
+from app._engine import NOT_BETTER, PROMOTED, REVERTED, VERIFIED, PredictionRow
 
-SUFFIX = "certificates.json"
-MAX_BYTES = 16 << 20  # the engine's own limit on a book's JSON
-REVERTED_PATH = "reverted"  # the decision path of a reverted group's rows (as the table and reports show it)
-Group = int | None
+REVIEWED_PATH = "reviewed"  # the decision path of a row whose decision the site's review changed
+OPEN_VERDICT = "open"
 
 
-class CertificateFile:
-    """One source's certificates in a profile's review folder.
-
-    Args:
-        folder: the profile's review folder.
-        source_id: the source's identity (as in the journal).
-    """
-
-    def __init__(self, folder: Path, source_id: str) -> None:
-        self.path = source_file(folder, source_id, SUFFIX)
-
-    def load(self) -> CertificateBook | None:
-        """The saved book (None: none was saved yet).
-
-        Raises:
-            CertificateError: the file is not a book the app wrote (damaged, edited, not JSON,
-                not a regular file, too large); the message says what.
-        """
-        if not self.path.exists() and not self.path.is_symlink():
-            return None
-        try:
-            text = read_regular(self.path, MAX_BYTES, "certificates file")
-        except (OSError, UnsafeFileError) as exc:
-            raise CertificateError(f"cannot be read ({exc})") from exc
-        return CertificateBook.from_json(text)
-
-    def save(self, book: CertificateBook) -> None:
-        """Write ``book`` atomically (a crash leaves the old file or the new one, never half).
-
-        Raises:
-            OSError: it cannot be written.
-        """
-        self.path.parent.mkdir(exist_ok=True)  # the review folder; never the profile's (see ReviewDesk.close)
-        atomic_write_bytes(self.path, (book.to_json() + "\n").encode("utf-8"))
+def rule_name(rule: str) -> str:
+    """The rule in use, as a sentence fragment ("the source model", "the shift candidate")."""
+    if rule == "source":
+        return "the source model (adapting was turned back)"
+    if rule == "operating point":
+        return "the label-free operating point"
+    return f"the {rule} candidate"
 
 
-def group_name(group: Group) -> str:
-    """A group as the tables show it ("–": the images judged in no site group)."""
-    return "–" if group is None else str(group)
-
-
-def outcomes_of(
-    rows: Mapping[str, PredictionRow], marks: Iterable[tuple[str, int]]
-) -> dict[Group, list[int]]:
-    """The ``z`` of every mark on a disagreement, per group, in the marks' order (what a book holds)."""
-    out: dict[Group, list[int]] = {}
-    for key, label in marks:
-        row = rows.get(key)
-        if row is None or not row.changed:
-            continue
-        z = int(row.prediction == label) - int(row.source_prediction == label)
-        out.setdefault(row.site_group, []).append(z)
-    return out
-
-
-def matches(book: CertificateBook, outcomes: Mapping[Group, list[int]]) -> bool:
-    """Whether ``book`` holds exactly these reviews, group by group and in this order."""
-    held = {g: c.outcomes for g, c in book.certificates.items() if c.outcomes}
-    return held == {g: z for g, z in outcomes.items() if z}
-
-
-def reverted_row(row: PredictionRow, reviews: int, positive_class: int, classes: int) -> PredictionRow:
-    """``row`` (the engine's) as shown once its group is reverted: the source model's decision.
-
-    The adapted decision is named in ``decision_reason``, so the table's tooltip and the
-    predictions CSV keep both; the journal's row is never changed.
-    """
-    src = row.source_prediction
-    if src == positive_class:
-        positive = row.source_confidence
-    elif classes == 2:
-        positive = 1.0 - row.source_confidence
-    else:
-        positive = math.nan  # the source model's probability of another class is not recorded
-    where = "the images in no site group" if row.site_group is None else f"site group {row.site_group}"
-    adapted = f"adapted: {row.prediction_label}, " if row.changed else "adapted: the same, "
-    return dataclasses.replace(
-        row,
-        prediction=src,
-        prediction_label=row.source_label,
-        confidence=row.source_confidence,
-        positive_prob=positive,
-        decision_path=REVERTED_PATH,
-        decision_threshold=0.0,
-        decision_reason=(
-            f"{adapted}reverted to the source model's: {row.source_label}; "
-            f"{where} reverted after {reviews} reviews"
-        ),
-    )
+def rule_short(rule: str) -> str:
+    """The rule in use in a few words (the table's Decided by column)."""
+    return {"source": "source model", "operating point": "operating point"}.get(rule, f"{rule} candidate")
 
 
 @dataclass(frozen=True)
-class GroupLine:
-    """One line of the certificates table."""
+class ComparisonLine:
+    """One line of the certificates table: one comparison of the site's ladder."""
 
-    group: Group
-    images: int
-    disagreements: int
-    reviews: int  # reviews used (of disagreements)
-    harm_bound: float  # upper bound on the harm of adapting, share of the group's images (95 %)
-    lower: float  # lower bound on the mean gain per changed decision (95 %)
-    verdict: str
-    decided_at: int | None  # reviews when the verdict was reached
-    to_decide: int | None  # reviews that would likely decide it (None: more than the look-ahead)
+    number: int  # its place in the ladder (1 first)
+    candidate: str  # "operating point" (adapting against the source model) or a candidate's name
+    covers: int  # the site's first images it was frozen on
+    disagreements: int  # of those, the images whose decision it would change (the ones to review)
+    reviews: int  # reviews used, in its random order
+    lower: float  # lower confidence bound on the mean gain per changed decision (nan: none yet)
+    upper: float
+    level: float  # the confidence level it is tested at
+    verdict: str  # open, verified, reverted, promoted, not better
+    kept: bool  # kept by e-BH across the site's comparisons (verified or promoted only)
+    says: str  # the engine's sentence: verdict, level and scope
 
     @property
-    def decision(self) -> str:
-        """What the last column says."""
-        if self.verdict != UNDECIDED:
-            return f"{self.verdict} after {self.decided_at} reviews"
-        if not self.disagreements:
-            return "nothing to review (no disagreements)"
-        if self.to_decide:
-            return f"≈{self.to_decide} more review{'s' if self.to_decide > 1 else ''} would likely decide it"
-        return "may stay undecided" if self.reviews else "no reviews yet"
+    def what(self) -> str:
+        return "adapting (the operating point)" if self.candidate == "operating point" else self.candidate
+
+    @property
+    def bounds(self) -> str:
+        if not self.reviews or not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            return "not measured"
+        return f"{self.lower:+.2f} … {self.upper:+.2f}"
 
 
-class LineCache:
-    """:meth:`Certificate.reviews_to_decide` (tens of milliseconds) at most once per group state."""
+def comparison_lines(document: Mapping[str, Any]) -> list[ComparisonLine]:
+    """The lines of :func:`engine.run.certify.certificates_json`'s document (one per comparison)."""
 
-    def __init__(self) -> None:
-        self._seen: dict[tuple[Group, tuple[int, ...], float], int | None] = {}
+    def number(value: object) -> float:
+        return float(value) if isinstance(value, int | float) else math.nan
 
-    def lines(self, book: CertificateBook) -> list[GroupLine]:
-        """One line per group: those with disagreements first (the others have nothing to review)."""
-        lines = [self._line(c) for c in book.certificates.values()]
-        return sorted(lines, key=lambda line: not line.disagreements)
-
-    def _line(self, cert: Certificate) -> GroupLine:
-        to_decide = None
-        if cert.verdict == UNDECIDED and cert.reviews:  # with no review the projection says nothing
-            key = (cert.group, tuple(cert.outcomes), round(cert.share, 2))  # d moves slowly as images arrive
-            if key not in self._seen:
-                self._seen[key] = cert.reviews_to_decide()
-            to_decide = self._seen[key]
-        return GroupLine(
-            cert.group,
-            cert.images,
-            cert.disagreements,
-            cert.reviews,
-            cert.harm_bound,
-            cert.lower,
-            cert.verdict,
-            cert.decided_at,
-            to_decide,
+    return [
+        ComparisonLine(
+            number=i + 1,
+            candidate=str(c["candidate"]),
+            covers=int(c["covers_images"]),
+            disagreements=int(c["disagreements"]),
+            reviews=int(c["reviews"]),
+            lower=number(c["lower"]),
+            upper=number(c["upper"]),
+            level=float(c["level"]),
+            verdict=str(c["verdict"]),
+            kept=bool(c["kept_by_e_bh"]),
+            says=str(c["says"]),
         )
+        for i, c in enumerate(document.get("comparisons", ()))
+    ]
 
 
-@dataclass(frozen=True)
-class Reverted:
-    """A group turned reverted (for the banner and the log)."""
+def decided_text(line: ComparisonLine) -> str:
+    """The banner's sentence when a comparison is decided (capitalised)."""
+    text = line.says
+    return text[:1].upper() + text[1:] + "."
 
-    group: Group
-    reviews: int  # reviews it took
-    images: int  # the group's images, now shown with the source model's decisions
-    earlier: bool = False  # reverted before the source was opened (a restart)
 
-    def text(self) -> str:
-        name = "The images in no site group" if self.group is None else f"Group {self.group}"
-        if self.earlier:
-            return (
-                f"{name} is reverted (after {self.reviews} reviews): its {self.images} images show the "
-                "source model's decisions, as adapting harmed there."
-            )
-        return (
-            f"{name} reverted after {self.reviews} reviews: its {self.images} images now show the source "
-            "model's decisions (adapting harmed there, as the reviews show)."
+def is_warning(line: ComparisonLine) -> bool:
+    """Whether the decision is one the user should notice (adapting turned back)."""
+    return line.verdict == REVERTED
+
+
+def decided(line: ComparisonLine) -> bool:
+    return line.verdict in (VERIFIED, REVERTED, PROMOTED, NOT_BETTER)
+
+
+def reviewed_row(
+    row: PredictionRow, decision: int, rule: str, positive_class: int, classes: Sequence[str]
+) -> PredictionRow:
+    """``row`` (the engine's, as it was decided) as shown once the site's review decides it
+    ``decision`` under ``rule`` (the source model after a revert, or a promoted candidate).
+
+    The decision made while the image arrived is named in ``decision_reason``, so the table's
+    tooltip and the predictions CSV keep both; the journal's row is never changed.
+    """
+    if decision == row.prediction:
+        return row
+    if decision == row.source_prediction:
+        confidence = row.source_confidence
+        positive = (
+            row.source_confidence
+            if decision == positive_class
+            else (1.0 - row.source_confidence if len(classes) == 2 else math.nan)
         )
+    else:  # a threshold candidate on a two-class margin: the probabilities stay the row's
+        positive = row.positive_prob
+        confidence = positive if decision == positive_class else 1.0 - positive
+    label = classes[decision] if 0 <= decision < len(classes) else str(decision)
+    return dataclasses.replace(
+        row,
+        prediction=decision,
+        prediction_label=label,
+        confidence=confidence,
+        positive_prob=positive,
+        decision_path=REVIEWED_PATH,
+        decision_reason=(
+            f"decided {row.prediction_label} as it arrived; the site's reviews put {rule_name(rule)} in use, "
+            "which decides otherwise"
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -211,8 +144,14 @@ class QueueState:
 
     Attributes:
         ranks: each queued row's place in the queue (0 first), by its index in arrival order.
-        verdicts: every group's verdict (the table's group column).
+        rule: the rule the site's reviews left in use (the group column's tooltip, the status).
+        empty: why there is nothing to review (empty when there is).
     """
 
     ranks: dict[int, int]
-    verdicts: dict[Group, str]
+    rule: str = "operating point"
+    empty: str = ""
+
+
+def queue_state(order: Sequence[int], rule: str, empty: str) -> QueueState:
+    return QueueState({index: rank for rank, index in enumerate(order)}, rule, empty)

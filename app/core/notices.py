@@ -6,13 +6,12 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app._engine import Source
+from app._engine import ReviewMark, Source
 from app._engine import shown as shown_name
 from app.core.filters import PredictionRow
 from app.core.messages import RunEnded, SessionInfo, SourceOpened
 from app.core.names import describe_model, method_label
 from app.core.project_lines import model_text
-from app.core.reviews import ReviewMark
 from app.core.run_model import RunModel
 
 
@@ -145,9 +144,11 @@ def state_unusable(name: str, exc: Exception) -> str:
     )
 
 
-def revert_undone(group: int | None) -> str:
-    name = "The images in no site group are" if group is None else f"Group {group} is"
-    return f"{name} no longer reverted: the review it rested on was undone (its adapted decisions are shown again)."
+def decision_undone(number: int) -> str:
+    return (
+        f"Comparison {number} of this folder's review is open again: the review it rested on was undone "
+        "(the rule in use before it decides the images again)."
+    )
 
 
 def mark_undone(name: str, mark: ReviewMark | None, redo: bool) -> str:

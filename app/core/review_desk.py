@@ -1,26 +1,28 @@
-"""The review of the open source: its marks and their undo history, the review queue of
-disagreements and the certificates per site group (Qt-free).
+"""The review of the open source, as the window uses it: the engine's site review (Qt-free).
 
-A mark is written to the profile before anything else changes (``review/<hash>.marks.jsonl``,
-fsync'ed); undoing one writes its removal (or the mark it replaced) the same way. Every mark on
-a *disagreement* (an image whose adapted decision differs from the source model's) is a review
-for its site group's certificate (:class:`~engine.review.book.CertificateBook`): a new mark is
-added to the book as it is made; changing or undoing one builds the book again from the rows and
-the marks (``CertificateBook.from_marks``: a revert that rested on the undone mark goes with it).
-The book is saved after each change (:class:`~app.core.certificates.CertificateFile`). The queue
-(:class:`~engine.review.queue.ReviewQueue`) holds the disagreements not reviewed yet. Reviews
-never reach the adaptation method: they only keep a group's decisions or turn them back.
+Everything that decides -- the marks kept in the project (``review/<hash>.marks.jsonl``, written
+before anything else changes), undo and redo, the ladder of comparisons tested on uniformly random
+samples, the decisions of the rule the reviews left in use -- is the engine's
+:class:`~engine.run.review.SiteReview`, the component ``f2tta run --reviews`` uses too, so the app
+and the command line certify the same marks alike. The desk adds what the window needs around
+it: image names for the undo menu, the queue as the table shows it, the certificates table's
+lines and the comparisons decided since the last look (for the banner).
+
+The queue is the open comparison's images still to review, in its random order. A comparison
+is started only when the reviewer asks for the queue (:meth:`ReviewDesk.start`), frozen on the
+images processed by then; marks continue it, and the next one starts when one is decided.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from pathlib import Path
 
-from app._engine import REVERTED, CertificateBook, CertificateError, PredictionRow, ReviewQueue, shown
-from app.core.certificates import CertificateFile, Group, LineCache, QueueState, matches, outcomes_of
-from app.core.reviews import ReviewMark, ReviewStore
+import numpy as np
+
+from app._engine import PredictionRow, ReviewMark, SiteReview, certificates_json, shown, what_adapting_changed
+from app.core.certificates import ComparisonLine, QueueState, comparison_lines, decided, queue_state
 
 
 @dataclass(frozen=True)
@@ -33,224 +35,172 @@ class MarkChange:
 
 
 class ReviewDesk:
-    """Marks, undo and redo, the queue and the certificates of the open source (see the module notes)."""
+    """Marks, undo and redo, the queue and the certificates of the open source (module notes)."""
 
     def __init__(self) -> None:
-        self.marks: dict[str, ReviewMark] = {}  # by item key, in the order they were made
-        self.book = CertificateBook()
-        self.queue = ReviewQueue()  # items: row indices in arrival order
-        self.lines = LineCache()
-        self.notes: list[tuple[str, str]] = []  # (level, message) for the log, taken by the controller
-        self._store: ReviewStore | None = None
-        self._file: CertificateFile | None = None
-        self._rows: list[PredictionRow] = []  # the engine's rows in arrival order
-        self._index: dict[str, int] = {}
-        self._undo: list[MarkChange] = []
-        self._redo: list[MarkChange] = []
-        self._skip = 0  # rows the saved book counted that the journal dropped (they come again)
-        self._unsaved = False  # the book changed since it was saved
+        self.review: SiteReview | None = None
+        self._decisions: np.ndarray | None = None
+        self._decided: set[int] = set()  # comparisons (by number) already announced
+        self._fresh: list[ComparisonLine] = []  # decided since they were last taken
+        self._undone: list[int] = []  # announced, then taken back by an undo, since last taken
 
     # -- opening and rows ----------------------------------------------------------------------
-    def open(self, rows: Sequence[PredictionRow], store: ReviewStore | None) -> None:
-        """The marks and certificates of a source whose earlier rows are ``rows`` (arrival order).
-
-        A saved book is used as it is when it holds exactly the marks' reviews; one that is
-        missing, damaged, edited or out of step with the marks is built again from the rows and
-        the marks, with a line in the log saying why.
-        """
+    def open(
+        self, rows: Sequence[PredictionRow], folder: Path | None, source_id: str, classes: int, seed: int = 0
+    ) -> None:
+        """The review of ``source_id``, whose earlier rows are ``rows`` (arrival order); its marks
+        and comparison starts are read from ``folder`` (None: nothing is kept)."""
         self.close()
-        self._store, self.marks = store, store.load() if store is not None else {}
-        self._file = CertificateFile(store.folder, store.source_id) if store is not None else None
-        self._rows, self._index, self._undo, self._redo, self._skip = [], {}, [], [], 0
-        for row in rows:
-            self._index[row.key] = len(self._rows)
-            self._rows.append(row)
-        saved = self._load()
-        if saved is None:
-            self.book = self._rebuilt()
-            if self.marks or self._rows:
-                self.save()
-        else:
-            self.book = saved
-            counted = sum(c.images for c in saved.certificates.values())
-            for row in self._rows[counted:]:
-                self.book.note_image(row.site_group, row.changed)
-            self._skip = max(0, counted - len(self._rows))
-            self._unsaved = len(self._rows) > counted
-        self._requeue()
-
-    def _load(self) -> CertificateBook | None:
-        if self._file is None:
-            return None
-        where = shown(self._file.path)
-        marks = f"the {len(self.marks)} review marks" if len(self.marks) != 1 else "the review mark"
-        try:
-            saved = self._file.load()
-        except CertificateError as exc:
-            self.notes.append(
-                ("warning", f"The review certificates {where} cannot be used ({exc}); rebuilt from {marks}.")
-            )
-            return None
-        if saved is not None and not matches(saved, self._outcomes()):
-            self.notes.append(
-                (
-                    "warning",
-                    f"The review certificates {where} do not hold the reviews of {marks} (a mark changed "
-                    "while they could not be saved, or either file was edited); rebuilt from the marks.",
-                )
-            )
-            return None
-        return saved
+        self.review = SiteReview(folder, source_id, classes, seed)
+        self.review.open(rows)
+        self._decisions = None
+        self._decided = {line.number for line in self.lines() if decided(line)}
+        self._fresh, self._undone = [], []
 
     def add_rows(self, rows: Sequence[PredictionRow]) -> None:
-        """Newly processed rows: counted in their groups; their disagreements join the queue."""
-        self._unsaved |= bool(rows)
-        for row in rows:
-            index = self._index[row.key] = len(self._rows)
-            self._rows.append(row)
-            if self._skip:
-                self._skip -= 1
-            else:
-                self.book.note_image(row.site_group, row.changed)
-            mark = self.marks.get(row.key)
-            if mark is not None:  # a row processed again after a crash: its mark is a review again
-                self.book.add_reviewed_image(
-                    row.site_group, row.prediction, row.source_prediction, mark.label
-                )
-            elif row.changed:
-                self.queue.add(index, row.site_group)
+        if self.review is not None and rows:
+            self.review.add_rows(rows)
+            self._decisions = None
 
     def close(self) -> None:
-        """Save the book (when it changed since it was saved) and let go of the files.
+        if self.review is not None:
+            self.review.close()
+        self.review = None
+        self._decisions = None
 
-        Only a changed book is written: after a profile was renamed the old folder is gone, and
-        writing there would make it again.
-        """
-        if self._store is not None:
-            if self._unsaved:
-                self.save()
-            self._store.close()
-        self._store = self._file = None
+    @property
+    def marks(self) -> dict[str, ReviewMark]:
+        return self.review.marks if self.review is not None else {}
 
     # -- marks, undo and redo ------------------------------------------------------------------
     def set_mark(self, key: str, label: int | None, reviewer: str = "") -> MarkChange | None:
-        """Mark the image ``key`` as of class ``label`` (None: clear its mark); None when nothing changes.
+        """Mark ``key`` as of class ``label`` (None clears it); None when nothing changes.
 
         Raises:
-            OSError: the mark cannot be kept (nothing was changed).
+            OSError: the mark cannot be kept (nothing changed).
+            ValueError: the image or the class is not this source's (MarkError).
         """
-        before = self.marks.get(key)
-        if (before is None and label is None) or (before is not None and before.label == label):
-            return None
-        row = self._rows[self._index[key]]
-        at = datetime.now().astimezone().isoformat(timespec="seconds")
-        after = None if label is None else ReviewMark(key, label, row.prediction, at, reviewer)
-        self._apply(key, after)
-        change = MarkChange(key, before, after)
-        self._undo.append(change)
-        self._redo.clear()
-        return change
+        if self.review is None:
+            raise ValueError("no folder or slide is open")
+        change = self.review.set_mark(key, label, reviewer)
+        self._after_change(change is not None)
+        return None if change is None else MarkChange(change.key, change.before, change.after)
 
-    def undo(self) -> MarkChange | None:
-        """Take the last change back (None: nothing to undo).
-
-        Raises:
-            OSError: it cannot be written (the change stays, and can be undone again).
-        """
-        if not self._undo:
-            return None
-        change = self._undo[-1]
-        self._apply(change.key, change.before)
-        self._redo.append(self._undo.pop())
-        return change
-
-    def redo(self) -> MarkChange | None:
-        """Make the last undone change again (None: nothing to redo).
+    def undo(self, redo: bool = False) -> MarkChange | None:
+        """Take the last change back (or, ``redo``, make the last undone one again); None: nothing to do.
 
         Raises:
             OSError: it cannot be written.
         """
-        if not self._redo:
+        if self.review is None:
             return None
-        change = self._redo[-1]
-        self._apply(change.key, change.after)
-        self._undo.append(self._redo.pop())
-        return change
+        change = self.review.redo() if redo else self.review.undo()
+        self._after_change(change is not None)
+        return None if change is None else MarkChange(change.key, change.before, change.after)
 
     def history(self) -> tuple[str, str]:
         """The image names the next undo and the next redo act on (empty: nothing to do)."""
+        if self.review is None:
+            return "", ""
+        review = self.review
 
-        def name(stack: list[MarkChange]) -> str:
-            return shown(self._rows[self._index[stack[-1].key]].name) if stack else ""
+        def name(key: str) -> str:
+            return shown(review.rows[review.index[key]].name) if key else ""
 
-        return name(self._undo), name(self._redo)
+        undo, redo = review.history()
+        return name(undo), name(redo)
+
+    def has(self, key: str) -> bool:
+        return self.review is not None and key in self.review.index
 
     def index_of(self, key: str) -> int:
-        """The row's index in arrival order."""
-        return self._index[key]
+        assert self.review is not None
+        return self.review.index[key]
 
-    def _apply(self, key: str, mark: ReviewMark | None) -> None:
-        """``mark`` becomes the image's mark: on disk first, then the marks, the book and the queue."""
-        if self._store is not None:
-            if mark is None:
-                self._store.clear(key)
-            else:
-                self._store.put(mark)
-        previous = self.marks.pop(key, None)
-        if mark is not None:
-            self.marks[key] = mark  # at the end: the marks keep the order the reviews were made
-        index = self._index[key]
-        row = self._rows[index]
-        if previous is None and mark is not None:
-            self.book.add_reviewed_image(row.site_group, row.prediction, row.source_prediction, mark.label)
-            self.queue.remove(index)
-        else:
-            self.book = self._rebuilt()
-            self._requeue()
-        self.save()
-
-    # -- the book and the queue ----------------------------------------------------------------
-    def _outcomes(self) -> dict[Group, list[int]]:
-        rows = {r.key: r for r in self._rows}
-        return outcomes_of(rows, ((k, m.label) for k, m in self.marks.items()))
-
-    def _rebuilt(self) -> CertificateBook:
-        self._skip = 0
-        rows, index = self._rows, self._index
-        marked = [rows[index[k]] for k in self.marks if k in index]
-        return CertificateBook.from_marks(
-            ((r.site_group, r.changed) for r in rows),
-            ((r.site_group, r.prediction, r.source_prediction, self.marks[r.key].label) for r in marked),
-        )
-
-    def _requeue(self) -> None:
-        self.queue = ReviewQueue()
-        for index, row in enumerate(self._rows):
-            if row.changed and row.key not in self.marks:
-                self.queue.add(index, row.site_group)
-
-    def save(self) -> None:
-        """Write the book (a failure is noted for the log; the marks are what counts)."""
-        if self._file is None:
+    def _after_change(self, changed: bool) -> None:
+        if not changed or self.review is None:
             return
-        try:
-            self._file.save(self.book)
-            self._unsaved = False
-        except OSError as exc:
-            self.notes.append(
-                ("warning", f"The review certificates cannot be saved ({exc}); they are rebuilt next time.")
-            )
+        self._decisions = None
+        if self.review.ladder.active is not None or self.review.comparisons():
+            self.review.next_item()  # the marks continue the comparison; a decided one starts the next
+        self._note_decided()
 
-    def reverted(self) -> dict[Group, int]:
-        """Reverted groups and the reviews each took."""
-        return {g: c.decided_at or 0 for g, c in self.book.certificates.items() if c.verdict == REVERTED}
+    # -- the queue -----------------------------------------------------------------------------
+    def start(self) -> QueueState:
+        """The queue, starting a comparison on the images processed so far when none is open."""
+        if self.review is not None and self.review.rows:
+            self.review.next_item()
+            self._decisions = None
+            self._note_decided()
+        return self.queue_state()
 
     def queue_state(self) -> QueueState:
-        book = self.book
-        order = self.queue.order(book.reviews_per_group(), book.decided_groups())
-        verdicts = {g: c.verdict for g, c in book.certificates.items()}
-        return QueueState({item: rank for rank, item in enumerate(order)}, verdicts)
+        if self.review is None:
+            return QueueState({})
+        review = self.review
+        empty = "" if review.ladder.active is not None else self.why_empty()
+        return queue_state(review.queue(), review.ladder.current, empty)
+
+    def why_empty(self) -> str:
+        """Why the queue is empty (the status bar's sentence)."""
+        if self.review is None:
+            return "nothing to review: no folder or slide is open"
+        if self.review.ladder.active is None and not self.review.comparisons() and self.review.rows:
+            what = what_adapting_changed(self.review.rows)
+            return (
+                f"nothing to review: {what}"
+                if what.startswith("adapting changed no")
+                else self.review.why_empty()
+            )
+        return self.review.why_empty()
+
+    # -- decisions and certificates ------------------------------------------------------------
+    @property
+    def rule(self) -> str:
+        """The rule the site's reviews left in use ("operating point": adapting as it decided)."""
+        return self.review.ladder.current if self.review is not None else "operating point"
+
+    def decisions(self) -> np.ndarray:
+        """Every row's decision under the rule in use (the label-free rule: each image by the
+        site's latest operating point, as ``f2tta run``'s certified decisions)."""
+        if self.review is None:
+            return np.zeros(0, dtype=np.int64)
+        if self._decisions is None or len(self._decisions) != len(self.review.rows):
+            self._decisions = self.review.decisions()
+        return self._decisions
+
+    def document(self) -> dict[str, object]:
+        """The certificates as ``f2tta run`` writes them (``certificates.json``; e-BH within the site)."""
+        if self.review is None:
+            return {"comparisons": []}
+        return certificates_json(self.review)
+
+    def lines(self) -> list[ComparisonLine]:
+        return comparison_lines(self.document()) if self.review is not None else []
+
+    def _note_decided(self) -> None:
+        lines = self.lines()
+        now = {line.number for line in lines if decided(line)}
+        gone = self._decided - now  # an undo took a decision back: it is announced again when made
+        self._undone.extend(sorted(gone))
+        self._decided -= gone
+        for line in lines:
+            if line.number in now and line.number not in self._decided:
+                self._decided.add(line.number)
+                self._fresh.append(line)
+
+    def take_decided(self) -> list[ComparisonLine]:
+        """The comparisons decided since the last call (for the banner and the log)."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
+
+    def undecided_since(self) -> list[int]:
+        """The comparisons (numbers) an undo took back since the last call."""
+        undone, self._undone = self._undone, []
+        return undone
 
     def take_notes(self) -> list[tuple[str, str]]:
-        notes, self.notes = self.notes, []
-        return notes
+        """(level, message) lines for the log: marks dropped on reading, starts that could not be kept."""
+        if self.review is None:
+            return []
+        return [("warning", note[:1].upper() + note[1:] + ".") for note in self.review.take_notes()]

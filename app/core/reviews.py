@@ -1,13 +1,11 @@
-"""Review marks and overlays kept with a profile, one pair of files per source (Qt-free).
+"""Overlays kept with a project beside the review marks, one file per source (Qt-free).
 
-A reviewer confirms a prediction or corrects it to another class; the mark is ground truth from
-then on (it takes precedence over folder names and labels files in the statistics and reports).
 Overlays (the per-patch uncertainty map and the two patch sets, a few hundred bytes per image)
-are kept beside the marks, so a review resumes after a restart with its overlays and the PDF can
-show them. Both live in ``<profile>/review/``::
+are kept beside the review marks, so a review resumes after a restart with its overlays and the
+PDF can show them. Both live in ``<project>/review/``::
 
-    <source hash>.marks.jsonl      one mark per line; the last line of a key wins, a null label clears
-    <source hash>.certificates.json  the source's review certificates (app.core.certificates)
+    <source hash>.marks.jsonl      the review marks and the comparisons' starts (the engine's
+                                   engine.review.marks: bound to the source, read back as times)
     <source hash>.overlays.jsonl   one overlay per line (float16 map and int16 patch indices, base64)
 
 Lines are appended and flushed as they are made; a line cut short by a crash is dropped when the
@@ -19,7 +17,6 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,21 +35,6 @@ REVIEW_DIR = "review"
 def source_file(folder: Path, source_id: str, suffix: str) -> Path:
     """``<folder>/<hash of source_id>.<suffix>``."""
     return folder / f"{source_hash(source_id)}.{suffix}"
-
-
-@dataclass(frozen=True)
-class ReviewMark:
-    """A reviewer's verdict on one image."""
-
-    key: str  # the item's key within its source
-    label: int  # the class the reviewer says is right
-    prediction: int  # the adapted model's prediction when it was reviewed
-    at: str  # ISO time of the review
-    reviewer: str = ""  # who made it (marks made before reviewers were recorded have none)
-
-    @property
-    def confirmed(self) -> bool:
-        return self.label == self.prediction
 
 
 def _read_kept(file: KeyedJsonLines, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
@@ -106,38 +88,6 @@ class _SourceStore:
 
     def close(self) -> None:
         self._file.close()
-
-
-class ReviewStore(_SourceStore):
-    """The review marks of one source in a profile (see :class:`_SourceStore` for the arguments)."""
-
-    SUFFIX = "marks.jsonl"
-
-    def load(self) -> dict[str, ReviewMark]:
-        """The marks by key, in the order they were last set (the order the reviews were made)."""
-        return self._load(
-            lambda r: r.get("label") is not None,
-            lambda key, r: ReviewMark(
-                key, int(r["label"]), int(r["prediction"]), str(r.get("at", "")), str(r.get("by") or "")
-            ),
-        )
-
-    def put(self, mark: ReviewMark) -> None:
-        """Record ``mark`` durably (a reviewer's work must survive a crash).
-
-        Raises:
-            OSError: it cannot be written.
-        """
-        record = {"k": mark.key, "label": mark.label, "prediction": mark.prediction, "at": mark.at}
-        self._file.append({**record, "by": mark.reviewer} if mark.reviewer else record, durable=True)
-
-    def clear(self, key: str) -> None:
-        """Forget the mark of ``key``.
-
-        Raises:
-            OSError: it cannot be written.
-        """
-        self._file.append({"k": key, "label": None}, durable=True)
 
 
 def _b64(array: np.ndarray) -> str:

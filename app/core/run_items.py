@@ -10,9 +10,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from app._engine import PredictionRow
+from app._engine import PredictionRow, ReviewMark
 from app.core.overlay import Overlay
-from app.core.reviews import ReviewMark
 
 T = TypeVar("T")
 

@@ -5,8 +5,9 @@ counters live here -- not in widgets. Views observe the model through its notifi
 the controller), and reports read it (:mod:`app.reports.data`). The model also paces the views:
 results arrive as fast as the engine makes them, and :meth:`RunModel.flush` hands them to one
 group of views per timer tick (table, plots, images in turn), so no single repaint redraws the
-whole window while the engine competes for the same cores. Its rows are the engine's with a
-reverted site group's decisions the source model's and a review mark as the truth of an image the
+whole window while the engine competes for the same cores. Its rows are the engine's, decided by
+the rule the site's reviews left in use where they moved it (the source model after a revert, a
+promoted candidate; :mod:`app.core.review_desk`), with a review mark as the truth of an image the
 dataset does not label (:meth:`RunModel.effective`); a mark never replaces the dataset's label, and
 the figures against either truth are kept apart (:mod:`app.core.figures`).
 """
@@ -15,20 +16,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
-from app._engine import KindTally, PredictionRow, SlideSource, Source
+from app._engine import KindTally, PredictionRow, ReviewMark, SlideSource, Source
 from app.core.applicability import Collapse, CollapseWatch, Kind, collapse_due
 from app.core.caches import LruCache
-from app.core.certificates import Group, GroupLine, QueueState, Reverted
+from app.core.certificates import ComparisonLine, QueueState
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.messages import ItemResult
 from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
-from app.core.reviews import ReviewMark, ReviewStore
 from app.core.run_items import Cell, Notifier, RowChange, Selection
 from app.core.run_truth import Truths
 from app.core.stats import PlotData, RunStatistics, segment_size_for
@@ -60,7 +61,7 @@ class RunModel(Truths):
         self.tally = FigureTally()  # the figures, counted row by row (figures())
         self.watch = CollapseWatch()  # the predictions, counted row by row (a one-class collapse)
         self.desk = ReviewDesk()  # review marks, undo, the review queue and the certificates
-        self._reverted: dict[Group, int] = {}  # reverted groups (reviews each took), as the rows show
+        self._rule = "operating point"  # the rule the rows show (the site's reviews may move it)
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         # Applicability warnings about this source by kind ("gate:<check>", "collapse", "subfolders",
@@ -89,8 +90,8 @@ class RunModel(Truths):
         self.collapse_noted: Notifier[Collapse] = Notifier()
         self.collapse_changed: Notifier[Collapse] = Notifier()  # its figures, as more rows came
         self.queue_changed: Notifier[QueueState] = Notifier()  # the review queue and the groups' verdicts
-        self.certificates_changed: Notifier[list[GroupLine]] = Notifier()
-        self.group_reverted: Notifier[Reverted] = Notifier()
+        self.certificates_changed: Notifier[list[ComparisonLine]] = Notifier()
+        self.review_decided: Notifier[ComparisonLine] = Notifier()  # a comparison of the site decided
 
     # -- opening ---------------------------------------------------------------------------------
     def open(
@@ -101,7 +102,7 @@ class RunModel(Truths):
         positive_class: int,
         classes: Sequence[str] = (),
         overlays: Mapping[str, Overlay] | None = None,
-        reviews: ReviewStore | None = None,
+        review_dir: Path | None = None,
     ) -> None:
         """Forget the previous source; show the rows of ``source`` that earlier runs made.
 
@@ -112,7 +113,8 @@ class RunModel(Truths):
             positive_class: the class whose probability the slide map shows.
             classes: the model's class names.
             overlays: the kept overlays of restored rows, by item key.
-            reviews: the source's review marks (loaded now, and where new marks are kept).
+            review_dir: the project's review folder, where the source's marks are read from and kept
+                (None: nothing is kept).
         """
         self.source = source
         total = len(source.items)
@@ -150,8 +152,8 @@ class RunModel(Truths):
             if overlay is not None:
                 self.overlays[row.position] = overlay
                 self.heat_levels = widen_levels(self.heat_levels, overlay)
-        self.desk.open(rows, reviews)
-        self._reverted = self.desk.reverted()
+        self.desk.open(rows, review_dir, source.source_id, len(self.classes))
+        self._rule = self.desk.rule
         self._add_rows(rows, new=False)
         self.flush(force=True)
 
@@ -191,13 +193,12 @@ class RunModel(Truths):
 
     def _add_rows(self, rows_in: list[PredictionRow], new: bool = True) -> None:
         if new:
-            self.desk.add_rows(rows_in)  # counted in their groups: a verdict may change
-            self._sync_reverts()
+            self.desk.add_rows(rows_in)
         rows = [self.effective(r) for r in rows_in]
         if not self.dataset_labelled and any(r.ground_truth is not None for r in rows_in):
             self._measure_against_dataset()  # rows labelled where the items said nothing
         self.raw_rows.extend(rows_in)
-        self._queue_dirty |= any(r.changed for r in rows_in)  # new disagreements join the queue
+        self._queue_dirty |= new  # new images may make the queue's empty state read otherwise
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
@@ -248,7 +249,7 @@ class RunModel(Truths):
             self.plots_changed.emit(self.plot_data())
             if self.rows:
                 self.metrics_changed.emit(self.figures())
-            self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
+            self.certificates_changed.emit(self.desk.lines())
 
     def _check_collapse(self) -> None:
         """Note a one-class collapse once per source, checked every few new rows; once noted, its
@@ -291,30 +292,36 @@ class RunModel(Truths):
     def undo(self, redo: bool = False) -> MarkChange | None:
         """Take the last mark change back, or make the last undone one again (``redo``); None when
         there is none. Raises OSError as :meth:`review` does."""
-        change = self.desk.redo() if redo else self.desk.undo()
+        change = self.desk.undo(redo)
         if change is not None:
             self._changed(change)
         return change
 
     def _changed(self, change: MarkChange) -> None:
-        """A mark changed: its row, the groups whose verdict changed, the queue and the certificates."""
-        self._sync_reverts()
+        """A mark changed: its row, the rows a changed rule decides otherwise, the queue and the certificates."""
+        self._sync_rule()
         self._refresh([self.desk.index_of(change.key)])
         self._queue_dirty = False
         self.queue_changed.emit(self.desk.queue_state())
-        self.certificates_changed.emit(self.desk.lines.lines(self.desk.book))
+        self.certificates_changed.emit(self.desk.lines())
 
-    def _sync_reverts(self) -> None:
-        """Show the rows of groups whose revert came (or, after an undo, went) as such."""
-        now = self.desk.reverted()
-        moved = {g for g in {*now, *self._reverted} if now.get(g) != self._reverted.get(g)}
-        if not moved:
+    def start_queue(self) -> QueueState:
+        """The review queue, a comparison started on the images so far when none is open."""
+        queue = self.desk.start()
+        self._sync_rule()
+        self.queue_changed.emit(queue)
+        self.certificates_changed.emit(self.desk.lines())
+        return queue
+
+    def _sync_rule(self) -> None:
+        """Show every row again when the site's reviews moved the rule in use (a revert, a promotion,
+        or an undo taking one back), and announce each comparison decided."""
+        for line in self.desk.take_decided():
+            self.review_decided.emit(line)
+        if self.desk.rule == self._rule:
             return
-        newly = [g for g in now if g not in self._reverted]
-        self._reverted, self._queue_dirty = now, True
-        self._refresh(i for i, r in enumerate(self.raw_rows) if r.site_group in moved)
-        for group in newly:
-            self.group_reverted.emit(Reverted(group, now[group], self.desk.book.certificates[group].images))
+        self._rule, self._queue_dirty = self.desk.rule, True
+        self._refresh(range(len(self.raw_rows)))
 
     def _refresh(self, indices: Iterable[int]) -> None:
         """Show the rows at ``indices`` again as :meth:`effective` makes them."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from app._engine import ReviewMark
 from app.core.applicability import Collapse, CollapseWatch
-from app.core.certificates import Group, reverted_row
+from app.core.certificates import reviewed_row
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
-from app.core.reviews import ReviewMark
 from app.core.run_items import Notifier, review_text
 from app.core.stats import PlotData, RunStatistics
 
@@ -38,7 +38,7 @@ class Truths:
     metrics_changed: Notifier[Figures]
     plots_changed: Notifier[PlotData]
     _row_of_position: dict[int, int]
-    _reverted: dict[Group, int]
+    _rule: str
 
     @property
     def marks(self) -> dict[str, ReviewMark]:
@@ -104,12 +104,12 @@ class Truths:
         return raw.truth_label or str(raw.ground_truth), self.classes[label]
 
     def effective(self, row: PredictionRow) -> PredictionRow:
-        """``row`` as shown: the source model's decision where its group was reverted; the dataset's
+        """``row`` as shown: decided by the rule the site's reviews left in use where they moved it; the dataset's
         label as ground truth, the review mark only where the dataset labels nothing (a mark that
         disagrees with the label is kept beside it, never in its place)."""
-        reviews = self._reverted.get(row.site_group)
-        if reviews is not None:
-            row = reverted_row(row, reviews, self.stats.positive_class, len(self.classes))
+        if self._rule != "operating point" and self.desk.has(row.key):
+            decision = int(self.desk.decisions()[self.desk.index_of(row.key)])
+            row = reviewed_row(row, decision, self._rule, self.stats.positive_class, self.classes)
         mark = self.marks.get(row.key)
         if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
             return row

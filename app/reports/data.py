@@ -7,6 +7,7 @@ earlier session) and burns the overlays in (:class:`app.worker.exporting.Tabular
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable
@@ -15,7 +16,6 @@ import numpy as np
 
 from app._engine import SlideSource
 from app._engine import __version__ as engine_version
-from app.core.certificates import reverted_row
 from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
 from app.core.open_session import OpenSession
@@ -157,13 +157,11 @@ def collect_report_data(
     marks = tuple((raw_by_key[k], m) for k, m in model.marks.items() if k in raw_by_key)
     figures = model.figures()
     both = figures.dataset.labelled and figures.reviewed.labelled
-    book, reverted = model.desk.book, model.desk.reverted()
-    decided = tuple(  # the reported decisions with the dataset's truth (a reverted group's turned back)
-        reverted_row(r, reverted[r.site_group], info.card.positive_class, len(classes))
-        if r.site_group in reverted
-        else r
-        for r in model.raw_rows
+    decided = tuple(  # the reported decisions with the dataset's truth (the review's rule where it moved)
+        dataclasses.replace(shown, ground_truth=raw.ground_truth, truth_label=raw.truth_label)
+        for shown, raw in zip(model.rows, model.raw_rows, strict=True)
     )
+    review = model.desk.document()
     return ReportData(
         rows=tuple(rows),
         summary=model.stats.summary(),
@@ -207,8 +205,9 @@ def collect_report_data(
         weights_sha256=info.weights_sha256,
         label_notes=tuple(model.checks.values()),
         hyperparameters=hyperparameters(info.method),
-        certificates=tuple(book.summaries()),
-        certificate_texts=tuple(c.describe() for c in book.certificates.values()),
+        certificates=tuple(review.get("comparisons", ())),  # type: ignore[arg-type]
+        review_rule=model.desk.rule,
+        site=str(review.get("site", "")),
     )
 
 

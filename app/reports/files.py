@@ -22,17 +22,17 @@ import numpy as np
 from app import RESEARCH_NOTICE, __version__
 from app._engine import (
     PredictionRow,
+    ReviewMark,
     atomic_write_bytes,
     decision_summary,
     escape_cell,
     predictions_csv,
     shown,
 )
-from app.core.certificates import REVERTED_PATH
+from app.core.certificates import REVIEWED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
-from app.core.reviews import ReviewMark
 from app.core.stats import Summary
 from app.reports.export import discard, prepare, stage
 from app.reports.qupath import geojson_bytes
@@ -57,7 +57,7 @@ REVIEW_COLUMNS = (
     "reviewed_at",
     "dataset_truth",
     "reviewer",
-    "site_group",
+    "site",
 )
 
 
@@ -130,8 +130,9 @@ class ReportData:
     weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
     label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
-    certificates: tuple[dict[str, Any], ...] = ()  # CertificateBook.summaries(): one per site group
-    certificate_texts: tuple[str, ...] = ()  # Certificate.describe() of each group, in the same order
+    certificates: tuple[dict[str, Any], ...] = ()  # the site's comparisons (engine certificates_json)
+    review_rule: str = "operating point"  # the rule the site's reviews left in use
+    site: str = ""  # the source's hash: the reviews.csv's site column (f2tta run --reviews checks it)
     # Files of this project's own earlier reports of this source that this export does not write:
     # they go (no old tiles.geojson beside a folder's reports). Nothing else this export did not
     # write is deleted (app.reports.ownership).
@@ -186,7 +187,7 @@ def reviews_bytes(data: ReportData) -> bytes:
                 mark.at,
                 escape_cell(row.truth_label or ""),
                 escape_cell(mark.reviewer),
-                "" if row.site_group is None else str(row.site_group),
+                data.site,
             ]
         )
     return _encoded(buf.getvalue())
@@ -316,7 +317,8 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "guard_events": s.guard_events,
             "skipped_updates": s.skipped_updates,
             "reviewed": len(data.marks),
-            "reverted_images": sum(1 for r in data.rows if r.decision_path == REVERTED_PATH),
+            "decided_by_review_images": sum(1 for r in data.rows if r.decision_path == REVIEWED_PATH),
+            "rule_in_use": data.review_rule,
         },
         "metrics": _with_truth(metrics_document(data.metrics), data.metrics_truth),
         "reviewed_metrics": _with_truth(metrics_document(data.reviewed_metrics), REVIEWED),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from app import APP_NAME
-from app._engine import REVERTED
+from app.core.certificates import rule_name
 from app.core.clinical import CONFIDENT
 from app.core.figures import DATASET, REVIEWED
 from app.core.overlay import PROB_COLORS, PROB_STOPS
@@ -110,13 +110,12 @@ def summary_block(data: ReportData) -> Block:
             f"{reviewed}, agreement with the model: {pct(agreed / reviewed if reviewed else math.nan)}",
         )
     )
-    reverted = [g for g in data.certificates if g["verdict"] == REVERTED]
     if data.certificates:
-        images = sum(int(g["images"]) for g in reverted)
+        decided = [c for c in data.certificates if c["verdict"] != "open"]
         pairs.append(
             (
-                "Site groups reverted to the source model",
-                f"{len(reverted)} of {len(data.certificates)}" + (f" ({images} images)" if reverted else ""),
+                "Review certificates",
+                f"{len(decided)} of {len(data.certificates)} comparisons decided; in use: {rule_name(data.review_rule)}",
             )
         )
     pairs += [
@@ -128,9 +127,9 @@ def summary_block(data: ReportData) -> Block:
 
 
 def _reverted_note(data: ReportData) -> str:
-    """Where groups were reverted, the figures of the adapted model are those of the decisions reported."""
-    if any(g["verdict"] == REVERTED for g in data.certificates):
-        return " (reverted site groups: the source model's decisions)"
+    """Where the reviews put another rule in use, the figures are those of the decisions reported."""
+    if data.review_rule != "operating point":
+        return f" (decided by {rule_name(data.review_rule)}, as the reviews certified)"
     return ""
 
 

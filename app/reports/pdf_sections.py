@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app._engine import UNDECIDED, decision_summary, get_method_class, list_methods
-from app.core.certificates import REVERTED_PATH
+from app._engine import decision_summary, get_method_class, list_methods
+from app.core.certificates import REVIEWED_PATH, rule_name
 from app.reports.files import ReportData, guard_events
 from app.reports.pdf_html import Block, breakable, chunked, esc, grid_table, h2, pct
 
@@ -161,9 +161,9 @@ def change_blocks(data: ReportData) -> list[Block]:
         "group's operating point where every guard accepted one (path <i>accepted</i>). Fixed and "
         "broken count labelled images only."
         + (
-            " Path <i>reverted</i>: a site group whose reviews showed that adapting harmed it; its "
-            "decisions are the source model's (see Review certificates)."
-            if any(e["path"] == REVERTED_PATH for e in entries)
+            " Path <i>reviewed</i>: the folder's reviews put another rule in use (the source model "
+            "after a revert, or a promoted candidate); it decides these images (see Review certificates)."
+            if any(e["path"] == REVIEWED_PATH for e in entries)
             else ""
         )
         + "</p>"
@@ -174,68 +174,66 @@ def change_blocks(data: ReportData) -> list[Block]:
 
 
 # -- review certificates -----------------------------------------------------------------------
-def _bound(summary: dict[str, Any]) -> str:
-    """The 95 % upper bound on the harm of adapting, in points of the group's images."""
-    if not summary["reviews"]:
+def _bounds(c: dict[str, Any]) -> str:
+    lower, upper = c.get("lower"), c.get("upper")
+    if not c["reviews"] or lower is None or upper is None:
         return "not measured"
-    if float(summary["lower"]) > 0:
-        return "none (it helps)"
-    return f"≤ {100 * float(summary['harm_bound']):.1f} points"
+    return f"{float(lower):+.2f} … {float(upper):+.2f}"
 
 
-def _group(group: int | None) -> str:
-    return "none" if group is None else str(group)
+def _what(c: dict[str, Any]) -> str:
+    return (
+        "adapting (the operating point)"
+        if c["candidate"] == "operating point"
+        else f"the {c['candidate']} candidate"
+    )
 
 
 def certificate_blocks(data: ReportData) -> list[Block]:
-    """What the reviews certified per site group, on how many reviews, at what confidence, and
-    where nothing was certified, that the adapted decisions are unverified. Groups whose decisions
-    adapting never changed have nothing to review: they share one line."""
-    groups = data.certificates
-    if not groups:
+    """What the folder's reviews certified: each comparison of its ladder, tested on a uniformly
+    random sample of the images it changes, its bounds, verdict and scope; where nothing was
+    certified, that the decisions are unverified."""
+    comparisons = [c for c in data.certificates if c["disagreements"]]
+    if not comparisons:
         return []
-    level = f"{100 * float(groups[0]['confidence']):.0f} %"
-    reviews = sum(int(g["reviews"]) for g in groups)
-    texts = dict(zip((g["group"] for g in groups), data.certificate_texts, strict=False))
-    changed = [g for g in groups if g["disagreements"] or g["reviews"]]
+    reviews = sum(int(c["reviews"]) for c in comparisons)
     body = [
         [
-            _group(g["group"]),
-            str(g["images"]),
-            f"{g['disagreements']} ({float(g['disagreement_share']):.0%})",
-            str(g["reviews"]),
-            _bound(g),
-            f"<b>{esc(g['verdict'])}</b>"
-            + (f" after {g['decided_at']} reviews" if g["decided_at"] is not None else ""),
+            str(i + 1),
+            esc(_what(c)),
+            str(c["covers_images"]),
+            str(c["disagreements"]),
+            str(c["reviews"]),
+            f"{100 * float(c['level']):.1f} %".replace(".0 %", " %"),
+            _bounds(c),
+            f"<b>{esc(c['verdict'])}</b>"
+            + (
+                ""
+                if c["kept_by_e_bh"] or c["verdict"] not in ("verified", "promoted")
+                else " (not kept by e-BH)"
+            ),
         ]
-        for g in changed
+        for i, c in enumerate(comparisons)
     ]
-    certified = [g for g in groups if g["verdict"] != UNDECIDED]
+    certified = [c for c in comparisons if c["verdict"] != "open"]
     html = (
-        f"<p>A reviewer's mark on a disagreement (an image whose adapted decision differs from the "
-        f"source model's) tests, per site group, whether adapting helped there ({reviews} such reviews "
-        f"in all). <i>Verified</i>: adapting helps, at {level} confidence. <i>Reverted</i>: the reviews "
-        f"showed harm (above 1 point of the group's images, or harm at {level} confidence); the group's "
-        "decisions in this report are the source model's. <i>Undecided</i>: the adapted decisions stand "
-        "but are <b>unverified</b>. The reviews never changed the adaptation itself.</p>"
+        "<p>Each comparison tests whether a rule is better than the one in use on the images it would "
+        "decide otherwise, from a reviewer's marks on a <b>uniformly random sample</b> of them "
+        f"({reviews} reviews used in all); each is tested at a smaller error level than the one before, "
+        "and the verified or promoted ones are kept together by e-BH. <i>Verified</i>: adapting helps. "
+        "<i>Promoted</i>: a stronger candidate decides the folder from then on. <i>Reverted</i>: adapting "
+        "harms; the source model decides. <i>Not better</i>: the candidate is not used. Bounds: the mean "
+        "gain per changed decision (+1: every change a fix). A verdict covers the images the comparison "
+        "was frozen on; what it says of later images rests on their being alike. Reviews never change the "
+        f"label-free adaptation itself. Rule in use: <b>{esc(rule_name(data.review_rule))}</b>.</p>"
     )
     if not certified:
         html += (
-            "<p><b>Nothing was certified</b>: in no site group did the reviews verify or revert "
-            "adapting, so every adapted decision in this report is unverified.</p>"
+            "<p><b>Nothing was certified</b>: no comparison was decided, so every decision in this "
+            "report that adapting changed is unverified.</p>"
         )
-    head = ["Site group", "Images", "Disagreements", "Reviews used", f"Harm bound ({level})", "Verdict"]
-    if body:
-        html += grid_table(head, body)
-    rest = [g for g in groups if g not in changed]
-    if rest:
-        names = ", ".join(_group(g["group"]) for g in rest)
-        images = sum(int(g["images"]) for g in rest)
-        html += (
-            f"<p>Site group{'s' if len(rest) > 1 else ''} {esc(names)} ({images} images): adapting changed "
-            "none of their decisions, so there was nothing to review.</p>"
-        )
-    items = "".join(f"<li>{esc(texts[g['group']])}</li>" for g in changed if g["group"] in texts)
-    if items:
-        html += f"<ul style='margin-top:2px'>{items}</ul>"
+    head = ["#", "Tests", "Images", "To review", "Reviews", "Level", "Gain bounds", "Verdict"]
+    html += grid_table(head, body)
+    items = "".join(f"<li>{esc(str(c['says']))}</li>" for c in comparisons)
+    html += f"<ul style='margin-top:2px'>{items}</ul>"
     return [Block(h2("Review certificates") + html)]

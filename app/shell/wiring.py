@@ -53,6 +53,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.tileClicked, selection.on_window_tile_clicked),
         (window.opacityChanged, selection.on_window_opacity_changed),
         (window.reviewRequested, c.on_window_review_requested),
+        (window.queueRequested, c.on_window_queue_requested),
         (window.undoRequested, c.on_window_undo_requested),
         (window.bannerActionTriggered, projects.on_window_banner_action_triggered),
         (window.demoRequested, projects.on_window_demo_requested),

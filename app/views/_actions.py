@@ -102,9 +102,12 @@ class WindowActions:
         self.queue = action(
             w,
             "Review queue",
-            table.open_queue,
+            w.queueRequested.emit,
             "Q",
-            tip="The images whose adapted decision differs from the source model's, the most useful first (Q)",
+            tip=(
+                "The images to review, in random order: those a candidate decides otherwise than the rule in "
+                "use, a uniform sample, so the certificate holds for all of them (Q)"
+            ),
         )
         self.undo = action(w, "Undo review mark", lambda: w.undoRequested.emit(False), "Ctrl+Z")
         self.redo = action(w, "Redo review mark", lambda: w.undoRequested.emit(True), "Ctrl+Shift+Z")

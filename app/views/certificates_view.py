@@ -1,8 +1,7 @@
-"""The review certificates per site group: what the reviews have shown so far, and what they decided."""
+"""The site's review certificates: each comparison of its ladder, what its reviews have shown so
+far and what they decided (``docs/review-certificates.md``)."""
 
 from __future__ import annotations
-
-import math
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
@@ -16,41 +15,44 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app._engine import REVERTED, VERIFIED
-from app.core.certificates import GroupLine, group_name
+from app._engine import PROMOTED, REVERTED, VERIFIED
+from app.core.certificates import ComparisonLine
 from app.views._plain import plain_tooltip
 
 HEADERS = (
-    ("Group", "The site group (–: images judged in no group)"),
-    ("Images", "Images of the group processed so far"),
-    ("Disagreements", "Images whose adapted decision differs from the source model's (the ones to review)"),
-    ("Reviews", "Reviewed disagreements of the group"),
+    ("#", "The comparison's place in this folder's review (each is tested at a smaller error level)"),
     (
-        "Harm bound",
-        "How much adapting may harm the group at most, in points of its images (95 % confidence)",
+        "Tests",
+        "What is tested against the rule in use: adapting itself (the operating point), or a candidate",
     ),
-    ("Verdict", "verified: adapting helps (95 %) · reverted: the source model's decisions · undecided"),
-    ("What next", "How many more reviews would likely decide the group"),
+    ("Images", "The folder's first images it was frozen on when it started"),
+    (
+        "To review",
+        "Of those, the images it decides otherwise than the rule in use (a random sample is reviewed)",
+    ),
+    ("Reviews", "Reviews used, in the comparison's random order"),
+    (
+        "Gain per changed decision",
+        "Confidence bounds on the mean gain per changed decision (+1: every change a fix, −1: every change an error)",
+    ),
+    (
+        "Verdict",
+        "verified · promoted: decides the folder from now on · reverted: the source model decides · not better",
+    ),
+    ("What it says", "The verdict with its confidence level and the images it covers"),
 )
 INTRO = (
-    "Each review of a disagreement (the adapted and the source model's decisions differ) tests, per "
-    "site group, whether adapting helps. Verified: it helps, at 95 % confidence. Reverted: the reviews "
-    "show that it harms: the group's decisions are the source model's from now on. Undecided: the "
-    "adapted decisions stand, unverified. Q opens the review queue."
+    "Each comparison tests, on a uniformly random sample of the images it would change, whether a rule "
+    "is better than the one in use. Verified: adapting helps. Promoted: a stronger candidate decides this "
+    "folder from now on. Reverted: adapting harms; the source model decides. The rows show the rule in "
+    "use. Q opens the review queue (and starts a comparison on the images so far when none is open)."
 )
-INK = {VERIFIED: QColor(30, 130, 60), REVERTED: QColor(179, 38, 30)}
-
-
-def _bound(line: GroupLine) -> str:
-    if not line.reviews:
-        return "not measured"
-    if line.lower > 0:
-        return "none (it helps)"
-    return "–" if not math.isfinite(line.harm_bound) else f"≤ {100 * line.harm_bound:.1f} pts"
+INK = {VERIFIED: QColor(30, 130, 60), PROMOTED: QColor(30, 130, 60), REVERTED: QColor(179, 38, 30)}
+VERDICT_COLUMN = 6
 
 
 class CertificatesView(QWidget):
-    """One line per site group (see :class:`~app.core.certificates.GroupLine`)."""
+    """One line per comparison (see :class:`~app.core.certificates.ComparisonLine`)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,30 +70,37 @@ class CertificatesView(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(len(HEADERS) - 1, QHeaderView.ResizeMode.Stretch)
-        self.lines: list[GroupLine] = []
+        self.lines: list[ComparisonLine] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.intro)
         layout.addWidget(self.table, 1)
 
-    def set_lines(self, lines: list[GroupLine]) -> None:
+    def set_lines(self, lines: list[ComparisonLine]) -> None:
         self.lines = list(lines)
         self.table.setRowCount(len(lines))
         for r, line in enumerate(lines):
+            share = f" ({line.disagreements / line.covers:.0%})" if line.covers else ""
+            verdict = line.verdict + (
+                "" if line.kept or line.verdict not in (VERIFIED, PROMOTED) else " (not kept by e-BH)"
+            )
             values = (
-                group_name(line.group),
-                str(line.images),
-                f"{line.disagreements} ({line.disagreements / line.images:.0%})" if line.images else "0",
+                str(line.number),
+                line.what,
+                str(line.covers),
+                f"{line.disagreements}{share}",
                 str(line.reviews),
-                _bound(line),
-                line.verdict,
-                line.decision,
+                line.bounds,
+                verdict,
+                line.says,
             )
             for col, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                if 0 < col < 5:
+                if col in (0, 2, 3, 4):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if col == 5 and line.verdict in INK:
+                if col == len(values) - 1:
+                    item.setToolTip(plain_tooltip(value))
+                if col == VERDICT_COLUMN and line.verdict in INK:
                     item.setForeground(QBrush(INK[line.verdict]))
                     font = item.font()
                     font.setBold(True)

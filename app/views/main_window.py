@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QWidget
 
 from app import APP_NAME
 from app._engine import FieldInfo
-from app.core.certificates import GroupLine, QueueState
+from app.core.certificates import ComparisonLine, QueueState
 from app.core.figures import Figures
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
@@ -259,10 +259,13 @@ class MainWindow(WindowBase):
     def set_reviews(self, reviews: dict[int, str]) -> None:
         self.table.model.set_reviews(reviews)
 
+    def open_queue(self) -> None:
+        self.table.open_queue()
+
     def set_queue(self, queue: QueueState) -> None:
         self.table.set_queue(queue)  # the review queue's order and the groups' verdicts
 
-    def set_certificates(self, lines: list[GroupLine]) -> None:
+    def set_certificates(self, lines: list[ComparisonLine]) -> None:
         self.certificates.set_lines(lines)  # the review certificates per site group
 
     def set_reviewer(self, name: str) -> None:

@@ -17,7 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app._engine import describe_decision, shown
-from app.core.certificates import REVERTED_PATH, Group, QueueState, group_name
+from app.core.certificates import REVIEWED_PATH, QueueState, rule_short
 from app.core.filters import PredictionRow, RowFilter
 from app.core.uncertainty import UncertaintyRanks
 
@@ -27,7 +27,7 @@ COLUMNS = (
     "Prediction",
     "Conf.",
     "Source",
-    "Group",
+    "Decided by",
     "Uncert.",
     "Truth",
     "Agreement",
@@ -36,12 +36,12 @@ COLUMNS = (
 HEADER_TIPS = (
     "Arrival order within this folder or slide (1 = first image)",
     "File, or the slide tile's grid row and column (its level-0 position in the tooltip)",
-    "The decision: the adapted model's prediction, or the source model's where the site group was reverted",
+    "The decision: adapting's, as the image arrived, or the rule the folder's reviews put in use",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
-    "The site group the image was judged in, and its review certificate: undecided (the adapted "
-    "decisions stand, unverified), verified (adapting helps there, 95 % confidence) or reverted "
-    "(its decisions are the source model's)",
+    "What decided the image: the site's operating point as the image arrived (its path: accepted, "
+    "not accepted, …), or 'review:' the rule the folder's reviews put in use (the source model after "
+    "a revert, a promoted candidate; the Certificates tab says why)",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
@@ -74,7 +74,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._reviews: dict[int, str] = {}  # review column text by row
         self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
-        self.queue = QueueState({}, {})  # the review queue's order and each group's verdict
+        self.queue = QueueState({})  # the review queue's order and the rule in use
         self.in_arrival_order = True  # the rows' positions ascend: "#" sorts as the rows are kept
 
     def rowCount(self, parent: Index | None = None) -> int:
@@ -100,7 +100,7 @@ class PredictionTableModel(QAbstractTableModel):
         if column == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
             return self.uncertainty.band(self._rows[row].uncertainty)
         if column == GROUP_COLUMN:
-            return self._group_text(self._rows[row].site_group)
+            return self._decided_by(self._rows[row])
         return self._texts[row][column]
 
     def cell(self, row: int, column: int) -> Cell:
@@ -140,12 +140,12 @@ class PredictionTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
         tip = f"#{row.position + 1} {shown(row.name)} (CSV index {row.index}, counted from 0)"
-        shown_as = "decision" if row.decision_path == REVERTED_PATH else "adapted"  # reverted: the source's
+        shown_as = "decision" if row.decision_path == REVIEWED_PATH else "adapted"  # the review's rule
         tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
-        if row.decision_path == REVERTED_PATH:  # a reverted group: what adapting decided, and why not
+        if row.decision_path == REVIEWED_PATH:  # what adapting decided, and why the review's rule decides
             tip += f"\n{row.decision_reason}"
         elif row.decision_path:
             tip += f"\n{describe_decision(row)}"
@@ -190,7 +190,7 @@ class PredictionTableModel(QAbstractTableModel):
         if col == 3:
             return row.confidence
         if col == GROUP_COLUMN:
-            return -1 if row.site_group is None else row.site_group
+            return row.decision_path
         if col == 6:
             return row.uncertainty if math.isfinite(row.uncertainty) else -1.0
         return PredictionTableModel._display(row, col)
@@ -217,7 +217,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._reviews = {}
         self.in_arrival_order = True
         self.uncertainty.clear()
-        self.queue = QueueState({}, {})
+        self.queue = QueueState({})
         self.endResetModel()
 
     def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
@@ -242,16 +242,16 @@ class PredictionTableModel(QAbstractTableModel):
             )
 
     def set_queue(self, queue: QueueState) -> None:
-        """The review queue's order and the groups' verdicts (the group column)."""
-        changed = queue.verdicts != self.queue.verdicts
+        """The review queue's order and the rule the folder's reviews left in use (the Decided by column)."""
+        changed = queue.rule != self.queue.rule
         self.queue = queue
         if changed and self._rows:
             self.dataChanged.emit(self.index(0, GROUP_COLUMN), self.index(len(self._rows) - 1, GROUP_COLUMN))
 
-    def _group_text(self, group: Group) -> str:
-        if group is None and not self.queue.verdicts:
-            return ""
-        return f"{group_name(group)} · {self.queue.verdicts.get(group, 'undecided')}"
+    def _decided_by(self, row: PredictionRow) -> str:
+        if row.decision_path == REVIEWED_PATH:
+            return f"review: {rule_short(self.queue.rule)}"
+        return row.decision_path
 
     def review_at(self, index: int) -> str:
         return self._reviews.get(index, "")

@@ -67,6 +67,7 @@ class WindowBase(QMainWindow):
     tileClicked = Signal(int, int)  # slide heat-map cell (row, col)
     opacityChanged = Signal(float)  # overlay opacity (0-1)
     reviewRequested = Signal(int, int)  # stream position, the right class (-1 clears the mark)
+    queueRequested = Signal()  # the review queue (Q): the controller starts a comparison if none is open
     undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
     bannerActionTriggered = Signal(str, str)  # banner key, action id
     demoRequested = Signal(str)  # "histology" or "fundus"

@@ -1,0 +1,177 @@
+"""The review in the app is the engine's site review (no Qt): Q starts a comparison on the images
+so far and says why when there is nothing to review, the queue is the comparison's uniformly random
+order, reviews promote a stronger candidate (the rows, the statistics and the reports follow), an
+undo takes the promotion back, the marks and the comparisons' starts survive a restart, and the
+app's reviews.csv gives ``f2tta run --reviews`` the same certificates."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from controller_fakes import FakeView, ended, opened, reopened, results_of
+
+from app.control.controller import Controller
+from app.core.certificates import REVIEWED_PATH
+from app.core.projects import DEFAULT_PROJECT
+from app.reports.files import config_document, csv_bytes, reviews_bytes
+from app.reports.pdf_sections import certificate_blocks
+from engine import PredictionRow
+from engine.io.sources import source_hash
+from engine.run.certify import certify, marks_from_file
+from engine.run.review import SiteReview
+from tests.review_rows import CLASSES, site_rows
+
+N = 120
+
+
+def _rows(n: int = N) -> tuple[list[PredictionRow], np.ndarray]:
+    """The generated site's rows under the keys the fake folder's items have, labelled by the dataset."""
+    rows, labels = site_rows(n, seed=3)
+    out = [
+        dataclasses.replace(
+            r,
+            key=f"k{i}",
+            name=f"img{i}.png",
+            ground_truth=int(labels[i]),
+            truth_label=CLASSES[int(labels[i])],
+        )
+        for i, r in enumerate(rows)
+    ]
+    return out, labels
+
+
+def _queue(view: FakeView) -> list[int]:
+    ranks = view.last("set_queue")[0].ranks
+    return sorted(ranks, key=ranks.__getitem__)
+
+
+def _processed(tmp_path: Path) -> tuple[Controller, FakeView, list[PredictionRow], np.ndarray]:
+    c, view, _, _ = opened(tmp_path, N)
+    rows, labels = _rows()
+    c.start()
+    c.on_worker_results_ready(results_of(rows))
+    c.tick(force=True)
+    return c, view, rows, labels
+
+
+def _review_until_decided(c: Controller, view: FakeView, labels: np.ndarray) -> list[int]:
+    reviewed: list[int] = []
+    while c.model.desk.rule == "operating point":
+        queue = _queue(view)
+        assert queue, "the comparison is decided before its queue runs out"
+        c.on_window_review_requested(queue[0], int(labels[queue[0]]))
+        reviewed.append(queue[0])
+    return reviewed
+
+
+def test_q_starts_a_comparison_in_random_order_and_an_empty_queue_says_why(tmp_path: Path) -> None:
+    c, view, _, _ = opened(tmp_path, N)
+    c.on_window_queue_requested()
+    assert view.last("show_status")[0].startswith("Nothing to review yet: no image of this folder")
+    c2, view2, rows, _ = _processed(tmp_path / "b")
+    assert not view2.last("set_queue")[0].ranks, "no comparison starts before the reviewer asks"
+    c2.on_window_queue_requested()
+    assert view2.of("open_queue")
+    queue = _queue(view2)
+    fit = next(t for name, t in rows[0].candidates if name == "fit")
+    changed = [i for i, r in enumerate(rows) if (r.source_margin > fit) != (r.source_margin > 0)]
+    assert sorted(queue) == changed, "the fit candidate's disagreements with the rule in use, all of them"
+    assert queue != sorted(queue), "in random order, not arrival order"
+    assert c2.model.desk.review is not None and c2.model.desk.review.starts == [N]
+
+
+def test_reviews_promote_a_stronger_candidate_everywhere_and_for_good(tmp_path: Path) -> None:
+    c, view, rows, labels = _processed(tmp_path)
+    c.state.settings = dataclasses.replace(c.state.settings, reviewer="Dr Ada")
+    before = c.model.stats.summary().adapted_correct
+    c.on_window_queue_requested()
+    reviewed = _review_until_decided(c, view, labels)
+    assert c.model.desk.rule == "fit" and len(reviewed) < 40
+    banner = next(b for (b,) in view.of("show_banner") if b.key.startswith("source-review-"))
+    assert banner.level == "info" and banner.text.startswith("The fit candidate decides this site: better on")
+    lines = view.last("set_certificates")[0]
+    tested = [(line.candidate, line.verdict) for line in lines if line.disagreements]
+    assert tested[0] == ("fit", "promoted") and all(v == "open" for _, v in tested[1:]), "the next one starts"
+
+    # The rows show the candidate's decisions, with the decision as the image arrived in the reason.
+    fit = next(t for name, t in rows[0].candidates if name == "fit")
+    for i, shown in enumerate(c.model.rows):
+        assert shown.prediction == int(rows[i].source_margin > fit)
+        if shown.prediction != rows[i].prediction:
+            assert shown.decision_path == REVIEWED_PATH and "decided" in shown.decision_reason
+    after = c.model.stats.summary().adapted_correct
+    assert after > before, "the statistics follow the promoted decisions"
+    assert c.model.raw_rows == rows, "the engine's rows are kept as they were"
+
+    # The reports: the comparisons, the rule in use, the site column f2tta run checks.
+    data = c.report_data()
+    assert data is not None
+    document = json.loads(json.dumps(config_document(data), default=str))
+    assert document["summary"]["rule_in_use"] == "fit"
+    assert document["summary"]["decided_by_review_images"] == sum(
+        r.decision_path == REVIEWED_PATH for r in c.model.rows
+    )
+    assert next(c["verdict"] for c in document["certificates"] if c["disagreements"]) == "promoted"
+    predictions = list(csv.DictReader(io.StringIO(csv_bytes(data.raw_rows).decode())))
+    changed = next(i for i, r in enumerate(c.model.rows) if r.decision_path == REVIEWED_PATH)
+    assert predictions[changed]["decision_path"] == REVIEWED_PATH
+    assert predictions[changed]["ground_truth"] == rows[changed].truth_label, "the dataset's truth"
+    html = "".join(block.html for block in certificate_blocks(data))
+    assert "uniformly random sample" in html and "promoted" in html
+
+    # reviews.csv, given to f2tta run's review, certifies the same rule on the same rows.
+    marks_csv = tmp_path / "reviews.csv"
+    marks_csv.write_bytes(reviews_bytes(data))
+    written = list(csv.DictReader(io.StringIO(marks_csv.read_text())))
+    assert [int(m["position"]) for m in written] == reviewed and {m["reviewer"] for m in written} == {
+        "Dr Ada"
+    }
+    source_id = c.model.source.source_id  # type: ignore[union-attr]
+    assert {m["site"] for m in written} == {source_hash(source_id)}
+    cli = SiteReview(None, source_id, len(CLASSES))
+    cli.open(rows)
+    assert marks_from_file(marks_csv, cli, CLASSES)[0] == len(reviewed)
+    certify(cli)
+    assert cli.ladder.current == "fit" and (cli.decisions() == c.model.desk.decisions()).all()
+    c.on_worker_run_ended(ended("finished", N, tmp_path))
+
+    # A restart: the marks and the comparison's start are read back; the rule holds.
+    again, view2, _, _ = reopened(tmp_path, rows, N)
+    assert again.model.desk.rule == "fit" and not view2.logged("warning")
+    assert any(b.key == "source-review-rule" for (b,) in view2.of("show_banner"))
+    assert [r.prediction for r in again.model.rows] == [r.prediction for r in c.model.rows]
+
+
+def test_an_undo_takes_the_promotion_back_and_the_redo_makes_it_again(tmp_path: Path) -> None:
+    c, view, rows, labels = _processed(tmp_path)
+    c.on_window_queue_requested()
+    reviewed = _review_until_decided(c, view, labels)
+    promoted = [r.prediction for r in c.model.rows]
+    c.on_window_undo_requested()
+    assert c.model.desk.rule == "operating point"
+    assert [r.prediction for r in c.model.rows] == [r.prediction for r in rows], "as the images arrived"
+    assert any(key.startswith("source-review-") for (key,) in view.of("dismiss_banner"))
+    assert any("open again" in m for m in view.logged("info"))
+    assert view.last("select_row") == (reviewed[-1],)
+    assert _queue(view)[0] == reviewed[-1], "the undone image is the queue's next again"
+    c.on_window_undo_requested(redo=True)
+    assert c.model.desk.rule == "fit" and [r.prediction for r in c.model.rows] == promoted
+
+
+def test_marks_made_for_another_folder_are_not_used(tmp_path: Path) -> None:
+    c, view, rows, labels = _processed(tmp_path)
+    c.on_window_queue_requested()
+    _review_until_decided(c, view, labels)
+    c.on_worker_run_ended(ended("finished", N, tmp_path))
+    (marks,) = (tmp_path / "profiles" / DEFAULT_PROJECT / "review").glob("*.marks.jsonl")
+    site = source_hash(c.model.source.source_id)  # type: ignore[union-attr]
+    # Another folder's file copied in under this folder's name: its records name the other folder.
+    marks.write_text(marks.read_text().replace(site, source_hash("/elsewhere")))
+    again, view2, _, _ = reopened(tmp_path, rows, N)
+    assert again.model.desk.rule == "operating point" and not again.model.marks
+    assert any("belong to another folder" in m for m in view2.logged("warning"))
