@@ -76,10 +76,7 @@ if TYPE_CHECKING:
         UNDECIDED,
         VERDICTS,
         VERIFIED,
-        Certificate,
-        CertificateBook,
         CertificateError,
-        ReviewQueue,
     )
     from engine.review.ladder import NOT_BETTER, PROMOTED
     from engine.review.marks import MarkError, ReviewMark
@@ -198,10 +195,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "UNDECIDED": ("engine.review", "UNDECIDED"),
     "VERDICTS": ("engine.review", "VERDICTS"),
     "VERIFIED": ("engine.review", "VERIFIED"),
-    "Certificate": ("engine.review", "Certificate"),
-    "CertificateBook": ("engine.review", "CertificateBook"),
     "CertificateError": ("engine.review", "CertificateError"),
-    "ReviewQueue": ("engine.review", "ReviewQueue"),
     "NOT_BETTER": ("engine.review.ladder", "NOT_BETTER"),
     "PROMOTED": ("engine.review.ladder", "PROMOTED"),
     "MarkError": ("engine.review.marks", "MarkError"),
@@ -284,8 +278,6 @@ __all__ = [
     "UNDECIDED",
     "VERDICTS",
     "VERIFIED",
-    "Certificate",
-    "CertificateBook",
     "CertificateError",
     "F2TTAError",
     "F2TTAWarning",
@@ -320,7 +312,6 @@ __all__ = [
     "PromptedViT",
     "Reader",
     "ReviewMark",
-    "ReviewQueue",
     "RunSummary",
     "Saved",
     "SchemaError",

@@ -17,8 +17,10 @@ classes); ``d`` is the group's share of disagreements. Sections:
    use, each scored on helpful groups (``mu`` >= +0.2: how many are reverted within 50 reviews)
    and on groups harming by more than 1 point (how many are reverted within 20 reviews); the
    rule kept reverts at most 5 % of every helpful kind and, within that, the most harmful ones;
-4. the kept rule, per kind of group, on the full 1 000-point grid;
-5. end to end: synthetic two-group sites through ``simulate_reviews`` for K in {0, 5, 10, 20, 50}.
+4. the kept rule, per kind of group, on the full 1 000-point grid.
+
+What the rule does inside a site's ladder, on uniformly random samples (the deployed review),
+is measured by ``scripts/simulate_ladder.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from engine.review import (
     BettingSequences,
     ReviewRule,
     revert_condition,
-    simulate_reviews,
     verdict_paths,
 )
 
@@ -221,62 +222,11 @@ def table(rng: np.random.Generator, streams: int, rule: ReviewRule) -> None:
     print()
 
 
-def synthetic_site(
-    rng: np.random.Generator, parts: list[tuple[int, float, float]], source_accuracy: float = 0.8
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A binary site whose groups (images, d, mu) arrive interleaved: prediction, source, group, label."""
-    group = rng.permutation(np.concatenate([np.full(n, g) for g, (n, _, _) in enumerate(parts)]))
-    label = np.asarray(rng.integers(0, 2, size=group.shape[0]))
-    d = np.array([p[1] for p in parts])[group]
-    mu = np.array([p[2] for p in parts])[group]
-    disagree = rng.random(group.shape[0]) < d
-    # Agreements: both right with source_accuracy; disagreements: adapted right with (1 + mu)/2.
-    source_right = np.where(
-        disagree, rng.random(group.shape[0]) >= (1 + mu) / 2, rng.random(group.shape[0]) < source_accuracy
-    )
-    adapted_right = np.where(disagree, ~source_right, source_right)
-    source = np.where(source_right, label, 1 - label)
-    prediction = np.where(adapted_right, label, 1 - label)
-    return prediction, source, group, label
-
-
-def end_to_end(rng: np.random.Generator, sites: int, rule: ReviewRule) -> None:
-    print(f"## 5. End to end: simulate_reviews on synthetic two-group sites ({sites} sites each)\n")
-    print(
-        "600 images per site in two interleaved groups of 300; accuracy change against the source "
-        "model in points (all of a reverted group's images turned back; in brackets: only those "
-        "from the revert on), and how often each group was reverted.\n"
-    )
-    settings = {
-        "harmful (d 0.15, mu -0.5) + helpful (d 0.1, mu +0.6)": [(300, 0.15, -0.5), (300, 0.1, 0.6)],
-        "both helpful (d 0.1, mu +0.4)": [(300, 0.1, 0.4), (300, 0.1, 0.4)],
-        "both mildly harmful (d 0.2, mu -0.2)": [(300, 0.2, -0.2), (300, 0.2, -0.2)],
-    }
-    print("| site | K | adapted, no review | with reviews | group 0 reverted | group 1 reverted |")
-    print("|---|---|---|---|---|---|")
-    for name, parts in settings.items():
-        streams = [synthetic_site(rng, parts) for _ in range(sites)]
-        for budget in (0, 5, 10, 20, 50):
-            base, final, online, rev = [], [], [], np.zeros(2)
-            for prediction, source, group, label in streams:
-                result = simulate_reviews(prediction, source, group, label, budget, rule)
-                base.append(result.adapted_counts.accuracy - result.adapted_counts.source_accuracy)
-                final.append(result.counts.accuracy - result.counts.source_accuracy)
-                online.append(result.online_counts.accuracy - result.online_counts.source_accuracy)
-                rev += [g in result.reverted_at for g in (0, 1)]
-            print(
-                f"| {name} | {budget} | {100 * np.mean(base):+.2f} | {100 * np.mean(final):+.2f} "
-                f"({100 * np.mean(online):+.2f}) | {rev[0] / sites:.2f} | {rev[1] / sites:.2f} |"
-            )
-    print()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--streams", type=int, default=2000, help="simulated streams per kind of group")
-    parser.add_argument("--sites", type=int, default=200, help="synthetic sites per end-to-end setting")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -288,7 +238,6 @@ def main() -> None:
     if (chosen.revert_alpha, chosen.min_reviews) != frozen:
         print(f"NOTE: the search kept {chosen}, the frozen default is {DEFAULT_RULE}\n")
     table(rng, args.streams, DEFAULT_RULE)
-    end_to_end(rng, args.sites, DEFAULT_RULE)
     print(f"({time.perf_counter() - start:.0f} s)")
 
 

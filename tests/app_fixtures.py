@@ -156,18 +156,3 @@ def report_data(rows: tuple[PredictionRow, ...], **changes: object) -> ReportDat
         device="cpu",
     )
     return dataclasses.replace(data, **changes)  # type: ignore[arg-type]
-
-
-def grouped_rows(count: int, harmed: int = 1, start: int = 0) -> list[PredictionRow]:
-    """Rows of two interleaved site groups (``i % 2``) where adapting changed every third image
-    of each group: in group ``harmed`` the changed decisions are wrong (the source model was
-    right), in the other they are right. The truth is the dataset's (``labels.csv``)."""
-    rows = []
-    for i in range(start, start + count):
-        group, cls = i % 2, (i // 2) % 2
-        if (i // 2) % 3:  # unchanged: both right
-            rows.append(sample_row(i, cls, cls, cls, site_group=group))
-            continue
-        truth = cls if group == harmed else 1 - cls
-        rows.append(sample_row(i, 1 - cls, cls, truth, site_group=group))
-    return rows

@@ -19,7 +19,6 @@ from typing import Any
 from app._engine import NOT_BETTER, PROMOTED, REVERTED, VERIFIED, PredictionRow
 
 REVIEWED_PATH = "reviewed"  # the decision path of a row whose decision the site's review changed
-OPEN_VERDICT = "open"
 
 
 def rule_name(rule: str) -> str:

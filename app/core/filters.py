@@ -15,7 +15,7 @@ __all__ = ["FILTER_MODES", "PredictionRow", "RowFilter", "make_row", "uncertaint
 
 FILTER_MODES: dict[str, str] = {
     "all": "All images",
-    "queue": "Review queue (disagreements)",
+    "queue": "Review queue (random order)",
     "changed": "Changed by adaptation",
     "low_confidence": "Low confidence",
     "wrong": "Wrong (vs. ground truth)",

@@ -139,7 +139,9 @@ class ReviewDesk:
             return QueueState({})
         review = self.review
         empty = "" if review.ladder.active is not None else self.why_empty()
-        return queue_state(review.queue(), review.ladder.current, empty)
+        # Images marked already are used when the random order reaches them: nothing to do there.
+        order = [i for i in review.queue() if review.rows[i].key not in review.marks]
+        return queue_state(order, review.ladder.current, empty)
 
     def why_empty(self) -> str:
         """Why the queue is empty (the status bar's sentence)."""

@@ -1,25 +1,24 @@
-"""Review-certified adaptation: a few reviewed disagreements verify adapting per site group, or revert it.
+"""Review-certified adaptation: a reviewer's marks on a uniformly random sample of the images a rule
+would change certify, per site, whether it is better than the rule in use.
 
-Without labels no method can promise that adapting never harms a site; a reviewer's marks on the
-images whose decision adapting changed can. This package turns those marks into a certificate
-per site group (:mod:`~engine.review.certificate`: *verified*, *reverted* or *undecided* by the
-rule of :mod:`~engine.review.rule`, from anytime-valid betting confidence sequences,
-:mod:`~engine.review.sequence`), keeps a site's
-certificates and applies them to decisions (:mod:`~engine.review.book`), orders the review
-queue (:mod:`~engine.review.queue`) and simulates a reviewer with a budget for the benchmark
-(:mod:`~engine.review.simulate`). Reviews never reach the label-free method: they only keep its
-decisions or turn a group back to the source model's.
+Without labels no method can promise that adapting never harms a site; a few reviews can. A site's
+ladder (:mod:`~engine.review.ladder`) tests first whether adapting helps (verified, or reverted to
+the source model), then stronger candidates against the rule in use (promoted or not better), each
+comparison frozen on the images processed when it started and sampled without replacement in a
+random order (:mod:`~engine.review.sampling`: an anytime-valid betting confidence sequence for a
+finite population), each at a smaller error level than the one before; e-BH
+(:mod:`~engine.review.multiple`) keeps the verified ones together across comparisons and sites.
+The marks are kept bound to their site (:mod:`~engine.review.marks`); the benchmark's simulated
+reviewer draws reviews as the ladder asks (:mod:`~engine.review.reviewer`). The revert rule's
+constants: :mod:`~engine.review.rule`, from :mod:`~engine.review.sequence`'s betting sequences.
 
 Plain numpy and the standard library, no torch: the app, the CLI and reports can use it alone.
-The rule and how its constants were chosen: ``docs/review-certificates.md``.
+How the rule and its constants were chosen: ``docs/review-certificates.md``.
 """
 
 from __future__ import annotations
 
 from engine.review._checks import CertificateError
-from engine.review.book import CertificateBook
-from engine.review.certificate import Certificate
-from engine.review.queue import QueueItem, ReviewQueue, review_order
 from engine.review.rule import (
     DEFAULT_RULE,
     REVERTED,
@@ -33,7 +32,6 @@ from engine.review.rule import (
     verdict_paths,
 )
 from engine.review.sequence import BettingSequences, ConfidenceSequence
-from engine.review.simulate import ReviewCounts, SimulatedReview, review_counts, simulate_reviews
 
 __all__ = [
     "DEFAULT_RULE",
@@ -42,20 +40,11 @@ __all__ = [
     "VERDICTS",
     "VERIFIED",
     "BettingSequences",
-    "Certificate",
-    "CertificateBook",
     "CertificateError",
     "ConfidenceSequence",
-    "QueueItem",
-    "ReviewCounts",
-    "ReviewQueue",
     "ReviewRule",
-    "SimulatedReview",
     "disagreement_share",
     "outcome",
     "revert_condition",
-    "review_counts",
-    "review_order",
-    "simulate_reviews",
     "verdict_paths",
 ]

@@ -43,10 +43,6 @@ def integer(value: object, where: str, low: int = 0, high: int | None = None) ->
     return value
 
 
-def optional_integer(value: object, where: str, low: int = 0, high: int | None = None) -> int | None:
-    return None if value is None else integer(value, where, low, high)
-
-
 def number(value: object, where: str, low: float, high: float, *, open_low: bool = False) -> float:
     """A finite float (or int) in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -41,15 +40,6 @@ class ReviewCounts:
     source_accuracy: float  # the same for the source model's decisions
     fixed: int  # correct here, wrong for the source model
     broken: int  # wrong here, correct for the source model
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "images": self.images,
-            "accuracy": self.accuracy,
-            "source_accuracy": self.source_accuracy,
-            "fixed": self.fixed,
-            "broken": self.broken,
-        }
 
 
 def review_counts(decisions: np.ndarray, source: np.ndarray, labels: np.ndarray) -> ReviewCounts:

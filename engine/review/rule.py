@@ -55,7 +55,6 @@ points are mostly still undecided at 20 reviews (reverted in 12-39 %).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -85,31 +84,6 @@ class ReviewRule:
         _checks.number(self.tolerance, "rule.tolerance", 0.0, 1.0)
         _checks.integer(self.min_reviews, "rule.min_reviews", 1, 10_000)
         _checks.integer(self.grid_size, "rule.grid_size", 10, 10_000)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "alpha": self.alpha,
-            "revert_alpha": self.revert_alpha,
-            "tolerance": self.tolerance,
-            "min_reviews": self.min_reviews,
-            "grid_size": self.grid_size,
-        }
-
-    @classmethod
-    def from_dict(cls, data: object, where: str = "rule") -> ReviewRule:
-        """Inverse of :meth:`to_dict`.
-
-        Raises:
-            CertificateError: ``data`` is not a rule (keys, types or ranges).
-        """
-        d = _checks.fields(data, ("alpha", "revert_alpha", "tolerance", "min_reviews", "grid_size"), where)
-        return cls(
-            alpha=_checks.number(d["alpha"], f"{where}.alpha", 0.0, 0.5, open_low=True),
-            revert_alpha=_checks.number(d["revert_alpha"], f"{where}.revert_alpha", 0.0, 0.99, open_low=True),
-            tolerance=_checks.number(d["tolerance"], f"{where}.tolerance", 0.0, 1.0),
-            min_reviews=_checks.integer(d["min_reviews"], f"{where}.min_reviews", 1, 10_000),
-            grid_size=_checks.integer(d["grid_size"], f"{where}.grid_size", 10, 10_000),
-        )
 
 
 DEFAULT_RULE = ReviewRule()

@@ -111,27 +111,6 @@ class BettingSequences:
         minus = np.sqrt(scale * self._limit_minus) if self.theta < 1 else np.zeros_like(scale)
         return plus, minus
 
-    def replicate(self, streams: int, every: int = 1) -> BettingSequences:
-        """``streams`` copies of stream 0's state, on every ``every``-th grid point.
-
-        Each grid point's capital is computed on its own, so a copy on a sub-grid is exact at the
-        points it keeps (its bounds are only coarser): projections run on a few hundred points.
-        """
-        grid_size = self.grid.shape[0]
-        keep = np.arange(every // 2, grid_size, every)
-        copy = BettingSequences(streams, alpha=self.alpha, grid_size=2, theta=self.theta)
-        copy.grid = self.grid[keep].copy()
-        copy._cap_plus = self._cap_plus[keep].copy()
-        copy._cap_minus = self._cap_minus[keep].copy()
-        copy.count = np.full(streams, self.count[0])
-        copy._sum = np.full(streams, self._sum[0])
-        copy._squares = np.full(streams, self._squares[0])
-        copy._log_plus = np.tile(self._log_plus[0, keep], (streams, 1))
-        copy._log_minus = np.tile(self._log_minus[0, keep], (streams, 1))
-        copy.lower = np.full(streams, self.lower[0])
-        copy.upper = np.full(streams, self.upper[0])
-        return copy
-
     def update(self, values: np.ndarray, active: np.ndarray | None = None) -> None:
         """Add one observation to each stream (or to the ``active`` ones only).
 

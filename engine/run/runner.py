@@ -308,7 +308,10 @@ def write_geojson(job: FolderJob, path: Path) -> Path:
         raise ValueError("only a slide's tiles have GeoJSON")
     card = job.session.card
     rows = job.journal.rows(job.source.source_id)
-    content = tiles_geojson_bytes(rows, card.classes, str(job.source.path.resolve()), card.positive_class)
+    size = (int(job.source.dimensions[0]), int(job.source.dimensions[1]))  # polygons end at the slide's edge
+    content = tiles_geojson_bytes(
+        rows, card.classes, str(job.source.path.resolve()), card.positive_class, size=size
+    )
     atomic_write_bytes(path, content)
     return path
 
