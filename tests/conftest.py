@@ -109,3 +109,18 @@ def _modal_dialogs_fail(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(QFileDialog, name, refuse(f"file dialog ({name})"))
     for name in ("getText", "getItem", "getInt"):
         monkeypatch.setattr(QInputDialog, name, refuse(f"input dialog ({name})"))
+
+
+# -- the bench tests (tests/bench_fixtures.py) ----------------------------------------------------
+@pytest.fixture(scope="module")
+def bench_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bench_fixtures import write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("bench") / "data")
+
+
+@pytest.fixture(scope="module")
+def site_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bench_fixtures import site_model_at
+
+    return site_model_at(tmp_path_factory.mktemp("bench-model") / "tiny.safetensors")

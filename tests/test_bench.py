@@ -11,15 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from PIL import Image
+from bench_fixtures import DOMAINS, bench_settings
 from support import TINY_CARD
 
-from engine import load_model, save_model
 from engine.bench import (
     BenchError,
     BenchResult,
-    BenchSettings,
     plan_bench,
     run_plan,
 )
@@ -27,7 +24,6 @@ from engine.bench.protocol import domain_test_sets
 from engine.cli import main as cli_main
 from engine.data import open_dataset
 
-DOMAINS = ("site1", "site2", "site3")
 STAT_KEYS = {"mean", "std"}
 METHOD_KEYS = {
     "per_domain_acc",
@@ -42,48 +38,14 @@ METHOD_KEYS = {
 }
 
 
-def _write_dataset(root: Path, per_class: int = 8) -> Path:
-    rng = np.random.default_rng(5)
-    for d, domain in enumerate(DOMAINS):
-        for c, cls in enumerate(("normal", "tumor")):
-            folder = root / domain / cls
-            folder.mkdir(parents=True)
-            for i in range(per_class):
-                scale = rng.uniform(0.3, 1.0)
-                img = rng.integers(0, 256, (32, 32, 3)) * scale + 10 * d + 5 * c
-                Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(folder / f"img{i}.png")
-    return root
-
-
-@pytest.fixture(scope="module")
-def bench_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _write_dataset(tmp_path_factory.mktemp("bench") / "data")
-
-
-@pytest.fixture(scope="module")
-def site_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny random ViT, trained (so to speak) on site1."""
-    torch.manual_seed(1)
-    card = dataclasses.replace(TINY_CARD, source_domain="site1")
-    path = tmp_path_factory.mktemp("bench-model") / "tiny.safetensors"
-    save_model(card.build(), card, path)
-    return path
-
-
-def _settings(data: Path, model: Path, **kw: object) -> BenchSettings:
-    base: dict[str, object] = {"methods": ("source", "idipt"), "seeds": (0, 1), "threads": 1, "device": "cpu"}
-    base.update(kw)
-    return BenchSettings(data=data, model=model, **base)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="module")
 def serial_result(bench_data: Path, site_model: Path) -> BenchResult:
-    return run_plan(plan_bench(_settings(bench_data, site_model)))
+    return run_plan(plan_bench(bench_settings(bench_data, site_model)))
 
 
 # ------------------------------------------------------------------------------------ planning
 def test_plan_jobs_carry_sweep_delta(bench_data: Path, site_model: Path) -> None:
-    plan = plan_bench(_settings(bench_data, site_model, methods=None, sweep="delta=0.1,10", fragments=3))
+    plan = plan_bench(bench_settings(bench_data, site_model, methods=None, sweep="delta=0.1,10", fragments=3))
     assert [(j.row, j.seed, j.stream.delta, j.stream.fragments) for j in plan.jobs] == [
         ("idipt[delta=0.1]", 0, 0.1, 3),
         ("idipt[delta=0.1]", 1, 0.1, 3),
@@ -94,14 +56,14 @@ def test_plan_jobs_carry_sweep_delta(bench_data: Path, site_model: Path) -> None
 
 
 def test_plan_prior_shrinks_the_named_domain(bench_data: Path, site_model: Path) -> None:
-    plan = plan_bench(_settings(bench_data, site_model, prior=(("site2", 0.25),), fragments=2))
+    plan = plan_bench(bench_settings(bench_data, site_model, prior=(("site2", 0.25),), fragments=2))
     assert plan.config["prior"] == {"site2": 0.25}
     assert all(j.stream.prior == (("site2", 0.25),) for j in plan.jobs)
     # site2's test split (2 normal + 2 tumor of 8 + 8) keeps 1 tumor and 3 normal at most
-    plain = plan_bench(_settings(bench_data, site_model, fragments=2))
+    plain = plan_bench(bench_settings(bench_data, site_model, fragments=2))
     assert plan.images_per_job < plain.images_per_job
     with pytest.raises(BenchError, match="not a domain"):
-        plan_bench(_settings(bench_data, site_model, prior=(("site9", 0.25),)))
+        plan_bench(bench_settings(bench_data, site_model, prior=(("site9", 0.25),)))
 
 
 def test_source_domain_must_exist(
@@ -195,7 +157,7 @@ def test_workers_match_serial(
     serial_result: BenchResult, bench_data: Path, site_model: Path, tmp_path: Path
 ) -> None:
     seen: list[int] = []
-    plan = plan_bench(_settings(bench_data, site_model, workers=2, cache=tmp_path))
+    plan = plan_bench(bench_settings(bench_data, site_model, workers=2, cache=tmp_path))
     parallel = run_plan(plan, progress=seen.append)
     _same_records(serial_result, parallel)
     assert sum(seen) == plan.total_images == 48  # every image reported once, from the workers
@@ -205,7 +167,7 @@ def test_workers_match_serial(
 @pytest.mark.slow
 def test_ray_matches_serial(serial_result: BenchResult, bench_data: Path, site_model: Path) -> None:
     pytest.importorskip("ray")
-    on_ray = run_plan(plan_bench(_settings(bench_data, site_model, workers=2, ray="")))
+    on_ray = run_plan(plan_bench(bench_settings(bench_data, site_model, workers=2, ray="")))
     _same_records(serial_result, on_ray)
 
 
@@ -214,7 +176,7 @@ def test_unreadable_image_is_skipped(bench_data: Path, site_model: Path, tmp_pat
     shutil.copytree(bench_data, data)
     victim = domain_test_sets(open_dataset(data), 0)["site2"][0].path
     victim.write_bytes(b"not an image at all")
-    result = run_plan(plan_bench(_settings(data, site_model, methods=("source",), seeds=(0,))))
+    result = run_plan(plan_bench(bench_settings(data, site_model, methods=("source",), seeds=(0,))))
     assert result.records["source"][0].labels.size == 11
     assert [s["path"] for s in result.plan.config["skipped_images"]] == [str(victim)]
 
@@ -245,7 +207,7 @@ def test_cache_reuses_finished_jobs(
 ) -> None:
     cache = tmp_path / "jobs"
     ran = _count_runs(monkeypatch)
-    first = run_plan(plan_bench(_settings(bench_data, site_model, cache=cache)))
+    first = run_plan(plan_bench(bench_settings(bench_data, site_model, cache=cache)))
     assert len(ran) == 4 and len(list(cache.glob("*.safetensors"))) == 4
     _same_records(serial_result, first)
 
@@ -254,7 +216,7 @@ def test_cache_reuses_finished_jobs(
     stored = sorted((r.row, r.seed, r.labels.size) for r in JobCache(cache).entries())
     assert stored == [("idipt", 0, 12), ("idipt", 1, 12), ("source", 0, 12), ("source", 1, 12)]
     ran.clear()
-    again = run_plan(plan_bench(_settings(bench_data, site_model, cache=cache)))
+    again = run_plan(plan_bench(bench_settings(bench_data, site_model, cache=cache)))
     assert ran == [] and again.plan.config["jobs_from_cache"] == 4
     _same_records(serial_result, again)
 
@@ -265,7 +227,9 @@ def test_cache_reuses_finished_jobs(
     ran.clear()
     with caplog.at_level("WARNING", logger="engine.bench.cache"):
         wider = run_plan(
-            plan_bench(_settings(bench_data, site_model, cache=cache, methods=("source", "tent", "idipt")))
+            plan_bench(
+                bench_settings(bench_data, site_model, cache=cache, methods=("source", "tent", "idipt"))
+            )
         )
     assert sorted(r for r in ran if r[0] == "tent") == [("tent", 0), ("tent", 1)]
     assert len(ran) == 4 and wider.plan.config["jobs_from_cache"] == 2
@@ -281,7 +245,7 @@ def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: 
 
     data = tmp_path / "data"
     shutil.copytree(bench_data, data)
-    plan = plan_bench(_settings(data, site_model, seeds=(0,)))
+    plan = plan_bench(bench_settings(data, site_model, seeds=(0,)))
     job = plan.jobs[0]
     model_id = model_digest(site_model, card_path_for(site_model))
     data_id = dataset_digest(open_dataset(data))
@@ -361,7 +325,7 @@ def test_source_stats_come_from_the_source_train_split(
         real(self, images)
 
     monkeypatch.setattr(Session, "fit_source_statistics", spy)
-    settings = _settings(bench_data, site_model, methods=("source", "vptta"), seeds=(0,), limit=4)
+    settings = bench_settings(bench_data, site_model, methods=("source", "vptta"), seeds=(0,), limit=4)
     run_plan(plan_bench(settings))
     assert given == []
     fitted = run_plan(plan_bench(dataclasses.replace(settings, source_stats=3)))
@@ -387,66 +351,8 @@ def test_source_stats_skip_unreadable_images(
     train[0].path.write_bytes(b"not an image")
     given: list[list[np.ndarray]] = []
     monkeypatch.setattr(Session, "fit_source_statistics", lambda self, images: given.append(list(images)))
-    settings = _settings(data, site_model, methods=("vptta",), seeds=(0,), limit=2, source_stats=2)
+    settings = bench_settings(data, site_model, methods=("vptta",), seeds=(0,), limit=2, source_stats=2)
     run_plan(plan_bench(settings))
     assert len(given) == 1 and len(given[0]) == 2
     for arr, item in zip(given[0], train[1:3], strict=True):
         assert np.array_equal(arr, read_array(item.path, TINY_CARD.img_size))
-
-
-def test_cli_review_budgets_simulate_a_reviewer_per_site(
-    bench_data: Path, site_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--review-budget``: K = 0 leaves every decision as it was; no site gets more than K reviews."""
-    out = tmp_path / "bench.json"
-    args = ["bench", "--data", str(bench_data), "--model", str(site_model), "--methods", "source,idipt"]
-    args += ["--seeds", "0-1", "--limit", "6", "--threads", "1", "--device", "cpu", "--no-progress"]
-    args += ["--json", str(out), "--review-budget", "0,4"]
-    assert cli_main(args) == 0
-    assert "Review-certified decisions" in capsys.readouterr().out
-    data = json.loads(out.read_text())
-    reviews = data["review_budgets"]["idipt"]
-    assert list(reviews) == ["0", "0 online", "4", "4 online"] and "source" not in data["review_budgets"]
-    for d, p in data["methods"]["idipt"]["paired"].items():
-        assert reviews["0"]["per_domain"][d]["delta"] == pytest.approx(p["delta"])
-    assert reviews["0"]["reviews_per_site"] == 0.0 and 0.0 <= reviews["4"]["reviews_per_site"] <= 4.0
-    assert reviews["4"]["verdicts"] == {"verified (e-BH)": 0}, "idipt has no sites to review: no comparison"
-    assert cli_main([*args[:-2], "--review-budget", "5,x"]) == 2
-
-
-def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
-    bench_data: Path, site_model: Path, tmp_path: Path
-) -> None:
-    """``--known-sites``: every domain's images are one unit of I-DiPT+ (the app's folder), in the
-    free-form arrival order; without it no image founds a group alone."""
-    from support import random_images
-
-    from engine.bench.reviews import review_budgets
-    from engine.model.source_reference import fit_reference, reference_path, save_reference
-    from engine.run.session import Session
-
-    model = tmp_path / "ref.safetensors"
-    shutil.copy(site_model, model)
-    shutil.copy(site_model.with_suffix(".json"), model.with_suffix(".json"))
-    loaded = load_model(model)
-    session = Session(loaded, method="source")
-    x = torch.cat([session.preprocess(img) for img in random_images(40, size=32, seed=9)])
-    y = torch.arange(40) % 2
-    ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
-    save_reference(ref, reference_path(model), {"test": True})
-    known = run_plan(
-        plan_bench(_settings(bench_data, model, methods=("idipt+",), seeds=(0,), known_sites=True))
-    )
-    rec = known.records["idipt+"][0]
-    units = {d: set(rec.group[rec.domain == k].tolist()) for k, d in enumerate(rec.domains)}
-    assert all(len(u) == 1 and min(u) >= 0 for u in units.values())
-    assert len({min(u) for u in units.values()}) == len(units)  # one unit per domain
-    assert np.isfinite(rec.margin).all() and rec.candidates.shape == (rec.labels.shape[0], 3)
-    assert ((rec.prompted == 0) | (rec.prompted == 1)).all()
-    assert known.plan.config["known_sites"] is True
-    free = run_plan(plan_bench(_settings(bench_data, model, methods=("idipt+",), seeds=(0,))))
-    assert free.records["idipt+"][0].group[0] == -1  # the first image waits: no one-image group
-    reviews = review_budgets(
-        known.records["idipt+"], known.plan.domains, known.plan.source_domain, (0, 10), 1.0
-    )
-    assert reviews["0"]["reviews_per_site"] == 0.0 and reviews["10"]["reviews_per_site"] <= 10.0

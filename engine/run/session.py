@@ -17,7 +17,6 @@ import numpy as np
 import torch
 
 from engine._version import __version__
-from engine.config import build_config, differences
 from engine.errors import StateError
 from engine.methods import DEFAULT_METHOD, MethodOutput, TTAMethod, get_method_class, method_for_config
 from engine.model.card import LoadedModel, ModelCard, load_model
@@ -27,7 +26,7 @@ from engine.run.accel import autocast_dtype, compile_forward
 from engine.run.batch import ImageInput, model_pixels
 from engine.run.guard import CollapseGuard, GuardConfig, GuardEvent
 from engine.run.state import read_state, write_state
-from engine.run.step import SettingsMismatchError, StepResult, per_image
+from engine.run.step import StepResult, per_image, saved_config
 from engine.util.device import select_device
 
 logger = logging.getLogger(__name__)
@@ -253,27 +252,6 @@ class Session:
         a step that raised did not count its images)."""
         self.method.load_state(*snapshot)
 
-    def _saved_config(self, origin: str, saved: Any, keep_saved: bool) -> Any:
-        """The method config to continue with: the session's, or the saved one when so asked."""
-        current = self.method.config_dict()
-        if saved == current:
-            return self.method.config
-        cls = type(self.method).config_class
-        if not isinstance(saved, dict):
-            raise StateError(f"{origin}: the saved method settings are not a JSON object")
-        if not keep_saved:
-            raise SettingsMismatchError(origin, self.method_name, differences(cls, saved, current))
-        try:
-            cfg = build_config(cls, saved) if cls is not None else None
-        except ValueError as exc:
-            raise StateError(
-                f"{origin}: the saved method settings are invalid: {exc}. A state saved by an earlier "
-                f"version of {self.method_name} cannot be continued by this one: start a new state "
-                "directory (or profile); the old one is left as it is"
-            ) from exc
-        logger.info("state %s: continuing with its saved %s settings", origin, self.method_name)
-        return cfg
-
     def _full_reset(self) -> str:
         self.method.reset()
         self._refit_source_statistics()
@@ -375,7 +353,9 @@ class Session:
                 f"{origin}: the state was made by method {meta.get('method')!r}, this session runs "
                 f"{self.method_name!r}"
             )
-        cfg = self._saved_config(origin, meta.get("method_config", {}), keep_saved_settings)
+        cfg = saved_config(
+            self.method, self.method_name, origin, meta.get("method_config", {}), keep_saved_settings
+        )
         mode = self.model.mode
         try:
             candidate = type(self.method)(self.model, cfg, seed=int(meta.get("seed", self.seed)))

@@ -9,12 +9,15 @@ only numpy arrays, Python scalars and frozen dataclasses: safe to pass between t
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
+from engine.config import build_config, differences
 from engine.errors import StateError
 from engine.methods.base import MethodOutput
 from engine.methods.decision import DecisionRecord
@@ -150,3 +153,32 @@ def _token_indices(tokens: torch.Tensor | None, n: int) -> list[np.ndarray]:
         return [np.zeros(0, dtype=np.int64)] * n
     host = tokens.detach().cpu().numpy().astype(np.int64)
     return [host[i].copy() for i in range(n)]
+
+
+def saved_config(method: Any, name: str, origin: str, saved: Any, keep_saved: bool) -> Any:
+    """The method config a restored state continues with: ``method``'s own, or the saved one
+    (``keep_saved``); a difference is refused with :class:`SettingsMismatchError` otherwise.
+
+    Raises:
+        StateError: the saved settings are not a JSON object, or not valid for this method.
+    """
+    current = method.config_dict()
+    if saved == current:
+        return method.config
+    cls = type(method).config_class
+    if not isinstance(saved, dict):
+        raise StateError(f"{origin}: the saved method settings are not a JSON object")
+    if not keep_saved:
+        raise SettingsMismatchError(origin, name, differences(cls, saved, current))
+    try:
+        cfg = build_config(cls, saved) if cls is not None else None
+    except ValueError as exc:
+        raise StateError(
+            f"{origin}: the saved method settings are invalid: {exc}. A state saved by an earlier "
+            f"version of {name} cannot be continued by this one: start a new state "
+            "directory (or profile); the old one is left as it is"
+        ) from exc
+    logging.getLogger("engine.run.session").info(
+        "state %s: continuing with its saved %s settings", origin, name
+    )
+    return cfg
