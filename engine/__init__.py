@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     )
     from engine.review.ladder import NOT_BETTER, PROMOTED
     from engine.review.marks import MarkError, ReviewMark
+    from engine.run.batch import MAX_BATCH, default_batch
     from engine.run.certify import certificates_json
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
@@ -203,6 +204,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "certificates_json": ("engine.run.certify", "certificates_json"),
     "SiteReview": ("engine.run.review", "SiteReview"),
     "what_adapting_changed": ("engine.run.review", "what_adapting_changed"),
+    "MAX_BATCH": ("engine.run.batch", "MAX_BATCH"),
+    "default_batch": ("engine.run.batch", "default_batch"),
     "tiles_geojson": ("engine.run.geojson", "tiles_geojson"),
     "tiles_geojson_bytes": ("engine.run.geojson", "tiles_geojson_bytes"),
     "GuardConfig": ("engine.run.guard", "GuardConfig"),
@@ -271,6 +274,7 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "KIND_NAMES",
     "KIND_SAMPLES",
+    "MAX_BATCH",
     "NOT_BETTER",
     "ORDERS",
     "PROMOTED",
@@ -342,6 +346,7 @@ __all__ = [
     "check_source",
     "coerce",
     "decision_summary",
+    "default_batch",
     "describe_decision",
     "dominant_kind",
     "escape_cell",

@@ -31,7 +31,7 @@ from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_set
 from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
 
-RELOAD_KEYS = ("model", "device", "method", "method_config", "project", "autosave_every")
+RELOAD_KEYS = ("model", "device", "method", "method_config", "project", "autosave_every", "batch")
 
 
 class SessionController:
@@ -75,6 +75,7 @@ class SessionController:
                 request,
                 home=st.home,
                 autosave_every=s.autosave_every,
+                batch=s.batch,
                 state_dir=st.state_dir,
                 expected_sha256=expected,
             )

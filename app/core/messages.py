@@ -28,6 +28,7 @@ class SessionRequest:
     project: str = "default"
     home: Path | None = None  # studio home (projects), None = default
     autosave_every: int = 100
+    batch: int = 0  # images per model step (0: chosen from the device)
     state_dir: Path | None = None  # a journal directory to use instead of the project (f2tta run's --state)
     #: The content (SHA-256) the project's model had when the project was made with it: a model
     #: file whose content differs since is refused (the project's state belongs to the old one).

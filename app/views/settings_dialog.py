@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app._engine import shown
+from app._engine import MAX_BATCH, shown
 from app.core.arrival import ORDER_LABELS
 from app.core.field_labels import field_label, field_tooltip
 from app.core.names import method_label, readable_help
@@ -127,6 +127,15 @@ class SettingsDialog(QDialog):
         self.autosave_spin.setValue(settings.autosave_every)
         self.autosave_spin.setSpecialValueText("only when stopped")
         self.autosave_spin.setSuffix(" images")
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setRange(0, MAX_BATCH)
+        self.batch_spin.setValue(settings.batch)
+        self.batch_spin.setSpecialValueText("chosen from the device")
+        self.batch_spin.setSuffix(" images")
+        self.batch_spin.setToolTip(
+            "Images the model takes in one step: more is faster on a GPU; the table fills a step at a time, "
+            "and pause and stop take effect between steps (0: 16 on a CPU, 64 on a CUDA GPU)"
+        )
         self.reviewer_edit = QLineEdit(settings.reviewer)
         self.reviewer_edit.setPlaceholderText(dataclasses.replace(settings, reviewer="").reviewer_name())
         self.reviewer_edit.setToolTip("Kept with each review mark; empty: your user name on this computer")
@@ -140,6 +149,7 @@ class SettingsDialog(QDialog):
         form.addRow("Interleaving seed", self.seed_spin)
         form.addRow("Minimum tissue per slide tile", self.tissue_spin)
         form.addRow("Save state every", self.autosave_spin)
+        form.addRow("Images per step", self.batch_spin)
         form.addRow("Reviewer name", self.reviewer_edit)
 
         self.advanced_toggle = QToolButton()
@@ -195,6 +205,7 @@ class SettingsDialog(QDialog):
             order_seed=self.seed_spin.value(),
             min_tissue=self.tissue_spin.value(),
             autosave_every=self.autosave_spin.value(),
+            batch=self.batch_spin.value(),
             reviewer=self.reviewer_edit.text().strip(),
         )
 

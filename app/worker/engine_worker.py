@@ -37,6 +37,7 @@ from app._engine import (
     Source,
     SourceError,
     StreamRun,
+    default_batch,
     read_item,
     shown,
     tile_reader,
@@ -242,12 +243,19 @@ class EngineWorker(QObject, RunControls):
             source_id=self._source.source_id,
             journal=self._journal,
             save_every=max(every, 0),
+            batch=self._batch(),
             arrival=(self._source.order, self._source.seed)
             if isinstance(self._source, FolderSource)
             else None,
         )
         self._outcomes = self._run.outcomes()
         self._schedule()
+
+    def _batch(self) -> int:
+        """Images per model step: the setting, else chosen from the device and the method."""
+        assert self._session is not None
+        chosen = self._request.batch if self._request is not None else 0
+        return chosen if chosen > 0 else default_batch(self._session.device, self._session.max_batch)
 
     @Slot()
     def resume(self) -> None:
