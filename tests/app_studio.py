@@ -28,7 +28,9 @@ class Studio:
     def open(self, project: str = "default", state_dir: Path | None = None, **settings: object) -> StudioApp:
         window = MainWindow()
         self.qtbot.addWidget(window)  # type: ignore[attr-defined]
-        options = {"model": str(self.model), "method_config": FAST_IDIPT, "project": project, **settings}
+        # One image a step unless a test asks for more: pauses, stops and kills land between images.
+        options = {"model": str(self.model), "method_config": FAST_IDIPT, "project": project, "batch": 1}
+        options.update(settings)
         app = StudioApp(
             window,
             AppSettings(**options),  # type: ignore[arg-type]

@@ -108,7 +108,7 @@ def app(
 ) -> Iterator[StudioApp]:
     monkeypatch.setenv("F2TTA_STUDIO_HOME", str(tmp_path / "home"))
     model = make_model(tmp_path)
-    settings = AppSettings(model=str(model), method_config={"mc_passes": 2})
+    settings = AppSettings(model=str(model), method_config={"mc_passes": 2}, batch=1)
     app = StudioApp(
         mock_window, settings, home=tmp_path / "home", flush_interval_ms=10, persist_settings=False
     )

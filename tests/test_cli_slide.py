@@ -69,7 +69,7 @@ def test_a_slide_gives_the_apps_rows_csv_and_geojson(home: Path, model: Path, tm
     argv = [str(SVS), "--model", str(model), "--method", "source", "--state", str(tmp_path / "app")]
     assert studio([*argv, "--run", "--export", str(exports), "--quit-when-done", "--home", str(home)]) == 0
     out = tmp_path / "cli" / "preds.csv"
-    assert _cli(model, SVS, tmp_path / "cli-state", out, "--batch", "1") == 0
+    assert _cli(model, SVS, tmp_path / "cli-state", out) == 0  # both at the batch chosen from the device
 
     card = load_model(model).card
     source = open_slide_source(SVS, card.img_size, card.mpp)

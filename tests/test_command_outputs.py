@@ -16,11 +16,11 @@ import stat
 from pathlib import Path
 
 import pytest
+from bench_fixtures import write_dataset
 from support import TINY_CARD
 
 from engine.cli import main as cli
 from engine.model.card import save_model
-from tests.test_bench import _write_dataset
 
 RECIPE = {
     "name": "tiny",
@@ -61,7 +61,7 @@ def test_bench_suite_refuses_an_output_that_is_not_a_regular_file_before_any_wor
 def test_bench_refuses_a_figure_that_is_not_a_regular_file_before_the_jobs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = _write_dataset(tmp_path / "data", per_class=2)
+    data = write_dataset(tmp_path / "data", per_class=2)
     model = tmp_path / "tiny.safetensors"
     card = dataclasses.replace(TINY_CARD, source_domain="site1")
     save_model(card.build(), card, model)
@@ -77,7 +77,7 @@ def test_bench_refuses_a_figure_that_is_not_a_regular_file_before_the_jobs(
 def test_train_source_refuses_a_companion_that_is_not_a_regular_file_before_training(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
 ) -> None:
-    data = _write_dataset(tmp_path / "data")  # enough to train on
+    data = write_dataset(tmp_path / "data")  # enough to train on
     os.mkfifo(tmp_path / which)
     out = tmp_path / "M.safetensors"
     args = ["train-source", "--data", str(data), "--source", "site1", "--out", str(out), "--epochs", "1"]
