@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="arrival order of folder images (interleaved: a seeded shuffle, see --seed)",
     )
     parser.add_argument("--seed", type=int, help="seed of the interleaved arrival order (default 0)")
+    parser.add_argument(
+        "--batch", type=int, help="images per model step (default: the setting, else chosen from the device)"
+    )
     parser.add_argument("--run", action="store_true", help="start processing as soon as PATH is open")
     parser.add_argument(
         "--export", type=Path, metavar="DIR", help="write every report kind into DIR at the end"
@@ -133,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
+    from app._engine import MAX_BATCH
     from app.control.script import ScriptedRun, ScriptOptions
     from app.core.projects import ProjectError, check_name
     from app.core.settings import load_settings
@@ -157,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if args.seed is not None:
         overrides["order_seed"] = args.seed
+    if args.batch is not None:
+        if not 1 <= args.batch <= MAX_BATCH:
+            print(f"f2tta-studio: --batch must be between 1 and {MAX_BATCH}", file=sys.stderr)
+            return 2
+        overrides["batch"] = args.batch
     if overrides.get("method") and overrides["method"] != settings.method:
         overrides["method_config"] = {}  # the saved hyper-parameters belong to the other method
     if "project" in overrides:

@@ -131,7 +131,8 @@ def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **
 
     QApplication.instance() or QApplication([])
     window = MainWindow()
-    app_settings = AppSettings(model=str(model), method=method, device=device, **settings)
+    # One image a step, as the headless loop steps (the app's default is a batch chosen from the device).
+    app_settings = AppSettings(model=str(model), method=method, device=device, **{"batch": 1, **settings})
     studio = StudioApp(window, app_settings, home=home, persist_settings=False)
     window.resize(*WINDOW)
     window.show()

@@ -82,6 +82,7 @@ def _commands(
             str(home),
             "--run",
             "--quit-when-done",
+            *(extra[extra.index("--batch") : extra.index("--batch") + 2] if "--batch" in extra else ()),
         ],
     }
 

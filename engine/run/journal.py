@@ -191,7 +191,7 @@ class Journal:
 
         Raises:
             StateError: the state is damaged, foreign, or was saved with other settings
-                (:class:`~engine.run.session.SettingsMismatchError`); ``session`` is unchanged.
+                (:class:`~engine.run.step.SettingsMismatchError`); ``session`` is unchanged.
         """
         if not self.has_state:
             self.record = {}
