@@ -15,8 +15,9 @@ is printed); a last, smaller batch in the timed tiles is compiled in the run.
 
 Prints one line per run, ``speedup METHOD X`` per method (its tiles/s at B over at B = 1 before
 batches, measured here) and, as its last line, ``speedup S``: the same for the default method's
-decisions. The default (``idipt+``) steps one image at a time (``max_batch`` 1), so its chosen B
-is 1 and S is what reading ahead gives it.
+decisions. The default (``idipt+``) steps batches: its source pass and I-DiPT's prompt tuning for
+the uncertainty maps run on the batch, and its operating point takes the batch's images one by one,
+so its decisions are those of B = 1.
 
     python benchmarks/slide_speed.py [--tiles 20000] [--tile 224] [--device cpu|cuda] [--measure M]
         [--methods source,idipt+,idipt] [--batch B] [--arch vit_base_patch16_224 --img-size 224]
