@@ -257,6 +257,7 @@ def test_bundle_smoke() -> None:
             slide,
             *model_args,
             "--run",
+            "--accept-warnings",  # the card records no training resolution: the gate warns, a script goes on only when told
             "--export",
             out_slide,
             "--quit-when-done",
