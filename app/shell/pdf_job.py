@@ -91,6 +91,8 @@ class PdfJob(QObject):
             while True:  # at least one step a turn, more while the budget lasts
                 what, done, total = next(steps)
                 self.progress.emit(what, done, total)
+                if self._steps is not steps:  # cancelled from a progress handler: the render is closed
+                    return
                 if time.monotonic() >= deadline:
                     break
         except StopIteration:
