@@ -174,7 +174,7 @@ class Controller:
             self.log(level, text)
         self.view.open_queue()
         if not queue.ranks:
-            text = queue.empty or self.model.desk.why_empty()
+            text = self.model.desk.why_empty()
             self.view.show_status(text[:1].upper() + text[1:])
 
     def on_window_undo_requested(self, redo: bool = False) -> None:

@@ -143,14 +143,12 @@ class QueueState:
 
     Attributes:
         ranks: each queued row's place in the queue (0 first), by its index in arrival order.
-        rule: the rule the site's reviews left in use (the group column's tooltip, the status).
-        empty: why there is nothing to review (empty when there is).
+        rule: the rule the site's reviews left in use (the Decided by column).
     """
 
     ranks: dict[int, int]
     rule: str = "operating point"
-    empty: str = ""
 
 
-def queue_state(order: Sequence[int], rule: str, empty: str) -> QueueState:
-    return QueueState({index: rank for rank, index in enumerate(order)}, rule, empty)
+def queue_state(order: Sequence[int], rule: str) -> QueueState:
+    return QueueState({index: rank for rank, index in enumerate(order)}, rule)

@@ -138,13 +138,13 @@ class ReviewDesk:
         if self.review is None:
             return QueueState({})
         review = self.review
-        empty = "" if review.ladder.active is not None else self.why_empty()
         # Images marked already are used when the random order reaches them: nothing to do there.
         order = [i for i in review.queue() if review.rows[i].key not in review.marks]
-        return queue_state(order, review.ladder.current, empty)
+        return queue_state(order, review.ladder.current)
 
     def why_empty(self) -> str:
-        """Why the queue is empty (the status bar's sentence)."""
+        """Why the queue is empty (the status bar's sentence; it reads every row, so it is asked
+        for only when the reviewer opens an empty queue)."""
         if self.review is None:
             return "nothing to review: no folder or slide is open"
         if self.review.ladder.active is None and not self.review.comparisons() and self.review.rows:

@@ -198,7 +198,6 @@ class RunModel(Truths):
         if not self.dataset_labelled and any(r.ground_truth is not None for r in rows_in):
             self._measure_against_dataset()  # rows labelled where the items said nothing
         self.raw_rows.extend(rows_in)
-        self._queue_dirty |= new  # new images may make the queue's empty state read otherwise
         for row in rows:
             self._row_of_position[row.position] = len(self.rows)
             self.rows.append(row)
