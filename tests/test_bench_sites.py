@@ -15,6 +15,7 @@ from bench_fixtures import bench_settings
 from engine import load_model
 from engine.bench import plan_bench, run_plan
 from engine.cli import main as cli_main
+from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
 
 
 def test_cli_review_budgets_simulate_a_reviewer_per_site(
@@ -64,7 +65,10 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
     units = {d: set(rec.group[rec.domain == k].tolist()) for k, d in enumerate(rec.domains)}
     assert all(len(u) == 1 and min(u) >= 0 for u in units.values())
     assert len({min(u) for u in units.values()}) == len(units)  # one unit per domain
-    assert np.isfinite(rec.margin).all() and rec.candidates.shape == (rec.labels.shape[0], 3)
+    assert np.isfinite(rec.margin).all() and rec.candidates.shape == (
+        rec.labels.shape[0],
+        len(THRESHOLD_CANDIDATES),
+    )
     assert ((rec.prompted == 0) | (rec.prompted == 1)).all()
     assert known.plan.config["known_sites"] is True
     free = run_plan(plan_bench(bench_settings(bench_data, model, methods=("idipt+",), seeds=(0,))))

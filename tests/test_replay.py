@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,13 @@ def stream() -> list[np.ndarray]:
     return [images[i] for i in order]
 
 
-def test_replay_decides_exactly_as_the_live_run(stream: list[np.ndarray]) -> None:
-    live = Session(DEMO, method="idipt+", method_config=CONFIG, device="cpu", seed=3)
+@pytest.mark.parametrize("report", [True, False], ids=["reported", "review-first"])
+def test_replay_decides_exactly_as_the_live_run(stream: list[np.ndarray], report: bool) -> None:
+    config = dataclasses.replace(CONFIG, report_operating_point=report)
+    live = Session(DEMO, method="idipt+", method_config=config, device="cpu", seed=3)
     steps = [live.step(img) for img in stream]
     passes = compute_passes(Session(load_model(DEMO), method="source", device="cpu"), stream)
-    replayed = replay("idipt+", passes, live.reference, live.loaded, CONFIG, seed=3)
+    replayed = replay("idipt+", passes, live.reference, live.loaded, config, seed=3)
     paths = np.array([PATHS.index(s.decision.path) for s in steps if s.decision is not None])
     assert len(paths) == len(stream)
     assert np.array_equal(np.array([s.prediction for s in steps]), replayed.preds)
@@ -43,9 +46,17 @@ def test_replay_decides_exactly_as_the_live_run(stream: list[np.ndarray]) -> Non
     assert np.array_equal(paths, replayed.path)
     thresholds = np.array([s.decision.threshold for s in steps if s.decision is not None], dtype=np.float32)
     assert np.array_equal(thresholds, replayed.threshold)
-    # the stream exercises the operating point: some decisions accepted, some changed
-    assert int((replayed.path == PATHS.index("accepted")).sum()) > 0
-    assert int((replayed.preds != replayed.source_preds).sum()) > 0
+    guarded = replayed.candidates["guarded"]
+    live_guarded = np.array([dict(s.decision.candidates).get("guarded", np.nan) for s in steps if s.decision])
+    assert np.array_equal(np.isfinite(guarded), np.isfinite(live_guarded))
+    # the stream exercises the operating point: some accepted, a candidate of the ladder either way
+    assert int(np.isfinite(guarded).sum()) > 0
+    if report:  # reported: those decisions are taken at the site's threshold, and some change
+        assert int((replayed.path == PATHS.index("accepted")).sum()) > 0
+        assert int((replayed.preds != replayed.source_preds).sum()) > 0
+    else:  # review first: every decision is the source model's until a review certifies a candidate
+        assert int((replayed.path == PATHS.index("accepted")).sum()) == 0
+        assert np.array_equal(replayed.preds, replayed.source_preds)
 
 
 def test_foa_shift_replay_matches_the_live_method(stream: list[np.ndarray]) -> None:

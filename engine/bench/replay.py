@@ -228,6 +228,8 @@ def replay(
     for i in range(n):
         obs = arrays.observe(passes.logits[i], passes.features[i], passes.stats[i])
         decision = op.step(obs, cfg.source_gate, None if sites is None else str(sites[i]))
+        if not cfg.report_operating_point:
+            decision = decision.held_for_review()
         preds[i] = int(decision.positive(obs.margin))
         path[i] = PATHS.index(decision.path)
         group[i] = decision.group

@@ -8,8 +8,11 @@ the paper's), each image's site (``known-sites``: a folder or slide is a site), 
 site with two sites given as one folder (``mixed-folders``). Variants of ``idipt+``:
 
 * ``idipt+``: the decisions as they were made (label-free, online);
-* ``idipt+ final``: each site decided by its latest operating point once the stream is done
-  (label-free, retroactive: the report written afterwards);
+* ``idipt+ final``: each site decided by the rule in use once the stream is done, no review
+  (label-free, retroactive: the report written afterwards; the source model's by default, since
+  candidates wait for certificates);
+* ``idipt+ guarded``: each site decided by its last accepted operating point, unreviewed (what
+  ``report_operating_point`` would report, retroactive; the second suite's ``idipt+ final``);
 * ``idipt+ K=k`` (``noise=e`` when the simulated reviewer errs on a share ``e`` of its marks):
   after up to k reviews per site drawn by the site's ladder, retroactive; ``… online`` what a
   reader saw when.
@@ -36,7 +39,7 @@ from engine.data.readers import Dataset, open_dataset
 from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import find_reference
-from engine.review.ladder import PROMOTED, VERIFIED
+from engine.review.ladder import GUARDED, PROMOTED, VERIFIED
 from engine.review.reviewer import ReviewedStream, review_stream
 
 ADAPTIVE = "idipt+"  # the method whose sites, ladders and reviews the variants follow
@@ -166,6 +169,20 @@ def false_verifications(review: ReviewedStream, unit: np.ndarray, truth: np.ndar
     return made, false
 
 
+def guarded_decisions(
+    margin: np.ndarray, guarded: np.ndarray, unit: np.ndarray, source: np.ndarray
+) -> np.ndarray:
+    """Each unit's images at its last accepted operating point, unreviewed (the label-free rule
+    the method reports with ``report_operating_point`` on, retroactive); the source's elsewhere."""
+    out = source.astype(np.int64).copy()
+    for u in np.unique(unit[unit >= 0]):
+        at = np.flatnonzero(unit == u)
+        accepted = at[np.isfinite(guarded[at])]
+        if accepted.size:
+            out[at] = (margin[at] > guarded[accepted[-1]]).astype(np.int64)
+    return out
+
+
 def run_stream(job: StreamJob) -> StreamResult:
     """Replay every method and variant of ``job`` over its stream; one cell per site."""
     torch.set_num_threads(1)
@@ -215,6 +232,10 @@ def run_stream(job: StreamJob) -> StreamResult:
             )
 
         decisions[f"{ADAPTIVE} final"] = review(0, y).decisions
+        if two_class and GUARDED in adaptive.candidates:
+            decisions[f"{ADAPTIVE} guarded"] = guarded_decisions(
+                adaptive.margin, adaptive.candidates[GUARDED], group, source_preds
+            )
         for budget in (b for b in job.review_budgets if b > 0):
             for noise in job.reviewer_noise:
                 rng = np.random.default_rng([job.stream_seed, 31, budget, round(noise * 1000)])

@@ -51,7 +51,8 @@ from engine.review.sampling import SamplingSequence
 OPEN, VERIFIED, REVERTED, PROMOTED, NOT_BETTER = "open", "verified", "reverted", "promoted", "not better"
 SOURCE_RULE, LABEL_FREE = "source", "operating point"
 PROMPTED = "prompted"
-DEFAULT_CANDIDATES = ("fit", "shift", "prior", PROMPTED)
+GUARDED = "guarded"  # the label-free operating point as a candidate (the method's default: review first)
+DEFAULT_CANDIDATES = ("fit", "shift", "prior", GUARDED, PROMPTED)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class LadderRule:
     revert_alpha: float = 0.25  # the revert level's error (75 %), as engine.review.rule
     tolerance: float = 0.01  # harm tolerated, share of the site's images
     min_reviews: int = 3  # reviews before A1 can be reverted
-    patience: int = 10  # reviews after which a candidate that has not been right more often is given up
+    patience: int = 6  # reviews after which a candidate that has not been right more often is given up
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order
 
     def level(self, j: int) -> float:

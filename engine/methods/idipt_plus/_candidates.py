@@ -16,7 +16,11 @@ certification starts, so what a certificate tests is one fixed set of decisions.
 * ``prior``: the site's class prior by EM on the source posteriors (Saerens et al. 2002), the
   decision moved by the log-odds of that prior against the source's.
 
-The paper's own decision (I-DiPT's prompted model) is the fourth candidate; it is not a
+* ``guarded``: the site's operating point once every guard accepted it (``_operating_point``),
+  the pessimistic threshold the method reports only with ``report_operating_point`` on; by
+  default it waits, like the others, for a certificate (``docs/method.md``, "Review first").
+
+The paper's own decision (I-DiPT's prompted model) is the fifth candidate; it is not a
 threshold and is recorded per image by the method.
 """
 
@@ -26,8 +30,8 @@ import math
 
 import numpy as np
 
-FIT, SHIFT, PRIOR, PROMPTED = "fit", "shift", "prior", "prompted"
-THRESHOLD_CANDIDATES = (FIT, SHIFT, PRIOR)
+FIT, SHIFT, PRIOR, GUARDED, PROMPTED = "fit", "shift", "prior", "guarded", "prompted"
+THRESHOLD_CANDIDATES = (FIT, SHIFT, PRIOR, GUARDED)
 CANDIDATES = (*THRESHOLD_CANDIDATES, PROMPTED)
 EM_ITERATIONS = 100
 PRIOR_CLIP = (1e-3, 1.0 - 1e-3)  # a prior estimate never reaches 0 or 1 (its log-odds stay finite)

@@ -71,6 +71,11 @@ class IDiPTPlusConfig(IDiPTConfig):
     """I-DiPT's hyper-parameters plus the operating point's (chosen on simulated source shifts)."""
 
     operating_point: bool = setting(True, "ablation switch: per-site operating points from the stream")
+    report_operating_point: bool = setting(
+        False,
+        "report a site's guarded operating point as soon as its guards accept it, before any review "
+        "(off: the source model decides until reviews certify a candidate, the operating point among them)",
+    )
     prompted_candidate: bool = setting(
         True,
         "run I-DiPT's prompt tuning for its prompted decision, a candidate of each site's review ladder "
@@ -267,6 +272,8 @@ class IDiPTPlus(IDiPT):
             for i in range(n):  # arrival order: each image joins its site before the next is decided
                 obs = arrays.observe(host[0][i], host[1][i], host[2][i])
                 decision = op.step(obs, self.config.source_gate, sites[i])
+                if not self.config.report_operating_point:
+                    decision = decision.held_for_review()
                 records.append(decision_record(decision, obs.margin, named[i]))
                 # l_1 - l_0 becomes the margin over the site's threshold: the source ranking is
                 # kept, only where the two classes are divided moves.

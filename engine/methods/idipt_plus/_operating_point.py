@@ -42,7 +42,7 @@ decides exactly as the live run did.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -152,6 +152,20 @@ class Decision:
     def positive(self, margin: float) -> bool:
         """The decision for an image of source margin ``margin``."""
         return margin > self.threshold
+
+    def held_for_review(self) -> Decision:
+        """This decision as reported while the operating point waits for a certificate.
+
+        The source model decides (threshold 0); an accepted operating point stays a candidate of
+        the site's ladder (``guarded`` in :attr:`candidates`) and says so in :attr:`reason`.
+        """
+        if self.path != ACCEPTED:
+            return self
+        reason = (
+            f"the site's operating point ({self.threshold:+.3g} on the source margin) passed its guards; "
+            "it decides once reviews certify it"
+        )
+        return replace(self, path=NOT_ACCEPTED, threshold=0.0, reason=reason)
 
 
 class OperatingPoint:

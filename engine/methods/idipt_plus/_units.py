@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.methods.idipt_plus._candidates import FIT, PRIOR, SHIFT, prior_threshold
+from engine.methods.idipt_plus._candidates import FIT, GUARDED, PRIOR, SHIFT, prior_threshold
 
 
 @dataclass(eq=False)  # units are compared by identity (they hold arrays)
@@ -133,4 +133,5 @@ class Unit:
             FIT: float(estimate),
             SHIFT: self.margin_sum / self.count - source_margin if self.count else math.nan,
             PRIOR: self.prior,
+            GUARDED: self.threshold if self.threshold != 0.0 else math.nan,
         }
