@@ -50,8 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sites",
         choices=SITE_SETS,
         default=DEFAULT_SITES,
-        help="site set: v1 (default) the first sites of every kind; v2 site1 and four new target sites "
-        "(histo, fundus and lesion)",
+        help="site set: v1 (default) the first sites of every kind; v2 (every kind) and v3 (histo, fundus, "
+        "lesion) keep site1 and add four new target sites. histo/lesion v3: frozen sections, Masson's "
+        "trichrome, a line-scan scanner with seams, an over-exposed 40x objective; fundus v3: red-free, "
+        "faded film slides, near infrared, interlaced video; oct v2: time-domain false colour, mirror "
+        "artefact, floaters and blinks, a saccade on a black-on-white display",
     )
 
 

@@ -7,12 +7,12 @@ how that morphology is imaged: stain or illumination, colour cast, blur, noise, 
 scale, speckle, sensitivity. A model trained on one site therefore meets a pure appearance shift on
 the others, like the paper's Camelyon17 centres.
 
-``histo``, ``fundus`` and ``lesion`` have a second site set (``sites="v2"``, ``_histo_v2.py`` and
-``_fundus_v2.py``): the same site1, and four target sites imaged through mechanisms the first set
-never used. The first set (``"v1"``, the default) is unchanged.
+Later site sets (``sites="v2"``: histo, fundus, lesion and oct; ``sites="v3"``: histo, fundus and
+lesion; see ``_site_sets.py``) keep the same site1 and add four target sites imaged through
+mechanisms no earlier set used. The first set (``"v1"``, the default) is unchanged.
 
 Every image is rendered from its own random generator, seeded by ``(seed, kind, site, index)``
-(the second set's target sites by a key of their own), so the output is the same for a seed
+(a later set's target sites by a key of their own, ``kind/v2`` or ``kind/v3``), so the output is the same for a seed
 whatever the order or the number of worker processes.
 """
 
@@ -35,63 +35,20 @@ import numpy as np
 from PIL import Image
 
 from engine.data._drawing import SynthSpec
+from engine.data._site_sets import KINDS as KINDS
+from engine.data._site_sets import SITE_SETS as SITE_SETS
+from engine.data._site_sets import get_spec as get_spec
 from engine.data._synth_marker import SynthError, check_ours, mark, marked_sites, remove_ours, remove_stale
 from engine.util.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
-KINDS = ("histo", "fundus", "lesion", "oct")
-SITE_SETS = ("v1", "v2")  # ``f2tta synth --sites``: v1 the first sites of every kind, v2 the second
 DEFAULT_SITES = "v1"
 DEFAULT_PER_DOMAIN = 1000  # images per site
 DEFAULT_SIZE = 96  # square side in pixels
 SYNTH_JSON = "synth.json"
 _LABEL_STREAM = 2**31 - 1  # the per-site label shuffle's stream, never an image index
-
-
-def get_spec(kind: str, sites: str = DEFAULT_SITES) -> SynthSpec:
-    """The generator of one kind with one of its site sets.
-
-    Raises:
-        SynthError: an unknown kind, or a site set the kind does not have.
-    """
-    if sites not in SITE_SETS:
-        raise SynthError(f"unknown site set {sites!r}; choose one of {', '.join(SITE_SETS)}")
-    if sites == "v2":
-        return _second_sites(kind)
-    # Imported lazily: generating one kind does not load the others.
-    if kind == "histo":
-        from engine.data._histo import SPEC as histo
-
-        return histo
-    if kind == "fundus":
-        from engine.data._fundus import SPEC as fundus
-
-        return fundus
-    if kind == "lesion":
-        from engine.data._lesion import SPEC as lesion
-
-        return lesion
-    if kind == "oct":
-        from engine.data._oct import SPEC as oct_scans
-
-        return oct_scans
-    raise SynthError(f"unknown kind of synthetic data {kind!r}; choose one of {', '.join(KINDS)}")
-
-
-def _second_sites(kind: str) -> SynthSpec:
-    if kind in ("histo", "lesion"):
-        from engine.data import _histo_v2
-
-        return _histo_v2.HISTO if kind == "histo" else _histo_v2.LESION
-    if kind == "fundus":
-        from engine.data._fundus_v2 import SPEC as fundus_v2
-
-        return fundus_v2
-    if kind not in KINDS:
-        raise SynthError(f"unknown kind of synthetic data {kind!r}; choose one of {', '.join(KINDS)}")
-    raise SynthError(f"{kind} has one site set (v1); the second (v2) exists for histo, fundus and lesion")
 
 
 def encode(img: np.ndarray, jpeg_quality: int | None) -> bytes:
@@ -112,10 +69,10 @@ def image_rng(seed: int, kind: str, site_index: int, index: int) -> np.random.Ge
 
 
 def stream_key(spec: SynthSpec, site_index: int) -> str:
-    """The name that seeds a site's images: the kind, or for the second set's target sites ``kind/v2``.
+    """The name that seeds a site's images: the kind, or for a later set's target sites ``kind/SET``.
 
-    Site1 of the second set is the first set's site1, image for image; its target sites draw
-    other anatomy than the first set's sites of the same position.
+    Site1 of every set is the first set's site1, image for image; a later set's target sites draw
+    other anatomy than any other set's sites of the same position.
     """
     return spec.kind if spec.site_set == "v1" or site_index == 0 else f"{spec.kind}/{spec.site_set}"
 
@@ -206,7 +163,7 @@ def generate_arrays(
         size: square side in pixels.
         seed: the same seed as :func:`write_synth` gives the same images.
         share: the positive class's share of the labels (None: balanced), as ``--prevalence``.
-        sites: the site set, ``v1`` or ``v2`` (as ``f2tta synth --sites``).
+        sites: the site set, ``v1``, ``v2`` or ``v3`` (as ``f2tta synth --sites``).
 
     Returns:
         ``(images, labels)``: uint8 (n, size, size, 3) and int64 (n,).
@@ -286,7 +243,7 @@ def write_synth(
             site folder without the marker is one with it too.
         progress: called with ``(done, total)`` after each chunk of images.
         prevalence: site -> share of the positive class (label shift); other sites are balanced.
-        sites: the site set, ``v1`` (default) or ``v2`` (histo, fundus and lesion).
+        sites: the site set, ``v1`` (default), ``v2`` or ``v3`` (see ``_site_sets.py``).
 
     Returns:
         The folder and the per-site, per-class counts.
