@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     reviews = _site_reviews(args.model, args.method, state, data, sites, card.classes)
     _print_sites(reviews, card.source_domain)
     if args.reviews > 0:
-        _print_reviews(reviews, args.reviews)
+        _print_reviews(reviews, args.reviews, card.source_domain)
     print(f"\npredictions: {preds}   state: {state}")
     return 0
 
@@ -146,7 +146,9 @@ def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
     )
 
 
-def _print_reviews(reviews: dict[str, SiteReview], budget: int) -> None:
+def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: str) -> None:
+    gains: list[float] = []
+    total = changed_all = fixed_all = broken_all = 0
     print(f"\na simulated reviewer answers up to {budget} items of each site's review queue (uniformly")
     print("sampled among the images the rule in use and a candidate decide differently), with the labels:")
     for site, review in reviews.items():
@@ -162,6 +164,18 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int) -> None:
             print(f"  {review.why_empty()}")
         final = review.decisions()
         print(f"  the site's decisions now: {100 * float(np.mean(final == truth)):.1f} % correct")
+        source = np.array([r.source_prediction for r in review.rows])
+        changed = final != source
+        if site != source_domain:
+            gains.append(100 * float(np.mean(final == truth) - np.mean(source == truth)))
+        total += len(final)
+        changed_all += int(changed.sum())
+        fixed_all += int(np.sum(changed & (final == truth)))
+        broken_all += int(np.sum(changed & (source == truth)))
+    print(
+        f"after the reviews, all {total} images: target mean gain {np.mean(gains):+.1f} points; "
+        f"{100 * changed_all / max(total, 1):.1f} % of the decisions changed, {fixed_all} fixed / {broken_all} broken"
+    )
 
 
 if __name__ == "__main__":

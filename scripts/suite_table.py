@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-DEFAULT = "idipt+,idipt+ final,foa-shift,idipt+ K=5,idipt+ K=10,idipt+ K=20,idipt+ K=20 noise=0.05,idipt+ K=20 noise=0.1"
+DEFAULT = "idipt+,idipt+ final,idipt+ guarded,foa-shift,idipt+ K=5,idipt+ K=10,idipt+ K=20,idipt+ K=20 noise=0.05,idipt+ K=20 noise=0.1"
 
 
 def pct(value: float | None) -> str:

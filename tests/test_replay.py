@@ -56,6 +56,7 @@ def test_replay_decides_exactly_as_the_live_run(stream: list[np.ndarray], report
         assert int((replayed.preds != replayed.source_preds).sum()) > 0
     else:  # review first: every decision is the source model's until a review certifies a candidate
         assert int((replayed.path == PATHS.index("accepted")).sum()) == 0
+        assert int((replayed.path == PATHS.index("awaiting-review")).sum()) > 0
         assert np.array_equal(replayed.preds, replayed.source_preds)
 
 

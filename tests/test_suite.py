@@ -58,7 +58,7 @@ def test_bench_suite_prints_every_cell_and_writes_json(
     result = json.loads(out.read_text(encoding="utf-8"))
     assert len(result["cells"]) == 2 * 5  # two mixes, five sites
     cell = result["cells"][0]
-    assert set(cell["methods"]) == {"idipt+", "idipt+ final", "foa-shift"}
+    assert set(cell["methods"]) == {"idipt+", "idipt+ final", "idipt+ guarded", "foa-shift"}
     assert {"fixed", "broken", "low", "high", "delta"} <= set(cell["methods"]["idipt+"])
     assert cell["protocol"] == "free-form" and cell["best_threshold_errors"] >= 0
     for method in ("idipt+", "idipt+ final", "foa-shift"):

@@ -24,15 +24,19 @@ REVIEWED_PATH = "reviewed"  # the decision path of a row whose decision the site
 def rule_name(rule: str) -> str:
     """The rule in use, as a sentence fragment ("the source model", "the shift candidate")."""
     if rule == "source":
-        return "the source model (adapting was turned back)"
+        return "the source model"
     if rule == "operating point":
         return "the label-free operating point"
+    if rule == "guarded":
+        return "the site's operating point (certified)"
     return f"the {rule} candidate"
 
 
 def rule_short(rule: str) -> str:
     """The rule in use in a few words (the table's Decided by column)."""
-    return {"source": "source model", "operating point": "operating point"}.get(rule, f"{rule} candidate")
+    return {"source": "source model", "operating point": "operating point", "guarded": "operating point"}.get(
+        rule, f"{rule} candidate"
+    )
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ class ReviewDesk:
         review = self.review
         # Images marked already are used when the random order reaches them: nothing to do there.
         order = [i for i in review.queue() if review.rows[i].key not in review.marks]
-        return queue_state(order, review.ladder.current)
+        return queue_state(order, review.rule_in_use)
 
     def why_empty(self) -> str:
         """Why the queue is empty (the status bar's sentence; it reads every row, so it is asked

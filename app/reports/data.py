@@ -207,6 +207,7 @@ def collect_report_data(
         hyperparameters=hyperparameters(info.method),
         certificates=tuple(review.get("comparisons", ())),  # type: ignore[arg-type]
         review_rule=model.desk.rule,
+        rule_in_use=str(review.get("rule_in_use", model.desk.rule)),
         site=str(review.get("site", "")),
     )
 

@@ -132,6 +132,7 @@ class ReportData:
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
     certificates: tuple[dict[str, Any], ...] = ()  # the site's comparisons (engine certificates_json)
     review_rule: str = "operating point"  # the rule the site's reviews left in use
+    rule_in_use: str = "source"  # what decides the site now, as people are told it (SiteReview.rule_in_use)
     site: str = ""  # the source's hash: the reviews.csv's site column (f2tta run --reviews checks it)
     # Files of this project's own earlier reports of this source that this export does not write:
     # they go (no old tiles.geojson beside a folder's reports). Nothing else this export did not

@@ -115,7 +115,7 @@ def summary_block(data: ReportData) -> Block:
         pairs.append(
             (
                 "Review certificates",
-                f"{len(decided)} of {len(data.certificates)} comparisons decided; in use: {rule_name(data.review_rule)}",
+                f"{len(decided)} of {len(data.certificates)} comparisons decided; in use: {rule_name(data.rule_in_use)}",
             )
         )
     pairs += [

@@ -225,7 +225,7 @@ def certificate_blocks(data: ReportData) -> list[Block]:
         "harms; the source model decides. <i>Not better</i>: the candidate is not used. Bounds: the mean "
         "gain per changed decision (+1: every change a fix). A verdict covers the images the comparison "
         "was frozen on; what it says of later images rests on their being alike. Reviews never change the "
-        f"label-free adaptation itself. Rule in use: <b>{esc(rule_name(data.review_rule))}</b>.</p>"
+        f"label-free adaptation itself. Rule in use: <b>{esc(rule_name(data.rule_in_use))}</b>.</p>"
     )
     if not certified:
         html += (

@@ -39,9 +39,10 @@ HEADER_TIPS = (
     "The decision: adapting's, as the image arrived, or the rule the folder's reviews put in use",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
-    "What decided the image: the site's operating point as the image arrived (its path: accepted, "
-    "not accepted, …), or 'review:' the rule the folder's reviews put in use (the source model after "
-    "a revert, a promoted candidate; the Certificates tab says why)",
+    "What decided the image: the site's operating point as the image arrived (its path: "
+    "awaiting-review — the source model decides until reviews certify it —, not accepted, …), or "
+    "'review:' the rule the folder's reviews put in use (a promoted candidate, or the source model "
+    "after a revert; the Certificates tab says why)",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",

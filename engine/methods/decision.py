@@ -16,8 +16,9 @@ class DecisionRecord:
 
     Attributes:
         path: ``source-like`` (the image looks like the source domain: the source threshold),
-            ``accepted`` (its site group's operating point decided it) or ``not-accepted`` (the
-            group has no accepted operating point: the source model's decision).
+            ``accepted`` (its site group's operating point decided it), ``not-accepted`` (the
+            group has no accepted operating point: the source model's decision) or
+            ``awaiting-review`` (it has one, held back until reviews certify it: the source model's).
         group: the site group the image was judged in (-1: none).
         threshold: the threshold on the source margin ``l_1 - l_0`` it was decided by (0: the
             source model's own).

@@ -4,13 +4,15 @@ Per site (a folder or slide the clinician loaded; a site group when nobody said)
 a ladder (``docs/review-certificates.md``):
 
 * **A0**, the source model's own decisions;
-* **A1**, the label-free operating point, reported from the start where its guards accept; a
-  site's images are decided by its *latest* threshold (the report written after a folder is
-  processed uses the operating point fitted on all of it, not the one in use when each image
-  arrived);
-* **stronger candidates** (``engine.methods.idipt_plus``: ``fit``, ``shift``, ``prior`` — each a
-  threshold on the source margin — and ``prompted``, I-DiPT's own decision), computed beside
-  the rule in use and **never reported until a certificate shows them better on this site**.
+* **A1**, the label-free operating point reported without review — only where the method runs
+  with ``report_operating_point`` on (off by default: *review first*, ``docs/review-certificates.md``);
+  then a site's images are decided by its *latest* threshold (the report written after a folder
+  is processed uses the operating point fitted on all of it, not the one in use when each image
+  arrived); by default every reported threshold is 0 and A1 decides as A0;
+* **candidates** (``engine.methods.idipt_plus``: ``fit``, ``shift``, ``prior``, ``guarded`` — the
+  operating point once its guards accept it — each a threshold on the source margin, and
+  ``prompted``, I-DiPT's own decision), computed beside the rule in use and **never reported
+  until a certificate shows them better on this site**.
 
 A :class:`Comparison` is one certificate: when it starts, the candidate's parameters are frozen
 (a threshold is one number from then on) and so is its *population*: the site's images
@@ -165,7 +167,9 @@ class Comparison:
     def describe(self, total: int) -> str:
         """One sentence: the verdict, its level and scope (``total``: the site's images now)."""
         level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
-        what = "the operating point" if self.candidate == LABEL_FREE else f"the {self.candidate} candidate"
+        what = {LABEL_FREE: "the operating point", GUARDED: "the site's operating point"}.get(
+            self.candidate, f"the {self.candidate} candidate"
+        )
         n, d = self.covered, self.disagreements
         scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
         later = f"; the {total - n} images after them are assumed alike" if total > n else ""

@@ -159,7 +159,7 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     """
     rows = review.rows
     decided = review.decisions()
-    rule = review.ladder.current
+    rule = review.rule_in_use
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
@@ -192,7 +192,7 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
     return {
         "site": source_hash(review.source_id),
         "images": len(review.rows),
-        "rule_in_use": review.ladder.current,
+        "rule_in_use": review.rule_in_use,
         "comparisons": [
             {
                 "candidate": c.candidate,

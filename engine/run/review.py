@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
-from engine.review.ladder import Comparison, LadderRule, SiteImages, SiteLadder
+from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
+from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
 from engine.run.rows import PredictionRow
 
@@ -98,6 +98,7 @@ class SiteReview:
         self.notes: list[str] = []  # for the log and the window; taken by the caller
         self.ladder = SiteLadder(self.site, self.rule, seed)
         self._images: SiteImages | None = None
+        self._label_free = False  # a row was decided by an operating point reported without review
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
 
@@ -113,6 +114,7 @@ class SiteReview:
             self.marks, self.starts, notes = self._store.load()
             self.notes += notes
         self.rows, self.index = [], {}
+        self._label_free = False
         self._undo, self._redo = [], []
         self.add_rows(rows)
         self._rebuild()
@@ -129,7 +131,16 @@ class SiteReview:
             else:
                 self.index[row.key] = len(self.rows)
                 self.rows.append(row)
+            self._label_free = self._label_free or row.decision_path == ACCEPTED
         self._images = None
+
+    @property
+    def rule_in_use(self) -> str:
+        """The rule that decides the site now, as people are told it: the ladder's, except that
+        where no operating point was reported without review (review first, the default) and no
+        review moved the rule, that is the source model (:data:`SOURCE_RULE`)."""
+        current = self.ladder.current
+        return SOURCE_RULE if current == LABEL_FREE and not self._label_free else current
 
     def set_mark(
         self, key: str, label: int | None, reviewer: str = "", at: str | None = None
@@ -304,6 +315,12 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
     if changed:
         return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
     reason = rows[-1].decision_reason
+    if reason.endswith(AWAITING_REVIEW):
+        proposal = reason.partition("; ")[0]
+        return (
+            f"adapting changed no decision yet: {proposal}, and the source model decides until "
+            "reviews of this folder certify it or another candidate"
+        )
     if reason.startswith("too few images"):
         needed = reason.partition("(")[2].rstrip(")")
         return f"adapting changed no decision: {needed}; this folder has {len(rows)}"

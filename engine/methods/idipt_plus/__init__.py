@@ -12,6 +12,8 @@ from engine.methods.idipt_plus._method import IDiPTPlus, IDiPTPlusConfig, decisi
 from engine.methods.idipt_plus._observe import ReferenceArrays
 from engine.methods.idipt_plus._operating_point import (
     ACCEPTED,
+    AWAITING_REVIEW,
+    HELD,
     NOT_ACCEPTED,
     PATHS,
     SOURCE_LIKE,
@@ -25,7 +27,9 @@ from engine.methods.idipt_plus._operating_point import (
 
 __all__ = [
     "ACCEPTED",
+    "AWAITING_REVIEW",
     "CANDIDATES",
+    "HELD",
     "NOT_ACCEPTED",
     "PATHS",
     "SOURCE_LIKE",

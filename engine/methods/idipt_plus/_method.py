@@ -12,8 +12,9 @@ operating point that passed every guard, the source margin against that group's 
 
 Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
 
-* **The reported prediction is the source model's, or its margin against an accepted operating
-  point**, never the prompted model's: I-DiPT alone lowered sites by up to 13 points on
+* **The reported prediction is the source model's** (by default, until a review certifies a
+  candidate: the accepted operating point is the ladder's ``guarded`` candidate), **or its margin
+  against an accepted operating point** (``report_operating_point``), never the prompted model's: I-DiPT alone lowered sites by up to 13 points on
   lesion-like data and the source site by 5.5 on an outside set (``docs/benchmark.md``). The
   prompts are still trained (the reproduction of the paper runs inside) and the uncertainty map
   is I-DiPT's.

@@ -12,6 +12,9 @@ source margin, feature coordinates and class-removed appearance) and returns a
   image is decided by the source margin against the group's threshold.
 * ``not-accepted``: the group has none (too few images, or a guard failed); the source model's
   decision is reported.
+* ``awaiting-review``: the group has an accepted operating point, held back by the method's
+  default (review first, :meth:`Decision.held_for_review`): the source model's decision is
+  reported and the operating point is the ``guarded`` candidate of the site's review ladder.
 
 A group's operating point is refitted as the group grows (every ``refit`` of its size, at least
 every 10 images). A fit is a two-Gaussian mixture on the group's whitened feature coordinates
@@ -58,7 +61,9 @@ from engine.methods.idipt_plus._units import Unit
 SOURCE_LIKE = "source-like"
 ACCEPTED = "accepted"
 NOT_ACCEPTED = "not-accepted"
-PATHS = (SOURCE_LIKE, ACCEPTED, NOT_ACCEPTED)
+HELD = "awaiting-review"  # accepted, not reported until reviews certify it (review first)
+PATHS = (SOURCE_LIKE, ACCEPTED, NOT_ACCEPTED, HELD)
+AWAITING_REVIEW = "it decides once reviews certify it"  # ends the reason of a decision held for review
 EQUAL_SHARE_ITERATIONS = 3  # EM's first E-steps with equal shares (see fit_mixture)
 AGREEING_FITS = 2  # accepted fits, moving the same way, before a unit's threshold moves (and failed fits in a row before it returns)
 KEPT_ESTIMATES = 4  # the last pessimistic estimates a unit keeps
@@ -131,7 +136,7 @@ class Decision:
     """The operating point's verdict on one image.
 
     Attributes:
-        path: :data:`SOURCE_LIKE`, :data:`ACCEPTED` or :data:`NOT_ACCEPTED`.
+        path: :data:`SOURCE_LIKE`, :data:`ACCEPTED`, :data:`NOT_ACCEPTED` or :data:`HELD`.
         group: the unit the image joined (-1: none, e.g. waiting for a site group to form).
         threshold: the threshold on the source margin the image was decided by (0: the source's).
         reason: why (``source-like``, ``accepted``, ``too few images``, or the guard that failed).
@@ -163,9 +168,9 @@ class Decision:
             return self
         reason = (
             f"the site's operating point ({self.threshold:+.3g} on the source margin) passed its guards; "
-            "it decides once reviews certify it"
+            f"{AWAITING_REVIEW}"
         )
-        return replace(self, path=NOT_ACCEPTED, threshold=0.0, reason=reason)
+        return replace(self, path=HELD, threshold=0.0, reason=reason)
 
 
 class OperatingPoint:
