@@ -73,3 +73,15 @@ def test_an_operating_point_reported_without_review_is_named_as_the_rule_in_use(
     review = SiteReview(None, "folder-b", 2)
     review.open(rows)
     assert review.rule_in_use == "operating point"
+
+
+def test_a_row_decided_by_a_promoted_threshold_shows_that_thresholds_confidence() -> None:
+    from app.core.certificates import reviewed_row
+
+    rows, _ = site_rows(shift=2.0)
+    row = next(r for r in rows if r.source_margin is not None and 0.5 < r.source_margin < 1.5)
+    assert row.source_prediction == 1  # the source calls it tumour; the promoted threshold +2.0 does not
+    shown = reviewed_row(row, 0, "fit", 1, ("normal", "tumor"), threshold=2.0)
+    expected = 1.0 / (1.0 + math.exp(-(row.source_margin - 2.0)))  # P(tumour) measured from the threshold
+    assert shown.prediction == 0 and math.isclose(shown.positive_prob, expected)
+    assert math.isclose(shown.confidence, 1.0 - expected) and shown.confidence > 0.5

@@ -106,7 +106,12 @@ def decided(line: ComparisonLine) -> bool:
 
 
 def reviewed_row(
-    row: PredictionRow, decision: int, rule: str, positive_class: int, classes: Sequence[str]
+    row: PredictionRow,
+    decision: int,
+    rule: str,
+    positive_class: int,
+    classes: Sequence[str],
+    threshold: float = math.nan,
 ) -> PredictionRow:
     """``row`` (the engine's, as it was decided) as shown once the site's review decides it
     ``decision`` under ``rule`` (the source model after a revert, or a promoted candidate).
@@ -123,8 +128,15 @@ def reviewed_row(
             if decision == positive_class
             else (1.0 - row.source_confidence if len(classes) == 2 else math.nan)
         )
-    else:  # a threshold candidate on a two-class margin: the probabilities stay the row's
-        positive = row.positive_prob
+    else:  # a threshold candidate on a two-class margin: the source margin measured from its threshold
+        margin = row.source_margin
+        if margin is not None and math.isfinite(margin) and math.isfinite(threshold):
+            z = margin - threshold
+            positive = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+            if positive_class == 0:  # the margin is l_1 - l_0: class 1's side
+                positive = 1.0 - positive
+        else:
+            positive = row.positive_prob
         confidence = positive if decision == positive_class else 1.0 - positive
     label = classes[decision] if 0 <= decision < len(classes) else str(decision)
     return dataclasses.replace(

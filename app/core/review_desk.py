@@ -15,6 +15,7 @@ images processed by then; marks continue it, and the next one starts when one is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,11 @@ class ReviewDesk:
     def rule(self) -> str:
         """The rule the site's reviews left in use ("operating point": adapting as it decided)."""
         return self.review.ladder.current if self.review is not None else "operating point"
+
+    @property
+    def rule_threshold(self) -> float:
+        """The threshold on the source margin of the rule in use (nan: not a threshold rule)."""
+        return self.review.ladder.current_threshold if self.review is not None else math.nan
 
     def decisions(self) -> np.ndarray:
         """Every row's decision under the rule in use (the label-free rule: each image by the

@@ -109,7 +109,9 @@ class Truths:
         disagrees with the label is kept beside it, never in its place)."""
         if self._rule != "operating point" and self.desk.has(row.key):
             decision = int(self.desk.decisions()[self.desk.index_of(row.key)])
-            row = reviewed_row(row, decision, self._rule, self.stats.positive_class, self.classes)
+            row = reviewed_row(
+                row, decision, self._rule, self.stats.positive_class, self.classes, self.desk.rule_threshold
+            )
         mark = self.marks.get(row.key)
         if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
             return row

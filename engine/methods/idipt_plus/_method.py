@@ -187,7 +187,7 @@ def decision_record(decision: Decision, margin: float = float("nan"), prompted: 
 
 @register_method(
     "idipt+",
-    "I-DiPT+ (the source model at each site's threshold; I-DiPT a reviewed candidate)",
+    "I-DiPT+ (the source model until reviews certify one of a site's candidates; I-DiPT among them)",
     bench_order=9,
 )
 class IDiPTPlus(IDiPT):
