@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from engine.review.marks import MarkError, ReviewMark
     from engine.run.batch import MAX_BATCH, default_batch
     from engine.run.certify import certificates_json
+    from engine.run.decisions import decision_summary, describe_decision
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
@@ -90,8 +91,6 @@ if TYPE_CHECKING:
     from engine.run.rows import (
         CSV_COLUMNS,
         PredictionRow,
-        decision_summary,
-        describe_decision,
         escape_cell,
         make_row,
         predictions_csv,
@@ -215,8 +214,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LockedError": ("engine.run.lock", "LockedError"),
     "CSV_COLUMNS": ("engine.run.rows", "CSV_COLUMNS"),
     "PredictionRow": ("engine.run.rows", "PredictionRow"),
-    "decision_summary": ("engine.run.rows", "decision_summary"),
-    "describe_decision": ("engine.run.rows", "describe_decision"),
+    "decision_summary": ("engine.run.decisions", "decision_summary"),
+    "describe_decision": ("engine.run.decisions", "describe_decision"),
     "escape_cell": ("engine.run.rows", "escape_cell"),
     "make_row": ("engine.run.rows", "make_row"),
     "predictions_csv": ("engine.run.rows", "predictions_csv"),
