@@ -87,9 +87,11 @@ if TYPE_CHECKING:
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
+    from engine.run.maps import MapResult
     from engine.run.review import SiteReview, what_adapting_changed
     from engine.run.rows import (
         CSV_COLUMNS,
+        MAP_PENDING,
         PredictionRow,
         escape_cell,
         make_row,
@@ -98,7 +100,10 @@ if TYPE_CHECKING:
     from engine.run.session import Session
     from engine.run.step import SettingsMismatchError, StepResult
     from engine.run.stream import (
+        MAPS,
         Failed,
+        Mapped,
+        MapSkipped,
         Outcome,
         Paused,
         Picture,
@@ -216,6 +221,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PredictionRow": ("engine.run.rows", "PredictionRow"),
     "decision_summary": ("engine.run.decisions", "decision_summary"),
     "describe_decision": ("engine.run.decisions", "describe_decision"),
+    "MAPS": ("engine.run.stream", "MAPS"),
+    "MAP_PENDING": ("engine.run.rows", "MAP_PENDING"),
+    "MapResult": ("engine.run.maps", "MapResult"),
+    "MapSkipped": ("engine.run.stream", "MapSkipped"),
+    "Mapped": ("engine.run.stream", "Mapped"),
     "escape_cell": ("engine.run.rows", "escape_cell"),
     "make_row": ("engine.run.rows", "make_row"),
     "predictions_csv": ("engine.run.rows", "predictions_csv"),
@@ -273,6 +283,8 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "KIND_NAMES",
     "KIND_SAMPLES",
+    "MAPS",
+    "MAP_PENDING",
     "MAX_BATCH",
     "NOT_BETTER",
     "ORDERS",
@@ -300,6 +312,9 @@ __all__ = [
     "KindTally",
     "LoadedModel",
     "LockedError",
+    "MapResult",
+    "MapSkipped",
+    "Mapped",
     "MarkError",
     "MethodOutput",
     "ModelCard",

@@ -214,7 +214,7 @@ def test_a_stopped_run_resumes_the_decisions_then_the_maps(
     referenced_model: Path, tmp_path: Path, stop_at: int
 ) -> None:
     images = _two_kinds(24, seed=6)
-    whole, _ = _journal_run(referenced_model, tmp_path / "whole", images, None, batch=3)
+    _journal_run(referenced_model, tmp_path / "whole", images, None, batch=3)
     part, first = _journal_run(referenced_model, tmp_path / "part", images, stop_at, batch=3)
     assert first.summary.stopped and isinstance(part[-1], Saved) and part[-1].final
     assert first.summary.maps_pending > 0

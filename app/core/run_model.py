@@ -31,6 +31,7 @@ from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
 from app.core.run_items import Cell, Notifier, RowChange, Selection
+from app.core.run_maps import apply_maps
 from app.core.run_truth import Truths
 from app.core.stats import PlotData, RunStatistics, segment_size_for
 
@@ -172,6 +173,9 @@ class RunModel(Truths):
 
     def add_results(self, batch: Sequence[ItemResult]) -> None:
         """Keep the results of a batch of images; the views see them at the next :meth:`flush`."""
+        if any(r.map_only for r in batch):  # maps behind the decisions: rows already shown
+            self._refresh(apply_maps(self, [r for r in batch if r.map_only]))
+            batch = [r for r in batch if not r.map_only]
         for result in batch:
             position = result.row.position
             self.overlays[position] = result.overlay
