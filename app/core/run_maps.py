@@ -17,11 +17,15 @@ class MapsHolder(Protocol):
     """What :func:`apply_maps` updates of :class:`app.core.run_model.RunModel`."""
 
     raw_rows: list[PredictionRow]
+    rows: list[PredictionRow]
+    selected: int | None
     overlays: dict[int, Overlay]
     heat_levels: tuple[float, float] | None
     desk: ReviewDesk
 
     def row_index(self, position: int) -> int | None: ...
+    def effective(self, row: PredictionRow) -> PredictionRow: ...
+    def select(self, position: int, keep_view: bool = False) -> None: ...
 
 
 def apply_maps(model: MapsHolder, results: Sequence[ItemResult]) -> list[int]:
@@ -32,10 +36,13 @@ def apply_maps(model: MapsHolder, results: Sequence[ItemResult]) -> list[int]:
         if index is None:
             continue
         model.raw_rows[index] = result.row
+        model.rows[index] = model.effective(result.row)
         model.overlays[result.row.position] = result.overlay
         model.heat_levels = widen_levels(model.heat_levels, result.overlay)
         changed.append(index)
     model.desk.add_rows([r.row for r in results])  # the review's rows: I-DiPT's prompted decisions
+    if model.selected is not None and model.selected in {r.row.position for r in results}:
+        model.select(model.selected, keep_view=True)  # its overlay arrived
     return changed
 
 

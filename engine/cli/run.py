@@ -45,7 +45,7 @@ from engine.run.runner import (
     write_run_config,
 )
 from engine.run.session import Session
-from engine.run.stream import MAPS, MapSkipped, Predicted, Skipped
+from engine.run.stream import MAPS, Mapped, MapSkipped, Predicted, Skipped
 from engine.util.text import shown
 
 #: Suffixes of images that are never slides (a TIFF may be either: OpenSlide decides).
@@ -258,6 +258,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         run.request_stop()
         tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
+    maps_bar: tqdm[Any] | None = None
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
@@ -269,7 +270,15 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
                         f"{shown(outcome.item.name)}: {shown(outcome.step.guard_event.message)}",
                         file=sys.stderr,
                     )
+            if isinstance(outcome, Mapped | MapSkipped) and maps_bar is None:
+                bar.close()
+                tqdm.write("now the uncertainty maps of the decided images, in order", file=sys.stderr)
+                left = len(run.map_queue) + 1
+                maps_bar = bar = tqdm(total=left, disable=args.no_progress, unit="map", file=sys.stderr)
+            if isinstance(outcome, Mapped):
+                bar.update(1)
             elif isinstance(outcome, MapSkipped):
+                bar.update(1)
                 tqdm.write(
                     f"no uncertainty map for {shown(outcome.item.name)}: {shown(outcome.reason)} "
                     "(its decision is kept)",
@@ -297,6 +306,12 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
+    if summary.mapped or summary.maps_skipped or summary.maps_pending:
+        print(
+            f"uncertainty maps: {summary.mapped} made behind the decisions, {summary.maps_skipped} could not "
+            f"be made (image unreadable again), {summary.maps_pending} pending (made by the next run)",
+            file=sys.stderr,
+        )
     arrived = (
         0
         if isinstance(job.source, SlideSource)
