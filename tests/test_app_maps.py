@@ -87,3 +87,39 @@ def test_a_map_replaces_its_row_and_brings_its_overlay(tmp_path: Path) -> None:
     count.add([skipped])
     assert model.row_at(2) == unreadable and "could not be read again" in image_title(unreadable)
     assert count.text() == "maps: 2 of 4"
+
+
+def test_the_count_starts_from_the_rows_of_earlier_runs() -> None:
+    """A run resumed after a stop with only maps left counts the maps of the earlier decisions."""
+    rows = _rows(5)
+    rows[0] = dataclasses.replace(rows[0], map_status="", uncertainty=0.1)
+    count = MapsCount(rows)
+    assert count.text() == "maps: 1 of 5"
+    mapped = dataclasses.replace(rows[1], map_status="", uncertainty=0.2)
+    count.add([ItemResult(mapped, Overlay.from_step((2, 2), None, None, None), None, np.zeros(0), True)])
+    assert count.text() == "maps: 2 of 5"
+
+
+def test_a_source_whose_maps_are_pending_still_has_work(tmp_path: Path) -> None:
+    """A run stopped after its decisions, before its maps: Start stays possible (the maps are left)."""
+    items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=tmp_path / f"img{i}.png") for i in range(4))
+    rows = _rows(4)
+    rows[0] = dataclasses.replace(rows[0], map_status="", uncertainty=0.1)
+    model = RunModel()
+    model.open(FolderSource(tmp_path, "name", items), 4, tuple(rows), 1, CLASSES)
+    assert model.pending == 3, "every image decided, three maps left"
+    mapped = dataclasses.replace(rows[1], map_status="", uncertainty=0.2)
+    model.add_results(
+        [ItemResult(mapped, Overlay.from_step((2, 2), None, None, None), None, np.zeros(0), True)]
+    )
+    assert model.pending == 2
+
+
+def test_the_run_line_counts_the_maps(tmp_path: Path) -> None:
+    from app.core.messages import RunEnded
+    from app.core.notices import run_ended
+
+    ended = RunEnded("stopped", 0, 0, True, None, "", "", (1200, 1, 800))
+    line = run_ended(ended, _model(tmp_path, 1))
+    assert line.startswith("Run stopped: 0 images processed, 1200 uncertainty maps made behind the decisions")
+    assert "(1 images could not be read again for theirs)" in line and "800 maps pending" in line

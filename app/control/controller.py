@@ -262,6 +262,7 @@ class Controller:
                 return
             st.gate_accepted.add(path)
         self.model.start_run()
+        self.maps = MapsCount(self.model.raw_rows)  # the source's rows so far, some maps maybe pending
         if self.model.selected is None:  # "Press Start (F5)" no longer holds
             self.view.show_image(
                 None, None, "Processing … each image shows here as it is done (Follow newest)"

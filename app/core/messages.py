@@ -124,3 +124,4 @@ class RunEnded:
     project: ProjectInfo | None
     state_fingerprint: str
     message: str = ""
+    maps: tuple[int, int, int] = (0, 0, 0)  # uncertainty maps made behind, not made (unreadable), pending

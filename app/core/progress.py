@@ -31,6 +31,8 @@ class Progress:
 
     def text(self) -> str:
         maps = f" · {self.maps}" if self.maps else ""
+        if self.maps and self.done >= self.total:  # every decision made: the maps are what goes on
+            return f"{self.maps} · decisions: {self.done} / {self.total}"
         if not self.running:
             return f"{self.done} / {self.total}{maps}"
         rate = f"{self.rate:.2f} img/s" if math.isfinite(self.rate) else "-- img/s"

@@ -120,6 +120,6 @@ def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str
         text += f", mean uncertainty {row.uncertainty:.4f}"
     elif row.map_status in MAP_TITLES:
         text += MAP_TITLES[row.map_status]
-    if row.restored and not has_overlay:
+    if row.restored and not has_overlay and not row.map_status:
         text += " (earlier session: no overlay kept)"
     return text

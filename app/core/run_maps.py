@@ -46,11 +46,19 @@ def apply_maps(model: MapsHolder, results: Sequence[ItemResult]) -> list[int]:
     return changed
 
 
+def waiting(rows: Iterable[PredictionRow]) -> int:
+    """How many of ``rows`` wait for their map (a run still has work when only maps are left)."""
+    return sum(row.map_status == MAP_PENDING for row in rows)
+
+
 class MapsCount:
     """How many of a run's images have their map yet (the status bar's ``maps: 1 200 of 20 000``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Iterable[PredictionRow] = ()) -> None:
         self.total = self.pending = 0
+        for row in rows:  # rows of earlier runs (a run stopped before its maps were done)
+            self.total += 1
+            self.pending += row.map_status == MAP_PENDING
 
     def add(self, batch: Iterable[ItemResult]) -> None:
         for result in batch:

@@ -50,7 +50,11 @@ HEADER_TIPS = (
 GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
 UNCERTAINTY_COLUMN = 6  # shown as low/medium/high within the site (app.core.uncertainty)
 #: The uncertainty column of a row whose map has not come (the maps follow the decisions).
-MAP_WORDS = {"pending": "map pending", "unreadable": "no map"}
+MAP_WORDS = {"pending": "pending", "unreadable": "no map"}
+MAP_TIPS = {
+    "pending": "The uncertainty map of this image is not made yet: the maps follow the decisions, in order",
+    "unreadable": "No uncertainty map: the image could not be read again for it (its decision is kept)",
+}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
 WRONG_BRUSH = QBrush(QColor(190, 30, 45))
@@ -133,7 +137,8 @@ class PredictionTableModel(QAbstractTableModel):
             return RIGHT_ALIGN
         if role == Qt.ItemDataRole.ToolTipRole:
             if index.column() == UNCERTAINTY_COLUMN:
-                return self.uncertainty.describe(self._rows[index.row()].uncertainty)
+                shown = self._rows[index.row()]
+                return MAP_TIPS.get(shown.map_status) or self.uncertainty.describe(shown.uncertainty)
             if index.column() == REVIEW_COLUMN:
                 review = self._reviews.get(index.row(), "")
                 return f"Your review mark: {review}" if review else "Not reviewed (C confirms, X corrects)"

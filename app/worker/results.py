@@ -64,4 +64,5 @@ def run_ended(summary: RunSummary, error: str, fingerprint: str, project: Projec
     s = summary
     message = error or (s.failure.message if s.failure else s.save_error or "")
     reason: RunReason = "failed" if error or s.failed else "stopped" if s.stopped else "finished"
-    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message)
+    maps = (s.mapped, s.maps_skipped, s.maps_pending)
+    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message, maps)
