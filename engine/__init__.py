@@ -87,7 +87,6 @@ if TYPE_CHECKING:
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
-    from engine.run.maps import MapResult
     from engine.run.review import SiteReview, what_adapting_changed
     from engine.run.rows import (
         CSV_COLUMNS,
@@ -223,7 +222,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "describe_decision": ("engine.run.decisions", "describe_decision"),
     "MAPS": ("engine.run.stream", "MAPS"),
     "MAP_PENDING": ("engine.run.rows", "MAP_PENDING"),
-    "MapResult": ("engine.run.maps", "MapResult"),
     "MapSkipped": ("engine.run.stream", "MapSkipped"),
     "Mapped": ("engine.run.stream", "Mapped"),
     "escape_cell": ("engine.run.rows", "escape_cell"),
@@ -312,7 +310,6 @@ __all__ = [
     "KindTally",
     "LoadedModel",
     "LockedError",
-    "MapResult",
     "MapSkipped",
     "Mapped",
     "MarkError",

@@ -16,7 +16,8 @@ from app.core.run_items import image_title
 from app.core.run_maps import MapsCount
 from app.core.run_model import RunModel
 from app.worker.results import item_result
-from engine import MAP_PENDING, FolderSource, Mapped, MapResult, MapSkipped, PredictionRow, StreamItem
+from engine import MAP_PENDING, FolderSource, Mapped, MapSkipped, PredictionRow, StreamItem
+from engine.run.maps import MapResult
 
 CLASSES = ("normal", "tumor")
 
@@ -123,3 +124,17 @@ def test_the_run_line_counts_the_maps(tmp_path: Path) -> None:
     line = run_ended(ended, _model(tmp_path, 1))
     assert line.startswith("Run stopped: 0 images processed, 1200 uncertainty maps made behind the decisions")
     assert "(1 images could not be read again for theirs)" in line and "800 maps pending" in line
+
+
+def test_a_map_in_the_same_batch_as_its_decision_reaches_the_row(tmp_path: Path) -> None:
+    """The worker sends results every 50 ms: a fast map can travel with its own decision."""
+    model = _model(tmp_path, 2)
+    row = _rows(1)[0]
+    decided = ItemResult(row, Overlay.from_step((2, 2), None, None, None), None, np.zeros(2, np.float32))
+    mapped_row = dataclasses.replace(row, uncertainty=0.25, prompted_prediction=0, map_status="")
+    mapped = item_result(
+        Mapped(StreamItem(0, "k0", "img0.png"), mapped_row, _map(mapped_row, 0.25), None), None
+    )
+    model.add_results([decided, mapped])
+    assert model.rows == [mapped_row] and model.overlays[0].uncertainty is not None
+    assert model.pending == 1, "one image left to decide, no map left"

@@ -173,10 +173,8 @@ class RunModel(Truths):
 
     def add_results(self, batch: Sequence[ItemResult]) -> None:
         """Keep the results of a batch of images; the views see them at the next :meth:`flush`."""
-        if any(r.map_only for r in batch):  # maps behind the decisions: rows already shown
-            self._refresh(apply_maps(self, [r for r in batch if r.map_only]))
-            self.pending = max(self.pending - sum(r.map_only for r in batch), 0)
-            batch = [r for r in batch if not r.map_only]
+        maps = [r for r in batch if r.map_only]  # maps behind the decisions (after their rows)
+        batch = [r for r in batch if not r.map_only]
         for result in batch:
             position = result.row.position
             self.overlays[position] = result.overlay
@@ -189,8 +187,10 @@ class RunModel(Truths):
             if result.row.guard_message or result.row.update_skipped:
                 self.event_noted.emit(result.row)
         self._add_rows([r.row for r in batch])
-        self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch), 0)
+        self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - len(maps), 0)
         self.progress.add(len(batch))
+        if maps:
+            self._refresh(apply_maps(self, maps))
 
     def note_failure(self, retried: bool) -> None:
         if not retried:
