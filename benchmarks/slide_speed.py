@@ -17,7 +17,11 @@ Prints one line per run, ``speedup METHOD X`` per method (its tiles/s at B over 
 batches, measured here) and, as its last line, ``speedup S``: the same for the default method's
 decisions. The default (``idipt+``) steps batches: its source pass and I-DiPT's prompt tuning for
 the uncertainty maps run on the batch, and its operating point takes the batch's images one by one,
-so its decisions are those of B = 1.
+so its decisions are those of B = 1. A method that decides from the source pass and makes maps
+(the default) also runs with its maps behind its decisions (``f2tta run --maps behind``, at B,
+read ahead): its decisions per second (reading included, until the last decision) and its maps per
+second behind them are printed, and, on the line before the last, ``speedup decisions-first S``:
+those decisions per second over B = 1 as before.
 
     python benchmarks/slide_speed.py [--tiles 20000] [--tile 224] [--device cpu|cuda] [--measure M]
         [--methods source,idipt+,idipt] [--batch B] [--arch vit_base_patch16_224 --img-size 224]
@@ -132,7 +136,7 @@ def _loaded(spec: dict[str, Any]) -> Any:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from engine import Predicted, Session, get_method_class
+    from engine import Mapped, Predicted, Session, get_method_class
     from engine.run.runner import open_slide_job
 
     if spec["threads"]:
@@ -154,6 +158,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         work / "out.csv",
         batch=spec["batch"],
         accept_warnings=True,
+        maps=spec.get("maps", "inline"),
     )
     planned = time.perf_counter() - start
     run = job.run
@@ -175,10 +180,14 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     run.pending = run.pending[: spec["measure"]] if spec["measure"] else run.pending
     if session.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    tiles = 0
+    tiles = maps = 0
     start = time.perf_counter()
+    decided = start
     for outcome in run.outcomes():
-        tiles += isinstance(outcome, Predicted)
+        if isinstance(outcome, Predicted):
+            tiles += 1
+            decided = time.perf_counter()  # with the maps behind: the last decision's time
+        maps += isinstance(outcome, Mapped)
     seconds = time.perf_counter() - start
     job.close()
     return {
@@ -191,6 +200,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "compile_seconds": warm,
         "seconds": seconds,
         "tiles_per_second": tiles / seconds if seconds else 0.0,
+        "decision_seconds": decided - start,
+        "maps": maps,
+        "map_seconds": seconds - (decided - start),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if session.device.type == "cuda" else None,
         "device": str(session.device),
@@ -296,6 +308,7 @@ def main() -> None:
         "compile": args.compile,
     }
     rates: dict[str, float] = {}
+    first_rates: dict[str, float] = {}  # decisions first, maps behind: decisions/s over B = 1 inline
     for method in methods:
         limit = get_method_class(method).max_batch
         chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
@@ -304,6 +317,20 @@ def main() -> None:
         now = _run_child({**base, "method": method, "batch": chosen, "read_ahead": True})
         print(_line(f"{method}, batched", now), flush=True)
         rates[method] = now["tiles_per_second"] / before["tiles_per_second"]
+        if get_method_class(method).decides_from_source_pass and get_method_class(method).has_map_step:
+            behind = _run_child(
+                {**base, "method": method, "batch": chosen, "read_ahead": True, "maps": "behind"}
+            )
+            first_rate = behind["tiles"] / behind["decision_seconds"]
+            maps_rate = behind["maps"] / behind["map_seconds"] if behind["map_seconds"] else 0.0
+            print(
+                f"{method + ', maps behind':<26} B={behind['batch']:<3} {behind['tiles']:>6} decisions in "
+                f"{behind['decision_seconds']:7.1f} s: {first_rate:8.1f} tiles/s (reading included); "
+                f"{behind['maps']} maps behind in {behind['map_seconds']:.1f} s: {maps_rate:.1f} maps/s; "
+                f"peak RSS {behind['peak_rss_mib']:.0f} MiB",
+                flush=True,
+            )
+            first_rates[method] = first_rate / before["tiles_per_second"]
     if not args.no_whole:
         first = methods[0]
         limit = get_method_class(first).max_batch
@@ -317,6 +344,8 @@ def main() -> None:
         )
     for method in methods:
         print(f"speedup {method} {rates[method]:.2f}")
+    if DEFAULT_METHOD in first_rates:
+        print(f"speedup decisions-first {first_rates[DEFAULT_METHOD]:.2f}")
     if DEFAULT_METHOD in rates:
         print(f"speedup {rates[DEFAULT_METHOD]:.2f}")
 

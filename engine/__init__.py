@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from engine.review.marks import MarkError, ReviewMark
     from engine.run.batch import MAX_BATCH, default_batch
     from engine.run.certify import certificates_json
+    from engine.run.decisions import decision_summary, describe_decision
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.journal import Journal, in_recorded_order
@@ -89,9 +90,8 @@ if TYPE_CHECKING:
     from engine.run.review import SiteReview, what_adapting_changed
     from engine.run.rows import (
         CSV_COLUMNS,
+        MAP_PENDING,
         PredictionRow,
-        decision_summary,
-        describe_decision,
         escape_cell,
         make_row,
         predictions_csv,
@@ -99,7 +99,10 @@ if TYPE_CHECKING:
     from engine.run.session import Session
     from engine.run.step import SettingsMismatchError, StepResult
     from engine.run.stream import (
+        MAPS,
         Failed,
+        Mapped,
+        MapSkipped,
         Outcome,
         Paused,
         Picture,
@@ -215,8 +218,12 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LockedError": ("engine.run.lock", "LockedError"),
     "CSV_COLUMNS": ("engine.run.rows", "CSV_COLUMNS"),
     "PredictionRow": ("engine.run.rows", "PredictionRow"),
-    "decision_summary": ("engine.run.rows", "decision_summary"),
-    "describe_decision": ("engine.run.rows", "describe_decision"),
+    "decision_summary": ("engine.run.decisions", "decision_summary"),
+    "describe_decision": ("engine.run.decisions", "describe_decision"),
+    "MAPS": ("engine.run.stream", "MAPS"),
+    "MAP_PENDING": ("engine.run.rows", "MAP_PENDING"),
+    "MapSkipped": ("engine.run.stream", "MapSkipped"),
+    "Mapped": ("engine.run.stream", "Mapped"),
     "escape_cell": ("engine.run.rows", "escape_cell"),
     "make_row": ("engine.run.rows", "make_row"),
     "predictions_csv": ("engine.run.rows", "predictions_csv"),
@@ -274,6 +281,8 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "KIND_NAMES",
     "KIND_SAMPLES",
+    "MAPS",
+    "MAP_PENDING",
     "MAX_BATCH",
     "NOT_BETTER",
     "ORDERS",
@@ -301,6 +310,8 @@ __all__ = [
     "KindTally",
     "LoadedModel",
     "LockedError",
+    "MapSkipped",
+    "Mapped",
     "MarkError",
     "MethodOutput",
     "ModelCard",

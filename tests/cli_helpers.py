@@ -46,10 +46,12 @@ def before_step(monkeypatch: pytest.MonkeyPatch, act: Callable[[int], None]) -> 
     real_step = Session.step_batch
     calls = [0]
 
-    def step(self: Session, images: list[object], sites: list[str | None] | None = None) -> object:
+    def step(
+        self: Session, images: list[object], sites: list[str | None] | None = None, **kw: bool
+    ) -> object:
         calls[0] += 1
         act(calls[0])
-        return real_step(self, images, sites)  # type: ignore[arg-type]
+        return real_step(self, images, sites, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Session, "step_batch", step)
     return lambda: monkeypatch.setattr(Session, "step_batch", real_step)

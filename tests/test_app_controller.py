@@ -140,6 +140,9 @@ def test_controller_drives_the_window_through_its_methods_only(
     assert blocker.args[0].reason == "finished" and blocker.args[0].processed == 12
     shown = [row for (rows,) in _calls(mock_window.append_rows) for row in rows]
     assert [r.position for r in shown] == list(range(12)), "every row reached the table once, in order"
+    for (changes,) in _calls(mock_window.update_rows):  # the maps that followed the decisions
+        for change in changes:
+            shown[change.index] = change.row
     assert shown == app.controller.model.rows
     data = mock_window.set_plot_data.call_args.args[0]
     assert data.labelled and data.x.size == 12
@@ -181,4 +184,5 @@ def test_controller_pause_resume_and_stop(
         app.controller.stop()
     ended = blocker.args[0]
     assert ended.reason == "stopped" and ended.saved and ended.processed == count
-    assert app.controller.model.pending == 40 - count and app.controller.phase is Phase.READY
+    maps_left = sum(r.map_status == "pending" for r in app.controller.model.raw_rows)  # maps behind
+    assert app.controller.model.pending == 40 - count + maps_left and app.controller.phase is Phase.READY

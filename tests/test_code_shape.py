@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
 #: Modules over the cap that another branch owns (each may not grow; it leaves this list when split).
-OVER_THE_CAP = {"engine/run/journal.py": 403}
+OVER_THE_CAP: dict[str, int] = {}
 
 
 def modules(*folders: str) -> Iterator[Path]:

@@ -24,6 +24,7 @@ from support import random_images
 from engine import (
     DEFAULT_METHOD,
     FolderSource,
+    Mapped,
     Predicted,
     Reader,
     Session,
@@ -88,12 +89,14 @@ def _commands(
 
 
 def _reference(
-    model: Path, inp: Path, method: str, batch: int
-) -> tuple[str, list[str], list[str], list[str], dict[int, str]]:
+    model: Path, inp: Path, method: str, batch: int, maps: str
+) -> tuple[str, list[str], list[str], list[str], dict[tuple[int, int], str]]:
     """What a run never killed gives: the source id, the items' names and keys in order, each
-    image's confidence, and the state's fingerprint after every step (by images seen)."""
+    image's confidence, and the state's fingerprint after every step, by (images decided, images
+    whose map is made): with the maps behind, (n, 0) ... (N, 0) then (N, 1) ... (N, N)."""
     session = Session(model, method=method)
-    fingerprints = {0: session.state_fingerprint()}
+    fingerprints = {(0, 0): session.state_fingerprint()}
+    mapped = 0
     confidences = []
     with contextlib.ExitStack() as stack:
         if inp.is_dir():
@@ -102,10 +105,16 @@ def _reference(
         else:
             source = open_slide_source(inp, session.card.img_size, session.card.mpp)
             reader = tile_reader(stack.enter_context(Slide(inp)), source.plan)
-        for outcome in StreamRun(session, source.items, reader, batch=batch).outcomes():
-            assert isinstance(outcome, Predicted)
-            confidences.append(f"{outcome.step.confidence:.6f}")
-            fingerprints[session.images_seen] = session.state_fingerprint()
+        run = StreamRun(session, source.items, reader, batch=batch, maps=maps)
+        behind = run.behind and session.method.has_map_step
+        for outcome in run.outcomes():
+            if isinstance(outcome, Mapped):
+                mapped += 1
+            else:
+                assert isinstance(outcome, Predicted)
+                confidences.append(f"{outcome.step.confidence:.6f}")
+                mapped += not behind
+            fingerprints[(session.images_seen, mapped)] = session.state_fingerprint()
     names, keys = [it.name for it in source.items], [it.key for it in source.items]
     return source.source_id, names, keys, confidences, fingerprints
 
@@ -120,6 +129,7 @@ def _kill_loop(
     method: str = DEFAULT_METHOD,
     batch: int = 1,
     slide: bool = False,
+    maps: str = "behind",
 ) -> int:
     if slide:
         inp = make_slide(tmp_path / "slide.tif", size=(512, 384), mpp=0.5)
@@ -129,13 +139,14 @@ def _kill_loop(
         for i, img in enumerate(random_images(n_images, seed=5)):
             Image.fromarray(img).save(inp / f"im{i:03d}.png")
         assert [p.name for p in list_images(inp)] == sorted(p.name for p in inp.iterdir())
-    source_id, names, keys, confidences, fingerprints = _reference(model, inp, method, batch)
+    source_id, names, keys, confidences, fingerprints = _reference(model, inp, method, batch, maps)
     n_images = len(names)
 
     out, state, home = tmp_path / "preds.csv", tmp_path / "state", tmp_path / "home"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"autosave_every": 1}))  # the app saves after every image
     extra = ["--method", method, "--batch", str(batch)] + (["--accept-warnings"] if slide else [])
+    extra += ["--maps", maps]  # the app's worker steps as its settings say (maps behind by default)
     commands = _commands(model, inp, out, state, home, *extra)
     # Same thread count as the in-process reference: float reductions differ between thread counts.
     env = {
@@ -169,22 +180,25 @@ def _kill_loop(
         if has_state(state):
             _, meta = read_state(state)  # always readable and verified by its checksum
             seen = int(meta["images_seen"])
-            sources = meta["extra"].get("sources", {})
-            assert sources.get(source_id, {}).get("processed", []) == keys[:seen]
-            assert seen in fingerprints, f"a state saved after {seen} images, inside a batch"
+            record = meta["extra"].get("sources", {}).get(source_id, {})
+            assert record.get("processed", []) == keys[:seen]
+            point = (seen, int(record.get("mapped", seen)))
+            assert point in fingerprints, f"a state saved after {point} (decided, mapped), inside a batch"
             probe = Session(model, method=method)
             probe.load(state)
-            assert probe.state_fingerprint() == fingerprints[seen]
+            assert probe.state_fingerprint() == fingerprints[point]
     # Resume to the end with f2tta run, which also writes the CSV from the journal.
     final = subprocess.run(commands["cli"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     rows = read_rows(out)
     assert [r["item"] for r in rows] == names, "every image once, in arrival order"
     assert [int(r["index"]) for r in rows] == list(range(n_images))
-    assert [r["key"] for r in _journal_rows(state, source_id)] == keys
+    last = {str(r["key"]): r for r in _journal_rows(state, source_id)}  # the last copy of each row
+    assert list(last) == keys and not any(r.get("map_status") for r in last.values()), "every map made"
+    assert all(r["map"] != "pending" for r in rows)
     probe = Session(model, method=method)
     probe.load(state)
-    assert probe.state_fingerprint() == fingerprints[n_images]
+    assert probe.state_fingerprint() == fingerprints[(n_images, n_images)]
     assert [r["confidence"] for r in rows] == confidences  # same predictions as a run never killed
     return done_kills
 
@@ -209,6 +223,17 @@ def test_sigkill_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> No
     kills = _kill_loop(
         tiny_model_path, tmp_path, 0, kills=3, seed=9, programs=["cli"], method="idipt", batch=5, slide=True
     )
+    assert kills >= 1
+
+
+def test_sigkill_maps_behind_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> None:
+    """The default method at B = 5 on a slide: kills while deciding and while the maps follow."""
+    kills = _kill_loop(tiny_model_path, tmp_path, 0, kills=4, seed=13, programs=["cli"], batch=5, slide=True)
+    assert kills >= 1
+
+
+def test_sigkill_maps_inline(tiny_model_path: Path, tmp_path: Path) -> None:
+    kills = _kill_loop(tiny_model_path, tmp_path, 24, kills=2, seed=17, programs=["cli"], maps="inline")
     assert kills >= 1
 
 

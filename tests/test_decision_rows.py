@@ -9,13 +9,12 @@ import numpy as np
 
 from engine.io.sources import StreamItem
 from engine.methods.decision import DecisionRecord
+from engine.run.decisions import decision_summary, describe_decision
 from engine.run.rows import (
     CSV_COLUMNS,
     LEGACY_CSV_COLUMNS,
     PredictionRow,
     csv_cells,
-    decision_summary,
-    describe_decision,
     make_row,
     read_csv_records,
 )

@@ -22,7 +22,7 @@ from engine import (
     StreamRun,
     open_folder,
 )
-from engine.run.journal import parse_record
+from engine.run.record import parse_record
 
 
 def _folder(root: Path, n: int) -> Path:

@@ -14,6 +14,7 @@ Scripted use is :mod:`app.control.script`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.projects import ProjectInfo
+from app.core.run_maps import MapsCount
 from app.core.run_model import RunModel
 from app.core.settings import available_demos
 from app.reports.files import ReportData
@@ -72,6 +74,7 @@ class Controller:
         self._region_ticket = 0
         self._throttle = MessageThrottle()
         self._skip_throttle = MessageThrottle()  # a NaN storm must not flood the log
+        self.maps = MapsCount()  # the run's images with their map yet (maps behind the decisions)
         self._watch_model()
         self.events.source_opened.connect(self._after_open)
         settings = state.settings
@@ -259,6 +262,7 @@ class Controller:
                 return
             st.gate_accepted.add(path)
         self.model.start_run()
+        self.maps = MapsCount(self.model.raw_rows)  # the source's rows so far, some maps maybe pending
         if self.model.selected is None:  # "Press Start (F5)" no longer holds
             self.view.show_image(
                 None, None, "Processing … each image shows here as it is done (Follow newest)"
@@ -292,14 +296,16 @@ class Controller:
 
     def tick(self, force: bool = False) -> None:
         """Hand what arrived to the views (one group of views per tick, all of them with ``force``)."""
-        self.view.set_progress(self.model.progress.progress(running=self.phase in TICKING))
+        progress = self.model.progress.progress(running=self.phase in TICKING)
+        self.view.set_progress(dataclasses.replace(progress, maps=self.maps.text()))
         self.model.flush(force=force, follow=self.view.following)
         self.view.set_project_summary(self.state.project_text())
         self.sessions.show_project_count()
 
     def on_worker_results_ready(self, batch: tuple[ItemResult, ...]) -> None:
         self.model.add_results(batch)
-        self.state.images_seen += len(batch)
+        self.maps.add(batch)
+        self.state.images_seen += sum(not r.map_only for r in batch)
 
     def on_worker_item_failed(self, failure: ItemFailure) -> None:
         self.model.note_failure(failure.retried)

@@ -31,7 +31,7 @@ from app.core.settings import DEMO_MODEL, AppSettings, available_demos, save_set
 from app.core.slide_display import SlideDisplay
 from app.core.stats import segment_size_for
 
-RELOAD_KEYS = ("model", "device", "method", "method_config", "project", "autosave_every", "batch")
+RELOAD_KEYS = ("model", "device", "method", "method_config", "project", "autosave_every", "batch", "maps")
 
 
 class SessionController:
@@ -76,6 +76,7 @@ class SessionController:
                 home=st.home,
                 autosave_every=s.autosave_every,
                 batch=s.batch,
+                maps=s.maps,
                 state_dir=st.state_dir,
                 expected_sha256=expected,
             )

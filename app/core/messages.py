@@ -29,6 +29,7 @@ class SessionRequest:
     home: Path | None = None  # studio home (projects), None = default
     autosave_every: int = 100
     batch: int = 0  # images per model step (0: chosen from the device)
+    maps: str = "behind"  # uncertainty maps behind the decisions (methods that allow it) or "inline"
     state_dir: Path | None = None  # a journal directory to use instead of the project (f2tta run's --state)
     #: The content (SHA-256) the project's model had when the project was made with it: a model
     #: file whose content differs since is refused (the project's state belongs to the old one).
@@ -103,6 +104,7 @@ class ItemResult:
     overlay: Overlay
     preview: np.ndarray | None  # (H, W, 3) uint8, read-only
     probs: np.ndarray  # (C,) float32, read-only
+    map_only: bool = False  # the map of an image decided earlier: ``row`` replaces its row (maps behind)
 
 
 @dataclass(frozen=True)
@@ -122,3 +124,4 @@ class RunEnded:
     project: ProjectInfo | None
     state_fingerprint: str
     message: str = ""
+    maps: tuple[int, int, int] = (0, 0, 0)  # uncertainty maps made behind, not made (unreadable), pending

@@ -116,6 +116,11 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
     text = f"Run {ended.reason}: {ended.processed} images processed"
     if ended.failed:
         text += f", {ended.failed} could not be processed"
+    made, unreadable, pending = ended.maps
+    if made or unreadable or pending:
+        text += f", {made} uncertainty maps made behind the decisions"
+        text += f" ({unreadable} images could not be read again for theirs)" if unreadable else ""
+        text += f", {pending} maps pending (made when the run goes on)" if pending else ""
     if model.run_guard_events:
         text += f", collapse guard acted {times(model.run_guard_events)}"
     if model.run_skipped_updates:

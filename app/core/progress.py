@@ -27,12 +27,16 @@ class Progress:
     remaining_s: float  # estimated seconds left (nan when unknown)
 
     running: bool = True  # rate and time left mean something only while a run goes
+    maps: str = ""  # how many images have their map yet, while some wait (app.core.run_maps)
 
     def text(self) -> str:
+        maps = f" · {self.maps}" if self.maps else ""
+        if self.maps and self.done >= self.total:  # every decision made: the maps are what goes on
+            return f"{self.maps} · decisions: {self.done} / {self.total}"
         if not self.running:
-            return f"{self.done} / {self.total}"
+            return f"{self.done} / {self.total}{maps}"
         rate = f"{self.rate:.2f} img/s" if math.isfinite(self.rate) else "-- img/s"
-        return f"{self.done} / {self.total} · {rate} · {format_duration(self.remaining_s)} left"
+        return f"{self.done} / {self.total} · {rate} · {format_duration(self.remaining_s)} left{maps}"
 
 
 class ProgressMeter:

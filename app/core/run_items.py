@@ -98,6 +98,13 @@ def short_name(name: str, most: int = NAME_CHARS) -> str:
     return f"{name[: keep - keep // 2]}…{name[-(keep // 2) :]}"
 
 
+#: The caption's word on an image whose uncertainty map has not come (maps behind the decisions).
+MAP_TITLES = {
+    "pending": " · uncertainty map: not made yet (the maps follow the decisions)",
+    "unreadable": " · no uncertainty map (the image could not be read again for it)",
+}
+
+
 def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str = "") -> str:
     """The image view's caption for a row (plain text: it holds the file and class names as they
     are, never markup); ``#`` counts from 1 within the source."""
@@ -111,6 +118,8 @@ def image_title(row: PredictionRow | None, has_overlay: bool = True, review: str
         text += f" · review: {review}"
     if math.isfinite(row.uncertainty):
         text += f", mean uncertainty {row.uncertainty:.4f}"
-    if row.restored and not has_overlay:
+    elif row.map_status in MAP_TITLES:
+        text += MAP_TITLES[row.map_status]
+    if row.restored and not has_overlay and not row.map_status:
         text += " (earlier session: no overlay kept)"
     return text

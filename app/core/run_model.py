@@ -31,6 +31,7 @@ from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
 from app.core.run_items import Cell, Notifier, RowChange, Selection
+from app.core.run_maps import apply_maps, waiting
 from app.core.run_truth import Truths
 from app.core.stats import PlotData, RunStatistics, segment_size_for
 
@@ -131,7 +132,7 @@ class RunModel(Truths):
         self._plots_dirty = self._images_dirty = False
         self._queue_dirty = True
         self.selected = None
-        self.pending = total - done
+        self.pending = total - done + waiting(restored)  # images to decide, and decided ones to map
         self.notes = list(source.notes)
         self.stats = RunStatistics(
             positive_class=positive_class,
@@ -172,6 +173,8 @@ class RunModel(Truths):
 
     def add_results(self, batch: Sequence[ItemResult]) -> None:
         """Keep the results of a batch of images; the views see them at the next :meth:`flush`."""
+        maps = [r for r in batch if r.map_only]  # maps behind the decisions (after their rows)
+        batch = [r for r in batch if not r.map_only]
         for result in batch:
             position = result.row.position
             self.overlays[position] = result.overlay
@@ -184,8 +187,10 @@ class RunModel(Truths):
             if result.row.guard_message or result.row.update_skipped:
                 self.event_noted.emit(result.row)
         self._add_rows([r.row for r in batch])
-        self.pending = max(self.pending - len(batch), 0)
+        self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - len(maps), 0)
         self.progress.add(len(batch))
+        if maps:
+            self._refresh(apply_maps(self, maps))
 
     def note_failure(self, retried: bool) -> None:
         if not retried:

@@ -14,6 +14,7 @@ from typing import Any
 
 from app._engine import (
     DEFAULT_METHOD,
+    MAPS,
     MAX_BATCH,
     FieldInfo,
     JsonFileError,
@@ -76,6 +77,7 @@ class AppSettings:
     project: str = DEFAULT_PROJECT  # the project the adaptation state is kept in
     autosave_every: int = 100  # save the state every this many images during a run (0 = only at stop)
     batch: int = 0  # images per model step (0 = chosen from the device: 16 on a CPU, 64 on CUDA)
+    maps: str = "behind"  # "behind": decisions first, uncertainty maps after them; "inline": together
     reviewer: str = ""  # the name kept with each review mark; empty = the operating system's user name
     folders: dict[str, str] = field(default_factory=dict)  # where each file dialog starts (FOLDER_KINDS)
     maximized: bool = False  # the window was maximised when it closed: it opens so again
@@ -123,6 +125,8 @@ class AppSettings:
                 kwargs[f.name] = float(value)
         if not 0 <= kwargs.get("batch", 0) <= MAX_BATCH:
             del kwargs["batch"]  # out of range (an edited file): chosen from the device again
+        if kwargs.get("maps", "behind") not in MAPS:
+            del kwargs["maps"]
         return cls(**kwargs)
 
 

@@ -136,6 +136,14 @@ class SettingsDialog(QDialog):
             "Images the model takes in one step: more is faster on a GPU; the table fills a step at a time, "
             "and pause and stop take effect between steps (0: 16 on a CPU, 64 on a CUDA GPU)"
         )
+        self.maps_combo = QComboBox()
+        self.maps_combo.addItem("after the decisions (decisions at full speed)", "behind")
+        self.maps_combo.addItem("with each decision", "inline")
+        self.maps_combo.setCurrentIndex(max(self.maps_combo.findData(settings.maps), 0))
+        self.maps_combo.setToolTip(
+            "Where the method decides from the source model alone (the default, source only), the table "
+            "and slide map can fill at decision speed and the uncertainty maps follow in order"
+        )
         self.reviewer_edit = QLineEdit(settings.reviewer)
         self.reviewer_edit.setPlaceholderText(dataclasses.replace(settings, reviewer="").reviewer_name())
         self.reviewer_edit.setToolTip("Kept with each review mark; empty: your user name on this computer")
@@ -150,6 +158,7 @@ class SettingsDialog(QDialog):
         form.addRow("Minimum tissue per slide tile", self.tissue_spin)
         form.addRow("Save state every", self.autosave_spin)
         form.addRow("Images per step", self.batch_spin)
+        form.addRow("Uncertainty maps", self.maps_combo)
         form.addRow("Reviewer name", self.reviewer_edit)
 
         self.advanced_toggle = QToolButton()
@@ -206,6 +215,7 @@ class SettingsDialog(QDialog):
             min_tissue=self.tissue_spin.value(),
             autosave_every=self.autosave_spin.value(),
             batch=self.batch_spin.value(),
+            maps=str(self.maps_combo.currentData()),
             reviewer=self.reviewer_edit.text().strip(),
         )
 

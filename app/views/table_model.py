@@ -50,6 +50,12 @@ HEADER_TIPS = (
 )
 GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
 UNCERTAINTY_COLUMN = 6  # shown as low/medium/high within the site (app.core.uncertainty)
+#: The uncertainty column of a row whose map has not come (the maps follow the decisions).
+MAP_WORDS = {"pending": "pending", "unreadable": "no map"}
+MAP_TIPS = {
+    "pending": "The uncertainty map of this image is not made yet: the maps follow the decisions, in order",
+    "unreadable": "No uncertainty map: the image could not be read again for it (its decision is kept)",
+}
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 CHANGED_BRUSH = QBrush(QColor(255, 244, 204))  # rows whose prediction adaptation changed
 WRONG_BRUSH = QBrush(QColor(190, 30, 45))
@@ -99,7 +105,8 @@ class PredictionTableModel(QAbstractTableModel):
         if column == REVIEW_COLUMN:
             return self._reviews.get(row, "")
         if column == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
-            return self.uncertainty.band(self._rows[row].uncertainty)
+            shown = self._rows[row]
+            return MAP_WORDS.get(shown.map_status) or self.uncertainty.band(shown.uncertainty)
         if column == GROUP_COLUMN:
             return self._decided_by(self._rows[row])
         return self._texts[row][column]
@@ -131,7 +138,8 @@ class PredictionTableModel(QAbstractTableModel):
             return RIGHT_ALIGN
         if role == Qt.ItemDataRole.ToolTipRole:
             if index.column() == UNCERTAINTY_COLUMN:
-                return self.uncertainty.describe(self._rows[index.row()].uncertainty)
+                shown = self._rows[index.row()]
+                return MAP_TIPS.get(shown.map_status) or self.uncertainty.describe(shown.uncertainty)
             if index.column() == REVIEW_COLUMN:
                 review = self._reviews.get(index.row(), "")
                 return f"Your review mark: {review}" if review else "Not reviewed (C confirms, X corrects)"
@@ -225,6 +233,8 @@ class PredictionTableModel(QAbstractTableModel):
         """Show ``row`` (its ground truth changed) with its review mark at ``index``."""
         if not 0 <= index < len(self._rows):
             return
+        if math.isnan(self._rows[index].uncertainty):  # its map arrived (maps behind the decisions)
+            self.uncertainty.add([row.uncertainty])
         self._rows[index] = row
         self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
         self.review_updates += 1

@@ -25,6 +25,8 @@ from app._engine import (
     FolderSource,
     Journal,
     KindTally,
+    Mapped,
+    MapSkipped,
     Outcome,
     Paused,
     Predicted,
@@ -244,15 +246,13 @@ class EngineWorker(QObject, RunControls):
             journal=self._journal,
             save_every=max(every, 0),
             batch=self._batch(),
-            arrival=(self._source.order, self._source.seed)
-            if isinstance(self._source, FolderSource)
-            else None,
+            arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
+            maps=self._request.maps if self._request is not None else "behind",
         )
         self._outcomes = self._run.outcomes()
         self._schedule()
 
-    def _batch(self) -> int:
-        """Images per model step: the setting, else chosen from the device and the method."""
+    def _batch(self) -> int:  # the setting, else chosen from the device and the method
         assert self._session is not None
         chosen = self._request.batch if self._request is not None else 0
         return chosen if chosen > 0 else default_batch(self._session.device, self._session.max_batch)
@@ -305,7 +305,7 @@ class EngineWorker(QObject, RunControls):
         QTimer.singleShot(0, self._pull)
 
     def _handle(self, outcome: Outcome) -> None:
-        if isinstance(outcome, Predicted):
+        if isinstance(outcome, Predicted | Mapped | MapSkipped):
             self._pending.append(item_result(outcome, self._overlays))
         elif isinstance(outcome, Skipped):
             self._flush()

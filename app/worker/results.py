@@ -3,7 +3,9 @@ image's result or skip, and the end of a run, as the immutable messages of :mod:
 
 from __future__ import annotations
 
-from app._engine import Predicted, RunSummary, Session, Skipped
+import numpy as np
+
+from app._engine import Mapped, MapSkipped, Predicted, RunSummary, Session, Skipped
 from app.core.messages import ItemFailure, ItemResult, RunEnded, RunReason, SessionInfo, SessionRequest
 from app.core.overlay import Overlay, preview_array
 from app.core.projects import Project, ProjectInfo
@@ -30,14 +32,22 @@ def session_info(
     )
 
 
-def item_result(outcome: Predicted, overlays: OverlayStore | None) -> ItemResult:
-    """A predicted image with its overlay (kept in ``overlays`` too) and its preview."""
-    step = outcome.step
-    overlay = Overlay.from_step(step.grid, step.uncertainty, step.uncertain_tokens, step.reliable_tokens)
-    preview = preview_array(outcome.image, PREVIEW_SIZE)
-    if overlays is not None:
+def item_result(outcome: Predicted | Mapped | MapSkipped, overlays: OverlayStore | None) -> ItemResult:
+    """A predicted image with its overlay (kept in ``overlays`` too) and its preview; or the map of
+    an image decided earlier (``map_only``: its row with the map, or saying it has none)."""
+    if isinstance(outcome, MapSkipped):
+        return ItemResult(outcome.row, Overlay.from_step((1, 1), None, None, None), None, _NONE, True)
+    made = outcome.step if isinstance(outcome, Predicted) else outcome.map
+    overlay = Overlay.from_step(made.grid, made.uncertainty, made.uncertain_tokens, made.reliable_tokens)
+    if overlays is not None and made.uncertainty is not None:
         overlays.add(outcome.row.key, overlay)
-    return ItemResult(outcome.row, overlay, preview, frozen(step.probs))
+    if isinstance(outcome, Mapped):
+        return ItemResult(outcome.row, overlay, None, _NONE, True)
+    preview = preview_array(outcome.image, PREVIEW_SIZE)
+    return ItemResult(outcome.row, overlay, preview, frozen(outcome.step.probs))
+
+
+_NONE = frozen(np.zeros(0, dtype=np.float32))  # a map brings no probabilities of its own
 
 
 def item_failure(outcome: Skipped) -> ItemFailure:
@@ -54,4 +64,5 @@ def run_ended(summary: RunSummary, error: str, fingerprint: str, project: Projec
     s = summary
     message = error or (s.failure.message if s.failure else s.save_error or "")
     reason: RunReason = "failed" if error or s.failed else "stopped" if s.stopped else "finished"
-    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message)
+    maps = (s.mapped, s.maps_skipped, s.maps_pending)
+    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message, maps)

@@ -45,7 +45,7 @@ from engine.run.runner import (
     write_run_config,
 )
 from engine.run.session import Session
-from engine.run.stream import Predicted, Skipped
+from engine.run.stream import MAPS, Mapped, MapSkipped, Predicted, Skipped
 from engine.util.text import shown
 
 #: Suffixes of images that are never slides (a TIFF may be either: OpenSlide decides).
@@ -101,6 +101,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="B",
         help="images per model step (default: chosen from the device, within the method's limit; 1 is "
         "the method's own per-image step; docs/method.md, 'Batches')",
+    )
+    parser.add_argument(
+        "--maps",
+        choices=MAPS,
+        default="behind",
+        help="behind (default): for methods that decide from the source pass (the default, source), "
+        "every decision first and the uncertainty maps after them, in order; inline: each image's "
+        "decision waits for its map (the CSV's map column says which rows have theirs)",
     )
     parser.add_argument(
         "--precision",
@@ -166,6 +174,7 @@ def _open(args: argparse.Namespace) -> FolderJob:
         "accept_warnings": args.accept_warnings,
         "reviews": args.reviews is not None or project_review_folder(args.state) is not None,
         "batch": batch,
+        "maps": args.maps,
     }
     if not args.input.is_dir():
         return open_slide_job(session, args.input, args.state, args.out, min_tissue=args.min_tissue, **common)
@@ -249,6 +258,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         run.request_stop()
         tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
+    maps_bar: tqdm[Any] | None = None
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
@@ -260,6 +270,20 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
                         f"{shown(outcome.item.name)}: {shown(outcome.step.guard_event.message)}",
                         file=sys.stderr,
                     )
+            if isinstance(outcome, Mapped | MapSkipped) and maps_bar is None:
+                bar.close()
+                tqdm.write("now the uncertainty maps of the decided images, in order", file=sys.stderr)
+                left = len(run.map_queue) + 1
+                maps_bar = bar = tqdm(total=left, disable=args.no_progress, unit="map", file=sys.stderr)
+            if isinstance(outcome, Mapped):
+                bar.update(1)
+            elif isinstance(outcome, MapSkipped):
+                bar.update(1)
+                tqdm.write(
+                    f"no uncertainty map for {shown(outcome.item.name)}: {shown(outcome.reason)} "
+                    "(its decision is kept)",
+                    file=sys.stderr,
+                )
             elif isinstance(outcome, Skipped):
                 bar.update(0 if outcome.transient else 1)
                 when = " (tried again next run)" if outcome.transient else ""
@@ -271,6 +295,8 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, old_term)
         bar.close()
     summary = run.summary
+    if (summary.mapped or summary.maps_skipped) and summary.saved:
+        job.outputs.rewrite(job.journal.rows(job.source.source_id))  # the maps reach the CSV
     skipped = sum(not s.transient for s in summary.skipped)
     deferred = len(summary.skipped) - skipped
     done = job.resumed_rows + summary.processed
@@ -280,6 +306,12 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         f"skipped: {shown(skipped_path(args.out))}; state: {shown(args.state)}",
         file=sys.stderr,
     )
+    if summary.mapped or summary.maps_skipped or summary.maps_pending:
+        print(
+            f"uncertainty maps: {summary.mapped} made behind the decisions, {summary.maps_skipped} could not "
+            f"be made (image unreadable again), {summary.maps_pending} pending (made by the next run)",
+            file=sys.stderr,
+        )
     arrived = (
         0
         if isinstance(job.source, SlideSource)

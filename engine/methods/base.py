@@ -110,6 +110,13 @@ class TTAMethod(ABC):
     in_paper: ClassVar[bool] = False
     #: Settings that reach every code path in a few small steps (the tests' configuration).
     test_settings: ClassVar[Mapping[str, Any]] = {}
+    #: Whether the reported decision needs only the image's source pass and the earlier images'
+    #: (SourceOnly, I-DiPT+): such a method has a *decision step* (:meth:`decide`) and, when
+    #: :attr:`has_map_step`, a *map step* (:meth:`map_step`) that may run behind the decisions,
+    #: over the same images in the same order (``docs/method.md``, "Decisions first, maps behind").
+    decides_from_source_pass: ClassVar[bool] = False
+    #: Whether :meth:`map_step` makes anything (the uncertainty map, the prompted decision).
+    has_map_step: ClassVar[bool] = False
 
     def __init__(self, model: PromptedViT, config: Any = None, seed: int = 0) -> None:
         if config is None and self.config_class is not None:
@@ -159,6 +166,29 @@ class TTAMethod(ABC):
     @abstractmethod
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         """Adapt on the batch ``x`` ``(B, 3, H, W)`` and return predictions."""
+
+    def decide(self, x: torch.Tensor) -> MethodOutput:
+        """The decision step of :meth:`forward_and_adapt` on the batch ``x``: the same logits and
+        decision records, without what the map step makes (no uncertainty, ``prompted`` -1).
+
+        Only methods with :attr:`decides_from_source_pass`; it advances only the state the
+        decisions read.
+        """
+        raise TypeError(f"method {self.name!r} does not decide from the source pass alone")
+
+    def map_step(self, x: torch.Tensor) -> MethodOutput:
+        """The map step on a batch :meth:`decide` already decided, taken in arrival order: the
+        uncertainty map, its tokens and, in ``logits``, the adapted model's own prediction (I-DiPT's
+        prompted decision); it advances only the state the maps read.
+
+        Only methods with :attr:`has_map_step`.
+        """
+        raise TypeError(f"method {self.name!r} has no map step")
+
+    def map_gives_prediction(self) -> bool:
+        """Whether :meth:`map_step`'s ``logits`` are a prediction of their own (I-DiPT's prompted
+        decision), not the source model's."""
+        return self.has_map_step
 
     def finish(self, logits: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float) -> MethodOutput:
         """The end of a step: count it and return its prediction with the step's scalars."""

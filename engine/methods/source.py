@@ -15,8 +15,12 @@ class SourceOnly(TTAMethod):
 
     autocast_ok: ClassVar[bool] = True
     compile_ok: ClassVar[bool] = True
+    decides_from_source_pass: ClassVar[bool] = True
 
     @torch.no_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         logits = self.model(x)
         return self.finish(logits, logits)
+
+    def decide(self, x: torch.Tensor) -> MethodOutput:
+        return self.forward_and_adapt(x)

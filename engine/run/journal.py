@@ -32,7 +32,6 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,7 +39,8 @@ from engine.errors import StateError
 from engine.io.arrival import ORDERS
 from engine.io.sources import FolderSource, open_folder, source_hash
 from engine.run.lock import DirectoryLock
-from engine.run.rows import PredictionRow
+from engine.run.record import JOURNAL_FORMAT, SourceRecord, parse_record, record_extra
+from engine.run.rows import MAP_PENDING, PredictionRow, without_map
 from engine.run.session import Session
 from engine.run.state import STATE_FILE
 from engine.util.atomic import atomic_write_bytes
@@ -50,8 +50,6 @@ from engine.util.jsonlines import KeyedJsonLines
 
 logger = logging.getLogger(__name__)
 
-JOURNAL_FORMAT = "f2tta/journal-1"
-LEGACY_PROFILE_FORMAT = "f2tta-studio/profile-1"  # app profiles before the journal: same record
 JOURNAL_FILE = "journal.json"
 ROWS_DIR = "rows"
 _TEMP_FILE = re.compile(r"^\..+\.tmp$")  # what engine.util.atomic leaves when it is killed mid-write
@@ -67,64 +65,6 @@ class JournalOutput(Protocol):
 
     def sync(self) -> None:
         """Make everything written so far durable (called before the state is saved)."""
-
-
-@dataclass
-class SourceRecord:
-    """What the journal knows of one source."""
-
-    processed: list[str] = field(default_factory=list)  # item keys, arrival order
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (key, reason), never retried
-    #: The arrival order and its seed the source was begun in (None: not recorded, an older state).
-    arrival: tuple[str, int] | None = None
-
-    def done(self) -> set[str]:
-        return set(self.processed) | {k for k, _ in self.skipped}
-
-
-def parse_record(extra: Any, origin: str) -> dict[str, SourceRecord]:
-    """The per-source record from a state's ``extra``.
-
-    Raises:
-        StateError: the record is malformed or was written by the old ``f2tta run`` format.
-    """
-    if not extra:
-        return {}
-    if not isinstance(extra, dict):
-        raise StateError(f"{origin}: the journal record is not a JSON object")
-    fmt = extra.get("format")
-    try:
-        if fmt == JOURNAL_FORMAT:
-            return {
-                str(sid): SourceRecord(
-                    [str(k) for k in rec.get("processed", [])],
-                    [(str(k), str(r)) for k, r in rec.get("skipped", [])],
-                    _arrival(rec.get("arrival")),
-                )
-                for sid, rec in extra.get("sources", {}).items()
-            }
-        if fmt == LEGACY_PROFILE_FORMAT:
-            return {
-                str(sid): SourceRecord([str(k) for k in keys]) for sid, keys in extra["processed"].items()
-            }
-    except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        raise StateError(f"{origin}: the journal record is malformed ({type(exc).__name__}: {exc})") from exc
-    if "processed" in extra and "root" in extra:
-        raise StateError(
-            f"{origin}: written by an earlier version of f2tta run, whose predictions CSV had other "
-            "columns; start afresh with a new --state directory and a new --out file"
-        )
-    raise StateError(f"{origin}: unknown journal format {fmt!r}")
-
-
-def _arrival(value: Any) -> tuple[str, int] | None:
-    """A recorded ``{"order": ..., "seed": ...}`` (None when absent); anything else is refused."""
-    if value is None:
-        return None
-    order, seed = value["order"], value["seed"]
-    if order not in ORDERS or type(seed) is not int:
-        raise ValueError(f"arrival {value!r} is not an order of {', '.join(ORDERS)} with an integer seed")
-    return str(order), seed
 
 
 class Journal:
@@ -257,6 +197,7 @@ class Journal:
         except OSError as exc:
             raise StateError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         found: dict[str, PredictionRow] = {}
+        pending = set(self.source(source_id).pending_maps())
         for key, record in records.items():
             if key not in keys:
                 continue
@@ -264,6 +205,9 @@ class Journal:
                 found[key] = PredictionRow.from_json(record)
             except (ValueError, TypeError, KeyError):
                 continue
+            if key in pending and found[key].map_status != MAP_PENDING:  # a map made after the last save
+                found[key] = without_map(found[key])
+                lines += 1  # the file is rewritten with the row as the state has it
         missing = len(keys) - len(found)
         if missing:
             raise StateError(
@@ -276,9 +220,17 @@ class Journal:
         return kept
 
     def add_row(self, source_id: str, row: PredictionRow) -> None:
-        """Append ``row`` (durable at the next :meth:`save`); the item counts once the state is saved."""
+        """Append ``row`` (durable at the next :meth:`save`); the item counts once the state is saved.
+        A row whose map is pending waits for :meth:`add_map`."""
         self._rows_store(source_id).append(row.to_json())
-        self.source(source_id).processed.append(row.key)
+        self.source(source_id).add_processed(row.key, mapped=row.map_status != MAP_PENDING)
+
+    def add_map(self, source_id: str, row: PredictionRow, unreadable: str | None = None) -> None:
+        """Append the row of the next item waiting for its map, now with its map (``unreadable``:
+        why its image gave none, the row then says :data:`MAP_UNREADABLE`); the last copy of a row
+        is the one read back."""
+        self.source(source_id).add_mapped(row.key, unreadable)
+        self._rows_store(source_id).append(row.to_json())
 
     def add_skip(self, source_id: str, key: str, reason: str) -> None:
         """Record that an item cannot be read, for good (it is not offered again)."""
@@ -303,22 +255,7 @@ class Journal:
 
     # -- saving ----------------------------------------------------------------------------------
     def to_extra(self) -> dict[str, Any]:
-        return {
-            "format": JOURNAL_FORMAT,
-            "sources": {
-                sid: {
-                    "processed": rec.processed,
-                    "skipped": [list(s) for s in rec.skipped],
-                    **(
-                        {}
-                        if rec.arrival is None
-                        else {"arrival": {"order": rec.arrival[0], "seed": rec.arrival[1]}}
-                    ),
-                }
-                for sid, rec in self.record.items()
-                if rec.processed or rec.skipped
-            },
-        }
+        return record_extra(self.record)
 
     def save(self, session: Session) -> None:
         """Rows and outputs to disk first, then the state (atomically, the previous one kept).

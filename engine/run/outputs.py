@@ -29,7 +29,7 @@ from engine.run.journal import Journal
 from engine.run.rows import (
     CSV_COLUMNS,
     CSV_ERRORS,
-    LEGACY_CSV_COLUMNS,
+    LEGACY_CSV_HEADERS,
     OutputError,
     PredictionRow,
     csv_cells,
@@ -199,7 +199,7 @@ class CsvOutputs:
             )
         # The file may lag behind the journal (the app continued it) or run ahead of the saved state
         # (rows made after the last save): what it holds must agree with the journal's rows.
-        records = read_csv_records(self.path, CSV_COLUMNS, legacy=[LEGACY_CSV_COLUMNS])
+        records = read_csv_records(self.path, CSV_COLUMNS, legacy=LEGACY_CSV_HEADERS)
         written = [(_whole(r["index"]), unescape_cell(r["item"])) for r in records[: len(rows)]]
         expected = [(r.index, r.name) for r in rows[: len(written)]]
         if written != expected:
@@ -211,6 +211,14 @@ class CsvOutputs:
     @staticmethod
     def _open(path: Path) -> IO[str]:
         return open_append(path, encoding="utf-8", errors=CSV_ERRORS, newline="")
+
+    def rewrite(self, rows: list[PredictionRow]) -> None:
+        """Write the CSV afresh from the journal's ``rows`` (atomically): the maps made behind the
+        decisions reach it (their rows were appended while the maps were pending)."""
+        text = csv_text(CSV_COLUMNS, (csv_cells(r) for r in rows))
+        self._rows.close()
+        atomic_write_bytes(self.path, text.encode("utf-8", errors=CSV_ERRORS))
+        self._rows = self._open(self.path)
 
     def add_row(self, row: PredictionRow) -> None:
         csv.writer(self._rows, lineterminator="\n").writerow(csv_cells(row))

@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 Picture = Image.Image | np.ndarray
 Reader = Callable[[StreamItem], Picture]
+#: An item as read and as the model's pixels, or why it cannot be read.
+Decoded = tuple[Picture, np.ndarray] | Exception
 T = TypeVar("T")
 
 

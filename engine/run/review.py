@@ -28,7 +28,7 @@ from engine.io.sources import source_hash
 from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
-from engine.run.rows import PredictionRow
+from engine.run.rows import MAP_PENDING, PredictionRow
 
 
 def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
@@ -237,7 +237,7 @@ class SiteReview:
         """
         while True:
             if self.ladder.active is None:
-                started = self.ladder.start(self.images()) if self.rows else None
+                started = self.ladder.start(self._decided_and_mapped()) if self.rows else None
                 if started is None:
                     return None
                 self.starts.append(started.covered)
@@ -246,6 +246,13 @@ class SiteReview:
             active = self.ladder.active
             if active is not None:
                 return active.next_position
+
+    def _decided_and_mapped(self) -> SiteImages:
+        """The images a comparison may start on: those before the first whose map (and I-DiPT's
+        prompted decision) is still pending, so a comparison never changes when maps arrive."""
+        pending = next((i for i, r in enumerate(self.rows) if r.map_status == MAP_PENDING), len(self.rows))
+        images = self.images()
+        return images if pending == len(self.rows) else images.head(pending)
 
     def _save_starts(self) -> None:
         if self._store is None:

@@ -52,10 +52,16 @@ CSV_COLUMNS = (
     "site_group",
     "decision_threshold",
     "decision_reason",
+    "map",
 )
 #: The columns of predictions CSVs written before decision paths were recorded; such a file is
 #: still read back (resuming an older run) and is rewritten with :data:`CSV_COLUMNS`.
 LEGACY_CSV_COLUMNS = CSV_COLUMNS[:22]
+#: Every older header read back: before decision paths, and before the ``map`` column.
+LEGACY_CSV_HEADERS = (LEGACY_CSV_COLUMNS, CSV_COLUMNS[:26])
+#: :attr:`PredictionRow.map_status` of a row decided before its uncertainty map was made (the map
+#: step runs behind the decisions), and of one whose image could not be read again for it.
+MAP_PENDING, MAP_UNREADABLE = "pending", "unreadable"
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # File names that are not valid UTF-8 (possible on Linux) round-trip through the CSVs byte for byte.
 CSV_ERRORS = "surrogateescape"
@@ -97,6 +103,7 @@ class PredictionRow:
         tuple[str, float], ...
     ] = ()  # the site's candidate thresholds (never reported uncertified)
     prompted_prediction: int | None = None  # I-DiPT's prompted model's class (None: not computed)
+    map_status: str = ""  # "" the map is there (or the method makes none); MAP_PENDING; MAP_UNREADABLE
     restored: bool = False  # True for rows read back from a journal (no overlay available)
 
     @property
@@ -138,6 +145,7 @@ class PredictionRow:
             "decision_reason",
             "source_margin",
             "prompted_prediction",
+            "map_status",
         ):
             if data[key] in ("", None):
                 data.pop(key)
@@ -177,6 +185,7 @@ class PredictionRow:
         kwargs["update_skipped"] = bool(kwargs.get("update_skipped", False))
         kwargs["decision_path"] = str(kwargs.get("decision_path") or "")
         kwargs["decision_reason"] = str(kwargs.get("decision_reason") or "")
+        kwargs["map_status"] = str(kwargs.get("map_status") or "")
         group = kwargs.get("site_group")
         kwargs["site_group"] = None if group is None else int(group)
         threshold = kwargs.get("decision_threshold")
@@ -193,6 +202,13 @@ class PredictionRow:
         )
         kwargs["restored"] = True
         return cls(**kwargs)
+
+
+def without_map(row: PredictionRow) -> PredictionRow:
+    """``row`` as its decision made it, its map pending (what the map step adds taken away)."""
+    return dataclasses.replace(
+        row, uncertainty=math.nan, update_skipped=False, prompted_prediction=None, map_status=MAP_PENDING
+    )
 
 
 def make_row(
@@ -243,62 +259,6 @@ def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
     }
 
 
-def describe_decision(row: PredictionRow) -> str:
-    """One line for people: what decided the row (empty when the method records none).
-
-    The reported decision of I-DiPT+ is always the source model's: at its own threshold, or at the
-    threshold its site's operating point moved to; the line says which, and why.
-    """
-    if not row.decision_path:
-        return ""
-    where = f" (site {row.site_group})" if row.site_group is not None else ""
-    threshold = row.decision_threshold
-    if row.decision_path == "accepted" and threshold:
-        what = f"the source model at its site's threshold {threshold:+.2f} on the margin{where}"
-    elif row.decision_path == "source-like":
-        what = "the source model at its own threshold (the image looks like the source site)"
-    else:
-        what = f"the source model at its own threshold{where}"
-    reason = (
-        f": {row.decision_reason}"
-        if row.decision_reason and row.decision_reason not in (row.decision_path, "accepted")
-        else ""
-    )
-    return f"decided by {what}{reason}"
-
-
-def decision_summary(rows: Iterable[PredictionRow]) -> list[dict[str, Any]]:
-    """What adaptation changed, per site group and decision path (rows with a recorded decision).
-
-    One entry per (group, path) in order of the group's first image: ``images``, ``changed``
-    (decisions that differ from the source model's) and, where the truth is known, ``fixed``
-    and ``broken``, with ``labelled`` the images whose truth is known.
-    """
-    out: dict[tuple[int | None, str], dict[str, Any]] = {}
-    for row in sorted(rows, key=lambda r: r.index):
-        if not row.decision_path:
-            continue
-        entry = out.setdefault(
-            (row.site_group, row.decision_path),
-            {
-                "group": row.site_group,
-                "path": row.decision_path,
-                "images": 0,
-                "changed": 0,
-                "labelled": 0,
-                "fixed": 0,
-                "broken": 0,
-            },
-        )
-        entry["images"] += 1
-        entry["changed"] += int(row.changed)
-        if row.correct is not None:
-            entry["labelled"] += 1
-            entry["fixed"] += int(bool(row.correct) and not row.source_correct)
-            entry["broken"] += int(not row.correct and bool(row.source_correct))
-    return list(out.values())
-
-
 def escape_cell(text: str) -> str:
     """``text`` made safe to open in a spreadsheet: a leading ``'`` before a formula character."""
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
@@ -340,7 +300,16 @@ def csv_cells(row: PredictionRow) -> list[str]:
         "" if row.site_group is None else str(row.site_group),
         "" if row.decision_threshold is None else _num(row.decision_threshold),
         escape_cell(row.decision_reason),
+        map_cell(row),
     ]
+
+
+def map_cell(row: PredictionRow) -> str:
+    """The CSV's ``map`` cell: ``pending``, ``unreadable`` (no map will come), ``done``, or empty
+    for a method that makes no uncertainty map."""
+    if row.map_status:
+        return row.map_status
+    return "done" if math.isfinite(row.uncertainty) else ""
 
 
 def csv_text(header: Sequence[str], records: Iterable[Sequence[str]]) -> str:

@@ -105,6 +105,7 @@ def open_folder_job(
     accept_warnings: bool = False,
     reviews: bool = False,
     batch: int = 1,
+    maps: str = "inline",
 ) -> FolderJob:
     """Open everything a run needs, refusing before any file changes when something is wrong.
 
@@ -125,6 +126,7 @@ def open_folder_job(
         reviews: the run will write review certificates beside ``out_csv``; their files are
             checked and owned with the others (:func:`engine.run.outputs.run_files`).
         batch: images per model step (:class:`StreamRun`'s ``batch``).
+        maps: where the uncertainty maps are made (:class:`StreamRun`'s ``maps``).
 
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
@@ -152,6 +154,7 @@ def open_folder_job(
         command,
         warnings,
         batch,
+        maps,
         files,
     )
 
@@ -169,6 +172,7 @@ def open_slide_job(
     accept_warnings: bool = False,
     reviews: bool = False,
     batch: int = 1,
+    maps: str = "inline",
 ) -> FolderJob:
     """:func:`open_folder_job` for a whole-slide image: its tissue tiles, cut as the app cuts them.
 
@@ -219,6 +223,7 @@ def open_slide_job(
             command,
             warnings,
             batch,
+            maps,
             files,
         )
     except BaseException:
@@ -257,6 +262,7 @@ def _open_job(
     command: str,
     warnings: tuple[GateWarning, ...],
     batch: int,
+    maps: str,
     files: tuple[Path, ...],
 ) -> FolderJob:
     """The journal restored into ``session``, the CSVs rewritten from it, and the run to iterate.
@@ -294,6 +300,7 @@ def _open_job(
         on_skip=on_skip,
         arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
         batch=batch,
+        maps=maps,
         keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     return FolderJob(session, source, journal, outputs, run, len(rows), warnings)

@@ -156,7 +156,10 @@ class Session:
         return self.step_batch([image], [site])[0]
 
     def step_batch(
-        self, images: Sequence[ImageInput], sites: Sequence[str | None] | None = None
+        self,
+        images: Sequence[ImageInput],
+        sites: Sequence[str | None] | None = None,
+        decisions_only: bool = False,
     ) -> list[StepResult]:
         """Adapt to images in one step of the method and return their predictions, in order.
 
@@ -167,6 +170,8 @@ class Session:
         Args:
             images: the images, in arrival order.
             sites: each image's site (None, or None entries: nobody says).
+            decisions_only: the method's decision step only (methods that decide from the source
+                pass; the map step follows with :func:`engine.run.maps.map_batch`).
 
         Raises:
             ValueError: more images than :attr:`max_batch`, or sites of another length.
@@ -183,14 +188,15 @@ class Session:
         x = self.to_input([self.prepare(image) for image in images])
         self.method.sites = named
         self.method.site = named[0]
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
-        with autocast:
-            out = self.method.forward_and_adapt(x)
+        with self.autocast_context():
+            out = self.method.decide(x) if decisions_only else self.method.forward_and_adapt(x)
         return self._results(out, len(images), start)
+
+    def autocast_context(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast around a step where the session runs one (:mod:`engine.run.accel`)."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
 
     def _results(self, out: MethodOutput, n: int, start: float) -> list[StepResult]:
         """Each image's result from the step's output (one transfer to the host for the batch)."""

@@ -29,6 +29,10 @@ tried again at half the size, with a log line; the smaller size is kept for the 
 
 **Reading ahead.** Items are read and brought to the model's input size (:meth:`Session.prepare`)
 on ``readers`` threads, ``read_ahead`` items ahead of the model (:func:`engine.run.reading.read_ahead`).
+
+**Maps behind** (``maps="behind"``, methods that decide from the source pass): every pending item
+is decided first (rows appended at decision speed, their map pending), then the decided items are
+read again, in order and in the same batches, for their map step (:mod:`engine.run.behind`).
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -46,8 +50,21 @@ import torch
 from engine.errors import F2TTAError
 from engine.io.sources import StreamItem
 from engine.run.batch import is_out_of_memory
+from engine.run.behind import map_phase, queue_pending_maps
 from engine.run.journal import Journal
+from engine.run.outcomes import (
+    Failed,
+    Mapped,
+    MapSkipped,
+    Outcome,
+    Paused,
+    Predicted,
+    RunSummary,
+    Saved,
+    step_message,
+)
 from engine.run.reading import (
+    Decoded,
     Picture,
     Reader,
     Skipped,
@@ -57,14 +74,17 @@ from engine.run.reading import (
     skip_for,
     tile_reader,
 )
-from engine.run.rows import PredictionRow, make_row
+from engine.run.rows import PredictionRow, make_row, without_map
 from engine.run.session import Session
 from engine.run.step import StepResult
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "MAPS",
     "Failed",
+    "MapSkipped",
+    "Mapped",
     "Outcome",
     "Paused",
     "Picture",
@@ -81,65 +101,9 @@ __all__ = [
 
 #: Steps at a batch size whose state is kept aside, so running out of memory can be undone.
 _TRIAL_STEPS = 2
-
-
-@dataclass(frozen=True)
-class Predicted:
-    """An item the model adapted to; its row is in the journal (durable at the next save)."""
-
-    item: StreamItem
-    row: PredictionRow
-    step: StepResult
-    image: Picture  # what the model was given (for previews)
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The model step failed on ``item``: the run ends here and the item is retried next time."""
-
-    item: StreamItem
-    message: str
-
-
-@dataclass(frozen=True)
-class Saved:
-    """A save of the state after ``images_seen`` images; ``error`` says why it failed (the run ends)."""
-
-    images_seen: int
-    error: str | None = None
-    final: bool = False  # the save at the end of the run
-
-
-@dataclass(frozen=True)
-class Paused:
-    """The run paused after the last item, as asked; pulling again continues it."""
-
-
-Outcome = Predicted | Skipped | Failed | Saved | Paused
-
-
-@dataclass
-class RunSummary:
-    """What a run did, for the caller's report and exit code."""
-
-    total: int  # items in the source
-    done_before: int  # items the journal accounted for at the start (processed or skipped for good)
-    processed: int = 0  # items predicted in this run
-    skipped: list[Skipped] = field(default_factory=list)  # this run's skips, transient ones included
-    failure: Failed | None = None  # the model step failed (the run ended early)
-    save_error: str | None = None  # the state could not be saved (the run ended early)
-    stopped: bool = False  # a stop was asked for before the end
-    saved: bool = False  # the last save succeeded
-
-    @property
-    def failed(self) -> bool:
-        return self.failure is not None or self.save_error is not None
-
-    @property
-    def remaining(self) -> int:
-        """Items neither processed nor skipped for good, after this run."""
-        permanent = sum(not s.transient for s in self.skipped)
-        return self.total - self.done_before - self.processed - permanent
+#: Where the uncertainty maps are made: with each decision, or behind all of them.
+MAPS = ("behind", "inline")
+T = TypeVar("T")
 
 
 class StreamRun:
@@ -165,6 +129,9 @@ class StreamRun:
         on_skip: called with each skip before the outcome is yielded.
         arrival: the arrival order and seed of ``items`` (a folder's ``order`` and ``seed``),
             recorded in the journal so a later run continues in the same order.
+        maps: ``"behind"``: decisions first, the maps behind them (methods that decide from the
+            source pass; the others step inline whatever this says); ``"inline"``: each image's
+            decision and map in one step.
     """
 
     def __init__(
@@ -184,7 +151,10 @@ class StreamRun:
         on_row: Callable[[PredictionRow], None] | None = None,
         on_skip: Callable[[Skipped], None] | None = None,
         arrival: tuple[str, int] | None = None,
+        maps: str = "inline",
     ) -> None:
+        if maps not in MAPS:
+            raise ValueError(f"maps must be one of {', '.join(MAPS)}, not {maps!r}")
         self.session = session
         self.reader = reader
         self.source_id = source_id
@@ -202,6 +172,16 @@ class StreamRun:
             journal.note_arrival(source_id, *arrival)
         self.pending = [item for item in items if item.key not in done]
         self.summary = RunSummary(total=len(items), done_before=len(items) - len(self.pending))
+        method = session.method
+        #: Decisions first (the decision step only), then the maps behind them.
+        self.behind = maps == "behind" and method.decides_from_source_pass
+        #: Decided items waiting for their map step, in arrival order, with their rows.
+        self.map_queue: deque[tuple[StreamItem, PredictionRow]] = deque()
+        self.missing: set[str] = set()  # keys of queued items no longer in the source
+        if journal is not None and method.has_map_step:
+            queue_pending_maps(self, journal, items)
+        self._since_save = 0
+        self._ended = False  # a failure or a save error ended the run (no further step)
         self._stop = threading.Event()
         self._pause = threading.Event()
         self._steps_at: dict[int, int] = {}  # batch size -> steps that succeeded at it
@@ -221,21 +201,36 @@ class StreamRun:
 
     # -- the loop -------------------------------------------------------------------------------
     def outcomes(self) -> Iterator[Outcome]:
-        """The outcome of every pending item, in order, then a final :class:`Saved` (with a journal)."""
-        since_save = 0
-        decoded = read_ahead(self.pending, self._read, self.readers, self.read_ahead)
+        """The outcome of every pending item, in order, then a final :class:`Saved` (with a journal);
+        maps behind: the decisions' outcomes, then a :class:`Mapped` or :class:`MapSkipped` each
+        (maps an earlier run left pending: after the decisions, or before them when inline)."""
         try:
-            while True:
-                if self._stop.is_set():
-                    self.summary.stopped = True
-                    break
-                chunk = self._gather(decoded)
+            if not self.behind:
+                yield from map_phase(self)
+            if not self._ended:
+                yield from self._decisions()
+            if self.behind and not self._ended:
+                yield from map_phase(self)
+        finally:
+            if isinstance(self.reader, TileReader):
+                self.reader.close()
+            self.summary.maps_pending = len(self.map_queue)
+        if self.journal is not None and self.summary.save_error is None:
+            yield self.save(final=True)
+
+    def _decisions(self) -> Iterator[Outcome]:
+        """Read, step (or decide) and record the pending items in batches."""
+        decoded = read_ahead(self.pending, self.read, self.readers, self.read_ahead)
+        queue = self.session.method.has_map_step and self.behind
+        try:
+            while not self.ended_by_request():
+                chunk = self.gather(decoded)
                 if not chunk:
                     break
                 readable = [i for i, (_, d) in enumerate(chunk) if not isinstance(d, Exception)]
                 pixels = [d[1] for _, d in chunk if not isinstance(d, Exception)]
                 sites = [self.site_of(item) for item, d in chunk if not isinstance(d, Exception)]
-                steps, failure = self._step(pixels, sites)
+                steps, failure = self.batched(self._step, pixels, sites)
                 # Up to the image whose step failed (it and what follows are read again next run).
                 cut = len(chunk) if failure is None else readable[len(steps)]
                 results = iter(steps)
@@ -247,43 +242,72 @@ class StreamRun:
                         continue
                     step = next(results)
                     row = make_row(item, step, self.session.card.classes, self.positive_class)
-                    try:
-                        if self.journal is not None:
-                            self.journal.add_row(self.source_id, row)
-                        if self.on_row is not None:
-                            self.on_row(row)
-                    except OSError as exc:
-                        # The state already counts this image but its row is not on disk: saving now
-                        # would make the journal disagree with itself, so the last saved state stays.
-                        self.summary.save_error = (
-                            f"{item.name}: its row cannot be written ({exc.strerror or exc})"
-                        )
-                        yield Saved(self.session.images_seen, self.summary.save_error)
+                    if queue:
+                        row = without_map(row)
+                    error = self.record(item, self._add_row, row)
+                    if error is not None:
+                        yield error
                         return
+                    if queue:
+                        self.map_queue.append((item, row))
                     self.summary.processed += 1
-                    since_save += 1
                     yield Predicted(item, row, step, d[0])
                 if failure is not None:
-                    item = chunk[cut][0]
-                    logger.debug("step failed on %s", item.name, exc_info=failure)
-                    self.summary.failure = Failed(item, _step_message(item, failure))
-                    yield self.summary.failure
-                    break
-                if self.journal is not None and self.save_every and since_save >= self.save_every:
-                    since_save = 0
-                    saved = self._save()
-                    yield saved
-                    if saved.error is not None:
-                        return
-                if self._pause.is_set() and not self._stop.is_set():
-                    self._pause.clear()
-                    yield Paused()
+                    yield self.fail(chunk[cut][0], failure)
+                    return
+                yield from self.between_batches()
         finally:
             decoded.close()
-            if isinstance(self.reader, TileReader):
-                self.reader.close()
+
+    def _step(self, pixels: list[np.ndarray], sites: list[str | None]) -> list[StepResult]:
+        if self.behind:
+            return self.session.step_batch(pixels, sites, decisions_only=True)
+        return self.session.step_batch(pixels, sites)
+
+    def _add_row(self, row: PredictionRow) -> None:
         if self.journal is not None:
-            yield self._save(final=True)
+            self.journal.add_row(self.source_id, row)
+        if self.on_row is not None:
+            self.on_row(row)
+
+    def record(self, item: StreamItem, write: Callable[..., None], *args: Any) -> Saved | None:
+        """``write(*args)`` (a row); a :class:`Saved` with the error that ends the run, if it fails."""
+        try:
+            write(*args)
+        except OSError as exc:
+            # The state already counts this image but its row is not on disk: saving now would
+            # make the journal disagree with itself, so the last saved state stays.
+            self.summary.save_error = f"{item.name}: its row cannot be written ({exc.strerror or exc})"
+            self._ended = True
+            return Saved(self.session.images_seen, self.summary.save_error)
+        self._since_save += 1
+        return None
+
+    def fail(self, item: StreamItem, failure: Exception) -> Failed:
+        """The run ends at ``item``, whose step failed (it is retried next run)."""
+        logger.debug("step failed on %s", item.name, exc_info=failure)
+        self.summary.failure = Failed(item, step_message(item, failure))
+        self._ended = True
+        return self.summary.failure
+
+    def ended_by_request(self) -> bool:
+        """Whether a stop was asked for (the run then ends before its next batch)."""
+        if self._stop.is_set():
+            self.summary.stopped = True
+        return self.summary.stopped or self._ended
+
+    def between_batches(self) -> Iterator[Outcome]:
+        """A save when one is due, a pause when one was asked for."""
+        if self.journal is not None and self.save_every and self._since_save >= self.save_every:
+            self._since_save = 0
+            saved = self.save()
+            yield saved
+            if saved.error is not None:
+                self._ended = True
+                return
+        if self._pause.is_set() and not self._stop.is_set():
+            self._pause.clear()
+            yield Paused()
 
     def site_of(self, item: StreamItem) -> str | None:
         """The site an item belongs to: its own when it names one, else its source (a folder or a
@@ -292,11 +316,9 @@ class StreamRun:
             return item.site
         return self.source_id or None
 
-    def _gather(
-        self, decoded: Iterator[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]]
-    ) -> list[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]]:
+    def gather(self, decoded: Iterator[tuple[StreamItem, Decoded]]) -> list[tuple[StreamItem, Decoded]]:
         """The next items in order, up to ``batch`` readable ones (and the unreadable among them)."""
-        chunk: list[tuple[StreamItem, tuple[Picture, np.ndarray] | Exception]] = []
+        chunk: list[tuple[StreamItem, Decoded]] = []
         readable = 0
         for item, d in decoded:
             chunk.append((item, d))
@@ -305,21 +327,24 @@ class StreamRun:
                 break
         return chunk
 
-    def _step(
-        self, pixels: list[np.ndarray], sites: list[str | None]
-    ) -> tuple[list[StepResult], Exception | None]:
-        """Step ``pixels`` in batches of at most :attr:`batch`; the results, and what stopped them.
+    def batched(
+        self,
+        call: Callable[[list[np.ndarray], list[str | None]], list[T]],
+        pixels: list[np.ndarray],
+        sites: list[str | None],
+    ) -> tuple[list[T], Exception | None]:
+        """``call`` on ``pixels`` in batches of at most :attr:`batch`; the results, and what stopped them.
 
         A batch that runs out of memory while its state was kept aside is undone and tried again
         at half the size (the smaller size stays); any other failure ends the stepping there.
         """
-        results: list[StepResult] = []
+        results: list[T] = []
         start = 0
         while start < len(pixels):
             size = min(self.batch, len(pixels) - start)
             kept = self._snapshot() if size > 1 and self._steps_at.get(size, 0) < _TRIAL_STEPS else None
             try:
-                results += self.session.step_batch(pixels[start : start + size], sites[start : start + size])
+                results += call(pixels[start : start + size], sites[start : start + size])
             except Exception as exc:  # the model, not the image: retried next run (or smaller)
                 if kept is None or not is_out_of_memory(exc):
                     return results, exc
@@ -353,7 +378,7 @@ class StreamRun:
         if self.on_skip is not None:
             self.on_skip(skip)
 
-    def _save(self, final: bool = False) -> Saved:
+    def save(self, final: bool = False) -> Saved:
         seen = self.session.images_seen
         assert self.journal is not None
         try:
@@ -365,7 +390,7 @@ class StreamRun:
         self.summary.saved = True
         return Saved(seen, None, final)
 
-    def _read(self, item: StreamItem) -> tuple[Picture, np.ndarray] | Exception:
+    def read(self, item: StreamItem) -> Decoded:
         """The item as read and as the model's pixels (on a reading thread), or why it cannot be."""
         try:
             picture = self.reader(item)
@@ -373,15 +398,3 @@ class StreamRun:
         except Exception as exc:  # every failure of reading becomes a skip (see skip_for)
             return exc
         return (picture if self.keep_images else pixels), pixels
-
-
-def _step_message(item: StreamItem, exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
-        what = "ran out of memory while adapting"
-    else:
-        what = f"the model step failed ({type(exc).__name__}{': ' + text[:300] if text else ''})"
-    return (
-        f"{item.name}: {what}; the run stopped after the last good image and the state was kept. "
-        "The image is tried again by the next run"
-    )

@@ -198,6 +198,8 @@ class IDiPTPlus(IDiPT):
     uses_reference: ClassVar[bool] = True
     source_access: ClassVar[str] = "source reference: labelled train split statistics"
     collapse_check: ClassVar[bool] = False
+    decides_from_source_pass: ClassVar[bool] = True
+    has_map_step: ClassVar[bool] = True
     ablations: ClassVar[tuple[tuple[tuple[str, Any], ...], ...]] = (
         (("operating_point", False),),
         (("source_gate", True),),
@@ -236,30 +238,53 @@ class IDiPTPlus(IDiPT):
         """Decide each image of the batch ``x`` from its source pass, in arrival order.
 
         I-DiPT runs on the batch for its prompted decision (a candidate of the site's ladder) and
-        its uncertainty map; with ``prompted_candidate`` off only the source pass and the map's
-        MC dropout run. The operating point then takes the images one by one in arrival order,
-        so a batch decides as its images would one at a time from the same source passes.
+        its uncertainty map (:meth:`map_step`); the operating point then takes the images one by
+        one in arrival order from the source passes the map step started from, so a batch decides
+        as its images would one at a time, and as :meth:`decide` decides them.
         """
+        out, source = self._map(x)
+        prompted = out.logits.argmax(dim=-1).tolist() if self.config.prompted_candidate else None
+        decided = self._decide_from(source, prompted)
+        out.logits, out.decisions, out.decision = decided.logits, decided.decisions, decided.decision
+        out.diagnostics.update(decided.diagnostics)
+        return out
+
+    @torch.no_grad()
+    def decide(self, x: torch.Tensor) -> MethodOutput:
+        """The decisions of :meth:`forward_and_adapt` from a source pass of ``x`` alone (the prompted
+        decision pending: ``prompted`` -1); only the operating point advances."""
+        return self._decide_from(self.model.source_pass(x), None)
+
+    @torch.enable_grad()
+    def map_step(self, x: torch.Tensor) -> MethodOutput:
+        """I-DiPT's step on a decided batch (its uncertainty map and, in ``logits``, its prompted
+        decision); only the prompts, the bank, φ_I and the generator advance."""
+        return self._map(x)[0]
+
+    def map_gives_prediction(self) -> bool:
+        return self.config.prompted_candidate
+
+    def _map(self, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
         if not self.config.prompted_candidate:
-            out, source = self._source_step(x)
-        elif x.shape[0] > 1:
-            out, source = batched_adapt(self, x)
-        else:
-            out, source = self.adapt_with_source(x)
-        n = x.shape[0]
+            return self._source_step(x)
+        if x.shape[0] > 1:
+            return batched_adapt(self, x)
+        return self.adapt_with_source(x)
+
+    def _decide_from(self, source: SourcePass, prompted: list[int] | None) -> MethodOutput:
+        """The operating point's decisions on a batch's source passes, image by image in arrival
+        order (``prompted``: I-DiPT's classes of the images, None while they are pending)."""
+        n = source.logits.shape[0]
         sites = self.sites if len(self.sites) == n else [self.site] * n
         logits = source.logits.clone()
-        prompted = out.logits.argmax(dim=-1) if self.config.prompted_candidate else None
+        named = [-1] * n if prompted is None else prompted
         op, arrays = self.operating_point, self.arrays
         records: list[DecisionRecord | None] = []
         if op is None or arrays is None:
             reason = self._off_reason()
-            named = [] if prompted is None else prompted.tolist()
             for i in range(n):
                 records.append(
-                    DecisionRecord(
-                        NOT_ACCEPTED, reason=reason, site=sites[i] or "", prompted=named[i] if named else -1
-                    )
+                    DecisionRecord(NOT_ACCEPTED, reason=reason, site=sites[i] or "", prompted=named[i])
                 )
         else:
             stats = appearance_statistics(source.block1_out, self.model.num_prefix_tokens)
@@ -268,7 +293,6 @@ class IDiPTPlus(IDiPT):
                 source.features.detach().float().cpu().numpy(),
             ]
             host.append(stats.detach().float().cpu().numpy())
-            named = [-1] * n if prompted is None else prompted.tolist()
             offsets = torch.zeros_like(logits)
             for i in range(n):  # arrival order: each image joins its site before the next is decided
                 obs = arrays.observe(host[0][i], host[1][i], host[2][i])
@@ -280,11 +304,13 @@ class IDiPTPlus(IDiPT):
                 # kept, only where the two classes are divided moves.
                 offsets[i, 1] = decision.threshold
             logits = logits - offsets
-        out.logits = logits
-        out.decisions = records
-        out.decision = records[0]
-        out.diagnostics.update({"op_units": float(len(op.units())) if op is not None else 0.0})
-        return out
+        return MethodOutput(
+            logits=logits,
+            source_logits=source.logits,
+            decisions=records,
+            decision=records[0],
+            diagnostics={"op_units": float(len(op.units())) if op is not None else 0.0},
+        )
 
     def _off_reason(self) -> str:
         if not self.config.operating_point:

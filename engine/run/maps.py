@@ -1,0 +1,104 @@
+"""The map step behind the decisions: uncertainty maps for images already decided, in arrival order.
+
+For a method that decides from the source pass alone (:attr:`TTAMethod.decides_from_source_pass`:
+SourceOnly, I-DiPT+) the stream loop may record every decision first
+(``Session.step_batch(..., decisions_only=True)``) and make the maps afterwards, through the same
+batches: :func:`map_batch` runs the method's map step (I-DiPT's prompt tuning, or MC dropout) on
+images decided before and returns what it adds to their rows (:func:`with_map`). The decisions
+are the ones the inline step gives (the operating point reads only source passes); the maps too,
+taken in the same batches from the same state (``docs/method.md``, "Decisions first, maps behind").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from engine.run.batch import ImageInput
+from engine.run.rows import PredictionRow
+from engine.run.session import Session
+from engine.run.step import per_image
+
+
+@dataclass(frozen=True)
+class MapResult:
+    """What the map step made for one image; only numpy arrays and Python scalars.
+
+    Attributes:
+        uncertainty: ``grid``-shaped per-token uncertainty.
+        uncertain_tokens / reliable_tokens: flat row-major patch indices of T_U / T_R.
+        grid: the patch grid ``(rows, cols)``.
+        prompted: the class I-DiPT's prompted model gave the image (None: not computed).
+        update_skipped: the method kept its last good state (non-finite loss or gradient).
+        views_kept: masked views that entered the loss (None: no views).
+        diagnostics: the step's scalars for this image.
+        seconds: wall time of the map step, shared by its batch's images.
+    """
+
+    uncertainty: np.ndarray | None
+    uncertain_tokens: np.ndarray
+    reliable_tokens: np.ndarray
+    grid: tuple[int, int]
+    prompted: int | None
+    update_skipped: bool = False
+    views_kept: int | None = None
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def mean_uncertainty(self) -> float:
+        return float(self.uncertainty.mean()) if self.uncertainty is not None else math.nan
+
+
+def map_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]:
+    """The map step of ``session``'s method on decided images, in arrival order.
+
+    Raises:
+        TypeError: the method has no map step.
+        ValueError: more images than the method takes at once.
+    """
+    method = session.method
+    if not method.has_map_step:
+        raise TypeError(f"method {session.method_name!r} has no map step")
+    if not images:
+        return []
+    limit = method.max_batch
+    if limit is not None and len(images) > limit:
+        raise ValueError(f"{session.method_name} takes at most {limit} image(s) per step, got {len(images)}")
+    start = time.perf_counter()
+    x = session.to_input([session.prepare(image) for image in images])
+    with session.autocast_context():
+        out = method.map_step(x)
+    grid = session.model.grid
+    prompted = method.map_gives_prediction()
+    images_out = per_image(out, len(images), grid, session.method_name)
+    seconds = (time.perf_counter() - start) / len(images)
+    return [
+        MapResult(
+            uncertainty=image.uncertainty,
+            uncertain_tokens=image.uncertain_tokens,
+            reliable_tokens=image.reliable_tokens,
+            grid=grid,
+            prompted=int(image.probs.argmax()) if prompted else None,
+            update_skipped=image.update_skipped,
+            views_kept=image.views_kept,
+            diagnostics=image.diagnostics,
+            seconds=seconds,
+        )
+        for image in images_out
+    ]
+
+
+def with_map(row: PredictionRow, result: MapResult) -> PredictionRow:
+    """``row`` (decided, its map pending) with what the map step made for its image."""
+    return replace(
+        row,
+        uncertainty=result.mean_uncertainty,
+        update_skipped=result.update_skipped,
+        prompted_prediction=result.prompted,
+        map_status="",
+    )
