@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -110,45 +111,63 @@ def _truth(rows: list[PredictionRow]) -> np.ndarray:
     return np.array([-1 if r.ground_truth is None else r.ground_truth for r in rows])
 
 
+@dataclass
+class _Tally:
+    """Decisions against the source model's over the sites: the target gain, changed, fixed, broken."""
+
+    gains: list[float] = field(default_factory=list)
+    total: int = 0
+    changed: int = 0
+    fixed: int = 0
+    broken: int = 0
+
+    def add(self, source: np.ndarray, final: np.ndarray, truth: np.ndarray, target: bool) -> tuple[int, int]:
+        """One site's decisions; returns its (fixed, broken)."""
+        changed = final != source
+        fixed = int(np.sum(changed & (final == truth)))
+        broken = int(np.sum(changed & (source == truth)))
+        if target:
+            self.gains.append(100 * (float(np.mean(final == truth)) - float(np.mean(source == truth))))
+        self.total += int(final.shape[0])
+        self.changed += int(changed.sum())
+        self.fixed, self.broken = self.fixed + fixed, self.broken + broken
+        return fixed, broken
+
+    def summary(self) -> str:
+        return (
+            f"target mean gain {np.mean(self.gains):+.1f} points; {100 * self.changed / max(self.total, 1):.1f} % "
+            f"of the decisions changed, {self.fixed} fixed / {self.broken} broken"
+        )
+
+
 def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
     print("\nper site (folder): accuracy %; adapting's decisions as made and as the site's operating point")
     print("decides them once the folder is done; changed decisions with the images they fixed/broke")
     print(
         f"{'site':<16} {'images':>6} {'source':>7} {'as made':>8} {'final':>7} {'changed':>8} {'fixed/broken':>13}"
     )
-    gains: list[float] = []
-    total = changed_all = fixed_all = broken_all = 0
+    tally = _Tally()
     for site, review in reviews.items():
         rows = review.rows
         truth = _truth(rows)
         source = np.array([r.source_prediction for r in rows])
         made = np.array([r.prediction for r in rows])
         final = review.decisions()
-        changed = final != source
-        fixed = int(np.sum(changed & (final == truth)))
-        broken = int(np.sum(changed & (source == truth)))
+        fixed, broken = tally.add(source, final, truth, site != source_domain)
         acc = [100 * float(np.mean(d == truth)) for d in (source, made, final)]
         tag = f"{site} (source)" if site == source_domain else site
-        if site != source_domain:
-            gains.append(acc[2] - acc[0])
-        total += len(rows)
-        changed_all += int(changed.sum())
-        fixed_all, broken_all = fixed_all + fixed, broken_all + broken
+        changed = final != source
         print(
             f"{tag:<16} {len(rows):>6} {acc[0]:>7.1f} {acc[1]:>8.1f} {acc[2]:>7.1f} "
             f"{100 * changed.mean():>7.1f}% {fixed:>6}/{broken:<6}"
         )
         if not changed.any():
             print(f"{'':<16} {what_adapting_changed(rows, final)}")
-    print(
-        f"{'all':<16} {total:>6} target mean gain {np.mean(gains):+.1f} points; {100 * changed_all / max(total, 1):.1f} % "
-        f"of the decisions changed, {fixed_all} fixed / {broken_all} broken"
-    )
+    print(f"{'all':<16} {tally.total:>6} {tally.summary()}")
 
 
 def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: str) -> None:
-    gains: list[float] = []
-    total = changed_all = fixed_all = broken_all = 0
+    tally = _Tally()
     print(f"\na simulated reviewer answers up to {budget} items of each site's review queue (uniformly")
     print("sampled among the images the rule in use and a candidate decide differently), with the labels:")
     for site, review in reviews.items():
@@ -164,18 +183,8 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
             print(f"  {review.why_empty()}")
         final = review.decisions()
         print(f"  the site's decisions now: {100 * float(np.mean(final == truth)):.1f} % correct")
-        source = np.array([r.source_prediction for r in review.rows])
-        changed = final != source
-        if site != source_domain:
-            gains.append(100 * float(np.mean(final == truth) - np.mean(source == truth)))
-        total += len(final)
-        changed_all += int(changed.sum())
-        fixed_all += int(np.sum(changed & (final == truth)))
-        broken_all += int(np.sum(changed & (source == truth)))
-    print(
-        f"after the reviews, all {total} images: target mean gain {np.mean(gains):+.1f} points; "
-        f"{100 * changed_all / max(total, 1):.1f} % of the decisions changed, {fixed_all} fixed / {broken_all} broken"
-    )
+        tally.add(np.array([r.source_prediction for r in review.rows]), final, truth, site != source_domain)
+    print(f"after the reviews, all {tally.total} images: {tally.summary()}")
 
 
 if __name__ == "__main__":
