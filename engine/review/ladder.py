@@ -65,7 +65,7 @@ class LadderRule:
     revert_alpha: float = 0.25  # the revert level's error (75 %), as engine.review.rule
     tolerance: float = 0.01  # harm tolerated, share of the site's images
     min_reviews: int = 3  # reviews before A1 can be reverted
-    patience: int = 6  # reviews after which a candidate that has not been right more often is given up
+    patience: int = 4  # reviews after which a candidate that has not been right more often is given up
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order
 
     def level(self, j: int) -> float:

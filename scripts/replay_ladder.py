@@ -1,0 +1,165 @@
+"""The review ladder's variants replayed on a suite that has run: development data only.
+
+Once a committed suite has run, its streams are development data. This script replays its
+known-sites streams from the work folder's cached source passes (the suite's own code:
+:func:`engine.bench.suite_stream.site_sequences`, ``interleave``, ``replay``), then reviews every
+site with the simulated reviewer under each variant of the ladder's testing rule and prints the
+pre-registered endpoints (:mod:`engine.bench.endpoints`) per variant. It is how the stakes' hedge
+and the patience were chosen after the third suite (``docs/review-certificates.md``, "Cheaper
+certificates"):
+
+    PYTHONPATH=. .venv/bin/python scripts/replay_ladder.py benchmarks/suites/site-adaptation-3.json \\
+        --work WORK --hedge 0.4,0.5,0.75,0.9 --patience 4,6 --budgets 10,20 --noise 0,0.05,0.1
+
+(``--hedge 0.4`` is a stake of at most 0.8 at the null's boundary, the earlier cap there.) Never
+point it at a suite that has not run: what it prints has been looked at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
+from engine.bench.paired import paired
+from engine.bench.recipe import Recipe
+from engine.bench.replay import PassCache, replay
+from engine.bench.streams import ORDERED_MIXES, interleave
+from engine.bench.suite import prepare, stream_jobs
+from engine.bench.suite_stream import ADAPTIVE, false_verifications, noisy, site_sequences, told_sites
+from engine.data.readers import open_dataset
+from engine.model.card import load_model
+from engine.model.prompted_vit import PromptedViT
+from engine.model.source_reference import find_reference
+from engine.review import sampling
+from engine.review.ladder import LadderRule
+from engine.review.reviewer import review_stream
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One replayed known-sites stream: what the reviewer and the endpoints need."""
+
+    model: str
+    source: str
+    domains: tuple[str, ...]
+    site_of: np.ndarray
+    labels: np.ndarray
+    margin: np.ndarray
+    group: np.ndarray
+    candidates: dict[str, np.ndarray]
+
+
+def replayed_streams(recipe_path: Path, work: Path, deltas: Sequence[float]) -> list[Stream]:
+    """The recipe's known-sites streams at the given δ, replayed (label-free)."""
+    recipe = Recipe.load(recipe_path)
+    prepared = prepare(recipe, work, passes=False, log=lambda _: None)
+    torch.set_num_threads(1)
+    streams: list[Stream] = []
+    for job in stream_jobs(recipe, prepared, work):
+        if job.protocol != "known-sites" or job.delta not in deltas:
+            continue
+        ds = open_dataset(job.eval_data)
+        loaded = load_model(job.model_path)
+        ref = find_reference(
+            loaded.path, loaded.fingerprint, loaded.card.num_classes, PromptedViT(loaded.model)
+        )
+        passes = PassCache(Path(job.passes_dir)).passes(Path(job.model_path), [it.path for it in ds.items])
+        seqs, labels = site_sequences(ds, job)
+        order, site_of = interleave(
+            seqs, job.delta, job.fragments, job.stream_seed, [job.mix in ORDERED_MIXES] * len(seqs)
+        )
+        told = told_sites(job, tuple(ds.domains), site_of)
+        r = replay(ADAPTIVE, passes.take(order), ref, loaded, None, seed=job.stream_seed, sites=told)
+        streams.append(
+            Stream(
+                job.model,
+                job.source,
+                tuple(ds.domains),
+                site_of,
+                labels[order],
+                r.margin.astype(np.float64),
+                r.group.astype(np.int64),
+                {k: v.astype(np.float64) for k, v in r.candidates.items()},
+            )
+        )
+        print(f"replayed {job.model} {job.mix} δ {job.delta:g}", file=sys.stderr, flush=True)
+    return streams
+
+
+def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: float, seed: int) -> str:
+    """The endpoints after ``budget`` reviews per site (retroactive), as one table row's cells;
+    each stream reviewed as the suite reviews it (:func:`engine.bench.suite_stream.run_stream`)."""
+    cells, made, false = [], 0, 0
+    for st in streams:
+        n = st.labels.shape[0]
+        source = (st.margin > 0).astype(np.int64)
+        marks = noisy(st.labels, noise, 2, np.random.default_rng([seed, 31, budget, round(noise * 1000)]))
+        reviewed = review_stream(
+            source,
+            source,
+            st.margin,
+            np.zeros(n),
+            st.candidates,
+            st.group,
+            marks,
+            budget,
+            rule=rule,
+            seed=seed,
+        )
+        a, b = false_verifications(reviewed, st.group, st.labels)
+        made, false = made + a, false + b
+        for s, name in enumerate(st.domains):
+            at = st.site_of == s
+            result = paired(st.labels[at], source[at], reviewed.decisions[at])
+            best = best_threshold_errors(st.margin[at], st.labels[at])
+            cells.append(UnitCell(st.model, name, name == st.source, result, best))
+    e = unit_endpoints(cells)
+    return (
+        f"{100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])} | "
+        f"{e['fixed']} / {e['broken']} | {false} of {made}"
+    )
+
+
+def floats(text: str) -> list[float]:
+    """A comma-separated list of numbers."""
+    return [float(x) for x in text.split(",")]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("recipe", type=Path)
+    p.add_argument("--work", type=Path, required=True, help="the suite's work folder (already prepared)")
+    p.add_argument("--deltas", default="1", help="the streams' δ (comma-separated)")
+    p.add_argument("--hedge", default=str(sampling.HEDGE), help="hedges of the stakes (comma-separated)")
+    p.add_argument("--patience", default=str(LadderRule().patience), help="patiences (comma-separated)")
+    p.add_argument("--budgets", default="20", help="K, reviews per site (comma-separated)")
+    p.add_argument("--noise", default="0", help="the reviewer's error shares (comma-separated)")
+    p.add_argument("--seed", type=int, default=None, help="the reviews' seed (the recipe's stream seed)")
+    a = p.parse_args(argv)
+    streams = replayed_streams(a.recipe, a.work, floats(a.deltas))
+    seed = a.seed if a.seed is not None else Recipe.load(a.recipe).stream_seed
+    print(
+        "| hedge | patience | K | reviewer wrong | median closed | harmed units | fixed / broken | false promotions |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for hedge in floats(a.hedge):
+        sampling.HEDGE = hedge
+        for patience in (int(x) for x in a.patience.split(",")):
+            for budget in (int(x) for x in a.budgets.split(",")):
+                for noise in floats(a.noise):
+                    row = endpoints(streams, LadderRule(patience=patience), budget, noise, seed)
+                    print(f"| {hedge:g} | {patience} | {budget} | {100 * noise:g} % | {row} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
