@@ -8,21 +8,18 @@ one measurable property per site that its mechanism sets (``engine/data/_histo_v
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+import site_set_checks as checks
+from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import SynthError, generate_arrays, site_names
+from engine.data import SynthError, site_names
 from engine.data.synth import get_spec
 
 NEW = [("histo", "v3"), ("lesion", "v3"), ("fundus", "v3"), ("oct", "v2")]
-
-
-def _lum(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x.astype(np.float64).mean(3))
 
 
 def _saturation(x: np.ndarray) -> np.ndarray:
@@ -41,50 +38,40 @@ def _clipped(x: np.ndarray) -> np.ndarray:
 
 def _streaks(x: np.ndarray) -> np.ndarray:
     """Roughness of the column means against the row means (streaks and seams run down the columns)."""
-    lum = _lum(x)
-    col, row = lum.mean(1), lum.mean(2)
+    y = lum(x)
+    col, row = y.mean(1), y.mean(2)
     d2c = np.abs(col[:, 2:] - 2 * col[:, 1:-1] + col[:, :-2]).mean(1)
     d2r = np.abs(row[:, 2:] - 2 * row[:, 1:-1] + row[:, :-2]).mean(1)
     return np.asarray(d2c / d2r)
 
 
 def _fine_detail(x: np.ndarray) -> np.ndarray:
-    lum = _lum(x)
-    return np.asarray(np.abs(lum[:, 1:-1] - (lum[:, :-2] + lum[:, 2:]) / 2).mean((1, 2)))
+    y = lum(x)
+    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
 
 
 def _top_centre(x: np.ndarray) -> np.ndarray:
     """Mean of the top 8 % of rows in the middle fifth of the columns."""
     n = x.shape[1]
-    return np.asarray(_lum(x)[:, : max(1, n * 8 // 100), 2 * n // 5 : 3 * n // 5].mean((1, 2)))
+    return np.asarray(lum(x)[:, : max(1, n * 8 // 100), 2 * n // 5 : 3 * n // 5].mean((1, 2)))
 
 
 def _top(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_lum(x)[:, : x.shape[1] // 5].mean((1, 2)))
+    return np.asarray(lum(x)[:, : x.shape[1] // 5].mean((1, 2)))
 
 
 def _darkest_column(x: np.ndarray) -> np.ndarray:
     """The darkest column's mean below the top third, relative to the median column (shadows, blinks)."""
-    lum = _lum(x)
-    col = lum[:, lum.shape[1] // 3 :].mean(1)
+    y = lum(x)
+    col = y[:, y.shape[1] // 3 :].mean(1)
     return np.asarray(col.min(1) / np.median(col, 1))
 
 
-def _lower(target: np.ndarray, source: np.ndarray) -> bool:
-    pooled = np.sqrt((target.var(ddof=1) + source.var(ddof=1)) / 2) + 1e-9
-    return bool((source.mean() - target.mean()) / pooled > 3.0)
-
-
-def _higher(target: np.ndarray, source: np.ndarray) -> bool:
-    return _lower(source, target)
-
-
-Check = Callable[[np.ndarray, np.ndarray], bool]
 _HISTO: dict[str, Check] = {
     # frozen section: a rapid, pale eosin
-    "v3site2": lambda t, s: _lower(_saturation(t), _saturation(s)),
+    "v3site2": lambda t, s: lower(_saturation(t), _saturation(s)),
     # trichrome: blue collagen, no pink stroma: red no longer above green
-    "v3site3": lambda t, s: _lower(_red_minus_green(t), _red_minus_green(s)),
+    "v3site3": lambda t, s: lower(_red_minus_green(t), _red_minus_green(s)),
     # line scan: streaks and seams down the columns in (nearly) every patch
     "v3site4": lambda t, s: (_streaks(t) > _streaks(s).max()).mean() >= 0.75,
     # over-exposure: highlights clipped at white
@@ -100,73 +87,46 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
         "v3site3": lambda t, s: bool((_top_centre(t) < 5).all()) and bool((_top_centre(s) > 10).all()),
         # near infrared: grey, and brighter than the green-dominated image of site1
         "v3site4": lambda t, s: (
-            bool((_saturation(t) == 0).all()) and _higher(_lum(t).mean((1, 2)), _lum(s).mean((1, 2)))
+            bool((_saturation(t) == 0).all()) and higher(lum(t).mean((1, 2)), lum(s).mean((1, 2)))
         ),
         # video: captured at 40 % resolution, less fine detail
-        "v3site5": lambda t, s: _lower(_fine_detail(t), _fine_detail(s)),
+        "v3site5": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
     },
     ("oct", "v2"): {
         # false colour instead of grey
-        "v2site2": lambda t, s: _higher(_saturation(t), _saturation(s)) and bool((_saturation(s) == 0).all()),
+        "v2site2": lambda t, s: higher(_saturation(t), _saturation(s)) and bool((_saturation(s) == 0).all()),
         # mirror artefact: the retina folds into the top rows (the vitreous is black at site1)
-        "v2site3": lambda t, s: _higher(_top(t), _top(s)),
+        "v2site3": lambda t, s: higher(_top(t), _top(s)),
         # floaters' shadows and blinks: dark columns through the retina
         "v2site4": lambda t, s: (
             float(np.median(_darkest_column(t))) < 0.6 * float(np.median(_darkest_column(s)))
         ),
         # black-on-white display: the vitreous is white
-        "v2site5": lambda t, s: _higher(_top(t), _top(s)) and _top(t).min() > 200,
+        "v2site5": lambda t, s: higher(_top(t), _top(s)) and _top(t).min() > 200,
     },
 }
 
 
 @pytest.mark.parametrize(("kind", "sites"), NEW)
 def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-    names = site_names(kind, sites)
-    assert names[0] == "site1" and len(names) == 5 and sorted(PROPERTY[(kind, sites)]) == names[1:]
-    for other in ("v1", "v2"):
-        if other != sites:
-            assert not set(names[1:]) & set(site_names(kind, other)), "new sites get new names"
-    a, la = generate_arrays(kind, "site1", 5, size=40, seed=4)
-    b, lb = generate_arrays(kind, "site1", 5, size=40, seed=4, sites=sites)
-    assert np.array_equal(a, b) and np.array_equal(la, lb), "site1 is the first set's site1"
-    # The new target sites draw other anatomy than every other set's site of the same position.
-    _, mine = generate_arrays(kind, 1, 40, size=24, seed=4, sites=sites)
-    for other in {"v1", "v2"} - {sites}:
-        _, theirs = generate_arrays(kind, 1, 40, size=24, seed=4, sites=other)
-        assert not np.array_equal(mine, theirs), other
+    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
 
 
 @pytest.mark.parametrize(("kind", "sites"), NEW)
 def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-    for site in site_names(kind, sites):
-        a, la = generate_arrays(kind, site, 6, size=40, seed=7, sites=sites)
-        b, lb = generate_arrays(kind, site, 6, size=40, seed=7, sites=sites)
-        c, _ = generate_arrays(kind, site, 6, size=40, seed=8, sites=sites)
-        assert a.shape == (6, 40, 40, 3) and a.dtype == np.uint8
-        assert np.array_equal(a, b) and np.array_equal(la, lb)
-        assert not np.array_equal(a, c)
-        assert sorted(set(la.tolist())) == [0, 1], site
-        spread = a.reshape(6, -1).max(1).astype(int) - a.reshape(6, -1).min(1)
-        assert (spread > 60).all(), (site, spread)  # an image, not a flat field
+    checks.deterministic_with_both_classes(kind, sites)
 
 
 @pytest.mark.parametrize(("kind", "sites"), NEW)
 def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-    source = generate_arrays(kind, "site1", 12, size=96, seed=0, sites=sites)[0]
-    for site, check in PROPERTY[(kind, sites)].items():
-        target = generate_arrays(kind, site, 12, size=96, seed=0, sites=sites)[0]
-        assert check(target, source), site
-        # The property is the site's, not any site's: site1 against itself does not show it.
-        again = generate_arrays(kind, "site1", 12, size=96, seed=1, sites=sites)[0]
-        assert not check(again, source), f"{site}'s property separates two samples of site1"
+    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
 
 
 def test_site_sets_a_kind_lacks_are_refused() -> None:
-    with pytest.raises(SynthError, match="oct has no site set v3"):
-        get_spec("oct", "v3")
+    with pytest.raises(SynthError, match="oct has no site set v4"):
+        get_spec("oct", "v4")
     with pytest.raises(SynthError, match="unknown site set"):
-        get_spec("histo", "v4")
+        get_spec("histo", "v5")
 
 
 def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,6 +139,6 @@ def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v2", *base]) == 0
     assert "wrote 10 oct (v2 sites) images" in capsys.readouterr().out
     assert json.loads((tmp_path / "o" / "synth.json").read_text())["sites"]["v2site2"]["format"] == "jpeg"
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v3", *base]) == 1
-    assert "oct has no site set v3" in capsys.readouterr().err
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v4", *base]) == 1
+    assert "oct has no site set v4" in capsys.readouterr().err
     assert not (tmp_path / "p" / "site1").exists()

@@ -50,11 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sites",
         choices=SITE_SETS,
         default=DEFAULT_SITES,
-        help="site set: v1 (default) the first sites of every kind; v2 (every kind) and v3 (histo, fundus, "
-        "lesion) keep site1 and add four new target sites. histo/lesion v3: frozen sections, Masson's "
-        "trichrome, a line-scan scanner with seams, an over-exposed 40x objective; fundus v3: red-free, "
-        "faded film slides, near infrared, interlaced video; oct v2: time-domain false colour, mirror "
-        "artefact, floaters and blinks, a saccade on a black-on-white display",
+        help="site set: v1 (default) the first sites of every kind; v2 (every kind), v3 (every kind) and v4 "
+        "(histo, fundus, lesion) keep site1 and add four new target sites. histo/lesion v3: frozen sections, "
+        "Masson's trichrome, a line-scan scanner with seams, an over-exposed 40x objective; histo/lesion v4: "
+        "a Giemsa-like stain, epi-fluorescence, bleached archival slides with air bubbles, a phone at the "
+        "eyepiece; fundus v3: red-free, faded film slides, near infrared, interlaced video; fundus v4: "
+        "rolling-shutter flicker bands, motion blur with a ghost, a squeezed frame with barrel distortion, "
+        "local contrast normalisation; oct v2: time-domain false colour, mirror artefact, floaters and "
+        "blinks, a saccade on a black-on-white display; oct v3: linear intensity, dispersion side lobes, "
+        "an RPE-flattened display, specular saturation lines",
     )
 
 

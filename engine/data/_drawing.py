@@ -69,3 +69,28 @@ def finish(rgb: np.ndarray, rng: np.random.Generator, blur: float, noise: float)
     if noise > 0:
         rgb = rgb + rng.normal(0.0, noise, rgb.shape).astype(np.float32)
     return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+
+
+def later_set(
+    first: SynthSpec, sites: tuple[Any, ...], target: Renderer, description: str, site_set: str
+) -> SynthSpec:
+    """A later site set of ``first``'s kind: ``first``'s site1, drawn as ``first`` draws it, and ``sites``.
+
+    ``target`` draws an image at one of ``sites``; ``description`` is added to ``first``'s.
+    """
+    source = first.sites[0]
+
+    def render(rng: np.random.Generator, label: int, site: Any, size: int) -> np.ndarray:
+        if isinstance(site, type(source)):  # site1 of the first set
+            return first.render(rng, label, site, size)
+        return target(rng, label, site, size)
+
+    return SynthSpec(
+        kind=first.kind,
+        classes=first.classes,
+        positive_class=first.positive_class,
+        sites=(source, *sites),
+        render=render,
+        description=first.description + description,
+        site_set=site_set,
+    )

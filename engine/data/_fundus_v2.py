@@ -26,8 +26,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from engine.data import _fundus
-from engine.data._drawing import SynthSpec, pixel_grid
-from engine.data._fundus import Eye, FundusSite, eye
+from engine.data._drawing import later_set, pixel_grid
+from engine.data._fundus import Eye, eye
 from engine.data._optics import blur_yx, chroma_noise, f32, quantise, ramp, unsharp
 
 Vec3 = tuple[float, float, float]
@@ -183,21 +183,18 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV2, size: int) -> n
     return quantise(np.clip(rgb, 0.0, 1.0) * _mask(e, site, size)[..., None])
 
 
-def render(rng: np.random.Generator, label: int, site: FundusSite | FundusSiteV2, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a site of the second set."""
-    if isinstance(site, FundusSite):  # site1 of the first set
-        return _fundus.render(rng, label, site, size)
+def target(rng: np.random.Generator, label: int, site: FundusSiteV2, size: int) -> np.ndarray:
+    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the second set."""
     return camera(rng, eye(rng, label, _FIELD, size), site, size)
 
 
-SPEC = SynthSpec(
-    kind="fundus",
-    classes=_fundus.CLASSES,
-    positive_class="glaucoma",
-    sites=(_fundus.SITES[0], *SITES),
-    render=render,
-    description=_fundus.SPEC.description
-    + "; second site set: a smartphone adapter with reflexes, a red/green laser ophthalmoscope, cataract "
-    "through a small pupil, a camera with aggressive sharpening and tone processing",
-    site_set="v2",
+SPEC = later_set(
+    _fundus.SPEC,
+    SITES,
+    target,
+    (
+        "; second site set: a smartphone adapter with reflexes, a red/green laser ophthalmoscope, cataract "
+        "through a small pupil, a camera with aggressive sharpening and tone processing"
+    ),
+    "v2",
 )

@@ -25,8 +25,8 @@ import numpy as np
 from PIL import Image
 
 from engine.data import _fundus
-from engine.data._drawing import SynthSpec, pixel_grid, smooth_noise
-from engine.data._fundus import Eye, FundusSite, eye
+from engine.data._drawing import later_set, pixel_grid, smooth_noise
+from engine.data._fundus import Eye, eye
 from engine.data._optics import blur_yx, f32, quantise, sample
 
 Vec3 = tuple[float, float, float]
@@ -151,21 +151,18 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV3, size: int) -> n
     return quantise(rgb * e.inside[..., None])
 
 
-def render(rng: np.random.Generator, label: int, site: FundusSite | FundusSiteV3, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a site of the third set."""
-    if isinstance(site, FundusSite):  # site1 of the first set
-        return _fundus.render(rng, label, site, size)
+def target(rng: np.random.Generator, label: int, site: FundusSiteV3, size: int) -> np.ndarray:
+    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the third set."""
     return camera(rng, eye(rng, label, _FIELD, size), site, size)
 
 
-SPEC = SynthSpec(
-    kind="fundus",
-    classes=_fundus.CLASSES,
-    positive_class="glaucoma",
-    sites=(_fundus.SITES[0], *SITES),
-    render=render,
-    description=_fundus.SPEC.description
-    + "; third site set: red-free monochrome, scanned faded colour slides, near-infrared reflectance, "
-    "an interlaced low-resolution video camera",
-    site_set="v3",
+SPEC = later_set(
+    _fundus.SPEC,
+    SITES,
+    target,
+    (
+        "; third site set: red-free monochrome, scanned faded colour slides, near-infrared reflectance, "
+        "an interlaced low-resolution video camera"
+    ),
+    "v3",
 )

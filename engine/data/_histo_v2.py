@@ -20,14 +20,12 @@ sites image that tissue through mechanisms the first set never used:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from engine.data import _histo, _lesion
-from engine.data._drawing import SynthSpec
-from engine.data._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, HistoSite, Tissue, unit
+from engine.data._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
+from engine.data._histo_sets import specs
 from engine.data._optics import (
     band,
     chroma_noise,
@@ -95,8 +93,6 @@ SITES: tuple[HistoSiteV2, ...] = (
 )
 # fmt: on
 
-TissueFn = Callable[[np.random.Generator, int, int, float], Tissue]
-
 
 def optical_density(rng: np.random.Generator, layers: Tissue, site: HistoSiteV2, size: int) -> np.ndarray:
     """The section's optical density (H, W, 3): dyes, thickness, folds and ink."""
@@ -146,41 +142,13 @@ def image(rng: np.random.Generator, od: np.ndarray, site: HistoSiteV2, size: int
     return quantise(np.power(np.clip(rgb, 0.0, 1.0), site.encoding))
 
 
-def _renderer(
-    tissue: TissueFn, first: Callable[[np.random.Generator, int, HistoSite, int], np.ndarray]
-) -> Callable[[np.random.Generator, int, HistoSite | HistoSiteV2, int], np.ndarray]:
-    def render(rng: np.random.Generator, label: int, site: HistoSite | HistoSiteV2, size: int) -> np.ndarray:
-        if isinstance(site, HistoSite):  # site1 of the first set
-            return first(rng, label, site, size)
-        layers = tissue(rng, label, size, size / _CANONICAL * site.scale)
-        return image(rng, optical_density(rng, layers, site, size), site, size)
-
-    return render
-
-
-def _histo_tissue(rng: np.random.Generator, label: int, size: int, f: float) -> Tissue:
-    return _histo.tissue(rng, _histo.atypia(rng, label), size, f)
+def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV2, size: int) -> np.ndarray:
+    """The stored image of one patch's layers at a target site of this set."""
+    return image(rng, optical_density(rng, layers, site, size), site, size)
 
 
 DESCRIPTION = (
     "; second site set: HPS stain with a saturating camera, thick folded sections with a focus gradient, "
     "uneven illumination with marker ink and colour noise, a microscope camera under tungsten light"
 )
-HISTO = SynthSpec(
-    kind="histo",
-    classes=_histo.SPEC.classes,
-    positive_class=_histo.SPEC.positive_class,
-    sites=(_histo.SITES[0], *SITES),
-    render=_renderer(_histo_tissue, _histo.render),
-    description=_histo.SPEC.description + DESCRIPTION,
-    site_set="v2",
-)
-LESION = SynthSpec(
-    kind="lesion",
-    classes=_lesion.SPEC.classes,
-    positive_class=_lesion.SPEC.positive_class,
-    sites=(_histo.SITES[0], *SITES),
-    render=_renderer(_lesion.lesion_tissue, _lesion.render),
-    description=_lesion.SPEC.description + DESCRIPTION,
-    site_set="v2",
-)
+SPECS = specs(SITES, draw, DESCRIPTION, "v2")  # histo and lesion

@@ -20,15 +20,13 @@ image that tissue through mechanisms neither the first nor the second set used:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from engine.data import _histo, _lesion
-from engine.data._drawing import SynthSpec, pixel_grid
-from engine.data._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, HistoSite, Tissue, unit
-from engine.data._histo_v2 import TissueFn, _histo_tissue
+from engine.data._drawing import pixel_grid
+from engine.data._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
+from engine.data._histo_sets import specs
 from engine.data._optics import blur_yx, f32, quantise
 
 Vec3 = tuple[float, float, float]
@@ -146,37 +144,13 @@ def image(rng: np.random.Generator, od: np.ndarray, site: HistoSiteV3, size: int
     return quantise(np.clip(light, 0.0, 1.0))
 
 
-def _renderer(
-    tissue: TissueFn, first: Callable[[np.random.Generator, int, HistoSite, int], np.ndarray]
-) -> Callable[[np.random.Generator, int, HistoSite | HistoSiteV3, int], np.ndarray]:
-    def render(rng: np.random.Generator, label: int, site: HistoSite | HistoSiteV3, size: int) -> np.ndarray:
-        if isinstance(site, HistoSite):  # site1 of the first set
-            return first(rng, label, site, size)
-        layers = tissue(rng, label, size, size / _CANONICAL * site.scale)
-        return image(rng, optical_density(rng, layers, site, size), site, size)
-
-    return render
+def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV3, size: int) -> np.ndarray:
+    """The stored image of one patch's layers at a target site of this set."""
+    return image(rng, optical_density(rng, layers, site, size), site, size)
 
 
 DESCRIPTION = (
     "; third site set: frozen sections with ice-crystal holes and chatter, Masson's trichrome, a line-scan "
     "scanner with stitching seams, sensor streaks and JPEG 30, a 40x objective on an over-exposed camera"
 )
-HISTO = SynthSpec(
-    kind="histo",
-    classes=_histo.SPEC.classes,
-    positive_class=_histo.SPEC.positive_class,
-    sites=(_histo.SITES[0], *SITES),
-    render=_renderer(_histo_tissue, _histo.render),
-    description=_histo.SPEC.description + DESCRIPTION,
-    site_set="v3",
-)
-LESION = SynthSpec(
-    kind="lesion",
-    classes=_lesion.SPEC.classes,
-    positive_class=_lesion.SPEC.positive_class,
-    sites=(_histo.SITES[0], *SITES),
-    render=_renderer(_lesion.lesion_tissue, _lesion.render),
-    description=_lesion.SPEC.description + DESCRIPTION,
-    site_set="v3",
-)
+SPECS = specs(SITES, draw, DESCRIPTION, "v3")  # histo and lesion

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.data import _oct
-from engine.data._drawing import SynthSpec, pixel_grid
-from engine.data._oct import _CANONICAL, OctSite, _speckle, anatomy, severity
+from engine.data._drawing import later_set, pixel_grid
+from engine.data._oct import _CANONICAL, _speckle, anatomy, severity
 from engine.data._optics import blur_yx, f32, quantise, sample
 
 #: The first set's site1: the acquisition every new site starts from before its own changes.
@@ -123,10 +123,8 @@ def _colour(grey: np.ndarray) -> np.ndarray:
     return f32(np.stack([np.interp(grey, lv, _FALSE_COLOUR[:, c]) for c in (1, 2, 3)], axis=-1))
 
 
-def render(rng: np.random.Generator, label: int, site: OctSite | OctSiteV2, size: int) -> np.ndarray:
+def target(rng: np.random.Generator, label: int, site: OctSiteV2, size: int) -> np.ndarray:
     """One (size, size, 3) uint8 B-scan of class ``label`` (0 oedema, 1 normal) at ``site``."""
-    if isinstance(site, OctSite):  # site1 of the first set
-        return _oct.render(rng, label, site, size)
     f = size / _CANONICAL
     refl, mu = anatomy(rng, severity(rng, label), _BASE, size)
     attenuation = np.exp(-2.0 * np.cumsum(mu / _BASE.penetration, axis=0))
@@ -165,14 +163,13 @@ def render(rng: np.random.Generator, label: int, site: OctSite | OctSiteV2, size
     return quantise(np.repeat(grey[..., None], 3, axis=2))
 
 
-SPEC = SynthSpec(
-    kind="oct",
-    classes=_oct.CLASSES,
-    positive_class="edema",
-    sites=(_BASE, *SITES),
-    render=render,
-    description=_oct.SPEC.description
-    + "; second site set: a time-domain device with a false-colour display, a mirror artefact near zero "
-    "delay, vitreous floaters with shadows and blinks, a saccade with a black-on-white display",
-    site_set="v2",
+SPEC = later_set(
+    _oct.SPEC,
+    SITES,
+    target,
+    (
+        "; second site set: a time-domain device with a false-colour display, a mirror artefact near zero "
+        "delay, vitreous floaters with shadows and blinks, a saccade with a black-on-white display"
+    ),
+    "v2",
 )

@@ -1,0 +1,220 @@
+"""The fourth site set (histo, lesion, fundus ``--sites v4``) and OCT's third (``oct --sites v3``).
+
+Nothing here runs a model on a target site: the sites are compared by statistics of their images,
+one measurable property per site that its mechanism sets (``engine/data/_histo_v4.py``,
+``_fundus_v4.py``, ``_oct_v3.py``). The earlier sets are pinned bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import site_set_checks as checks
+from site_set_checks import Check, higher, lower, lum
+
+from engine.cli import main as cli_main
+from engine.data import SynthError, generate_arrays, site_names
+from engine.data._optics import blur_yx
+from engine.data._site_sets import KIND_SITE_SETS
+from engine.data.synth import get_spec
+
+NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
+
+#: sha256 of ``_set_bytes(kind, set)`` computed at commit 92bcf5e, before the fourth set existed and
+#: before the histology sets shared their dispatch (``_histo_sets.py``): every earlier set stays what it was.
+EARLIER_SHA256 = {
+    ("histo", "v1"): "5f2e56e3b2996739843de40aea2655cd8651505383f54ee5acc685e8c5d5301e",
+    ("histo", "v2"): "6954c5e4dd1ae458e31a6f56c9033a2e034898deb7a2c8e7aff93941bb1e0f07",
+    ("histo", "v3"): "cad9ad0d354da59aecf6973e0d03206bf92e3044d4ab1d1ac80b7dabbf9b4be1",
+    ("lesion", "v1"): "71ffba0953833c8431c6aba92ee5c9500000d757c97cf41d47d78fa67be9b806",
+    ("lesion", "v2"): "8696169cbd10281c431915c6c65bf1d085916ec0282edc89fcf1d6fc6b5ab68c",
+    ("lesion", "v3"): "00f04825a4371e76be1ec5b304319978f4d4ef5d55f74ce94ed064e86bf9635c",
+    ("fundus", "v1"): "6b78937c9688cda1d60665c2c28aa17f8133a295fdc0fac7ff935a134ebb8046",
+    ("fundus", "v2"): "48f7a1b878b9958434c4bbf776be7e1743f7747c56b8e27a2c33684bf4414d88",
+    ("fundus", "v3"): "5def04ef4dbbb560ba9ea39eb404811f0b704c0d0a70db55132b83a5561a1818",
+    ("oct", "v1"): "18682fdcd9e3f65523fd229e8a7328c80adb21ee2442b9aa8911eddcdd6ac917",
+    ("oct", "v2"): "019d12974e53356aab71d75498c5f0c78b6aadb4c230da19f531ef24cef29363",
+}
+
+
+def _set_bytes(kind: str, sites: str) -> str:
+    h = hashlib.sha256()
+    for site in site_names(kind, sites):
+        images, labels = generate_arrays(kind, site, 3, size=48, seed=11, sites=sites)
+        h.update(images.tobytes())
+        h.update(labels.tobytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize(("kind", "sites"), sorted(EARLIER_SHA256))
+def test_earlier_site_sets_are_unchanged_bit_for_bit(kind: str, sites: str) -> None:
+    assert _set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
+
+
+def test_every_set_is_pinned_or_new() -> None:
+    have = {(k, s) for k, sets in KIND_SITE_SETS.items() for s in sets}
+    assert have == set(EARLIER_SHA256) | set(NEW)
+
+
+def _mean_lum(x: np.ndarray) -> np.ndarray:
+    return np.asarray(lum(x).mean((1, 2)))
+
+
+def _difference(x: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Mean of channel ``a`` minus channel ``b`` per image."""
+    f = x.astype(np.float64)
+    return np.asarray((f[..., a] - f[..., b]).mean((1, 2)))
+
+
+def _corners(x: np.ndarray) -> np.ndarray:
+    """The brightest of the four corner boxes (a sixteenth of the side) per image."""
+    k = max(1, x.shape[1] // 16)
+    y = lum(x)
+    boxes = [y[:, :k, :k], y[:, :k, -k:], y[:, -k:, :k], y[:, -k:, -k:]]
+    return np.asarray(np.stack([b.mean((1, 2)) for b in boxes]).max(0))
+
+
+def _bands(x: np.ndarray) -> np.ndarray:
+    """Roughness of the row means against the column means, in the middle of the field."""
+    y = lum(x)
+    n = x.shape[1]
+    mid, inner = slice(n // 3, 2 * n // 3), slice(n // 4, 3 * n // 4)
+    row, col = y[:, :, mid].mean(2)[:, inner], y[:, mid, :].mean(1)[:, inner]
+    d2r = np.abs(row[:, 2:] - 2 * row[:, 1:-1] + row[:, :-2]).mean(1)
+    d2c = np.abs(col[:, 2:] - 2 * col[:, 1:-1] + col[:, :-2]).mean(1)
+    return np.asarray(d2r / d2c)
+
+
+def _fine_detail(x: np.ndarray) -> np.ndarray:
+    y = lum(x)
+    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
+
+
+def _aspect(x: np.ndarray) -> np.ndarray:
+    """The field's width over its height: lit pixels along the middle row over the middle column."""
+    y = lum(x)
+    n = x.shape[1]
+    return np.asarray((y[:, n // 2, :] > 15).sum(1) / (y[:, :, n // 2] > 15).sum(1))
+
+
+def _large_scale(x: np.ndarray) -> np.ndarray:
+    """Spread of the luminance blurred over 8 px, in the middle half (the field's slow changes)."""
+    n = x.shape[1]
+    smooth = np.stack([blur_yx(one.astype(np.float32), 8 * n / 96, 8 * n / 96) for one in lum(x)])
+    return np.asarray(smooth[:, n // 4 : 3 * n // 4, n // 4 : 3 * n // 4].std((1, 2)))
+
+
+def _axial_over_lateral(x: np.ndarray) -> np.ndarray:
+    """Fine detail down the columns (depth) over fine detail along the rows."""
+    y = lum(x)
+    down = np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2))
+    across = np.abs(y[:, :, 1:-1] - (y[:, :, :-2] + y[:, :, 2:]) / 2).mean((1, 2))
+    return np.asarray(down / across)
+
+
+def _layer_lags(x: np.ndarray) -> np.ndarray:
+    """Spread across the scan of the depth shift that aligns each block of A-scans with the mean A-scan."""
+    y = lum(x)
+    n = x.shape[1]
+    b = max(1, n // 12)
+    blocks = y[:, n // 3 :, : n // b * b].reshape(len(x), n - n // 3, n // b, b).mean(3)
+    out = []
+    for scan in blocks:
+        ref = scan.mean(1)[10:-10]
+        best = [
+            int(np.argmax([np.corrcoef(np.roll(col, k)[10:-10], ref)[0, 1] for k in range(-8, 9)])) - 8
+            for col in scan.T
+        ]
+        out.append(float(np.std(best)))
+    return np.asarray(out)
+
+
+def _vitreous_line(x: np.ndarray) -> np.ndarray:
+    """The brightest column of the top fifth (the vitreous) over the median column there."""
+    y = lum(x)
+    col = y[:, : x.shape[1] // 5].mean(1)
+    return np.asarray(col.max(1) / (np.median(col, 1) + 1.0))
+
+
+_HISTO: dict[str, Check] = {
+    # Giemsa-like: blue-grey cytoplasm instead of pink, blue well above red
+    "v4site2": lambda t, s: higher(_difference(t, 2, 0), _difference(s, 2, 0)),
+    # fluorescence: a dark background
+    "v4site3": lambda t, s: lower(_mean_lum(t), _mean_lum(s)) and _mean_lum(t).max() < 100,
+    # archival: bleached eosin and brown haematoxylin, blue no longer far above green
+    "v4site4": lambda t, s: higher(_difference(t, 1, 2), _difference(s, 1, 2)),
+    # eyepiece: the field stop leaves the corners black
+    "v4site5": lambda t, s: bool((_corners(t) < 8).all()) and bool((_corners(s) > 60).all()),
+}
+PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
+    ("histo", "v4"): _HISTO,
+    ("lesion", "v4"): _HISTO,
+    ("fundus", "v4"): {
+        # rolling shutter: bands across the rows in every image
+        "v4site2": lambda t, s: bool((_bands(t) > _bands(s).max()).all()),
+        # motion blur: less fine detail
+        "v4site3": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
+        # squeezed frame: the field is narrower than tall
+        "v4site4": lambda t, s: bool((_aspect(t) < 0.85).all()) and bool((_aspect(s) > 0.95).all()),
+        # local contrast normalisation: the slow changes across the field flattened
+        "v4site5": lambda t, s: lower(_large_scale(t), _large_scale(s)),
+    },
+    ("oct", "v3"): {
+        # linear intensity: most of the scan sinks towards black
+        "v3site2": lambda t, s: lower(_mean_lum(t), _mean_lum(s)),
+        # dispersion: blurred in depth, not across
+        "v3site3": lambda t, s: lower(_axial_over_lateral(t), _axial_over_lateral(s)),
+        # flattened to the RPE: the A-scans line up in depth
+        "v3site4": lambda t, s: float(np.median(_layer_lags(t))) < 0.4 * float(np.median(_layer_lags(s))),
+        # specular saturation: a bright line through the vitreous in every scan
+        "v3site5": lambda t, s: (
+            bool((_vitreous_line(t) > 3.0).all()) and bool((_vitreous_line(s) < 3.0).all())
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
+    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
+    checks.deterministic_with_both_classes(kind, sites)
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
+    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+
+
+def test_unknown_and_missing_sets_are_refused() -> None:
+    with pytest.raises(SynthError, match="oct has no site set v4"):
+        get_spec("oct", "v4")
+    with pytest.raises(SynthError, match=r"unknown site set 'v5'; choose one of v1, v2, v3, v4"):
+        get_spec("histo", "v5")
+
+
+def test_cli_fourth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
+    assert cli_main(["synth", "histo", "--out", str(tmp_path / "h"), "--sites", "v4", *base]) == 0
+    out = capsys.readouterr().out
+    assert "v4site5: " in out and "wrote 10 histo (v4 sites) images" in out
+    meta = json.loads((tmp_path / "h" / "synth.json").read_text())
+    assert meta["site_set"] == "v4" and list(meta["sites"]) == site_names("histo", "v4")
+    assert meta["sites"]["v4site5"]["format"] == "jpeg" and meta["sites"]["v4site3"]["format"] == "png"
+    assert len(list((tmp_path / "h" / "v4site4").rglob("*.jpg"))) == 2
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v3", *base]) == 0
+    assert "wrote 10 oct (v3 sites) images" in capsys.readouterr().out
+    assert json.loads((tmp_path / "o" / "synth.json").read_text())["site_set"] == "v3"
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v4", *base]) == 1
+    assert "oct has no site set v4" in capsys.readouterr().err
+    assert not (tmp_path / "p" / "site1").exists()
+    with pytest.raises(SystemExit):  # argparse refuses a set that does not exist at all
+        cli_main(["synth", "fundus", "--out", str(tmp_path / "q"), "--sites", "v5"])
+    assert "invalid choice: 'v5'" in capsys.readouterr().err
