@@ -162,7 +162,8 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
-    for at, (row, certified) in enumerate(zip(rows, decided, strict=True)):
+    rules = review.row_rules()  # with its part's name when the site was split in parts
+    for row, certified, rule in zip(rows, decided, rules, strict=True):
         writer.writerow(
             [
                 row.index,
@@ -170,7 +171,7 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
                 classes[row.prediction],
                 classes[row.source_prediction],
                 classes[int(certified)],
-                review.rule_for(at),  # with its part's name when the site was split in parts
+                rule,
             ]
         )
     certified_path, certificates = certified_paths(out_csv)

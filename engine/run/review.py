@@ -172,17 +172,21 @@ class SiteReview:
             return parts_rule(self.parts, self.rows)
         return self.parts[0].rule(self.rows) if self.parts else SOURCE_RULE
 
-    def rule_for(self, index: int) -> str:
-        """The rule that decides row ``index`` now (with its part's name when the site has several)."""
+    def row_rules(self) -> list[str]:
+        """The rule that decides each row now (with its part's name when the site has several)."""
         if len(self.parts) <= 1:
-            return self.rule_in_use
-        part = next(p for p in self.parts if index in p.positions)
-        return f"{part_name(self.parts, part)}: {rule_words(part.rule(self.rows))} decides"
+            return [self.rule_in_use] * len(self.rows)
+        out = [""] * len(self.rows)
+        for part in self.parts:
+            words = f"{part_name(self.parts, part)}: {rule_words(part.rule(self.rows))} decides"
+            for i in part.positions:
+                out[i] = words
+        return out
 
     def part_of(self, comparison: Comparison) -> tuple[str, int]:
         """``(name, images)`` of the part a comparison is about (name empty: the site has one part)."""
         for part in self.parts:
-            if comparison in part.ladder.comparisons:
+            if any(c is comparison for c in part.ladder.comparisons):
                 return (part_name(self.parts, part) if len(self.parts) > 1 else "", len(part.positions))
         return "", len(self.rows)
 

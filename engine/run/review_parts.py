@@ -68,7 +68,7 @@ def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
     )
 
 
-@dataclass
+@dataclass(eq=False)  # parts are compared by identity (they hold ladders)
 class ReviewPart:
     """One part of a site's review.
 
