@@ -70,9 +70,9 @@ def test_a_generated_histology_site_never_splits_whatever_the_seed(kind: str, se
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="known: with 240 images some generated fundus and OCT sites split along the eye's side "
-    "(the optic disc left or right), which the shared fundus model's appearance statistics see as two "
-    "appearances; see docs/method.md",
+    reason="known: with 240 images some generated fundus and OCT sites split: under the shared fundus "
+    "model their appearance forms two stable clusters (neither the classes nor the eye's side; cause not "
+    "found); see docs/method.md",
 )
 @pytest.mark.parametrize("kind", ["fundus", "oct"])
 def test_eye_sites_of_240_images_do_not_split_yet(kind: str) -> None:
