@@ -18,11 +18,15 @@ from typing import Any
 
 from app._engine import NOT_BETTER, PROMOTED, REVERTED, VERIFIED, PredictionRow
 
+PART_RULE = "part "  # the rule of a site split in parts begins "part 1 of 2 (80 images): ..."
 REVIEWED_PATH = "reviewed"  # the decision path of a row whose decision the site's review changed
 
 
 def rule_name(rule: str) -> str:
-    """The rule in use, as a sentence fragment ("the source model", "the shift candidate")."""
+    """The rule in use, as a sentence fragment ("the source model", "the shift candidate"); a site
+    split in parts already names each part's rule (``part 1 of 2 (80 images): ...``)."""
+    if rule.startswith(PART_RULE):
+        return rule
     if rule == "source":
         return "the source model"
     if rule == "operating point":
@@ -34,6 +38,8 @@ def rule_name(rule: str) -> str:
 
 def rule_short(rule: str) -> str:
     """The rule in use in a few words (the table's Decided by column)."""
+    if rule.startswith(PART_RULE):
+        return rule
     return {"source": "source model", "operating point": "operating point", "guarded": "operating point"}.get(
         rule, f"{rule} candidate"
     )

@@ -15,7 +15,9 @@ site with two sites given as one folder (``mixed-folders``). Variants of ``idipt
   ``report_operating_point`` would report, retroactive; the second suite's ``idipt+ final``);
 * ``idipt+ K=k`` (``noise=e`` when the simulated reviewer errs on a share ``e`` of its marks):
   after up to k reviews per site drawn by the site's ladder, retroactive; ``… online`` what a
-  reader saw when.
+  reader saw when. Where sites are told, a site the method split in two parts (the
+  ``mixed-folders`` protocol's folder of two sites, say) shares its k reviews over its parts in
+  proportion to their images, one ladder per part (``engine.review.reviewer``).
 
 Each promoted or verified comparison is checked against the *true* labels of the images it
 covered: one whose candidate was in truth no better there is a false verification.
@@ -229,6 +231,7 @@ def run_stream(job: StreamJob) -> StreamResult:
                 budget,
                 job.review_at,
                 seed=job.stream_seed,
+                site=sites,  # a told site split in parts shares its K answers over them
             )
 
         decisions[f"{ADAPTIVE} final"] = review(0, y).decisions

@@ -6,7 +6,8 @@ the dataset's label, never in its place, and it is what the site's certificates 
 ``review/<source hash>.marks.jsonl``, one record per line, appended and fsync'ed as each mark is
 made (a reviewer's work must survive a crash); the last record of an image wins, and a record
 whose label is null clears the image's mark. Besides marks the file holds the moments the site's
-comparisons were started (``start`` records: how many images they cover), from which the
+comparisons were started (``start`` records: how many images they cover; a site the method
+split in parts has one record per part, the first part's being the site's own), from which the
 certificates are rebuilt whenever the file is read: certificates are derived, never trusted.
 
 Every record names the site it belongs to (the hash of its source's identity): a file copied
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 SUFFIX = "marks.jsonl"
 START_KEY = "\u0000start"  # the key of the ``start`` record (never an item's key: keys are paths or "x,y")
+PART_MARK = "@"  # START_KEY + "@" + group: the starts of one part of a split site
 MAX_REVIEWER = 200  # characters of a reviewer's name kept
 
 
@@ -115,6 +117,7 @@ class MarkStore:
         self.folder, self.source_id, self.classes = folder, source_id, classes
         self.site = source_hash(source_id)
         self._file = KeyedJsonLines(marks_path(folder, source_id), key="k")
+        self.part_starts: dict[int, list[int]] = {}  # by group, read by :meth:`load` (split sites)
 
     @property
     def path(self) -> Path:
@@ -128,6 +131,7 @@ class MarkStore:
         empty with a note (the review goes on without it).
         """
         notes: list[str] = []
+        self.part_starts = {}
         try:
             records, lines = self._file.read()
         except (OSError, UnsafeFileError) as exc:
@@ -141,6 +145,9 @@ class MarkStore:
                 continue
             if key == START_KEY:
                 starts = _starts(record.get("starts"), notes)
+                continue
+            if key.startswith(START_KEY + PART_MARK) and isinstance(record.get("group"), int):
+                self.part_starts[int(record["group"])] = _starts(record.get("starts"), notes)
                 continue
             if record.get("label") is None:
                 continue
@@ -205,13 +212,17 @@ class MarkStore:
         """
         self._file.append({"k": key, "site": self.site, "label": None}, durable=True)
 
-    def put_starts(self, starts: list[int]) -> None:
-        """Record when the site's comparisons started (how many images each covers).
+    def put_starts(self, starts: list[int], group: int | None = None) -> None:
+        """Record when the site's comparisons started (how many images each covers); ``group``: of the
+        part of a split site decided in that unit (None: the site's first or only part).
 
         Raises:
             OSError: it cannot be written.
         """
-        self._file.append({"k": START_KEY, "site": self.site, "starts": list(starts)}, durable=True)
+        record: dict[str, Any] = {"k": START_KEY, "site": self.site, "starts": list(starts)}
+        if group is not None:
+            record.update(k=f"{START_KEY}{PART_MARK}{group}", group=group)
+        self._file.append(record, durable=True)
 
     def close(self) -> None:
         self._file.close()

@@ -18,6 +18,13 @@ Two sets of decisions come back, reported apart:
   promoted candidate's frozen threshold; the source model's where the operating point was turned
   back). With ``budget`` 0 this is the label-free report: each site decided by its latest
   operating point.
+
+**A site decided in several units** (a folder that mixed two appearances and was split in two
+parts, ``engine.methods.idipt_plus._split``): given each image's told ``site``, the site's budget
+of K answers is shared over its units (the parts, and the unit of the images decided before the
+split) in proportion to the images each had when the reviewer came (:func:`stratified_budgets`),
+and each unit has its own ladder: every certificate is about one part, from a uniform sample of
+that part. Without ``site`` (the free-form protocol) every unit has K answers, as every site does.
 """
 
 from __future__ import annotations
@@ -72,6 +79,48 @@ class ReviewedStream:
     adapted_counts: ReviewCounts  # the label-free decisions, no review applied
 
 
+def stratified_budgets(sizes: list[int], budget: int) -> list[int]:
+    """``budget`` answers shared over units of ``sizes`` images: in proportion to the sizes, by
+    largest remainder (a tie goes to the earlier unit), then each unit with images at least one
+    answer while the budget allows (taken from the unit given most). The shares sum to ``budget``
+    whenever some unit has images."""
+    total = sum(sizes)
+    if total == 0:
+        return [0] * len(sizes)
+    quotas = [budget * size / total for size in sizes]
+    out = [math.floor(q) for q in quotas]
+    for k in sorted(range(len(sizes)), key=lambda k: (out[k] - quotas[k], k))[: budget - sum(out)]:
+        out[k] += 1
+    for k in sorted((k for k, size in enumerate(sizes) if size and not out[k]), key=lambda k: (-sizes[k], k)):
+        donor = max(range(len(sizes)), key=lambda j: (out[j], -j))
+        if out[donor] <= 1:
+            break
+        out[donor] -= 1
+        out[k] += 1
+    return out
+
+
+def _plans(
+    unit: np.ndarray, site: np.ndarray | None, budget: int, review_at: float
+) -> list[tuple[int, np.ndarray, int, int]]:
+    """``(unit, its images, images seen when the reviewer comes, answers)`` for every unit."""
+    if site is None:
+        return [
+            (int(u), at, max(1, math.ceil(review_at * at.size)), budget)
+            for u in np.unique(unit[unit >= 0])
+            for at in [np.flatnonzero(unit == u)]
+        ]
+    plans: list[tuple[int, np.ndarray, int, int]] = []
+    for s in dict.fromkeys(site[unit >= 0].tolist()):  # each site, in order of first arrival
+        mine = np.flatnonzero(site == s)
+        came = mine[max(1, math.ceil(review_at * mine.size)) - 1]  # the reviewer comes after this image
+        units = list(dict.fromkeys(int(u) for u in unit[mine] if u >= 0))
+        ats = [np.flatnonzero(unit == u) for u in units]
+        seen = [int(np.sum(at <= came)) for at in ats]
+        plans += zip(units, ats, seen, stratified_budgets(seen, budget), strict=True)
+    return plans
+
+
 def review_stream(
     reported: np.ndarray,
     source: np.ndarray,
@@ -85,6 +134,7 @@ def review_stream(
     rule: LadderRule | None = None,
     seed: int = 0,
     prompted: np.ndarray | None = None,
+    site: np.ndarray | None = None,
 ) -> ReviewedStream:
     """Review every site of one stream with up to ``budget`` answers each (module docstring).
 
@@ -101,13 +151,15 @@ def review_stream(
         rule: the ladder's testing rule (:class:`LadderRule`'s defaults when None).
         seed: seeds the ladders' random orders.
         prompted: ``(N,)`` I-DiPT's prompted decisions (None: not computed).
+        site: ``(N,)`` the site each image was told to be in (None: free-form, every unit a site):
+            a site's K answers are shared over its units (module docstring).
 
     Raises:
         ValueError: arrays of different lengths, a negative budget or ``review_at`` outside (0, 1].
     """
     n = int(reported.shape[0])
     arrays = [source, margin, unit, labels, *candidates.values()]
-    arrays += [a for a in (threshold, prompted) if a is not None]
+    arrays += [a for a in (threshold, prompted, site) if a is not None]
     if any(int(a.shape[0]) != n for a in arrays):
         raise ValueError("every array of review_stream needs the same length")
     if isinstance(budget, bool) or int(budget) != budget or budget < 0:
@@ -120,8 +172,7 @@ def review_stream(
     reviewed = np.zeros(n, dtype=bool)
     ladders: dict[int, SiteLadder] = {}
     used = 0
-    for u in np.unique(unit[unit >= 0]):
-        at = np.flatnonzero(unit == u)
+    for u, at, moment, answers in _plans(unit, site, budget, review_at):
         images = SiteImages(
             reported=reported[at].astype(np.int64),
             source=source[at].astype(np.int64),
@@ -130,12 +181,11 @@ def review_stream(
             candidates={k: v[at].astype(np.float64) for k, v in candidates.items()},
             prompted=None if prompted is None else prompted[at].astype(np.int64),
         )
-        moment = max(1, math.ceil(review_at * at.size))
         seen = images.head(moment)
-        ladder = ladders[int(u)] = SiteLadder(str(int(u)), rule, seed)
+        ladder = ladders[u] = SiteLadder(str(u), rule, seed)
         marks: dict[int, int] = {}
         spent = 0
-        while spent < budget:
+        while spent < answers and moment:
             comparison = ladder.active or ladder.start(seen)
             if comparison is None:
                 break

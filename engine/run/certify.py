@@ -159,11 +159,11 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     """
     rows = review.rows
     decided = review.decisions()
-    rule = review.rule_in_use
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
-    for row, certified in zip(rows, decided, strict=True):
+    rules = review.row_rules()  # with its part's name when the site was split in parts
+    for row, certified, rule in zip(rows, decided, rules, strict=True):
         writer.writerow(
             [
                 row.index,
@@ -195,6 +195,7 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
         "rule_in_use": review.rule_in_use,
         "comparisons": [
             {
+                **({"part": part} if part else {}),  # a site split in parts: each comparison is about one
                 "candidate": c.candidate,
                 "threshold": number(c.threshold),
                 "covers_images": c.covered,
@@ -206,9 +207,10 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
                 "e_value": number(c.e_value()),
                 "verdict": c.verdict,
                 "kept_by_e_bh": verified,
-                "says": c.describe(len(review.rows)),
+                "says": c.describe(images),
             }
             for c, verified in zip(comparisons, kept, strict=True)
+            for part, images in [review.part_of(c)]
         ],
         "e_bh_alpha": alpha,
     }

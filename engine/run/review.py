@@ -13,11 +13,13 @@ candidate under test, in the seeded random order the certificate needs. Asking f
 when no comparison is open starts the next one on the images processed so far (and records that
 moment). Marks made on other images stay marks (the truth beside the dataset's label); the
 ladder uses them when its order reaches them.
+
+A site whose rows were decided in more than one unit (a folder the method split in two parts)
+has one ladder per unit, and the queue serves them stratified (:mod:`engine.run.review_parts`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,39 +27,19 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
-from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
+from engine.review.ladder import SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
+from engine.run.review_parts import (
+    ReviewPart,
+    part_name,
+    parts_rule,
+    rule_words,
+    served,
+    serving_order,
+    site_images,
+    what_adapting_changed,
+)
 from engine.run.rows import MAP_PENDING, PredictionRow
-
-
-def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
-    """What the ladder needs of a site's rows (arrival order); rows without a source margin (more
-    than two classes, or a journal written before margins were kept) make A1 the reported decisions."""
-    n = len(rows)
-    margin = np.array(
-        [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
-    )
-    two_class = n > 0 and bool(np.isfinite(margin).all())
-    threshold = np.array([r.decision_threshold or 0.0 for r in rows], dtype=np.float64) if two_class else None
-    candidates: dict[str, np.ndarray] = {}
-    if two_class:
-        named = [dict(r.candidates) for r in rows]
-        for name in THRESHOLD_CANDIDATES:
-            values = np.array([c.get(name, math.nan) for c in named], dtype=np.float64)
-            if np.isfinite(values).any():
-                candidates[name] = values
-    prompted = np.array(
-        [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
-    )
-    return SiteImages(
-        reported=np.array([r.prediction for r in rows], dtype=np.int64),
-        source=np.array([r.source_prediction for r in rows], dtype=np.int64),
-        margin=margin,
-        threshold=threshold,
-        candidates=candidates,
-        prompted=prompted if bool((prompted >= 0).any()) else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +53,10 @@ class MarkChange:
 
 class SiteReview:
     """The review of one site (see the module docstring).
+
+    A site decided in more than one unit (a folder the method split in two parts) keeps one
+    ladder per unit (:mod:`engine.run.review_parts`); :attr:`ladder` is then the ladder of the part
+    the queue serves next, and :attr:`rule_in_use` names each part's rule.
 
     Args:
         folder: the project's review folder (None: nothing is kept on disk).
@@ -92,13 +78,12 @@ class SiteReview:
         self.rule = rule if rule is not None else LadderRule()
         self._store = MarkStore(folder, source_id, classes) if folder is not None else None
         self.marks: dict[str, ReviewMark] = {}  # by key, in the order they were made
-        self.starts: list[int] = []  # images covered by each comparison started, in order
         self.rows: list[PredictionRow] = []
         self.index: dict[str, int] = {}
         self.notes: list[str] = []  # for the log and the window; taken by the caller
-        self.ladder = SiteLadder(self.site, self.rule, seed)
-        self._images: SiteImages | None = None
-        self._label_free = False  # a row was decided by an operating point reported without review
+        self.parts: list[ReviewPart] = []
+        self._loaded: dict[int | None, list[int]] = {}  # starts read from the marks file, by group
+        self._images: dict[int, SiteImages] = {}  # by part number
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
 
@@ -107,14 +92,26 @@ class SiteReview:
         """The site's name for its random orders: its source's hash, with or without a folder."""
         return source_hash(self.source_id)
 
+    @property
+    def ladder(self) -> SiteLadder:
+        """The ladder of the part the queue serves next (the site's only ladder when it has one)."""
+        part = served(self.parts) or (self.parts[0] if self.parts else None)
+        return part.ladder if part is not None else SiteLadder(self.site, self.rule, self.seed)
+
+    @property
+    def starts(self) -> list[int]:
+        """The first part's starts (the site's, when it has one part)."""
+        return self.parts[0].starts if self.parts else list(self._loaded.get(None, []))
+
     # -- rows and marks ------------------------------------------------------------------------
     def open(self, rows: Sequence[PredictionRow]) -> None:
         """The site's earlier rows (arrival order) with the marks and starts kept for it."""
+        self._loaded = {}
         if self._store is not None:
-            self.marks, self.starts, notes = self._store.load()
+            self.marks, starts, notes = self._store.load()
+            self._loaded = {None: starts} | {g: s for g, s in self._store.part_starts.items()}
             self.notes += notes
-        self.rows, self.index = [], {}
-        self._label_free = False
+        self.rows, self.index, self.parts = [], {}, []
         self._undo, self._redo = [], []
         self.add_rows(rows)
         self._rebuild()
@@ -123,24 +120,75 @@ class SiteReview:
         """Newly processed rows (a row processed again after a crash replaces its earlier one).
 
         The comparisons are frozen on the images they started with, so new rows change only what
-        the rule in use decides for them: nothing is rebuilt, whatever the site's size.
+        the rule in use decides for them: nothing is rebuilt, whatever the site's size (unless a
+        row processed again was decided in another unit: then the parts are made again).
         """
+        regroup = False
         for row in rows:
             if row.key in self.index:
-                self.rows[self.index[row.key]] = row
+                at = self.index[row.key]
+                regroup = regroup or self.rows[at].site_group != row.site_group
+                self.rows[at] = row
             else:
                 self.index[row.key] = len(self.rows)
                 self.rows.append(row)
-            self._label_free = self._label_free or row.decision_path == ACCEPTED
-        self._images = None
+                if not regroup:
+                    self._part_for(row.site_group).positions.append(len(self.rows) - 1)
+        self._images = {}
+        if regroup:
+            self._loaded = {(None if k == 0 else p.group): p.starts for k, p in enumerate(self.parts)}
+            self.parts = []
+            for i, row in enumerate(self.rows):
+                self._part_for(row.site_group).positions.append(i)
+            self._rebuild()
+
+    def _part_for(self, group: int | None) -> ReviewPart:
+        """The part a row decided in ``group`` belongs to (a new part for a new group)."""
+        if not self.parts:
+            self.parts.append(ReviewPart(group, [], SiteLadder(self.site, self.rule, self.seed)))
+            self.parts[0].starts = list(self._loaded.get(None, []))
+            return self.parts[0]
+        first = self.parts[0]
+        if group is None or group == first.group:
+            return first
+        if first.group is None:  # rows so far named no unit: this group is the first part's
+            first.group = group
+            return first
+        for part in self.parts[1:]:
+            if part.group == group:
+                return part
+        ladder = SiteLadder(f"{self.site}/{group}", self.rule, self.seed)
+        part = ReviewPart(group, [], ladder, list(self._loaded.get(group, [])))
+        self.parts.append(part)
+        return part
 
     @property
     def rule_in_use(self) -> str:
         """The rule that decides the site now, as people are told it: the ladder's, except that
         where no operating point was reported without review (review first, the default) and no
-        review moved the rule, that is the source model (:data:`SOURCE_RULE`)."""
-        current = self.ladder.current
-        return SOURCE_RULE if current == LABEL_FREE and not self._label_free else current
+        review moved the rule, that is the source model (:data:`SOURCE_RULE`). A site of several
+        parts says each part's (``part 1 of 2 (80 images): the source model decides; ...``)."""
+        if len(self.parts) > 1:
+            return parts_rule(self.parts, self.rows)
+        return self.parts[0].rule(self.rows) if self.parts else SOURCE_RULE
+
+    def row_rules(self) -> list[str]:
+        """The rule that decides each row now (with its part's name when the site has several)."""
+        if len(self.parts) <= 1:
+            return [self.rule_in_use] * len(self.rows)
+        out = [""] * len(self.rows)
+        for part in self.parts:
+            words = f"{part_name(self.parts, part)}: {rule_words(part.rule(self.rows))} decides"
+            for i in part.positions:
+                out[i] = words
+        return out
+
+    def part_of(self, comparison: Comparison) -> tuple[str, int]:
+        """``(name, images)`` of the part a comparison is about (name empty: the site has one part)."""
+        for part in self.parts:
+            if any(c is comparison for c in part.ladder.comparisons):
+                return (part_name(self.parts, part) if len(self.parts) > 1 else "", len(part.positions))
+        return "", len(self.rows)
 
     def set_mark(
         self, key: str, label: int | None, reviewer: str = "", at: str | None = None
@@ -198,91 +246,112 @@ class SiteReview:
             self.marks[key] = mark
         self._rebuild()
 
-    # -- the ladder and the queue --------------------------------------------------------------
-    def images(self) -> SiteImages:
-        if self._images is None:
-            self._images = site_images(self.rows)
-        return self._images
+    # -- the ladders and the queue -------------------------------------------------------------
+    def images(self, part: int = 0) -> SiteImages:
+        """The images of part ``part`` (the site's, when it has one part)."""
+        if part not in self._images:
+            self._images[part] = site_images(self.parts[part].rows(self.rows) if self.parts else [])
+        return self._images[part]
 
     def labels(self) -> dict[int, int]:
-        """The marks as the ladder reads them: row index -> class."""
+        """The marks as the ladders read them: row index -> class."""
         return {self.index[k]: m.label for k, m in self.marks.items() if k in self.index}
 
     def _rebuild(self) -> None:
-        """The ladder again from the rows, the marks and the recorded starts."""
-        self.ladder = SiteLadder(self.site, self.rule, self.seed)
-        if not self.starts:
-            return
-        images, labels = self.images(), self.labels()
-        kept: list[int] = []
-        for n in self.starts:
-            if n > len(images):
-                self.notes.append(
-                    f"a comparison was started on {n} images but the site now has {len(images)}; it starts again"
-                )
-                break
-            if self.ladder.active is None and self.ladder.start(images.head(n)) is not None:
-                kept.append(n)
-            self.ladder.review(labels)
-        if kept != self.starts:
-            self.starts = kept
-            self._save_starts()
+        """The ladders again from the rows, the marks and the recorded starts."""
+        labels = self.labels()
+        for k, part in enumerate(self.parts):
+            part.ladder = SiteLadder(part.ladder.site, self.rule, self.seed)
+            if not part.starts:
+                continue
+            images, mine = self.images(k), part.labels(labels)
+            kept: list[int] = []
+            for n in part.starts:
+                if n > len(images):
+                    self.notes.append(
+                        f"a comparison was started on {n} images but the site now has {len(images)}; it starts again"
+                    )
+                    break
+                if part.ladder.active is None and part.ladder.start(images.head(n)) is not None:
+                    kept.append(n)
+                part.ladder.review(mine)
+            if kept != part.starts:
+                part.starts = kept
+                self._save_starts(k)
 
     def next_item(self) -> int | None:
         """The row index to review next: the open comparison's next image, or the first of a
-        comparison started now on the images processed so far (None: nothing left to test).
+        comparison started now on the images processed so far (None: nothing left to test). Of a
+        site in several parts, the part whose reviews are fewest relative to its share is served.
 
         Marks made before a comparison started are used as its order reaches them, so a
         comparison can be decided at once and the next one started.
         """
+        labels = self.labels()
+        for part in serving_order(self.parts):
+            k = self.parts.index(part)
+            position = self._next_in(k, part.labels(labels))
+            if position is not None:
+                return part.positions[position]
+        return None
+
+    def _next_in(self, k: int, labels: dict[int, int]) -> int | None:
+        part = self.parts[k]
         while True:
-            if self.ladder.active is None:
-                started = self.ladder.start(self._decided_and_mapped()) if self.rows else None
+            if part.ladder.active is None:
+                started = part.ladder.start(self._decided_and_mapped(k)) if part.positions else None
                 if started is None:
                     return None
-                self.starts.append(started.covered)
-                self._save_starts()
-            self.ladder.review(self.labels())
-            active = self.ladder.active
+                part.starts.append(started.covered)
+                self._save_starts(k)
+            part.ladder.review(labels)
+            active = part.ladder.active
             if active is not None:
                 return active.next_position
 
-    def _decided_and_mapped(self) -> SiteImages:
+    def _decided_and_mapped(self, k: int) -> SiteImages:
         """The images a comparison may start on: those before the first whose map (and I-DiPT's
         prompted decision) is still pending, so a comparison never changes when maps arrive."""
-        pending = next((i for i, r in enumerate(self.rows) if r.map_status == MAP_PENDING), len(self.rows))
-        images = self.images()
-        return images if pending == len(self.rows) else images.head(pending)
+        rows = self.parts[k].rows(self.rows)
+        pending = next((i for i, r in enumerate(rows) if r.map_status == MAP_PENDING), len(rows))
+        images = self.images(k)
+        return images if pending == len(rows) else images.head(pending)
 
-    def _save_starts(self) -> None:
+    def _save_starts(self, k: int) -> None:
         if self._store is None:
             return
-        try:
-            self._store.put_starts(self.starts)
+        try:  # the first part's starts are the site's, as marks files always kept them
+            self._store.put_starts(self.parts[k].starts, None if k == 0 else self.parts[k].group)
         except OSError as exc:
             self.notes.append(f"the moments the comparisons started cannot be kept ({exc})")
 
     def queue(self) -> list[int]:
-        """The open comparison's images still to review, in review order (row indices)."""
-        comparison = self.ladder.active
-        if comparison is None:
+        """The open comparison's images still to review, in review order (row indices); of a site
+        in several parts, the open comparison of the part served first."""
+        part = served(self.parts)
+        comparison = part.ladder.active if part is not None else None
+        if part is None or comparison is None:
             return []
-        return comparison.order[len(comparison.reviewed) :]
+        return [part.positions[i] for i in comparison.order[len(comparison.reviewed) :]]
 
     def decisions(self) -> np.ndarray:
-        """Every row's decision under the rule the site's reviews left in use."""
-        return self.ladder.decide(self.images()) if self.rows else np.zeros(0, dtype=np.int64)
+        """Every row's decision under the rule each part's reviews left in use."""
+        out = np.zeros(len(self.rows), dtype=np.int64)
+        for k, part in enumerate(self.parts):
+            if part.positions:
+                out[part.positions] = part.ladder.decide(self.images(k))
+        return out
 
     def decision(self, index: int) -> int:
         return int(self.decisions()[index])
 
     def comparisons(self) -> list[Comparison]:
-        """The comparisons that had something to test, in order."""
-        return [c for c in self.ladder.comparisons if c.disagreements]
+        """The comparisons that had something to test, part by part, in order."""
+        return [c for p in self.parts for c in p.ladder.comparisons if c.disagreements]
 
     def why_empty(self) -> str:
         """One sentence: why there is nothing to review at this site (empty when there is)."""
-        if self.ladder.active is not None:
+        if any(p.ladder.active is not None for p in self.parts):
             return ""
         if not self.rows:
             return "nothing to review yet: no image of this folder has been processed"
@@ -304,39 +373,6 @@ class SiteReview:
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []
         return notes
-
-
-def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray | None = None) -> str:
-    """One sentence for a site: how many decisions adapting changed, or why it changed none.
-
-    Args:
-        rows: the site's rows in arrival order.
-        decisions: the decisions to compare with the source model's (the site's review's
-            :meth:`SiteReview.decisions`; None: the rows' own, as they were made).
-    """
-    if not rows:
-        return "no image of this folder was processed"
-    final = np.array([r.prediction for r in rows]) if decisions is None else decisions
-    source = np.array([r.source_prediction for r in rows])
-    changed = int(np.sum(final != source))
-    if changed:
-        return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
-    reason = rows[-1].decision_reason
-    if reason.endswith(AWAITING_REVIEW):
-        proposal = reason.partition("; ")[0]
-        return (
-            f"adapting changed no decision yet: {proposal}, and the source model decides until "
-            "reviews of this folder certify it or another candidate"
-        )
-    if reason.startswith("too few images"):
-        needed = reason.partition("(")[2].rstrip(")")
-        return f"adapting changed no decision: {needed}; this folder has {len(rows)}"
-    if reason:
-        return (
-            f"adapting changed no decision: the site's operating point was not accepted ({reason}), "
-            "so the source model's decisions stand"
-        )
-    return "adapting changed no decision: the method records no decision path, its decisions are the source model's"
 
 
 __all__ = ["MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]

@@ -137,6 +137,27 @@ class IDiPTPlusConfig(IDiPTConfig):
         high=0.5,
     )
     em_iterations: int = setting(30, "EM iterations at most per fit", low=1, high=1000)
+    split_share: float = setting(
+        0.2,
+        "a named site (folder or slide) splits in two only if 2-means on its appearance leaves each "
+        "part this share of its sample (and min_images)",
+        low=0.0,
+        high=0.5,
+    )
+    split_separation: float = setting(
+        2.0,
+        "a named site splits in two only if the parts' appearance centres lie farther apart than this, "
+        "in source radii (2: no image within joining distance of both)",
+        low=0.0,
+        high=100.0,
+    )
+    split_stability: float = setting(
+        0.99,
+        "a named site splits in two only if 2-means on each of two random halves of its sample "
+        "assigns at least this share of it as the whole sample's 2-means does",
+        low=0.5,
+        high=1.0,
+    )
 
     def operating_point_settings(self) -> OperatingPointSettings:
         """The settings the operating point reads."""
@@ -156,6 +177,9 @@ class IDiPTPlusConfig(IDiPTConfig):
             bootstrap=self.bootstrap,
             quantile=self.quantile,
             iterations=self.em_iterations,
+            split_share=self.split_share,
+            split_separation=self.split_separation,
+            split_stability=self.split_stability,
         )
 
 

@@ -56,6 +56,7 @@ from engine.methods.idipt_plus._mixture import (
     margin_threshold,
     named_by_margin,
 )
+from engine.methods.idipt_plus._split import SplitSettings, make_parts, nearer_part, split_test
 from engine.methods.idipt_plus._units import Unit
 
 SOURCE_LIKE = "source-like"
@@ -88,6 +89,9 @@ class OperatingPointSettings:
     bootstrap: int
     quantile: float
     iterations: int
+    split_share: float = 0.2
+    split_separation: float = 2.0
+    split_stability: float = 0.99
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,7 @@ class OperatingPoint:
         self.source_prior = source_prior
         self.units_created = 0
         self.sites: dict[str, Unit] = {}  # units of named sites, by name
+        self.parts: dict[str, list[Unit]] = {}  # the two parts of each named site that split (_split)
         self.groups = SiteGroups(
             settings.join,
             settings.merge,
@@ -217,8 +222,9 @@ class OperatingPoint:
         return self.units_created - 1
 
     def units(self) -> list[Unit]:
-        """Every unit kept: named sites first (in order of arrival), then groups."""
-        return [*self.sites.values(), *self.groups.groups]
+        """Every unit kept: named sites first (in order of arrival), their parts, then groups."""
+        parts = [p for pair in self.parts.values() for p in pair]
+        return [*self.sites.values(), *parts, *self.groups.groups]
 
     def step(self, obs: Observation, source_gate: bool = False, site: str | None = None) -> Decision:
         """Decide one image, then let it join its unit (refitting the unit when due).
@@ -234,13 +240,10 @@ class OperatingPoint:
         if source_gate and float(np.sqrt((obs.appearance**2).sum())) <= self.radius:
             return Decision(SOURCE_LIKE, -1, 0.0, SOURCE_LIKE, site=site or "")
         if site is not None:
-            unit: Unit | None = self.sites.get(site)
-            if unit is None:
-                unit = self.sites[site] = Unit.empty(
-                    self._new_ident(), site, self.settings.capacity, self.settings.feature_dims, index
-                )
-            decision = self._decision(unit)
-            unit.add(obs.margin, obs.coords, index, self.seed)
+            named = self._site_unit(site, obs.appearance, index)
+            decision = self._decision(named)
+            named.add(obs.margin, obs.coords, index, self.seed, obs.appearance)
+            unit: Unit | None = named
         else:
             before = self.groups.nearest(obs.appearance)
             near = before[0] if before[0] is not None and before[1] <= self.settings.join else None
@@ -254,8 +257,41 @@ class OperatingPoint:
             cfg = self.settings
             due = max(10, int(np.ceil(cfg.refit * unit.count)))
             if unit.count >= cfg.min_images and unit.count - unit.fitted_at >= due:
-                self._refit(unit)
+                parts = self._split(unit) if unit.splittable else []
+                for part in parts or [unit]:
+                    self._refit(part)
         return decision
+
+    def _site_unit(self, site: str, appearance: np.ndarray, index: int) -> Unit:
+        """The unit of an image of the named ``site``: the site's, or the nearer of its parts."""
+        parts = self.parts.get(site)
+        if parts:
+            return nearer_part(parts, appearance)
+        unit = self.sites.get(site)
+        if unit is None:
+            cfg = self.settings
+            unit = self.sites[site] = Unit.empty(
+                self._new_ident(), site, cfg.capacity, cfg.feature_dims, index
+            )
+            unit.splittable = True
+        return unit
+
+    def _split(self, unit: Unit) -> list[Unit]:
+        """The site's two parts when its sample mixes two appearances (``_split``), else none."""
+        cfg = self.settings
+        if unit.appearance.shape[0] != len(unit.margins):
+            return []
+        test = split_test(
+            unit.appearance[: unit.size],
+            self.radius,
+            SplitSettings(cfg.split_share, cfg.split_separation, cfg.split_stability, cfg.min_images),
+            np.random.default_rng([self.seed, unit.ident, unit.fits, 17]),
+        )
+        if not test.split:
+            return []
+        parts = make_parts(unit, test.labels, (self._new_ident(), self._new_ident()))
+        self.parts[unit.site] = parts
+        return parts
 
     def _decision(self, unit: Unit) -> Decision:
         fit = unit.fit if isinstance(unit.fit, Fit) else None
@@ -281,6 +317,7 @@ class OperatingPoint:
 
     def clear(self) -> None:
         self.sites = {}
+        self.parts = {}
         self.groups.clear()
         self.units_created = 0
         self.seen = 0

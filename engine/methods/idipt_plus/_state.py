@@ -15,6 +15,8 @@ from engine.methods.idipt_plus._units import Unit
 
 PREFIX = "op"
 FORMAT = 2  # 1: groups by appearance only (before sites were named); refused with a clear message
+# A state saved before named sites could split has no ``held``, ``appearance``, ``parent``, ``parts``
+# or ``splittable``: its sites load as they were, and never split (their samples hold no appearance).
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -26,6 +28,8 @@ def _unit_state(u: Unit, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
     tensors[f"{key}.margins"] = torch.from_numpy(u.margins.copy())
     tensors[f"{key}.coords"] = torch.from_numpy(u.coords.copy())
     tensors[f"{key}.centroid"] = torch.from_numpy(u.centroid.copy())
+    if u.appearance.size:
+        tensors[f"{key}.appearance"] = torch.from_numpy(u.appearance.copy())
     fit = None
     if isinstance(u.fit, Fit):
         fit = {
@@ -44,6 +48,10 @@ def _unit_state(u: Unit, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
         "fits": u.fits,
         "fit": fit,
         "prior": _finite_or_none(u.prior),
+        "held": u.held,
+        "parent": u.parent,
+        "parts": list(u.parts),
+        "splittable": u.splittable,
     }
 
 
@@ -51,6 +59,7 @@ def operating_point_state(op: OperatingPoint) -> tuple[dict[str, torch.Tensor], 
     """``(tensors, meta)``: every unit's sample as float64 tensors, its scalars as JSON."""
     tensors: dict[str, torch.Tensor] = {}
     sites = [_unit_state(u, tensors) for u in op.sites.values()]
+    parts = [_unit_state(p, tensors) for pair in op.parts.values() for p in pair]
     groups = [_unit_state(u, tensors) for u in op.groups.groups]
     pool = op.groups.pool
     if pool:
@@ -64,6 +73,7 @@ def operating_point_state(op: OperatingPoint) -> tuple[dict[str, torch.Tensor], 
         "groups_created": op.groups.created,
         "groups_merged": op.groups.merged,
         "sites": sites,
+        "parts": parts,
         "groups": groups,
         "pool": [p.index for p in pool],
     }
@@ -111,6 +121,17 @@ def _unit(entry: dict[str, Any], tensors: dict[str, torch.Tensor], op: Operating
     count = int(entry["count"])
     if count < 0:
         raise ValueError(f"unit {ident} has a negative count")
+    held = int(entry.get("held", min(count, cfg.capacity)))
+    if not 0 <= held <= min(count, cfg.capacity):
+        raise ValueError(f"unit {ident} holds {held} sampled images of {count} (capacity {cfg.capacity})")
+    appearance = np.zeros((0, 0))
+    if f"{key}.appearance" in tensors:
+        appearance = _finite(
+            tensors[f"{key}.appearance"].double().numpy().copy(), f"unit {ident}'s appearance"
+        )
+        if appearance.ndim != 2 or appearance.shape[0] != cfg.capacity:
+            raise ValueError(f"unit {ident}'s appearance sample has the shape {tuple(appearance.shape)}")
+    splittable = bool(entry.get("splittable", False)) and appearance.shape[0] == cfg.capacity
     prior = entry.get("prior")
     return Unit(
         ident=ident,
@@ -127,7 +148,26 @@ def _unit(entry: dict[str, Any], tensors: dict[str, torch.Tensor], op: Operating
         fits=int(entry["fits"]),
         fit=_fit(entry["fit"]),
         prior=math.nan if prior is None else float(prior),
+        held=held,
+        appearance=appearance,
+        parent=int(entry.get("parent", -1)),
+        parts=[int(i) for i in entry.get("parts", [])],
+        splittable=splittable,
     )
+
+
+def _parts(sites: dict[str, Unit], parts: list[Unit]) -> dict[str, list[Unit]]:
+    """The parts by site, checked against their parents (each split site has its two, in order)."""
+    out: dict[str, list[Unit]] = {}
+    for part in parts:
+        parent = sites.get(part.site)
+        if parent is None or part.parent != parent.ident or part.ident not in parent.parts:
+            raise ValueError(f"unit {part.ident} is a part of no split site of the state")
+        out.setdefault(part.site, []).append(part)
+    for site, parent in sites.items():
+        if [p.ident for p in out.get(site, [])] != parent.parts:
+            raise ValueError(f"the site {site!r} was split, but its parts are not all in the state")
+    return out
 
 
 def load_operating_point(op: OperatingPoint, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
@@ -158,6 +198,7 @@ def load_operating_point(op: OperatingPoint, tensors: dict[str, torch.Tensor], m
     op.sites = {u.site: u for u in sites}
     if len(op.sites) != len(sites):
         raise ValueError("the state names one site twice")
+    op.parts = _parts(op.sites, [_unit(e, tensors, op) for e in meta.get("parts", [])])
     op.groups.groups = groups
     op.groups.pool = pool
     op.groups.created = int(meta["groups_created"])

@@ -5,7 +5,8 @@ slide: the app and ``f2tta run`` say which site every image belongs to), or, whe
 (the paper's free-form protocol), a site group found by appearance (``_groups``). A unit keeps
 
 * a **uniform sample** of its images (reservoir sampling, at most ``capacity``): their source
-  margins and feature coordinates, what its operating point and the ``prior`` candidate are
+  margins and feature coordinates (and, for a named site, their class-removed appearance, which
+  the split test reads: ``_split``), what its operating point and the ``prior`` candidate are
   fitted to. A uniform sample, not the most recent images: a site read in scan order, or whose
   class mix drifts, is judged on all of it;
 * the sum of all its images' source margins (the ``shift`` candidate needs their mean);
@@ -44,6 +45,13 @@ class Unit:
         fits: number of fits so far (seeds the fit's bootstrap).
         fit: what the last fit found (:class:`engine.methods.idipt_plus.Fit`), or None.
         prior: the ``prior`` candidate computed at the last fit (nan before the first).
+        held: sampled images held (the first ``held`` slots; ``min(count, capacity)`` except for a
+            part, which starts with its share of its parent's sample).
+        appearance: ``(capacity, R)`` the sampled images' appearance (named sites; empty otherwise).
+        parent: the unit a part was split from (-1: not a part).
+        parts: the numbers of the two parts a site was split into (empty: not split).
+        splittable: the split test may still run (a named site that has not split, whose sample
+            holds every sampled image's appearance).
     """
 
     ident: int
@@ -60,6 +68,11 @@ class Unit:
     fits: int = 0
     fit: object | None = None
     prior: float = math.nan  # the ``prior`` candidate at the last fit
+    held: int = 0
+    appearance: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    parent: int = -1
+    parts: list[int] = field(default_factory=list)
+    splittable: bool = False
 
     @classmethod
     def empty(cls, ident: int, site: str, capacity: int, feature_dim: int, index: int) -> Unit:
@@ -68,26 +81,36 @@ class Unit:
     @property
     def size(self) -> int:
         """Images held in the sample."""
-        return min(self.count, len(self.margins))
+        return self.held
 
     def sample(self) -> tuple[np.ndarray, np.ndarray]:
         """``(margins (n,), coords (n, K))`` of the sampled images."""
         n = self.size
         return self.margins[:n].copy(), self.coords[:n].copy()
 
-    def add(self, margin: float, coords: np.ndarray, index: int, seed: int) -> None:
-        """One image joins: it enters the sample with probability ``capacity / count``."""
+    def add(
+        self, margin: float, coords: np.ndarray, index: int, seed: int, appearance: np.ndarray | None = None
+    ) -> None:
+        """One image joins: it enters the sample with probability ``capacity / count`` (an empty slot
+        while there is one: a part's slots not filled by its parent's sample fill first)."""
         cap = len(self.margins)
-        if self.count < cap:
-            slot = self.count
+        if self.held < cap:
+            slot = self.held
+            self.held += 1
         else:
             slot = int(np.random.default_rng([seed, self.ident, self.count, 11]).integers(0, self.count + 1))
         if slot < cap:
             self.margins[slot] = margin
             self.coords[slot] = coords
+            if appearance is not None:
+                if self.appearance.shape != (cap, appearance.shape[0]):
+                    self.appearance = np.zeros((cap, appearance.shape[0]))
+                self.appearance[slot] = appearance
         self.count += 1
         self.margin_sum += margin
         self.last_seen = index
+        if self.parent >= 0 and appearance is not None:  # a part's centre follows its images
+            self.centroid = self.centroid + (appearance - self.centroid) / self.count
 
     def absorb(self, other: Unit, seed: int) -> None:
         """Take ``other``'s images in (two groups found to be one site): the samples are merged in
@@ -109,6 +132,7 @@ class Unit:
             coords = np.concatenate([mine[1][a], theirs[1][b]])
         self.margins[: margins.shape[0]] = margins
         self.coords[: coords.shape[0]] = coords
+        self.held = int(margins.shape[0])
         if self.centroid.size and other.centroid.size:
             self.centroid = (self.centroid * self.count + other.centroid * other.count) / total
         self.count = total

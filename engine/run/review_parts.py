@@ -1,0 +1,162 @@
+"""The parts of a site's review: one ladder for each unit the site's images were decided in.
+
+A folder the method split in two (it mixed two appearances: ``engine.methods.idipt_plus._split``)
+carries more than one ``site_group`` in its rows: the images decided before the split, and each
+part's. Each unit gets its own ladder, so each certificate is about one part, from a uniformly
+random sample of that part; the review queue serves the part whose reviews are fewest relative
+to its share of the site's images (:func:`serving_order`). A site of one unit (every site that
+did not split, and every journal written before splits) is one part, reviewed exactly as before.
+
+Rows without a group (the source model decided them before any unit did) belong to the first
+part. The first part's ladder is named by the site, as the single ladder always was, and its
+starts are the site's starts as marks files have always kept them; the other parts' ladders and
+starts are named by their group.
+
+Here too: :func:`site_images` (what a ladder needs of rows) and :func:`what_adapting_changed`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
+from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
+from engine.run.rows import PredictionRow
+
+RULE_WORDS = {
+    SOURCE_RULE: "the source model",
+    LABEL_FREE: "the label-free operating point",
+    "guarded": "the site's operating point (certified)",
+}
+
+
+def rule_words(rule: str) -> str:
+    """A rule of a ladder as a sentence fragment ("the source model", "the fit candidate")."""
+    return RULE_WORDS.get(rule, f"the {rule} candidate")
+
+
+def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
+    """What the ladder needs of a site's rows (arrival order); rows without a source margin (more
+    than two classes, or a journal written before margins were kept) make A1 the reported decisions."""
+    n = len(rows)
+    margin = np.array(
+        [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
+    )
+    two_class = n > 0 and bool(np.isfinite(margin).all())
+    threshold = np.array([r.decision_threshold or 0.0 for r in rows], dtype=np.float64) if two_class else None
+    candidates: dict[str, np.ndarray] = {}
+    if two_class:
+        named = [dict(r.candidates) for r in rows]
+        for name in THRESHOLD_CANDIDATES:
+            values = np.array([c.get(name, math.nan) for c in named], dtype=np.float64)
+            if np.isfinite(values).any():
+                candidates[name] = values
+    prompted = np.array(
+        [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
+    )
+    return SiteImages(
+        reported=np.array([r.prediction for r in rows], dtype=np.int64),
+        source=np.array([r.source_prediction for r in rows], dtype=np.int64),
+        margin=margin,
+        threshold=threshold,
+        candidates=candidates,
+        prompted=prompted if bool((prompted >= 0).any()) else None,
+    )
+
+
+@dataclass(eq=False)  # parts are compared by identity (they hold ladders)
+class ReviewPart:
+    """One part of a site's review.
+
+    Attributes:
+        group: the unit its images were decided in (None: rows that name none).
+        positions: its rows' indices in the site's rows, in arrival order.
+        ladder: its ladder of comparisons.
+        starts: images covered by each comparison it started, in order.
+    """
+
+    group: int | None
+    positions: list[int]
+    ladder: SiteLadder
+    starts: list[int] = field(default_factory=list)
+
+    def rows(self, rows: Sequence[PredictionRow]) -> list[PredictionRow]:
+        return [rows[i] for i in self.positions]
+
+    def labels(self, marks: Mapping[int, int]) -> dict[int, int]:
+        """The marks (site row index -> class) as its ladder reads them (its own row index -> class)."""
+        return {k: marks[i] for k, i in enumerate(self.positions) if i in marks}
+
+    def reviews(self) -> int:
+        """Reviews its comparisons have used."""
+        return sum(len(c.reviewed) for c in self.ladder.comparisons)
+
+    def rule(self, rows: Sequence[PredictionRow]) -> str:
+        """The rule that decides it now, as people are told it (``SiteReview.rule_in_use``)."""
+        label_free = any(rows[i].decision_path == ACCEPTED for i in self.positions)
+        current = self.ladder.current
+        return SOURCE_RULE if current == LABEL_FREE and not label_free else current
+
+
+def serving_order(parts: Sequence[ReviewPart]) -> list[ReviewPart]:
+    """The parts in the order the queue serves them: fewest reviews relative to their share of the
+    site's images first (the earlier part on a tie), so K answers fall on the parts in proportion."""
+    total = sum(len(p.positions) for p in parts) or 1
+    return sorted(
+        parts,
+        key=lambda p: (p.reviews() * total / max(1, len(p.positions)), parts.index(p)),
+    )
+
+
+def served(parts: Sequence[ReviewPart]) -> ReviewPart | None:
+    """The part with an open comparison that the queue serves first (None: no comparison is open)."""
+    open_parts = [p for p in parts if p.ladder.active is not None]
+    return serving_order(open_parts)[0] if open_parts else None
+
+
+def part_name(parts: Sequence[ReviewPart], part: ReviewPart) -> str:
+    """``part 2 of 2 (131 images)``."""
+    return f"part {parts.index(part) + 1} of {len(parts)} ({len(part.positions)} images)"
+
+
+def parts_rule(parts: Sequence[ReviewPart], rows: Sequence[PredictionRow]) -> str:
+    """The rule of every part in one sentence: ``part 1 of 2 (80 images): the source model decides;
+    part 2 of 2 (131 images): the fit candidate decides``."""
+    return "; ".join(f"{part_name(parts, p)}: {rule_words(p.rule(rows))} decides" for p in parts)
+
+
+def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray | None = None) -> str:
+    """One sentence for a site: how many decisions adapting changed, or why it changed none.
+
+    Args:
+        rows: the site's rows in arrival order.
+        decisions: the decisions to compare with the source model's (the site's review's
+            :meth:`SiteReview.decisions`; None: the rows' own, as they were made).
+    """
+    if not rows:
+        return "no image of this folder was processed"
+    final = np.array([r.prediction for r in rows]) if decisions is None else decisions
+    source = np.array([r.source_prediction for r in rows])
+    changed = int(np.sum(final != source))
+    if changed:
+        return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
+    reason = rows[-1].decision_reason
+    if reason.endswith(AWAITING_REVIEW):
+        proposal = reason.partition("; ")[0]
+        return (
+            f"adapting changed no decision yet: {proposal}, and the source model decides until "
+            "reviews of this folder certify it or another candidate"
+        )
+    if reason.startswith("too few images"):
+        needed = reason.partition("(")[2].rstrip(")")
+        return f"adapting changed no decision: {needed}; this folder has {len(rows)}"
+    if reason:
+        return (
+            f"adapting changed no decision: the site's operating point was not accepted ({reason}), "
+            "so the source model's decisions stand"
+        )
+    return "adapting changed no decision: the method records no decision path, its decisions are the source model's"
