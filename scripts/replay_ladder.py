@@ -36,6 +36,7 @@ from engine.bench.streams import ORDERED_MIXES, interleave
 from engine.bench.suite import prepare, stream_jobs
 from engine.bench.suite_stream import ADAPTIVE, false_verifications, noisy, site_sequences, told_sites
 from engine.data.readers import open_dataset
+from engine.methods.idipt_plus import IDiPTPlusConfig
 from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import find_reference
@@ -56,16 +57,19 @@ class Stream:
     margin: np.ndarray
     group: np.ndarray
     candidates: dict[str, np.ndarray]
+    told: np.ndarray | None  # the site each image was told to be in (None: free-form)
 
 
-def replayed_streams(recipe_path: Path, work: Path, deltas: Sequence[float]) -> list[Stream]:
-    """The recipe's known-sites streams at the given δ, replayed (label-free)."""
+def replayed_streams(
+    recipe_path: Path, work: Path, deltas: Sequence[float], protocol: str, config: IDiPTPlusConfig
+) -> list[Stream]:
+    """The recipe's streams of one protocol at the given δ, replayed (label-free)."""
     recipe = Recipe.load(recipe_path)
     prepared = prepare(recipe, work, passes=False, log=lambda _: None)
     torch.set_num_threads(1)
     streams: list[Stream] = []
     for job in stream_jobs(recipe, prepared, work):
-        if job.protocol != "known-sites" or job.delta not in deltas:
+        if job.protocol != protocol or job.delta not in deltas:
             continue
         ds = open_dataset(job.eval_data)
         loaded = load_model(job.model_path)
@@ -78,7 +82,7 @@ def replayed_streams(recipe_path: Path, work: Path, deltas: Sequence[float]) -> 
             seqs, job.delta, job.fragments, job.stream_seed, [job.mix in ORDERED_MIXES] * len(seqs)
         )
         told = told_sites(job, tuple(ds.domains), site_of)
-        r = replay(ADAPTIVE, passes.take(order), ref, loaded, None, seed=job.stream_seed, sites=told)
+        r = replay(ADAPTIVE, passes.take(order), ref, loaded, config, seed=job.stream_seed, sites=told)
         streams.append(
             Stream(
                 job.model,
@@ -89,6 +93,7 @@ def replayed_streams(recipe_path: Path, work: Path, deltas: Sequence[float]) -> 
                 r.margin.astype(np.float64),
                 r.group.astype(np.int64),
                 {k: v.astype(np.float64) for k, v in r.candidates.items()},
+                told,
             )
         )
         print(f"replayed {job.model} {job.mix} δ {job.delta:g}", file=sys.stderr, flush=True)
@@ -123,10 +128,24 @@ def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: f
             best = best_threshold_errors(st.margin[at], st.labels[at])
             cells.append(UnitCell(st.model, name, name == st.source, result, best))
     e = unit_endpoints(cells)
+    harmed = ", ".join(f"{h['model']} {h['site']} {h['upper_bound']:.1f}" for h in e["harmed_units"][:3])
     return (
-        f"{100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])} | "
+        f"{100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])}{f' ({harmed})' if harmed else ''} | "
         f"{e['fixed']} / {e['broken']} | {false} of {made}"
     )
+
+
+def split_sites(streams: Sequence[Stream]) -> str:
+    """How many told sites were decided in more than one unit (split), of how many."""
+    split = total = 0
+    for st in streams:
+        if st.told is None:
+            continue
+        for name in np.unique(st.told):
+            units = np.unique(st.group[(st.told == name) & (st.group >= 0)])
+            total += 1
+            split += units.size > 1
+    return f"{split} of {total}"
 
 
 def floats(text: str) -> list[float]:
@@ -144,20 +163,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--budgets", default="20", help="K, reviews per site (comma-separated)")
     p.add_argument("--noise", default="0", help="the reviewer's error shares (comma-separated)")
     p.add_argument("--seed", type=int, default=None, help="the reviews' seed (the recipe's stream seed)")
+    p.add_argument("--protocol", default="known-sites", choices=("known-sites", "mixed-folders"))
+    p.add_argument(
+        "--split",
+        default="default",
+        help="named sites' split settings, comma-separated: default, off, or SEPARATION/STABILITY (e.g. 2.5/0.995)",
+    )
     a = p.parse_args(argv)
-    streams = replayed_streams(a.recipe, a.work, floats(a.deltas))
     seed = a.seed if a.seed is not None else Recipe.load(a.recipe).stream_seed
     print(
-        "| hedge | patience | K | reviewer wrong | median closed | harmed units | fixed / broken | false promotions |"
+        "| split | sites split | hedge | patience | K | reviewer wrong | median closed | harmed units "
+        "| fixed / broken | false promotions |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for hedge in floats(a.hedge):
-        sampling.HEDGE = hedge
-        for patience in (int(x) for x in a.patience.split(",")):
-            for budget in (int(x) for x in a.budgets.split(",")):
-                for noise in floats(a.noise):
-                    row = endpoints(streams, LadderRule(patience=patience), budget, noise, seed)
-                    print(f"| {hedge:g} | {patience} | {budget} | {100 * noise:g} % | {row} |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for split in a.split.split(","):
+        config = IDiPTPlusConfig()
+        if split == "off":
+            config = IDiPTPlusConfig(split_separation=100.0)
+        elif split != "default":
+            separation, stability = (float(x) for x in split.split("/"))
+            config = IDiPTPlusConfig(split_separation=separation, split_stability=stability)
+        streams = replayed_streams(a.recipe, a.work, floats(a.deltas), a.protocol, config)
+        for hedge in floats(a.hedge):
+            sampling.HEDGE = hedge
+            for patience in (int(x) for x in a.patience.split(",")):
+                for budget in (int(x) for x in a.budgets.split(",")):
+                    for noise in floats(a.noise):
+                        row = endpoints(streams, LadderRule(patience=patience), budget, noise, seed)
+                        print(
+                            f"| {split} | {split_sites(streams)} | {hedge:g} | {patience} | {budget} "
+                            f"| {100 * noise:g} % | {row} |",
+                            flush=True,
+                        )
     return 0
 
 

@@ -58,14 +58,15 @@ def test_the_queue_serves_the_part_with_fewest_reviews_for_its_share() -> None:
     review = SiteReview(None, "/data/two scanners", 2)
     review.open(rows)
     share = np.array([len(p.positions) for p in review.parts]) / len(rows)
-    for answered in range(1, 28):
-        index = review.next_item()
-        assert index is not None
+    answered = 0
+    while (index := review.next_item()) is not None and answered < 27:
+        answered += 1
         review.set_mark(rows[index].key, int(labels[index]))
         done = np.array([p.reviews() for p in review.parts])
         if all(p.ladder.active is not None for p in review.parts):
             # while every part has an open comparison, none is ahead of its share by a whole review
             assert np.all(done <= np.ceil(share * answered) + 1), (answered, done)
+    assert answered >= 12  # the parts' ladders took several answers each before they all settled
     assert min(p.reviews() for p in review.parts) > 0
 
 
