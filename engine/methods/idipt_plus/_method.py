@@ -145,14 +145,14 @@ class IDiPTPlusConfig(IDiPTConfig):
         high=0.5,
     )
     split_separation: float = setting(
-        2.0,
+        2.5,
         "a named site splits in two only if the parts' appearance centres lie farther apart than this, "
-        "in source radii (2: no image within joining distance of both)",
+        "in source radii (above 2: no image within joining distance of both)",
         low=0.0,
         high=100.0,
     )
     split_stability: float = setting(
-        0.99,
+        0.995,
         "a named site splits in two only if 2-means on each of two random halves of its sample "
         "assigns at least this share of it as the whole sample's 2-means does",
         low=0.5,

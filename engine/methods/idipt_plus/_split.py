@@ -11,9 +11,9 @@ tested for two appearances. The site splits only on strong evidence, every condi
    fitted, and neither is a tail of outliers;
 2. **separation**: the two centres lie more than ``split_separation`` source radii apart (the
    radius that holds 99 % of the source images, the unit ``join`` and ``merge`` are given in).
-   The default, 2, is twice the default ``join``: no image lies within joining distance of both
-   centres, so the free-form grouper would keep them as two groups, and would never merge them
-   (``merge`` 0.5);
+   The default, 2.5, is more than twice the default ``join``: no image lies within joining
+   distance of both centres, so the free-form grouper would keep them as two groups, and would
+   never merge them (``merge`` 0.5);
 3. **stability**: 2-means on each of two random halves of the sample assigns the whole sample as
    the full fit does on at least ``split_stability`` of its images: the two parts are a property
    of the site, not of which images happened to be drawn.
