@@ -175,3 +175,60 @@ def test_marks_made_for_another_folder_are_not_used(tmp_path: Path) -> None:
     again, view2, _, _ = reopened(tmp_path, rows, N)
     assert again.model.desk.rule == "operating point" and not again.model.marks
     assert any("belong to another folder" in m for m in view2.logged("warning"))
+
+
+def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) -> None:
+    """A folder the method split: when one part's reviews promote a candidate while the queue
+    serves another part, that part's rows show the promoted decisions (with its threshold's
+    confidence and its part named), and the other parts' rows stay as they were decided."""
+    from tests.test_site_review_parts import split_rows
+
+    split, labels, _ = split_rows()
+    n = len(split)
+    c, view, _, _ = opened(tmp_path, n)
+    rows = [
+        dataclasses.replace(
+            r,
+            key=f"k{i}",
+            name=f"img{i}.png",
+            ground_truth=int(labels[i]),
+            truth_label=CLASSES[int(labels[i])],
+        )
+        for i, r in enumerate(split)
+    ]
+    c.start()
+    c.on_worker_results_ready(results_of(rows))
+    c.tick(force=True)
+    c.on_window_queue_requested()
+    desk = c.model.desk
+    assert desk.review is not None and len(desk.rules_key) == 3
+    promoted = None
+    for _ in range(120):
+        moved = [k for k, (rule, _) in enumerate(desk.rules_key) if rule not in ("operating point", "source")]
+        if moved:
+            promoted = moved[0]
+            break
+        queue = _queue(view)
+        if not queue:
+            break
+        c.on_window_review_requested(queue[0], int(labels[queue[0]]))
+    assert promoted is not None, "some part's reviews promoted a candidate"
+    part = desk.review.parts[promoted]
+    rule, threshold = desk.rules_key[promoted]
+    decisions = desk.decisions()
+    for i, shown in enumerate(c.model.rows):
+        assert shown.prediction == int(decisions[i])
+        if i in part.positions and shown.prediction != rows[i].prediction:
+            assert shown.decision_path == REVIEWED_PATH
+            assert f"reviews of part {promoted + 1} of 3 of this folder put the {rule} candidate" in (
+                shown.decision_reason
+            )
+            margin = rows[i].source_margin
+            assert margin is not None
+            assert shown.confidence > 0.5 and (margin > threshold) == bool(shown.prediction)
+        elif desk.rule_of(i)[0] == "operating point":  # a part no review moved: as it was decided
+            assert shown == rows[i] or shown.prediction == rows[i].prediction
+    queue_state = view.last("set_queue")[0]
+    reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == REVIEWED_PATH]
+    assert reviewed_rows, "the promoted part changed some decisions"
+    assert queue_state.rules[reviewed_rows[0]] == f"{rule} candidate (part {promoted + 1} of 3)"

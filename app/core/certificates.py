@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app._engine import NOT_BETTER, PROMOTED, REVERTED, VERIFIED, PredictionRow
@@ -118,9 +118,11 @@ def reviewed_row(
     positive_class: int,
     classes: Sequence[str],
     threshold: float = math.nan,
+    part: str = "",
 ) -> PredictionRow:
     """``row`` (the engine's, as it was decided) as shown once the site's review decides it
-    ``decision`` under ``rule`` (the source model after a revert, or a promoted candidate).
+    ``decision`` under ``rule`` (the source model after a revert, or a promoted candidate);
+    ``part`` names the part of a folder the method split ("part 2 of 3"), whose own reviews did.
 
     The decision made while the image arrived is named in ``decision_reason``, so the table's
     tooltip and the predictions CSV keep both; the journal's row is never changed.
@@ -145,6 +147,7 @@ def reviewed_row(
             positive = row.positive_prob
         confidence = positive if decision == positive_class else 1.0 - positive
     label = classes[decision] if 0 <= decision < len(classes) else str(decision)
+    whose = f"reviews of {part} of this folder" if part else "site's reviews"
     return dataclasses.replace(
         row,
         prediction=decision,
@@ -153,7 +156,7 @@ def reviewed_row(
         positive_prob=positive,
         decision_path=REVIEWED_PATH,
         decision_reason=(
-            f"decided {row.prediction_label} as it arrived; the site's reviews put {rule_name(rule)} in use, "
+            f"decided {row.prediction_label} as it arrived; the {whose} put {rule_name(rule)} in use, "
             "which decides otherwise"
         ),
     )
@@ -166,11 +169,14 @@ class QueueState:
     Attributes:
         ranks: each queued row's place in the queue (0 first), by its index in arrival order.
         rule: the rule the site's reviews left in use (the Decided by column).
+        rules: in a folder the method split in parts, each row's rule in a few words with its
+            part ("fit candidate (part 2 of 3)"), by its index in arrival order (empty otherwise).
     """
 
     ranks: dict[int, int]
     rule: str = "operating point"
+    rules: dict[int, str] = field(default_factory=dict)
 
 
-def queue_state(order: Sequence[int], rule: str) -> QueueState:
-    return QueueState({index: rank for rank, index in enumerate(order)}, rule)
+def queue_state(order: Sequence[int], rule: str, rules: dict[int, str] | None = None) -> QueueState:
+    return QueueState({index: rank for rank, index in enumerate(order)}, rule, rules or {})

@@ -23,7 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from app._engine import PredictionRow, ReviewMark, SiteReview, certificates_json, shown, what_adapting_changed
-from app.core.certificates import ComparisonLine, QueueState, comparison_lines, decided, queue_state
+from app.core.certificates import (
+    ComparisonLine,
+    QueueState,
+    comparison_lines,
+    decided,
+    queue_state,
+    rule_short,
+)
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,12 @@ class ReviewDesk:
         review = self.review
         # Images marked already are used when the random order reaches them: nothing to do there.
         order = [i for i in review.queue() if review.rows[i].key not in review.marks]
-        return queue_state(order, review.rule_in_use)
+        rules: dict[int, str] = {}
+        if len(review.rules_key()) > 1:  # a folder split in parts: each row's own part's rule
+            for i in range(len(review.rows)):
+                rule, _, part = review.rule_of(i)
+                rules[i] = f"{rule_short(rule)} ({part})"
+        return queue_state(order, review.rule_in_use, rules)
 
     def why_empty(self) -> str:
         """Why the queue is empty (the status bar's sentence; it reads every row, so it is asked
@@ -167,6 +179,19 @@ class ReviewDesk:
     def rule_threshold(self) -> float:
         """The threshold on the source margin of the rule in use (nan: not a threshold rule)."""
         return self.review.ladder.current_threshold if self.review is not None else math.nan
+
+    @property
+    def rules_key(self) -> tuple[tuple[str, float], ...]:
+        """Every part's rule in use and threshold: changes exactly when some part's rule moves
+        (a folder split in parts moves one part's rule while the queue serves another)."""
+        return self.review.rules_key() if self.review is not None else ()
+
+    def rule_of(self, index: int) -> tuple[str, float, str]:
+        """``(rule, threshold, part)`` that decides the row at ``index`` (its part's: a folder the
+        method split has one rule per part; part empty when the folder is one part)."""
+        if self.review is None:
+            return "operating point", math.nan, ""
+        return self.review.rule_of(index)
 
     def decisions(self) -> np.ndarray:
         """Every row's decision under the rule in use (the label-free rule: each image by the

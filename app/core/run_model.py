@@ -62,7 +62,7 @@ class RunModel(Truths):
         self.tally = FigureTally()  # the figures, counted row by row (figures())
         self.watch = CollapseWatch()  # the predictions, counted row by row (a one-class collapse)
         self.desk = ReviewDesk()  # review marks, undo, the review queue and the certificates
-        self._rule = "operating point"  # the rule the rows show (the site's reviews may move it)
+        self._rules_key: tuple[tuple[str, float], ...] = ()  # the rules the rows show (reviews may move them)
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         # Applicability warnings about this source by kind ("gate:<check>", "collapse", "subfolders",
@@ -154,7 +154,7 @@ class RunModel(Truths):
                 self.overlays[row.position] = overlay
                 self.heat_levels = widen_levels(self.heat_levels, overlay)
         self.desk.open(rows, review_dir, source.source_id, len(self.classes))
-        self._rule = self.desk.rule
+        self._rules_key = self.desk.rules_key
         self._add_rows(rows, new=False)
         self.flush(force=True)
 
@@ -322,9 +322,9 @@ class RunModel(Truths):
         or an undo taking one back), and announce each comparison decided."""
         for line in self.desk.take_decided():
             self.review_decided.emit(line)
-        if self.desk.rule == self._rule:
+        if self.desk.rules_key == self._rules_key:
             return
-        self._rule, self._queue_dirty = self.desk.rule, True
+        self._rules_key, self._queue_dirty = self.desk.rules_key, True
         self._refresh(range(len(self.raw_rows)))
 
     def _refresh(self, indices: Iterable[int]) -> None:

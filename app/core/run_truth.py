@@ -38,7 +38,7 @@ class Truths:
     metrics_changed: Notifier[Figures]
     plots_changed: Notifier[PlotData]
     _row_of_position: dict[int, int]
-    _rule: str
+    _rules_key: tuple[tuple[str, float], ...]
 
     @property
     def marks(self) -> dict[str, ReviewMark]:
@@ -107,11 +107,14 @@ class Truths:
         """``row`` as shown: decided by the rule the site's reviews left in use where they moved it; the dataset's
         label as ground truth, the review mark only where the dataset labels nothing (a mark that
         disagrees with the label is kept beside it, never in its place)."""
-        if self._rule != "operating point" and self.desk.has(row.key):
-            decision = int(self.desk.decisions()[self.desk.index_of(row.key)])
-            row = reviewed_row(
-                row, decision, self._rule, self.stats.positive_class, self.classes, self.desk.rule_threshold
-            )
+        if self.desk.has(row.key):
+            index = self.desk.index_of(row.key)
+            rule, threshold, part = self.desk.rule_of(index)
+            if rule != "operating point":
+                decision = int(self.desk.decisions()[index])
+                row = reviewed_row(
+                    row, decision, rule, self.stats.positive_class, self.classes, threshold, part
+                )
         mark = self.marks.get(row.key)
         if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
             return row

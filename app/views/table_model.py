@@ -108,7 +108,7 @@ class PredictionTableModel(QAbstractTableModel):
             shown = self._rows[row]
             return MAP_WORDS.get(shown.map_status) or self.uncertainty.band(shown.uncertainty)
         if column == GROUP_COLUMN:
-            return self._decided_by(self._rows[row])
+            return self._decided_by(row, self._rows[row])
         return self._texts[row][column]
 
     def cell(self, row: int, column: int) -> Cell:
@@ -254,14 +254,14 @@ class PredictionTableModel(QAbstractTableModel):
 
     def set_queue(self, queue: QueueState) -> None:
         """The review queue's order and the rule the folder's reviews left in use (the Decided by column)."""
-        changed = queue.rule != self.queue.rule
+        changed = queue.rule != self.queue.rule or queue.rules != self.queue.rules
         self.queue = queue
         if changed and self._rows:
             self.dataChanged.emit(self.index(0, GROUP_COLUMN), self.index(len(self._rows) - 1, GROUP_COLUMN))
 
-    def _decided_by(self, row: PredictionRow) -> str:
+    def _decided_by(self, index: int, row: PredictionRow) -> str:
         if row.decision_path == REVIEWED_PATH:
-            return f"review: {rule_short(self.queue.rule)}"
+            return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)}"
         return row.decision_path
 
     def review_at(self, index: int) -> str:

@@ -20,6 +20,7 @@ has one ladder per unit, and the queue serves them stratified (:mod:`engine.run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.review.ladder import SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
+from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
 from engine.run.review_parts import (
     ReviewPart,
@@ -182,6 +183,21 @@ class SiteReview:
             for i in part.positions:
                 out[i] = words
         return out
+
+    def rules_key(self) -> tuple[tuple[str, float], ...]:
+        """Each part's rule in use and its threshold: changes exactly when some part's rule moves."""
+        return tuple((p.ladder.current, p.ladder.current_threshold) for p in self.parts)
+
+    def rule_of(self, index: int) -> tuple[str, float, str]:
+        """``(rule, threshold, part)`` that decides the row at ``index``: its part's ladder's rule
+        in use (the ladder's names, "operating point" while no review moved it), the rule's
+        threshold on the source margin (nan: not a threshold rule) and the part's short name
+        ("part 2 of 3"; empty when the site has one part)."""
+        for k, part in enumerate(self.parts):
+            if index in part.index:
+                name = f"part {k + 1} of {len(self.parts)}" if len(self.parts) > 1 else ""
+                return part.ladder.current, part.ladder.current_threshold, name
+        return LABEL_FREE, math.nan, ""
 
     def part_of(self, comparison: Comparison) -> tuple[str, int]:
         """``(name, images)`` of the part a comparison is about (name empty: the site has one part)."""

@@ -84,6 +84,15 @@ class ReviewPart:
     ladder: SiteLadder
     starts: list[int] = field(default_factory=list)
 
+    @property
+    def index(self) -> frozenset[int]:
+        """Its rows' indices as a set (cached until its positions change)."""
+        cached = self.__dict__.get("_index")
+        if cached is None or cached[0] != len(self.positions):
+            cached = (len(self.positions), frozenset(self.positions))
+            self.__dict__["_index"] = cached
+        return cached[1]
+
     def rows(self, rows: Sequence[PredictionRow]) -> list[PredictionRow]:
         return [rows[i] for i in self.positions]
 
