@@ -178,7 +178,7 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
             answered += 1
         print(f"{site}: {answered} review(s)")
         for comparison in review.comparisons():
-            print(f"  {comparison.describe(len(review.rows))}")
+            print(f"  {review.describe(comparison)}")
         if not review.comparisons():
             print(f"  {review.why_empty()}")
         final = review.decisions()

@@ -78,18 +78,59 @@ def plan(folder: Path, home: Path, classes: tuple[str, ...]) -> tuple[list[int],
     return keys, queued
 
 
+def mixed_folder(demo: Path, folder: Path) -> Path:
+    """The demo set's images and 120 generated images of histology site4 (v1: another scanner and
+    stain), renamed in a seeded random interleaving, with their labels."""
+    import numpy as np
+    from PIL import Image
+
+    from engine.data.synth import generate_arrays
+
+    rows = list(csv.DictReader((demo / "labels.csv").open()))
+    images: list[tuple[str, Image.Image, str]] = [
+        (r["label"], Image.open(demo / r["file"]).convert("RGB"), "demo") for r in rows
+    ]
+    arrays, labels = generate_arrays("histo", "site4", 120, size=96, seed=11)
+    images += [
+        (("normal", "tumor")[int(y)], Image.fromarray(a), "site4")
+        for a, y in zip(arrays, labels, strict=True)
+    ]
+    folder.mkdir(parents=True)
+    order = np.random.default_rng(11).permutation(len(images))
+    with (folder / "labels.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["file", "label"])
+        for k, i in enumerate(order):
+            label, image, _ = images[i]
+            name = f"slide_{k:03d}.png"
+            image.save(folder / name)
+            writer.writerow([name, label])
+    return folder
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("out", nargs="?", default="out/review-screenshots", type=Path)
     parser.add_argument("--size", default="1280x800")
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="a folder that mixes the demo set with 120 generated images of another histology site "
+        "(v1 site4), interleaved: the method splits it in parts, each reviewed on its own",
+    )
     args = parser.parse_args()
     out: Path = args.out / args.size
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        folder = shutil.copytree(ROOT / "resources" / "demo-sets" / "histology", tmp / "site2-histology")
+        demo = ROOT / "resources" / "demo-sets" / "histology"
+        folder = (
+            mixed_folder(demo, tmp / "two-scanners")
+            if args.mixed
+            else shutil.copytree(demo, tmp / "site2-histology")
+        )
         home = tmp / "home"
         display = Display(97, args.size)
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.core.certificates import rule_name, rule_short
+from app.core.certificates import comparison_lines, rule_name, rule_short
 from engine.review.marks import START_KEY, MarkStore, marks_path
 from engine.run.certify import certificates_json, write_certified
 from engine.run.review import SiteReview
@@ -130,6 +130,11 @@ def test_the_certificates_and_the_certified_csv_say_which_part(tmp_path: Path) -
     for c in data["comparisons"]:  # each certificate speaks of its part's images
         images = int(c["part"].split("(")[1].split()[0])
         assert c["covers_images"] == images and f"of the first {images} images" in c["says"]
+        short = c["part"].partition(" (")[0]
+        assert f"of the first {images} images of {short} of this folder" in c["says"]
+        assert "this site" not in c["says"], "a part's certificate never speaks for the whole folder"
+    lines = comparison_lines(data)  # the app's certificates table names each line's part
+    assert {line.what.partition(", ")[2] for line in lines} == {p.partition(" (")[0] for p in parts}
     certified, _ = write_certified(tmp_path / "out.csv", review, CLASSES)
     with certified.open(newline="") as fh:
         table = list(csv.DictReader(fh))

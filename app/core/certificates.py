@@ -60,10 +60,12 @@ class ComparisonLine:
     verdict: str  # open, verified, reverted, promoted, not better
     kept: bool  # kept by e-BH across the site's comparisons (verified or promoted only)
     says: str  # the engine's sentence: verdict, level and scope
+    part: str = ""  # the part of a folder the method split that it is about ("part 2 of 3 (114 images)")
 
     @property
     def what(self) -> str:
-        return "adapting (the operating point)" if self.candidate == "operating point" else self.candidate
+        name = "adapting (the operating point)" if self.candidate == "operating point" else self.candidate
+        return f"{name}, {self.part.partition(' (')[0]}" if self.part else name
 
     @property
     def bounds(self) -> str:
@@ -91,6 +93,7 @@ def comparison_lines(document: Mapping[str, Any]) -> list[ComparisonLine]:
             verdict=str(c["verdict"]),
             kept=bool(c["kept_by_e_bh"]),
             says=str(c["says"]),
+            part=str(c.get("part", "")),
         )
         for i, c in enumerate(document.get("comparisons", ()))
     ]

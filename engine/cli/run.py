@@ -387,7 +387,7 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
     finally:
         review.close()
     for comparison in review.comparisons():
-        print(f"  {comparison.describe(len(review.rows))}", file=sys.stderr)
+        print(f"  {review.describe(comparison)}", file=sys.stderr)
     if not review.comparisons():
         print(f"  {review.why_empty()}", file=sys.stderr)
     print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)

@@ -164,14 +164,17 @@ class Comparison:
         """Evidence that the candidate is better on the covered images (an e-value, for e-BH)."""
         return self.sequence.e_value(0.0)
 
-    def describe(self, total: int) -> str:
-        """One sentence: the verdict, its level and scope (``total``: the site's images now)."""
+    def describe(self, total: int, part: str = "") -> str:
+        """One sentence: the verdict, its level and scope (``total``: the site's images now, or
+        its part's, when ``part`` names the part of a split folder it is about: "part 2 of 3")."""
         level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
         what = {LABEL_FREE: "the operating point", GUARDED: "the site's operating point"}.get(
             self.candidate, f"the {self.candidate} candidate"
         )
         n, d = self.covered, self.disagreements
         scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
+        scope += f" of {part} of this folder" if part else ""
+        where = f"{part} of this folder" if part else "this site"
         later = f"; the {total - n} images after them are assumed alike" if total > n else ""
         counts = f" ({len(self.reviewed)} reviewed)"
         if self.sequence.exhausted:
@@ -179,7 +182,7 @@ class Comparison:
         if self.verdict == VERIFIED:
             return f"{what} is better on {scope}, {level}{counts}{later}"
         if self.verdict == PROMOTED:
-            return f"{what} decides this site: better on {scope}, {level}{counts}{later}"
+            return f"{what} decides {where}: better on {scope}, {level}{counts}{later}"
         if self.verdict == REVERTED:
             return f"{what} was turned back: it does harm on {scope}{counts}; the source model decides"
         if self.verdict == NOT_BETTER:

@@ -207,10 +207,10 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
                 "e_value": number(c.e_value()),
                 "verdict": c.verdict,
                 "kept_by_e_bh": verified,
-                "says": c.describe(images),
+                "says": review.describe(c),
             }
             for c, verified in zip(comparisons, kept, strict=True)
-            for part, images in [review.part_of(c)]
+            for part in [review.part_of(c)[0]]
         ],
         "e_bh_alpha": alpha,
     }

@@ -199,6 +199,11 @@ class SiteReview:
                 return part.ladder.current, part.ladder.current_threshold, name
         return LABEL_FREE, math.nan, ""
 
+    def describe(self, comparison: Comparison) -> str:
+        """The comparison's sentence, naming its part when the site was split (``Comparison.describe``)."""
+        name, images = self.part_of(comparison)
+        return comparison.describe(images, name.partition(" (")[0])
+
     def part_of(self, comparison: Comparison) -> tuple[str, int]:
         """``(name, images)`` of the part a comparison is about (name empty: the site has one part)."""
         for part in self.parts:
