@@ -131,7 +131,7 @@ def test_the_certificates_and_the_certified_csv_say_which_part(tmp_path: Path) -
         images = int(c["part"].split("(")[1].split()[0])
         assert c["covers_images"] == images and f"of the first {images} images" in c["says"]
         short = c["part"].partition(" (")[0]
-        assert f"of the first {images} images of {short} of this folder" in c["says"]
+        assert f"of the first {images} images of {short}" in c["says"]
         assert "this site" not in c["says"], "a part's certificate never speaks for the whole folder"
     lines = comparison_lines(data)  # the app's certificates table names each line's part
     assert {line.what.partition(", ")[2] for line in lines} == {p.partition(" (")[0] for p in parts}

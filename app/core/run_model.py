@@ -322,7 +322,7 @@ class RunModel(Truths):
         or an undo taking one back), and announce each comparison decided."""
         for line in self.desk.take_decided():
             self.review_decided.emit(line)
-        if self.desk.rules_key == self._rules_key:
+        if _moved(self.desk.rules_key) == _moved(self._rules_key):
             return
         self._rules_key, self._queue_dirty = self.desk.rules_key, True
         self._refresh(range(len(self.raw_rows)))
@@ -397,3 +397,11 @@ class RunModel(Truths):
     def set_low_confidence(self, value: float) -> None:
         self.low_confidence = value
         self.stats.low_confidence = value
+
+
+def _moved(rules: tuple[tuple[str, float], ...]) -> tuple[tuple[int, str, float], ...]:
+    """The parts whose reviews moved their rule, with the rule and its threshold (a part whose rule
+    is still the label-free one shows its rows as they were decided, whether or not it exists yet)."""
+    return tuple(
+        (k, rule, threshold) for k, (rule, threshold) in enumerate(rules) if rule != "operating point"
+    )

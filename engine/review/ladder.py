@@ -173,7 +173,7 @@ class Comparison:
         )
         n, d = self.covered, self.disagreements
         scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
-        scope += f" of {part} of this folder" if part else ""
+        scope += f" of {part}" if part else ""
         where = f"{part} of this folder" if part else "this site"
         later = f"; the {total - n} images after them are assumed alike" if total > n else ""
         counts = f" ({len(self.reviewed)} reviewed)"
