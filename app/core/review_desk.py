@@ -186,6 +186,12 @@ class ReviewDesk:
         (a folder split in parts moves one part's rule while the queue serves another)."""
         return self.review.rules_key() if self.review is not None else ()
 
+    @property
+    def moved_rules(self) -> tuple[tuple[int, str, float], ...]:
+        """The parts whose reviews moved their rule, with the rule and its threshold: a part still
+        at the label-free rule shows its rows as they were decided, whether or not it exists yet."""
+        return tuple((k, rule, t) for k, (rule, t) in enumerate(self.rules_key) if rule != "operating point")
+
     def rule_of(self, index: int) -> tuple[str, float, str]:
         """``(rule, threshold, part)`` that decides the row at ``index`` (its part's: a folder the
         method split has one rule per part; part empty when the folder is one part)."""

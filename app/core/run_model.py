@@ -62,7 +62,7 @@ class RunModel(Truths):
         self.tally = FigureTally()  # the figures, counted row by row (figures())
         self.watch = CollapseWatch()  # the predictions, counted row by row (a one-class collapse)
         self.desk = ReviewDesk()  # review marks, undo, the review queue and the certificates
-        self._rules_key: tuple[tuple[str, float], ...] = ()  # the rules the rows show (reviews may move them)
+        self._moved = self.desk.moved_rules  # the parts' rules the reviews moved, as the rows show
         self.kinds = KindTally()  # what the first previews look like
         self.collapse: Collapse | None = None  # the one-class collapse noticed on this source
         # Applicability warnings about this source by kind ("gate:<check>", "collapse", "subfolders",
@@ -154,7 +154,7 @@ class RunModel(Truths):
                 self.overlays[row.position] = overlay
                 self.heat_levels = widen_levels(self.heat_levels, overlay)
         self.desk.open(rows, review_dir, source.source_id, len(self.classes))
-        self._rules_key = self.desk.rules_key
+        self._moved = self.desk.moved_rules
         self._add_rows(rows, new=False)
         self.flush(force=True)
 
@@ -322,9 +322,9 @@ class RunModel(Truths):
         or an undo taking one back), and announce each comparison decided."""
         for line in self.desk.take_decided():
             self.review_decided.emit(line)
-        if _moved(self.desk.rules_key) == _moved(self._rules_key):
+        if self.desk.moved_rules == self._moved:
             return
-        self._rules_key, self._queue_dirty = self.desk.rules_key, True
+        self._moved, self._queue_dirty = self.desk.moved_rules, True
         self._refresh(range(len(self.raw_rows)))
 
     def _refresh(self, indices: Iterable[int]) -> None:
@@ -397,11 +397,3 @@ class RunModel(Truths):
     def set_low_confidence(self, value: float) -> None:
         self.low_confidence = value
         self.stats.low_confidence = value
-
-
-def _moved(rules: tuple[tuple[str, float], ...]) -> tuple[tuple[int, str, float], ...]:
-    """The parts whose reviews moved their rule, with the rule and its threshold (a part whose rule
-    is still the label-free one shows its rows as they were decided, whether or not it exists yet)."""
-    return tuple(
-        (k, rule, threshold) for k, (rule, threshold) in enumerate(rules) if rule != "operating point"
-    )

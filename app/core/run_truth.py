@@ -38,7 +38,6 @@ class Truths:
     metrics_changed: Notifier[Figures]
     plots_changed: Notifier[PlotData]
     _row_of_position: dict[int, int]
-    _rules_key: tuple[tuple[str, float], ...]
 
     @property
     def marks(self) -> dict[str, ReviewMark]:
