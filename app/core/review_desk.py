@@ -176,11 +176,6 @@ class ReviewDesk:
         return self.review.ladder.current if self.review is not None else "operating point"
 
     @property
-    def rule_threshold(self) -> float:
-        """The threshold on the source margin of the rule in use (nan: not a threshold rule)."""
-        return self.review.ladder.current_threshold if self.review is not None else math.nan
-
-    @property
     def rules_key(self) -> tuple[tuple[str, float], ...]:
         """Every part's rule in use and threshold: changes exactly when some part's rule moves
         (a folder split in parts moves one part's rule while the queue serves another)."""
