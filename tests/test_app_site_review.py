@@ -16,6 +16,7 @@ import numpy as np
 from controller_fakes import FakeView, ended, opened, reopened, results_of
 
 from app.control.controller import Controller
+from app.core import advice
 from app.core.certificates import REVIEWED_PATH
 from app.core.projects import DEFAULT_PROJECT
 from app.reports.files import config_document, csv_bytes, reviews_bytes
@@ -228,6 +229,10 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
             assert shown.confidence > 0.5 and (margin > threshold) == bool(shown.prediction)
         elif desk.rule_of(i)[0] == "operating point":  # a part no review moved: as it was decided
             assert shown == rows[i] or shown.prediction == rows[i].prediction
+    # the folder's rule names every part's (the restart banner and the report say it so)
+    assert desk.rule.startswith("part 1 of 3 (") and f"the {rule} candidate decides" in desk.rule
+    banner = advice.review_rule(desk.rule, n)
+    assert banner.text.startswith(f"The reviews of this folder's parts decide its {n} images: part 1 of 3")
     queue_state = view.last("set_queue")[0]
     reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == REVIEWED_PATH]
     assert reviewed_rows, "the promoted part changed some decisions"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app._engine import FolderSource, GateWarning, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
-from app.core.certificates import ComparisonLine, decided_text, is_warning, rule_name
+from app.core.certificates import PART_RULE, ComparisonLine, decided_text, is_warning, rule_name
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
@@ -185,13 +185,14 @@ def review_decided(line: ComparisonLine) -> Banner:
 
 
 def review_rule(rule: str, images: int) -> Banner:
-    """On opening: the site's reviews put another rule than adapting's own in use."""
-    return Banner(
-        f"{SOURCE_KEYS}review-rule",
-        "info",
-        f"The reviews of this folder put {rule_name(rule)} in use: its {images} images are shown as it decides them.",
-        (("show-certificates", "Show certificates"),),
+    """On opening: the site's reviews put another rule than adapting's own in use (in a folder split
+    in parts, ``rule`` names each part's)."""
+    text = (
+        f"The reviews of this folder's parts decide its {images} images: {rule}."
+        if rule.startswith(PART_RULE)
+        else f"The reviews of this folder put {rule_name(rule)} in use: its {images} images are shown as it decides them."
     )
+    return Banner(f"{SOURCE_KEYS}review-rule", "info", text, (("show-certificates", "Show certificates"),))
 
 
 def exported(directory: str, names: Sequence[str]) -> Banner:

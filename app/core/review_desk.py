@@ -172,8 +172,14 @@ class ReviewDesk:
     # -- decisions and certificates ------------------------------------------------------------
     @property
     def rule(self) -> str:
-        """The rule the site's reviews left in use ("operating point": adapting as it decided)."""
-        return self.review.ladder.current if self.review is not None else "operating point"
+        """The rule the site's reviews left in use ("operating point": adapting as it decided); for
+        a folder split in parts whose reviews moved some part's rule, every part's, in one sentence
+        ("part 1 of 2 (80 images): the source model decides; ...")."""
+        if self.review is None:
+            return "operating point"
+        if len(self.rules_key) > 1 and self.moved_rules:
+            return self.review.rule_in_use
+        return self.review.ladder.current
 
     @property
     def rules_key(self) -> tuple[tuple[str, float], ...]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from app import APP_NAME
-from app.core.certificates import rule_name
+from app.core.certificates import PART_RULE, rule_name
 from app.core.clinical import CONFIDENT
 from app.core.figures import DATASET, REVIEWED
 from app.core.overlay import PROB_COLORS, PROB_STOPS
@@ -128,6 +128,8 @@ def summary_block(data: ReportData) -> Block:
 
 def _reverted_note(data: ReportData) -> str:
     """Where the reviews put another rule in use, the figures are those of the decisions reported."""
+    if data.review_rule.startswith(PART_RULE):  # a folder split in parts: the summary names each part's rule
+        return " (each part decided by the rule its reviews certified)"
     if data.review_rule != "operating point":
         return f" (decided by {rule_name(data.review_rule)}, as the reviews certified)"
     return ""
