@@ -26,14 +26,14 @@ from engine.io.sources import source_hash
 from engine.run.certify import certify, marks_from_file
 from engine.run.review import SiteReview
 from tests.review_rows import CLASSES, site_rows
+from tests.test_site_review_parts import split_rows
 
 N = 120
 
 
-def _rows(n: int = N) -> tuple[list[PredictionRow], np.ndarray]:
-    """The generated site's rows under the keys the fake folder's items have, labelled by the dataset."""
-    rows, labels = site_rows(n, seed=3)
-    out = [
+def _in_folder(rows: list[PredictionRow], labels: np.ndarray) -> list[PredictionRow]:
+    """``rows`` under the keys the fake folder's items have, labelled by the dataset."""
+    return [
         dataclasses.replace(
             r,
             key=f"k{i}",
@@ -43,7 +43,12 @@ def _rows(n: int = N) -> tuple[list[PredictionRow], np.ndarray]:
         )
         for i, r in enumerate(rows)
     ]
-    return out, labels
+
+
+def _rows(n: int = N) -> tuple[list[PredictionRow], np.ndarray]:
+    """The generated site's rows as the fake folder's items."""
+    rows, labels = site_rows(n, seed=3)
+    return _in_folder(rows, labels), labels
 
 
 def _queue(view: FakeView) -> list[int]:
@@ -182,21 +187,10 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
     """A folder the method split: when one part's reviews promote a candidate while the queue
     serves another part, that part's rows show the promoted decisions (with its threshold's
     confidence and its part named), and the other parts' rows stay as they were decided."""
-    from tests.test_site_review_parts import split_rows
-
     split, labels, _ = split_rows()
     n = len(split)
     c, view, _, _ = opened(tmp_path, n)
-    rows = [
-        dataclasses.replace(
-            r,
-            key=f"k{i}",
-            name=f"img{i}.png",
-            ground_truth=int(labels[i]),
-            truth_label=CLASSES[int(labels[i])],
-        )
-        for i, r in enumerate(split)
-    ]
+    rows = _in_folder(split, labels)
     c.start()
     c.on_worker_results_ready(results_of(rows))
     c.tick(force=True)

@@ -16,8 +16,7 @@ import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import SynthError, site_names
-from engine.data.synth import get_spec
+from engine.data import site_names
 
 NEW = [("histo", "v3"), ("lesion", "v3"), ("fundus", "v3"), ("oct", "v2")]
 
@@ -120,13 +119,6 @@ def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> No
 @pytest.mark.parametrize(("kind", "sites"), NEW)
 def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
     checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
-
-
-def test_site_sets_a_kind_lacks_are_refused() -> None:
-    with pytest.raises(SynthError, match="oct has no site set v4"):
-        get_spec("oct", "v4")
-    with pytest.raises(SynthError, match="unknown site set"):
-        get_spec("histo", "v5")
 
 
 def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -149,7 +149,7 @@ class ReviewDesk:
         # Images marked already are used when the random order reaches them: nothing to do there.
         order = [i for i in review.queue() if review.rows[i].key not in review.marks]
         rules: dict[int, str] = {}
-        if len(review.rules_key()) > 1:  # a folder split in parts: each row's own part's rule
+        if len(review.parts) > 1:  # a folder split in parts: each row's own part's rule
             for i in range(len(review.rows)):
                 rule, _, part = review.rule_of(i)
                 rules[i] = f"{rule_short(rule)} ({part})"
@@ -177,7 +177,7 @@ class ReviewDesk:
         ("part 1 of 2 (80 images): the source model decides; ...")."""
         if self.review is None:
             return "operating point"
-        if len(self.rules_key) > 1 and self.moved_rules:
+        if len(self.review.parts) > 1 and self.moved_rules:
             return self.review.rule_in_use
         return self.review.ladder.current
 

@@ -20,7 +20,6 @@ has one ladder per unit, and the queue serves them stratified (:mod:`engine.run.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
+from engine.review.ladder import SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import MarkError, MarkStore, ReviewMark, now
 from engine.run.review_parts import (
     ReviewPart,
+    part_label,
     part_name,
     parts_rule,
     rule_words,
@@ -193,11 +193,10 @@ class SiteReview:
         in use (the ladder's names, "operating point" while no review moved it), the rule's
         threshold on the source margin (nan: not a threshold rule) and the part's short name
         ("part 2 of 3"; empty when the site has one part)."""
-        for k, part in enumerate(self.parts):
-            if index in part.index:
-                name = f"part {k + 1} of {len(self.parts)}" if len(self.parts) > 1 else ""
-                return part.ladder.current, part.ladder.current_threshold, name
-        return LABEL_FREE, math.nan, ""
+        group = self.rows[index].site_group  # a row is in its group's part, else in the first
+        part = next((p for p in self.parts if p.group == group), self.parts[0])
+        label = part_label(self.parts, part) if len(self.parts) > 1 else ""
+        return part.ladder.current, part.ladder.current_threshold, label
 
     def describe(self, comparison: Comparison) -> str:
         """The comparison's sentence, naming its part when the site was split (``Comparison.describe``)."""

@@ -84,15 +84,6 @@ class ReviewPart:
     ladder: SiteLadder
     starts: list[int] = field(default_factory=list)
 
-    @property
-    def index(self) -> frozenset[int]:
-        """Its rows' indices as a set (cached until its positions change)."""
-        cached = self.__dict__.get("_index")
-        if cached is None or cached[0] != len(self.positions):
-            cached = (len(self.positions), frozenset(self.positions))
-            self.__dict__["_index"] = cached
-        return cached[1]
-
     def rows(self, rows: Sequence[PredictionRow]) -> list[PredictionRow]:
         return [rows[i] for i in self.positions]
 
@@ -127,9 +118,14 @@ def served(parts: Sequence[ReviewPart]) -> ReviewPart | None:
     return serving_order(open_parts)[0] if open_parts else None
 
 
+def part_label(parts: Sequence[ReviewPart], part: ReviewPart) -> str:
+    """``part 2 of 2``."""
+    return f"part {parts.index(part) + 1} of {len(parts)}"
+
+
 def part_name(parts: Sequence[ReviewPart], part: ReviewPart) -> str:
     """``part 2 of 2 (131 images)``."""
-    return f"part {parts.index(part) + 1} of {len(parts)} ({len(part.positions)} images)"
+    return f"{part_label(parts, part)} ({len(part.positions)} images)"
 
 
 def parts_rule(parts: Sequence[ReviewPart], rows: Sequence[PredictionRow]) -> str:
