@@ -24,22 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
 from engine.bench.paired import paired
 from engine.bench.recipe import Recipe
-from engine.bench.replay import PassCache, replay
-from engine.bench.streams import ORDERED_MIXES, interleave
+from engine.bench.replay import replay
 from engine.bench.suite import prepare, stream_jobs
-from engine.bench.suite_stream import ADAPTIVE, false_verifications, noisy, site_sequences, told_sites
-from engine.data.readers import open_dataset
+from engine.bench.suite_stream import ADAPTIVE, false_verifications, load_stream, noisy
 from engine.methods.idipt_plus import IDiPTPlusConfig
-from engine.model.card import load_model
-from engine.model.prompted_vit import PromptedViT
-from engine.model.source_reference import find_reference
 from engine.review import sampling
 from engine.review.ladder import LadderRule
 from engine.review.reviewer import review_stream
@@ -66,34 +60,23 @@ def replayed_streams(
     """The recipe's streams of one protocol at the given δ, replayed (label-free)."""
     recipe = Recipe.load(recipe_path)
     prepared = prepare(recipe, work, passes=False, log=lambda _: None)
-    torch.set_num_threads(1)
     streams: list[Stream] = []
     for job in stream_jobs(recipe, prepared, work):
         if job.protocol != protocol or job.delta not in deltas:
             continue
-        ds = open_dataset(job.eval_data)
-        loaded = load_model(job.model_path)
-        ref = find_reference(
-            loaded.path, loaded.fingerprint, loaded.card.num_classes, PromptedViT(loaded.model)
-        )
-        passes = PassCache(Path(job.passes_dir)).passes(Path(job.model_path), [it.path for it in ds.items])
-        seqs, labels = site_sequences(ds, job)
-        order, site_of = interleave(
-            seqs, job.delta, job.fragments, job.stream_seed, [job.mix in ORDERED_MIXES] * len(seqs)
-        )
-        told = told_sites(job, tuple(ds.domains), site_of)
-        r = replay(ADAPTIVE, passes.take(order), ref, loaded, config, seed=job.stream_seed, sites=told)
+        st = load_stream(job)
+        r = replay(ADAPTIVE, st.passes, st.ref, st.loaded, config, seed=job.stream_seed, sites=st.told)
         streams.append(
             Stream(
                 job.model,
                 job.source,
-                tuple(ds.domains),
-                site_of,
-                labels[order],
+                st.domains,
+                st.site_of,
+                st.labels,
                 r.margin.astype(np.float64),
                 r.group.astype(np.int64),
                 {k: v.astype(np.float64) for k, v in r.candidates.items()},
-                told,
+                st.told,
             )
         )
         print(f"replayed {job.model} {job.mix} δ {job.delta:g}", file=sys.stderr, flush=True)

@@ -38,9 +38,9 @@ from engine.bench.recipe import SuiteError
 from engine.bench.replay import PassCache, SourcePasses, replay
 from engine.bench.streams import ORDERED_MIXES, interleave, resample_site
 from engine.data.readers import Dataset, open_dataset
-from engine.model.card import load_model
+from engine.model.card import LoadedModel, load_model
 from engine.model.prompted_vit import PromptedViT
-from engine.model.source_reference import find_reference
+from engine.model.source_reference import SourceReference, find_reference
 from engine.review.ladder import GUARDED, PROMOTED, VERIFIED
 from engine.review.reviewer import ReviewedStream, review_stream
 
@@ -185,8 +185,27 @@ def guarded_decisions(
     return out
 
 
-def run_stream(job: StreamJob) -> StreamResult:
-    """Replay every method and variant of ``job`` over its stream; one cell per site."""
+@dataclass(frozen=True)
+class LoadedStream:
+    """One job's stream, ready to replay: the model, its source reference and, in arrival order,
+    the source passes, the true classes, each image's site (index into ``domains``) and the site
+    the method is told (None: free form)."""
+
+    domains: tuple[str, ...]
+    loaded: LoadedModel
+    ref: SourceReference | None
+    passes: SourcePasses
+    labels: np.ndarray
+    site_of: np.ndarray
+    told: np.ndarray | None
+
+
+def load_stream(job: StreamJob) -> LoadedStream:
+    """Read ``job``'s data, model and cached source passes and put its stream in arrival order.
+
+    Raises:
+        SuiteError: the model was trained with a source reference that is now missing or unusable.
+    """
     torch.set_num_threads(1)
     ds = open_dataset(job.eval_data)
     loaded = load_model(job.model_path)
@@ -201,9 +220,22 @@ def run_stream(job: StreamJob) -> StreamResult:
     order, site_of = interleave(
         seqs, job.delta, job.fragments, job.stream_seed, [job.mix in ORDERED_MIXES] * len(seqs)
     )
-    passes = all_passes.take(order)
-    y = labels[order]
-    sites = told_sites(job, tuple(ds.domains), site_of)
+    domains = tuple(ds.domains)
+    told = told_sites(job, domains, site_of)
+    return LoadedStream(domains, loaded, ref, all_passes.take(order), labels[order], site_of, told)
+
+
+def run_stream(job: StreamJob) -> StreamResult:
+    """Replay every method and variant of ``job`` over its stream; one cell per site."""
+    stream = load_stream(job)
+    loaded, ref, passes, y, site_of, sites = (
+        stream.loaded,
+        stream.ref,
+        stream.passes,
+        stream.labels,
+        stream.site_of,
+        stream.told,
+    )
     replayed = {
         m: replay(m, passes, ref, loaded, None, seed=job.stream_seed, sites=sites if m == ADAPTIVE else None)
         for m in job.methods
@@ -253,7 +285,7 @@ def run_stream(job: StreamJob) -> StreamResult:
     )
     mix = job.mix if isinstance(job.mix, str) else f"{job.mix:g}"
     cells = []
-    for s, name in enumerate(ds.domains):
+    for s, name in enumerate(stream.domains):
         mask = site_of == s
         best = (
             best_threshold_errors(margins[mask], y[mask])
