@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The accelerator checks, as one script (for a machine with a CUDA GPU and the project's Python
-# packages), about 8 minutes on one H100: the gpu-marked tests; the step-cost benchmark for
-# ViT-B/16 at 224 px at batch 1 and 64; then the slide benchmark for ViT-B/16 on a generated
-# 20 000-tile slide (uncompressed tiles, quick to write; 200 tiles timed per run, the whole slide
-# once), and SourceOnly on it in float32 and compiled (whether bf16 autocast and compiling pay).
+# packages), about 7 minutes on one H200 (docs/benchmark.md, "GPU"): the gpu-marked tests; the
+# step-cost benchmark for ViT-B/16 at 224 px at batch 1 and 64; the slide benchmark for ViT-B/16 on
+# a generated 20 000-tile slide (uncompressed tiles, quick to write): SourceOnly on 2 048 tiles and
+# the whole slide in bf16 autocast, then in float32 and compiled (whether bf16 autocast and
+# compiling pay); then the default method and idipt on 1 000 tiles of a 2 000-tile slide (fewer
+# timed tiles are dominated by the run's start).
 # Prints everything, with the seconds each part took; exits with the tests' status.
 set -u
 cd "$(dirname "$0")/.."
@@ -20,10 +22,12 @@ part "step cost, ViT-B/16, batch 1"
 part "step cost, ViT-B/16, batch 64"
 "$PY" benchmarks/step_cost.py --device cuda --images 10 --batch 64
 SLIDE="--device cuda --arch vit_base_patch16_224 --img-size 224 --tiles 20000 --compression none"
-part "slide speed, ViT-B/16 (source in bf16 autocast, the default on CUDA)"
-"$PY" benchmarks/slide_speed.py $SLIDE --measure 200
+part "slide speed, ViT-B/16, source in bf16 autocast (the default on CUDA), the whole slide too"
+"$PY" benchmarks/slide_speed.py $SLIDE --measure 2048 --methods source
 part "slide speed, ViT-B/16, source in float32, then compiled"
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 2048 --methods source --precision fp32 --no-whole
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 2048 --methods source --compile --no-whole
+part "slide speed, ViT-B/16, the default (maps inline and behind) and idipt, 1 000 tiles"
+"$PY" benchmarks/slide_speed.py ${SLIDE/--tiles 20000/--tiles 2000} --measure 1000 --methods idipt+,idipt --no-whole
 part "done"
 exit $status

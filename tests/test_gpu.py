@@ -52,7 +52,11 @@ def test_idipt_plus_replay_decides_as_the_live_run_on_the_accelerator() -> None:
         arrays, _ = generate_arrays("histo", site, 40, size=96, seed=7)
         images += list(arrays)
     stream = [images[i] for i in np.random.default_rng(0).permutation(len(images))]
-    config = IDiPTPlusConfig(min_images=10, bootstrap=8, join=1.5, source_gate=True)
+    # reported without review, so the accelerator's decisions at site thresholds are compared too
+    # (review first, the default, reports the source model's until a review certifies a candidate)
+    config = IDiPTPlusConfig(
+        min_images=10, bootstrap=8, join=1.5, source_gate=True, report_operating_point=True
+    )
     live = Session(DEMO, method="idipt+", method_config=config, device=DEVICE, seed=3)
     steps = [live.step(img) for img in stream]
     passes = compute_passes(Session(load_model(DEMO), method="source", device=DEVICE), stream)
@@ -61,7 +65,10 @@ def test_idipt_plus_replay_decides_as_the_live_run_on_the_accelerator() -> None:
     assert np.array_equal(
         np.array([PATHS.index(s.decision.path) for s in steps if s.decision]), replayed.path
     )
+    thresholds = np.array([s.decision.threshold for s in steps if s.decision], dtype=np.float32)
+    assert np.array_equal(thresholds, replayed.threshold)
     assert int((replayed.path == PATHS.index("accepted")).sum()) > 0
+    assert int((replayed.preds != replayed.source_preds).sum()) > 0
 
 
 @pytest.mark.parametrize("name", ["source", "idipt"])
