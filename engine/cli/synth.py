@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sites",
         choices=SITE_SETS,
         default=DEFAULT_SITES,
-        help="site set: v1 (default) the first sites of every kind; v2 (every kind), v3 (every kind) and v4 "
+        help="site set: v1 (default) the first sites of every kind; v2, v3 and v4 (every kind) and v5 "
         "(histo, fundus, lesion) keep site1 and add four new target sites. histo/lesion v3: frozen sections, "
         "Masson's trichrome, a line-scan scanner with seams, an over-exposed 40x objective; histo/lesion v4: "
         "a Giemsa-like stain, epi-fluorescence, bleached archival slides with air bubbles, a phone at the "
@@ -58,7 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "rolling-shutter flicker bands, motion blur with a ghost, a squeezed frame with barrel distortion, "
         "local contrast normalisation; oct v2: time-domain false colour, mirror artefact, floaters and "
         "blinks, a saccade on a black-on-white display; oct v3: linear intensity, dispersion side lobes, "
-        "an RPE-flattened display, specular saturation lines",
+        "an RPE-flattened display, specular saturation lines; histo/lesion v5: toluidine blue on resin "
+        "sections, phase contrast of unstained sections, colour normalised to a template, formalin pigment "
+        "in a 48-colour palette; fundus v5: a red channel saturated by the flash, a scanned halftone print, "
+        "a two-capture montage with a seam, a high-gain sensor with column offsets and hot pixels; oct v4: "
+        "a review-screen export with segmentation lines, one frame with median noise reduction, bowl-shaped "
+        "myopic eyes, dim photoreceptor bands from an off-axis beam",
     )
 
 

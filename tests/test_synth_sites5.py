@@ -1,0 +1,244 @@
+"""The fifth site set (histo, lesion, fundus ``--sites v5``) and OCT's fourth (``oct --sites v4``).
+
+Nothing here runs a model on a target site: the sites are compared by statistics of their images,
+one measurable property per site that its mechanism sets (``engine/data/_histo_v5.py``,
+``_fundus_v5.py``, ``_oct_v4.py``). The earlier sets are pinned bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import site_set_checks as checks
+from site_set_checks import Check, higher, lower, lum
+
+from engine.cli import main as cli_main
+from engine.data import SynthError, generate_arrays, site_names
+from engine.data._optics import blur_yx
+from engine.data._site_sets import KIND_SITE_SETS
+from engine.data.synth import get_spec
+
+NEW = [("histo", "v5"), ("lesion", "v5"), ("fundus", "v5"), ("oct", "v4")]
+
+#: sha256 of ``_set_bytes(kind, set)`` computed at commit 436ee3e (main), before the fifth set existed.
+EARLIER_SHA256 = {
+    ("histo", "v1"): "5f2e56e3b2996739843de40aea2655cd8651505383f54ee5acc685e8c5d5301e",
+    ("histo", "v2"): "6954c5e4dd1ae458e31a6f56c9033a2e034898deb7a2c8e7aff93941bb1e0f07",
+    ("histo", "v3"): "cad9ad0d354da59aecf6973e0d03206bf92e3044d4ab1d1ac80b7dabbf9b4be1",
+    ("histo", "v4"): "0bc628a57d6d0a6cca33b77bebf1ee61fceb64b264b3c1430658f2f856681129",
+    ("lesion", "v1"): "71ffba0953833c8431c6aba92ee5c9500000d757c97cf41d47d78fa67be9b806",
+    ("lesion", "v2"): "8696169cbd10281c431915c6c65bf1d085916ec0282edc89fcf1d6fc6b5ab68c",
+    ("lesion", "v3"): "00f04825a4371e76be1ec5b304319978f4d4ef5d55f74ce94ed064e86bf9635c",
+    ("lesion", "v4"): "306bfca373b5a0c3f87d8dea2b7dd1f346957a70c3c2d1bf5bd61910fb7038d4",
+    ("fundus", "v1"): "6b78937c9688cda1d60665c2c28aa17f8133a295fdc0fac7ff935a134ebb8046",
+    ("fundus", "v2"): "48f7a1b878b9958434c4bbf776be7e1743f7747c56b8e27a2c33684bf4414d88",
+    ("fundus", "v3"): "5def04ef4dbbb560ba9ea39eb404811f0b704c0d0a70db55132b83a5561a1818",
+    ("fundus", "v4"): "b233c588ab0bc11e0e64ebe13e474c2402702977626c30573993221d4cc48711",
+    ("oct", "v1"): "18682fdcd9e3f65523fd229e8a7328c80adb21ee2442b9aa8911eddcdd6ac917",
+    ("oct", "v2"): "019d12974e53356aab71d75498c5f0c78b6aadb4c230da19f531ef24cef29363",
+    ("oct", "v3"): "5d2f7c8cbd509db3108caae46d6784b93c47ee3799d5420eb1bfa1d188bad353",
+}
+
+
+def _set_bytes(kind: str, sites: str) -> str:
+    h = hashlib.sha256()
+    for site in site_names(kind, sites):
+        images, labels = generate_arrays(kind, site, 3, size=48, seed=11, sites=sites)
+        h.update(images.tobytes())
+        h.update(labels.tobytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize(("kind", "sites"), sorted(EARLIER_SHA256))
+def test_earlier_site_sets_are_unchanged_bit_for_bit(kind: str, sites: str) -> None:
+    assert _set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
+
+
+def test_every_set_is_pinned_or_new() -> None:
+    have = {(k, s) for k, sets in KIND_SITE_SETS.items() for s in sets}
+    assert have == set(EARLIER_SHA256) | set(NEW)
+
+
+def _mean_colour_spread(x: np.ndarray) -> float:
+    """How much the images' mean colours differ: the sd across images of each channel's mean, averaged."""
+    return float(x.astype(np.float64).mean((1, 2)).std(0).mean())
+
+
+def _hue_spread(x: np.ndarray) -> np.ndarray:
+    """Per image, the sd over stained pixels of red's share of the optical density (one dye: near 0)."""
+    od = -np.log((x.astype(np.float64) + 1.0) / 256.0)
+    out = []
+    for one in od:
+        stained = one[one.sum(-1) > 0.6]
+        out.append(float((stained[:, 0] / stained.sum(-1)).std()))
+    return np.asarray(out)
+
+
+def _saturation(x: np.ndarray) -> np.ndarray:
+    f = x.astype(np.float64)
+    return np.asarray((f.max(3) - f.min(3)).mean((1, 2)))
+
+
+def _colours(x: np.ndarray) -> np.ndarray:
+    return np.asarray([len(np.unique(one.reshape(-1, 3), axis=0)) for one in x])
+
+
+def _red_clipped(x: np.ndarray) -> np.ndarray:
+    """Share of the field's pixels whose red is at 255."""
+    inside = lum(x) > 20
+    return np.asarray([(one[..., 0][m] == 255).mean() for one, m in zip(x, inside, strict=True)])
+
+
+def _fine_detail(x: np.ndarray) -> np.ndarray:
+    y = lum(x)
+    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
+
+
+def _seam(x: np.ndarray) -> np.ndarray:
+    """The column in the middle half where the most rows agree on the sign of the step across it."""
+    y = lum(x)
+    n = x.shape[1]
+    steps = np.sign(y[:, n // 6 : 5 * n // 6, 2:] - y[:, n // 6 : 5 * n // 6, :-2])
+    return np.asarray(np.abs(steps.mean(1))[:, n // 4 : 3 * n // 4].max(1))
+
+
+def _hot_pixels(x: np.ndarray) -> np.ndarray:
+    """Pixels more than 60 levels brighter than the median of their 3 x 3 neighbourhood, per image."""
+    y = lum(x)
+    padded = np.pad(y, ((0, 0), (1, 1), (1, 1)), mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))
+    return np.asarray((y - np.median(windows, axis=(-2, -1)) > 60).sum((1, 2)))
+
+
+def _strong_colour(x: np.ndarray) -> np.ndarray:
+    f = x.astype(np.int64)
+    return np.asarray(((f.max(3) - f.min(3)) > 100).sum((1, 2)))
+
+
+def _smoothed(x: np.ndarray, sy: float, sx: float) -> np.ndarray:
+    return np.stack([blur_yx(one.astype(np.float32), sy, sx) for one in lum(x)])
+
+
+def _rpe(x: np.ndarray) -> np.ndarray:
+    """Per scan and column, the lowest row at least 3/4 as bright as the column's brightest (the RPE)."""
+    smooth = _smoothed(x, 0.5, 2.0)
+    rows = np.arange(x.shape[1])[None, :, None]
+    return np.asarray(np.where(smooth > 0.75 * smooth.max(1, keepdims=True), rows, -1).max(1))
+
+
+def _bowl(x: np.ndarray) -> np.ndarray:
+    """The RPE's row at the scan's edges minus at its centre (negative: the edges higher)."""
+    r = _rpe(x).astype(np.float64)
+    n = x.shape[1]
+    k = n // 10
+    return np.asarray(
+        (r[:, :k].mean(1) + r[:, -k:].mean(1)) / 2 - r[:, n // 2 - k // 2 : n // 2 + k // 2].mean(1)
+    )
+
+
+def _photoreceptor_bands(x: np.ndarray) -> np.ndarray:
+    """Per scan, the median over columns of the brightest of rows 2-6 above the RPE's peak over that peak."""
+    smooth = _smoothed(x, 0.0, 2.0)
+    n = x.shape[1]
+    cols = np.arange(n)
+    out = []
+    for scan, bottom in zip(smooth, _rpe(x), strict=True):
+        window = np.stack([scan[np.clip(bottom - k, 0, n - 1), cols] for k in range(5)])
+        peak = bottom - window.argmax(0)
+        above = np.stack([scan[np.clip(peak - k, 0, n - 1), cols] for k in range(2, 7)]).max(0)
+        out.append(float(np.median(above / (scan[peak, cols] + 1.0))))
+    return np.asarray(out)
+
+
+_HISTO: dict[str, Check] = {
+    # toluidine blue: one dye, so one hue in every stained pixel
+    "v5site2": lambda t, s: bool(_hue_spread(t).max() < 0.3 * _hue_spread(s).min()),
+    # phase contrast of an unstained section: a grey-green image, no stain colour
+    "v5site3": lambda t, s: lower(_saturation(t), _saturation(s)),
+    # colour normalised to a template: every patch has the same mean colour
+    "v5site4": lambda t, s: _mean_colour_spread(t) < 0.1 * _mean_colour_spread(s),
+    # a 48-colour palette
+    "v5site5": lambda t, s: bool((_colours(t) <= 48).all()) and bool((_colours(s) > 48).all()),
+}
+PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
+    ("histo", "v5"): _HISTO,
+    ("lesion", "v5"): _HISTO,
+    ("fundus", "v5"): {
+        # a bright flash: red saturated over much of the field
+        "v5site2": lambda t, s: bool((_red_clipped(t) > 0.3).all()) and bool((_red_clipped(s) < 0.05).all()),
+        # a halftone print: the dot screen is fine detail everywhere
+        "v5site3": lambda t, s: higher(_fine_detail(t), _fine_detail(s)),
+        # a montage: a step across one column that every row shares
+        "v5site4": lambda t, s: higher(_seam(t), _seam(s)),
+        # high gain: the sensor's hot pixels in every image
+        "v5site5": lambda t, s: bool((_hot_pixels(t) >= 10).all()) and bool((_hot_pixels(s) < 10).all()),
+    },
+    ("oct", "v4"): {
+        # review-screen export: coloured segmentation lines on a grey scan
+        "v4site2": lambda t, s: bool((_strong_colour(t) >= t.shape[1]).all()) and not _strong_colour(s).any(),
+        # one frame with median noise reduction: fine texture gone
+        "v4site3": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
+        # a myopic bowl: the RPE higher at both edges than at the centre
+        "v4site4": lambda t, s: bool((_bowl(t) < -6).all()) and bool((_bowl(s) > -3).all()),
+        # off-axis beam: the bands just above the RPE dim against it
+        "v4site5": lambda t, s: lower(_photoreceptor_bands(t), _photoreceptor_bands(s)),
+    },
+}
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
+    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
+    checks.deterministic_with_both_classes(kind, sites)
+
+
+@pytest.mark.parametrize(("kind", "sites"), NEW)
+def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
+    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+
+
+def test_sensor_pattern_is_the_cameras_not_the_images() -> None:
+    """The high-gain camera's hot pixels sit at the same places in every image (a property of the sensor)."""
+    a = generate_arrays("fundus", "v5site5", 4, size=64, seed=0, sites="v5")[0]
+    hot = [set(zip(*np.nonzero(lum(one[None])[0] > 250), strict=True)) for one in a]
+    assert len(set.intersection(*hot)) >= 5
+
+
+def test_unknown_and_missing_sets_are_refused() -> None:
+    with pytest.raises(SynthError, match="oct has no site set v5; its site sets are v1, v2, v3, v4"):
+        get_spec("oct", "v5")
+    with pytest.raises(SynthError, match=r"unknown site set 'v6'; choose one of v1, v2, v3, v4, v5"):
+        get_spec("histo", "v6")
+
+
+def test_cli_fifth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
+    assert cli_main(["synth", "histo", "--out", str(tmp_path / "h"), "--sites", "v5", *base]) == 0
+    assert "wrote 10 histo (v5 sites) images" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "h" / "synth.json").read_text())
+    assert meta["site_set"] == "v5" and list(meta["sites"]) == site_names("histo", "v5")
+    assert len(list((tmp_path / "h" / "v5site5").rglob("*.png"))) == 2
+    assert cli_main(["synth", "fundus", "--out", str(tmp_path / "f"), "--sites", "v5", *base]) == 0
+    assert meta_format(tmp_path / "f", "v5site3") == "jpeg"
+    capsys.readouterr()
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v4", *base]) == 0
+    assert "wrote 10 oct (v4 sites) images" in capsys.readouterr().out
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v5", *base]) == 1
+    assert "oct has no site set v5" in capsys.readouterr().err
+    assert not (tmp_path / "p" / "site1").exists()
+    with pytest.raises(SystemExit):  # argparse refuses a set that does not exist at all
+        cli_main(["synth", "fundus", "--out", str(tmp_path / "q"), "--sites", "v6"])
+    assert "invalid choice: 'v6'" in capsys.readouterr().err
+
+
+def meta_format(out: Path, site: str) -> str:
+    fmt: str = json.loads((out / "synth.json").read_text())["sites"][site]["format"]
+    return fmt
