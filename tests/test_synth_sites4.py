@@ -7,7 +7,6 @@ one measurable property per site that its mechanism sets (``engine/data/_histo_v
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -17,13 +16,13 @@ import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import generate_arrays, site_names
+from engine.data import site_names
 from engine.data._optics import blur_yx
 from engine.data._site_sets import KIND_SITE_SETS
 
 NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
 
-#: sha256 of ``_set_bytes(kind, set)`` computed at commit 92bcf5e, before the fourth set existed and
+#: sha256 of ``site_set_checks.set_bytes(kind, set)`` computed at commit 92bcf5e, before the fourth set existed and
 #: before the histology sets shared their dispatch (``_histo_sets.py``): every earlier set stays what it was.
 EARLIER_SHA256 = {
     ("histo", "v1"): "5f2e56e3b2996739843de40aea2655cd8651505383f54ee5acc685e8c5d5301e",
@@ -40,18 +39,9 @@ EARLIER_SHA256 = {
 }
 
 
-def _set_bytes(kind: str, sites: str) -> str:
-    h = hashlib.sha256()
-    for site in site_names(kind, sites):
-        images, labels = generate_arrays(kind, site, 3, size=48, seed=11, sites=sites)
-        h.update(images.tobytes())
-        h.update(labels.tobytes())
-    return h.hexdigest()
-
-
 @pytest.mark.parametrize(("kind", "sites"), sorted(EARLIER_SHA256))
 def test_earlier_site_sets_are_unchanged_bit_for_bit(kind: str, sites: str) -> None:
-    assert _set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
+    assert checks.set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
 
 
 def test_every_fourth_set_is_here() -> None:

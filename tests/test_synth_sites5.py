@@ -7,7 +7,6 @@ one measurable property per site that its mechanism sets (``engine/data/_histo_v
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from engine.data.synth import get_spec
 
 NEW = [("histo", "v5"), ("lesion", "v5"), ("fundus", "v5"), ("oct", "v4")]
 
-#: sha256 of ``_set_bytes(kind, set)`` computed at commit 436ee3e (main), before the fifth set existed.
+#: sha256 of ``site_set_checks.set_bytes(kind, set)`` computed at commit 436ee3e (main), before the fifth set existed.
 EARLIER_SHA256 = {
     ("histo", "v1"): "5f2e56e3b2996739843de40aea2655cd8651505383f54ee5acc685e8c5d5301e",
     ("histo", "v2"): "6954c5e4dd1ae458e31a6f56c9033a2e034898deb7a2c8e7aff93941bb1e0f07",
@@ -44,18 +43,9 @@ EARLIER_SHA256 = {
 }
 
 
-def _set_bytes(kind: str, sites: str) -> str:
-    h = hashlib.sha256()
-    for site in site_names(kind, sites):
-        images, labels = generate_arrays(kind, site, 3, size=48, seed=11, sites=sites)
-        h.update(images.tobytes())
-        h.update(labels.tobytes())
-    return h.hexdigest()
-
-
 @pytest.mark.parametrize(("kind", "sites"), sorted(EARLIER_SHA256))
 def test_earlier_site_sets_are_unchanged_bit_for_bit(kind: str, sites: str) -> None:
-    assert _set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
+    assert checks.set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
 
 
 def test_every_set_is_pinned_or_new() -> None:
