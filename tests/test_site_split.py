@@ -8,6 +8,7 @@ and a state saved before splits still loads.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from functools import cache
 from pathlib import Path
 
@@ -17,8 +18,8 @@ import pytest
 from engine import Session, load_model
 from engine.bench.replay import SourcePasses, compute_passes, replay
 from engine.data.synth import generate_arrays, site_names
-from engine.methods.idipt_plus import IDiPTPlusConfig, Observation, OperatingPoint
-from engine.methods.idipt_plus._split import SplitSettings, split_test
+from engine.methods.idipt_plus import IDiPTPlusConfig, Observation, OperatingPoint, _operating_point
+from engine.methods.idipt_plus._split import SplitSettings, split_due, split_test
 from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
@@ -142,6 +143,30 @@ def test_the_split_needs_every_condition() -> None:
     wide = np.random.default_rng(2).normal(0.0, 3.0, (400, 8))
     test = split_test(wide, 1.0, dataclasses.replace(cfg, separation=0.5), rng)
     assert not test.split and test.reason == "stability" and test.separation > 0.5
+
+
+def test_the_split_is_tested_at_the_first_fit_and_after_each_doubling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # one appearance: never splits, so the test runs at every fit it is due (were it at each fit,
+    # about 30 times over these 700 images: one more chance of a false split each time)
+    tested: list[int] = []
+
+    def spy(appearance: np.ndarray, *args: object) -> object:
+        tested.append(int(appearance.shape[0]))
+        return split_test(appearance, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_operating_point, "split_test", spy)
+    op = OperatingPoint(SETTINGS, 1.0, 7)
+    fits = 0
+    for obs in _observations([0.0], 700, 0.3, 5):
+        op.step(obs, site="folder")
+        fits = op.sites["folder"].fits
+    assert op.parts == {} and fits > 20
+    # min_images 20: the first fit (20 images), then the first fits past 40, 80, 160, 320 and 640
+    assert len(tested) == 6 and tested[0] == 20
+    assert [a // 20 < 2**k <= b // 20 for k, (a, b) in enumerate(itertools.pairwise(tested), 1)] == [True] * 5
+    assert split_due(20, 0, 20) and not split_due(39, 30, 20) and split_due(41, 38, 20)
 
 
 def test_a_split_is_saved_and_continues_identically_and_an_older_state_still_loads() -> None:

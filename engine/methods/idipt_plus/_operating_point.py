@@ -56,7 +56,7 @@ from engine.methods.idipt_plus._mixture import (
     margin_threshold,
     named_by_margin,
 )
-from engine.methods.idipt_plus._split import SplitSettings, make_parts, nearer_part, split_test
+from engine.methods.idipt_plus._split import SplitSettings, make_parts, nearer_part, split_due, split_test
 from engine.methods.idipt_plus._units import Unit
 
 SOURCE_LIKE = "source-like"
@@ -257,7 +257,8 @@ class OperatingPoint:
             cfg = self.settings
             due = max(10, int(np.ceil(cfg.refit * unit.count)))
             if unit.count >= cfg.min_images and unit.count - unit.fitted_at >= due:
-                parts = self._split(unit) if unit.splittable else []
+                due_split = unit.splittable and split_due(unit.count, unit.fitted_at, cfg.min_images)
+                parts = self._split(unit) if due_split else []
                 for part in parts or [unit]:
                     self._refit(part)
         return decision

@@ -21,11 +21,13 @@ tested for two appearances. The site splits only on strong evidence, every condi
 Once split, each part is a unit of its own (its own number, sample, operating point and
 candidates); its sample is the parent's sample by assignment, and later images join the part
 whose centre (the running mean of its images' appearance) is nearer. The parent keeps the images
-decided before the split. The test runs at each of the site's fits until it splits; after that,
-never again, and a part never splits: each further test would be another chance of a false split
-(a folder cut into ever smaller parts, none with enough images for an operating point or a
-certificate), and a split sends the images that come after it to new units with review ladders
-of their own, which should happen once per folder, not whenever the sample wobbles.
+decided before the split. Each test is another chance of a false split (a folder cut into ever
+smaller parts, none with enough images for an operating point or a certificate), and a split
+sends the images that come after it to new units with review ladders of their own, which should
+happen once per folder, not whenever the sample wobbles. So the test runs at the site's first fit
+and then only at the first fit after its image count has doubled (past 2, 4, 8 ... times
+``min_images``: :func:`split_due`), a handful of times over a folder of any size instead of at
+each of its fits; once the site has split, never again, and a part never splits.
 """
 
 from __future__ import annotations
@@ -97,6 +99,14 @@ def two_means(x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.n
             best = (inertia, centres, labels.copy())
     assert best is not None
     return best[1], best[2]
+
+
+def split_due(count: int, fitted_at: int, min_images: int) -> bool:
+    """Whether a named site's split test runs at the fit it has reached with ``count`` images, its
+    last fit having been at ``fitted_at`` (0: none): at the first fit, and then at the first fit
+    after the count has doubled past a power of two times ``min_images`` (module docstring)."""
+    m = max(1, min_images)
+    return fitted_at == 0 or (count // m).bit_length() > (fitted_at // m).bit_length()
 
 
 def _assign(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
