@@ -3,14 +3,23 @@ wrote (or its summary, ``docs/results/suite-*.json``): one row per protocol and 
 
     python scripts/suite_table.py docs/results/suite-site-adaptation-2.json [--variants idipt+,foa-shift,...]
 
-Every figure is read from the file; nothing is typed in.
+With ``--by-kind CELLS`` (the cells file written beside it, ``...-cells.json.gz``) the same
+endpoints per kind of image (each kind's units alone), one row per protocol, variant and kind.
+Every figure is read from the files or computed from them; nothing is typed in.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.bench.endpoints import UnitCell, unit_endpoints
+from engine.bench.paired import Paired
 
 DEFAULT = "idipt+,idipt+ final,idipt+ guarded,foa-shift,idipt+ K=5,idipt+ K=10,idipt+ K=20,idipt+ K=20 noise=0.05,idipt+ K=20 noise=0.1"
 
@@ -25,7 +34,12 @@ def main() -> int:
     )
     parser.add_argument("result", type=Path)
     parser.add_argument("--variants", default=DEFAULT)
+    parser.add_argument(
+        "--by-kind", type=Path, default=None, metavar="CELLS", help="the cells file: per kind"
+    )
     args = parser.parse_args()
+    if args.by_kind is not None:
+        return by_kind(args.by_kind, args.variants.split(","))
     summary = json.loads(args.result.read_text())["summary"]
     print(
         "| protocol | variant | median error closed (target units) | harmed units | cells below −1 | worst cell "
@@ -52,6 +66,45 @@ def main() -> int:
                 f"| {v['worst_cell_difference']:+.1f} | {v['target_mean_gain']:+.2f} | {v['fixed']} / {v['broken']} "
                 f"| {pct(v['changed_share'])} | {reviews} | {checked} |"
             )
+    return 0
+
+
+def by_kind(path: Path, variants: list[str]) -> int:
+    """Per protocol, variant and kind: median closed, harmed units, fixed / broken."""
+    with gzip.open(path, "rt") as f:
+        cells = json.load(f)
+    fields = ("images", "source_acc", "adapted_acc", "fixed", "broken", "low", "high")
+    print(
+        "| protocol | variant | kind | median error closed (target units) | harmed units | fixed / broken |"
+    )
+    print("|---|---|---|---|---|---|")
+    for protocol in dict.fromkeys(c["protocol"] for c in cells):
+        for name in variants:
+            for kind in sorted({c["kind"] for c in cells}):
+                mine = [
+                    c
+                    for c in cells
+                    if c["protocol"] == protocol and c["kind"] == kind and name in c["methods"]
+                ]
+                if not mine:
+                    continue
+                units = [
+                    UnitCell(
+                        c["model"],
+                        c["site"],
+                        c["source_site"],
+                        Paired(**{k: c["methods"][name][k] for k in fields}),
+                        c["best_threshold_errors"],
+                    )
+                    for c in mine
+                ]
+                e = unit_endpoints(units)
+                harmed = ", ".join(f"{h['site']} {h['upper_bound']:+.1f}" for h in e["harmed_units"])
+                print(
+                    f"| {protocol} | {name} | {kind} | {pct(e['median_error_closed'])} "
+                    f"({e['target_units_with_closable_error']}) | {len(e['harmed_units'])}"
+                    f"{' (' + harmed + ')' if harmed else ''} | {e['fixed']} / {e['broken']} |"
+                )
     return 0
 
 
