@@ -2,7 +2,7 @@
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
 one measurable property per site that its mechanism sets (``engine/data/_histo_v4.py``,
-``_fundus_v4.py``, ``_oct_v3.py``). The earlier sets are pinned bit for bit.
+``_fundus_v4.py``, ``_oct_v3.py``). The earlier sets are pinned bit for bit in test_synth_sites5.py.
 """
 
 from __future__ import annotations
@@ -18,35 +18,11 @@ from site_set_checks import Check, higher, lower, lum
 from engine.cli import main as cli_main
 from engine.data import site_names
 from engine.data._optics import blur_yx
-from engine.data._site_sets import KIND_SITE_SETS
 
 NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
 
-#: sha256 of ``site_set_checks.set_bytes(kind, set)`` computed at commit 92bcf5e, before the fourth set existed and
-#: before the histology sets shared their dispatch (``_histo_sets.py``): every earlier set stays what it was.
-EARLIER_SHA256 = {
-    ("histo", "v1"): "5f2e56e3b2996739843de40aea2655cd8651505383f54ee5acc685e8c5d5301e",
-    ("histo", "v2"): "6954c5e4dd1ae458e31a6f56c9033a2e034898deb7a2c8e7aff93941bb1e0f07",
-    ("histo", "v3"): "cad9ad0d354da59aecf6973e0d03206bf92e3044d4ab1d1ac80b7dabbf9b4be1",
-    ("lesion", "v1"): "71ffba0953833c8431c6aba92ee5c9500000d757c97cf41d47d78fa67be9b806",
-    ("lesion", "v2"): "8696169cbd10281c431915c6c65bf1d085916ec0282edc89fcf1d6fc6b5ab68c",
-    ("lesion", "v3"): "00f04825a4371e76be1ec5b304319978f4d4ef5d55f74ce94ed064e86bf9635c",
-    ("fundus", "v1"): "6b78937c9688cda1d60665c2c28aa17f8133a295fdc0fac7ff935a134ebb8046",
-    ("fundus", "v2"): "48f7a1b878b9958434c4bbf776be7e1743f7747c56b8e27a2c33684bf4414d88",
-    ("fundus", "v3"): "5def04ef4dbbb560ba9ea39eb404811f0b704c0d0a70db55132b83a5561a1818",
-    ("oct", "v1"): "18682fdcd9e3f65523fd229e8a7328c80adb21ee2442b9aa8911eddcdd6ac917",
-    ("oct", "v2"): "019d12974e53356aab71d75498c5f0c78b6aadb4c230da19f531ef24cef29363",
-}
-
-
-@pytest.mark.parametrize(("kind", "sites"), sorted(EARLIER_SHA256))
-def test_earlier_site_sets_are_unchanged_bit_for_bit(kind: str, sites: str) -> None:
-    assert checks.set_bytes(kind, sites) == EARLIER_SHA256[(kind, sites)]
-
-
-def test_every_fourth_set_is_here() -> None:
-    have = {(k, s) for k, sets in KIND_SITE_SETS.items() for s in sets}
-    assert set(NEW) <= have
+# The earlier sets' images (v1 to v3 among them) are pinned bit for bit in test_synth_sites5.py, and
+# that the fourth sets exist is part of its test that every set is pinned or new.
 
 
 def _mean_lum(x: np.ndarray) -> np.ndarray:
