@@ -77,3 +77,74 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
         known.records["idipt+"], known.plan.domains, known.plan.source_domain, (0, 10), 1.0
     )
     assert reviews["0"]["reviews_per_site"] == 0.0 and reviews["10"]["reviews_per_site"] <= 10.0
+
+
+def _records(group: np.ndarray, domain: np.ndarray, labels: np.ndarray, **kw: np.ndarray) -> object:
+    from engine.bench.job import JobRecords
+
+    n = labels.shape[0]
+    classes = int(kw.pop("classes", np.array(2)))
+    source = kw.pop("source", np.zeros(n, dtype=np.int64))
+    return JobRecords(
+        index=0,
+        row="idipt+",
+        seed=0,
+        domains=tuple(f"site{k}" for k in range(int(domain.max()) + 1)),
+        labels=labels,
+        preds=source.copy(),
+        source_preds=source,
+        probs=np.full((n, classes), 1.0 / classes, dtype=np.float32),
+        domain=domain.astype(np.int32),
+        fragment=np.zeros(n, dtype=np.int32),
+        seconds=np.zeros(n),
+        path=np.zeros(n, dtype=np.int8),
+        group=group.astype(np.int32),
+        threshold=np.zeros(n, dtype=np.float32),
+        margin=kw.pop("margin", np.full(n, np.nan, dtype=np.float32)),
+        candidates=kw.pop("candidates", np.full((n, len(THRESHOLD_CANDIDATES)), np.nan, dtype=np.float32)),
+        prompted=kw.pop("prompted", np.full(n, -1, dtype=np.int64)),
+    )
+
+
+def test_a_known_site_without_site_units_is_reviewed_as_one_folder() -> None:
+    """A model with more than two classes forms no site unit; with the sites told, each folder is
+    still one unit whose ladder tests I-DiPT's prompted decision, as the app reviews the folder."""
+    from engine.bench.reviews import review_units, simulate
+
+    n = 120
+    domain = np.repeat([0, 1], n // 2)
+    labels = np.tile([0, 1, 2], n // 3).astype(np.int64)
+    prompted = labels.copy()  # right wherever it disagrees with the source (which calls class 0)
+    rec = _records(np.full(n, -1), domain, labels, prompted=prompted, classes=np.array(3))
+    unit, site = review_units(rec, known_sites=True)  # type: ignore[arg-type]
+    assert site is not None and (site == domain).all()
+    assert len(set(unit[domain == 0])) == 1 and len(set(unit[domain == 1])) == 1 and unit[0] != unit[-1]
+    assert (unit >= 0).all()
+    free = simulate(rec, 20, known_sites=False)  # type: ignore[arg-type]
+    assert free.reviews_used == 0 and (free.decisions == 0).all()
+    told = simulate(rec, 20, known_sites=True)  # type: ignore[arg-type]
+    assert 0 < told.reviews_used <= 40
+    assert (told.decisions == labels).all(), "the prompted decision, certified better, decides both folders"
+
+
+def test_a_known_site_split_in_two_units_shares_its_budget() -> None:
+    """A folder decided in two units (split) gets K answers in all, shared over them; free-form,
+    every unit is a site and gets K."""
+    from engine.bench.reviews import review_units, simulate
+
+    n = 200
+    rng = np.random.default_rng(0)
+    domain = np.zeros(n, dtype=np.int64)
+    group = np.where(np.arange(n) < n // 2, 0, 1)
+    group[:5] = -1  # decided before the site had a unit: the folder's first unit
+    margin = rng.normal(0.0, 1.0, n).astype(np.float32)
+    labels = rng.integers(0, 2, n)  # the candidate is right as often as the source: never promoted
+    source = (margin > 0).astype(np.int64)
+    candidates = np.full((n, len(THRESHOLD_CANDIDATES)), np.nan, dtype=np.float32)
+    candidates[:, 0] = 10.0  # calls every image class 0
+    rec = _records(group, domain, labels, margin=margin, candidates=candidates, source=source)
+    unit, _ = review_units(rec, known_sites=True)  # type: ignore[arg-type]
+    assert (unit[:5] == 0).all() and (unit[5:] == group[5:]).all()
+    free = simulate(rec, 6, known_sites=False)  # type: ignore[arg-type]
+    told = simulate(rec, 6, known_sites=True)  # type: ignore[arg-type]
+    assert free.reviews_used > 6 and 0 < told.reviews_used <= 6

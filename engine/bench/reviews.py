@@ -46,8 +46,33 @@ def parse_budgets(text: str) -> tuple[int, ...]:
     return tuple(budgets)
 
 
-def simulate(rec: JobRecords, budget: int, review_at: float = 1.0, seed: int = 0) -> ReviewedStream:
-    """One stream's records reviewed with ``budget`` answers per site (or site group)."""
+def review_units(rec: JobRecords, known_sites: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The unit each image of ``rec`` is reviewed in, and (sites told) the site it was told.
+
+    Free-form, a unit is the site group the method decided the image in (-1: none, never
+    reviewed). With the sites told (``--known-sites``), each domain is one folder and is reviewed
+    as the app reviews a folder (``engine/run/review.py``): its K answers are shared over the units
+    it was decided in, images decided in none belong to the folder's first unit, and a folder the
+    method decided in no unit at all (a model with more than two classes, a method without site
+    units) is one unit of its own, where I-DiPT's prompted decision can still be reviewed.
+    """
+    group = rec.group.astype(np.int64)
+    if not known_sites:
+        return group, None
+    unit = group.copy()
+    spare = int(group.max(initial=-1)) + 1
+    for s in np.unique(rec.domain):
+        mine = rec.domain == s
+        named = group[mine & (group >= 0)]
+        unit[mine & (group < 0)] = int(named[0]) if named.size else spare + int(s)
+    return unit, rec.domain.astype(np.int64)
+
+
+def simulate(
+    rec: JobRecords, budget: int, review_at: float = 1.0, seed: int = 0, known_sites: bool = False
+) -> ReviewedStream:
+    """One stream's records reviewed with ``budget`` answers per site (or site group, free-form)."""
+    unit, site = review_units(rec, known_sites)
     two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
     candidates = (
         {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
@@ -61,12 +86,13 @@ def simulate(rec: JobRecords, budget: int, review_at: float = 1.0, seed: int = 0
         rec.margin.astype(np.float64),
         rec.threshold.astype(np.float64) if two_class else None,
         candidates,
-        rec.group.astype(np.int64),
+        unit,
         rec.labels,
         budget,
         review_at,
         seed=seed,
         prompted=prompted,
+        site=site,
     )
 
 
@@ -89,8 +115,10 @@ def review_budgets(
     source_domain: str,
     budgets: Sequence[int],
     review_at: float = 1.0,
+    known_sites: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Per budget K: the reviewed decisions of every stream against the source model.
+    """Per budget K: the reviewed decisions of every stream against the source model (with
+    ``known_sites``, each domain reviewed as one folder: :func:`review_units`).
 
     Returns ``{"K": {...}, "K online": {...}}`` with, each, ``per_domain`` (paired_by_domain),
     ``target_delta`` (mean over target domains), ``worst_domain_delta``, ``fixed``, ``broken``,
@@ -99,7 +127,7 @@ def review_budgets(
     """
     out: dict[str, dict[str, Any]] = {}
     for budget in budgets:
-        sims = [simulate(rec, budget, review_at, rec.seed) for rec in recs]
+        sims = [simulate(rec, budget, review_at, rec.seed, known_sites) for rec in recs]
         verdicts = verdict_counts(sims)
         reviews = [s.reviews_used / max(len(np.unique(r.domain)), 1) for s, r in zip(sims, recs, strict=True)]
         for key, pick in ((str(budget), "decisions"), (f"{budget} online", "online_decisions")):

@@ -109,7 +109,10 @@ def format_paths(result: BenchResult) -> str:
                 if result.plan.config.get("known_sites")
                 else "site groups (found by appearance)"
             )
-            units.append(f"{name}: {what} per stream: {per_stream}")
+            why = ""
+            if not any(m["site_units_per_stream"]) and len(result.plan.classes) > 2:
+                why = " (none: the site operating point needs a two-class model)"
+            units.append(f"{name}: {what} per stream: {per_stream}{why}")
     if not rows:
         return ""
     header = ["method", "decision path", "images", "changed", "fixed", "broken"]

@@ -208,7 +208,7 @@ def main(args: argparse.Namespace) -> int:
     for row, recs in result.records.items():
         if budgets and row != "source":
             result.reviews[row] = review_budgets(
-                recs, plan.domains, plan.source_domain, budgets, args.review_at
+                recs, plan.domains, plan.source_domain, budgets, args.review_at, bool(args.known_sites)
             )
     print(format_table(result))
     print()
