@@ -1,4 +1,5 @@
-"""A site decided in several units (a split folder) shares its K reviews over them, one ladder each."""
+"""A site decided in several units (a split folder) shares its K reviews over them as the app's
+queue does, one ladder each."""
 
 from __future__ import annotations
 
@@ -7,37 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.review.reviewer import _plans, review_stream, stratified_budgets
-
-
-@pytest.mark.parametrize(
-    ("sizes", "budget", "expected"),
-    [
-        ([100, 100], 20, [10, 10]),
-        ([131, 69], 20, [13, 7]),
-        ([30, 131, 69], 20, [3, 11, 6]),  # quotas 2.61, 11.39, 6.00: the one left goes to 2.61
-        ([190, 5, 5], 20, [18, 1, 1]),  # each part at least one answer (from the part given most)
-        ([190, 5, 5], 2, [1, 1, 0]),  # ... while the budget allows (the larger parts first)
-        ([10, 0], 5, [5, 0]),  # a unit with no image yet gets none
-    ],
-)
-def test_stratified_budgets_are_proportional_and_sum_to_k(
-    sizes: list[int], budget: int, expected: list[int]
-) -> None:
-    out = stratified_budgets(sizes, budget)
-    assert out == expected and sum(out) == budget
-
-
-def test_stratified_budgets_sum_to_k_whatever_the_sizes() -> None:
-    rng = np.random.default_rng(0)
-    for _ in range(500):
-        sizes = [int(s) for s in rng.integers(0, 300, int(rng.integers(1, 5)))]
-        budget = int(rng.integers(0, 40))
-        out = stratified_budgets(sizes, budget)
-        assert sum(out) == (budget if sum(sizes) else 0)
-        assert all(a == 0 for a, s in zip(out, sizes, strict=True) if s == 0)
-        if budget >= sum(s > 0 for s in sizes):
-            assert all(a >= 1 for a, s in zip(out, sizes, strict=True) if s > 0)
+from engine.review.reviewer import _sites, review_stream
 
 
 def _split_site_stream(seed: int = 0) -> dict[str, np.ndarray]:
@@ -74,25 +45,21 @@ def _review(s: dict[str, np.ndarray], budget: int, site: bool) -> object:
     )
 
 
-def test_a_split_sites_reviews_are_stratified_and_each_certificate_is_about_one_part() -> None:
+def test_a_split_sites_reviews_are_shared_and_each_certificate_is_about_one_part() -> None:
     s = _split_site_stream()
-    sizes = [int(np.sum(s["unit"] == u)) for u in (0, 1, 2)]
-    # the folder's 20 answers are shared over its three units in proportion to their images; the
-    # other site, one unit, has its 20; without told sites (free-form) every unit has 20
-    plans = {u: (seen, answers) for u, _, seen, answers in _plans(s["unit"], s["site"], 20, 1.0)}
-    assert plans == {**{u: (sizes[u], a) for u, a in enumerate(stratified_budgets(sizes, 20))}, 3: (150, 20)}
-    assert sum(plans[u][1] for u in (0, 1, 2)) == 20
-    assert {u: a for u, _, _, a in _plans(s["unit"], None, 20, 1.0)} == {0: 20, 1: 20, 2: 20, 3: 20}
-    # the reviewer comes half-way through the folder: each unit's images seen by then
-    half = _plans(s["unit"], s["site"], 20, 0.5)
     folder = np.flatnonzero(s["site"] == "folder")
+    # the folder's units, and the other site's one; without told sites (free-form) every unit is a site
+    plans = [{u: seen for u, _, seen in units} for units in _sites(s["unit"], s["site"], 1.0)]
+    assert plans == [{u: int(np.sum(s["unit"] == u)) for u in (0, 1, 2)}, {3: 150}]
+    assert [[u for u, _, _ in units] for units in _sites(s["unit"], None, 1.0)] == [[0], [1], [2], [3]]
+    # the reviewer comes half-way through the folder: each unit's images seen by then
     came = folder[math.ceil(0.5 * folder.size) - 1]
-    assert {u: seen for u, _, seen, _ in half if u < 3} == {
+    half = {u: seen for units in _sites(s["unit"], s["site"], 0.5) for u, _, seen in units}
+    assert {u: half[u] for u in (0, 1, 2)} == {
         u: int(np.sum(np.flatnonzero(s["unit"] == u) <= came)) for u in (0, 1, 2)
     }
     out = _review(s, 20, site=True)
-    for u, (_, answers) in plans.items():
-        assert int(out.reviewed[s["unit"] == u].sum()) <= answers  # type: ignore[attr-defined]
+    assert int(out.reviewed[folder].sum()) <= 20 and int(out.reviewed[s["unit"] == 3].sum()) <= 20  # type: ignore[attr-defined]
     assert int(out.reviewed[s["unit"] == 1].sum()) > 0 and int(out.reviewed[s["unit"] == 2].sum()) > 0  # type: ignore[attr-defined]
     # one ladder per unit: every comparison's images are of that unit only
     assert sorted(out.ladders) == [0, 1, 2, 3]  # type: ignore[attr-defined]
@@ -100,6 +67,43 @@ def test_a_split_sites_reviews_are_stratified_and_each_certificate_is_about_one_
         size = int(np.sum(s["unit"] == u))
         for c in ladder.comparisons:
             assert all(0 <= p < size for p in c.order)
+
+
+def _two_parts(n: tuple[int, int], helps: tuple[bool, bool], seed: int = 0) -> dict[str, np.ndarray]:
+    """One told site in two units; in each a candidate (threshold -2) that fixes the positives the
+    source model calls negative where ``helps``, and decides as the source model elsewhere."""
+    rng = np.random.default_rng(seed)
+    unit = np.r_[np.zeros(n[0]), np.ones(n[1])].astype(np.int64)
+    rng.shuffle(unit)
+    labels = (rng.random(unit.size) < 0.5).astype(np.int64)
+    margin = np.where(labels == 1, rng.normal(-1.0, 0.5, unit.size), rng.normal(-6.0, 0.5, unit.size))
+    shift = np.where(np.array(helps)[unit], -2.0, 0.0)
+    source = (margin > 0).astype(np.int64)
+    site = np.full(unit.size, "folder", dtype=object)
+    return {"unit": unit, "site": site, "labels": labels, "margin": margin, "shift": shift, "source": source}
+
+
+def test_a_parts_answers_are_in_proportion_while_both_have_something_to_test() -> None:
+    """Served as the app's queue serves: fewest answers relative to the part's images first (the
+    earlier part on a tie): 6 answers over parts of 200 and 100 images fall 4 and 2."""
+    s = _two_parts((200, 100), (True, True))
+    out = _review(s, 6, site=True)
+    assert [int(out.reviewed[s["unit"] == u].sum()) for u in (0, 1)] == [4, 2]  # type: ignore[attr-defined]
+
+
+def test_answers_a_part_cannot_use_go_to_the_other() -> None:
+    """A part with nothing to test leaves the site's answers to the other: ten answers certify the
+    helpful candidate of the part that has one (shared in proportion, five would not)."""
+    s = _two_parts((100, 100), (False, True))
+    out = _review(s, 10, site=True)
+    assert int(out.reviewed[s["unit"] == 0].sum()) == 0  # type: ignore[attr-defined]
+    ladder = out.ladders[1]  # type: ignore[attr-defined]
+    assert ladder.current == "shift" and int(out.reviewed[s["unit"] == 1].sum()) > 5  # type: ignore[attr-defined]
+    assert _review(s, 5, site=True).ladders[1].current != "shift"  # type: ignore[attr-defined]
+    fixed = (s["unit"] == 1) & (s["labels"] == 1)
+    assert (out.decisions[fixed] == 1).all() and (
+        out.decisions[s["unit"] == 0] == s["source"][s["unit"] == 0]
+    ).all()  # type: ignore[attr-defined]
 
 
 def test_review_stream_refuses_a_site_array_of_another_length() -> None:

@@ -20,18 +20,21 @@ Two sets of decisions come back, reported apart:
   operating point.
 
 **A site decided in several units** (a folder that mixed two appearances and was split in two
-parts, ``engine.methods.idipt_plus._split``): given each image's told ``site``, the site's budget
-of K answers is shared over its units (the parts, and the unit of the images decided before the
-split) in proportion to the images each had when the reviewer came (:func:`stratified_budgets`),
-and each unit has its own ladder: every certificate is about one part, from a uniform sample of
-that part. Without ``site`` (the free-form protocol) every unit has K answers, as every site does.
+parts, ``engine.methods.idipt_plus._split``): given each image's told ``site``, the site's K
+answers are given as the app's queue gives a clinician's (``engine.run.review_parts.serving_order``):
+each to the unit (a part, or the unit of the images decided before the split) with the fewest
+answers relative to the images it had when the reviewer came, among those with something left to
+test, so the answers fall on the parts in proportion while each has something to test and go to
+the others once one has none. Each unit has its own ladder: every certificate is about one part,
+from a uniform sample of that part. Without ``site`` (the free-form protocol) every unit has K
+answers, as every site does.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,46 +82,74 @@ class ReviewedStream:
     adapted_counts: ReviewCounts  # the label-free decisions, no review applied
 
 
-def stratified_budgets(sizes: list[int], budget: int) -> list[int]:
-    """``budget`` answers shared over units of ``sizes`` images: in proportion to the sizes, by
-    largest remainder (a tie goes to the earlier unit), then each unit with images at least one
-    answer while the budget allows (taken from the unit given most). The shares sum to ``budget``
-    whenever some unit has images."""
-    total = sum(sizes)
-    if total == 0:
-        return [0] * len(sizes)
-    quotas = [budget * size / total for size in sizes]
-    out = [math.floor(q) for q in quotas]
-    for k in sorted(range(len(sizes)), key=lambda k: (out[k] - quotas[k], k))[: budget - sum(out)]:
-        out[k] += 1
-    for k in sorted((k for k, size in enumerate(sizes) if size and not out[k]), key=lambda k: (-sizes[k], k)):
-        donor = max(range(len(sizes)), key=lambda j: (out[j], -j))
-        if out[donor] <= 1:
-            break
-        out[donor] -= 1
-        out[k] += 1
-    return out
+@dataclass
+class _Unit:
+    """One unit of a site under review: its images, what the reviewer saw of them, its ladder and
+    the answers it was given (positions in its own arrival order)."""
+
+    at: np.ndarray  # the unit's images, as positions in the stream
+    moment: int  # its images processed when the reviewer came
+    images: SiteImages
+    ladder: SiteLadder
+    marks: dict[int, int] = field(default_factory=dict)
+
+    def next_position(self) -> int | None:
+        """The image its ladder asks about next (starting the next comparison on the images seen
+        when none is open); None: nothing left to test."""
+        while self.moment:
+            comparison = self.ladder.active or self.ladder.start(self.images.head(self.moment))
+            if comparison is None:
+                return None
+            position = comparison.next_position
+            if position is not None and position not in self.marks:
+                return position
+            self.ladder.review(self.marks)  # an answer it already has decides the next step
+            if self.ladder.active is comparison and position is None:
+                return None
+        return None
 
 
-def _plans(
-    unit: np.ndarray, site: np.ndarray | None, budget: int, review_at: float
-) -> list[tuple[int, np.ndarray, int, int]]:
-    """``(unit, its images, images seen when the reviewer comes, answers)`` for every unit."""
+def _sites(
+    unit: np.ndarray, site: np.ndarray | None, review_at: float
+) -> list[list[tuple[int, np.ndarray, int]]]:
+    """Per site, ``(unit, its images, images seen when the reviewer comes)`` for each of its units;
+    without ``site`` every unit is a site."""
     if site is None:
         return [
-            (int(u), at, max(1, math.ceil(review_at * at.size)), budget)
+            [(int(u), at, max(1, math.ceil(review_at * at.size)))]
             for u in np.unique(unit[unit >= 0])
             for at in [np.flatnonzero(unit == u)]
         ]
-    plans: list[tuple[int, np.ndarray, int, int]] = []
+    out: list[list[tuple[int, np.ndarray, int]]] = []
     for s in dict.fromkeys(site[unit >= 0].tolist()):  # each site, in order of first arrival
         mine = np.flatnonzero(site == s)
         came = mine[max(1, math.ceil(review_at * mine.size)) - 1]  # the reviewer comes after this image
         units = list(dict.fromkeys(int(u) for u in unit[mine] if u >= 0))
         ats = [np.flatnonzero(unit == u) for u in units]
-        seen = [int(np.sum(at <= came)) for at in ats]
-        plans += zip(units, ats, seen, stratified_budgets(seen, budget), strict=True)
-    return plans
+        out.append([(u, at, int(np.sum(at <= came))) for u, at in zip(units, ats, strict=True)])
+    return out
+
+
+def _serve(units: list[_Unit], budget: int, labels: np.ndarray, reviewed: np.ndarray) -> int:
+    """Give a site's ``budget`` answers as the app's queue does (module docstring); the answers given."""
+    total = sum(x.moment for x in units) or 1
+    spent = 0
+    while spent < budget:
+        order = sorted(
+            range(len(units)), key=lambda k: (len(units[k].marks) * total / max(1, units[k].moment), k)
+        )
+        for k in order:
+            position = units[k].next_position()
+            if position is not None:
+                break
+        else:
+            return spent
+        x = units[k]
+        x.marks[position] = int(labels[x.at[position]])
+        reviewed[x.at[position]] = True
+        spent += 1
+        x.ladder.review(x.marks)
+    return spent
 
 
 def review_stream(
@@ -172,35 +203,23 @@ def review_stream(
     reviewed = np.zeros(n, dtype=bool)
     ladders: dict[int, SiteLadder] = {}
     used = 0
-    for u, at, moment, answers in _plans(unit, site, budget, review_at):
-        images = SiteImages(
-            reported=reported[at].astype(np.int64),
-            source=source[at].astype(np.int64),
-            margin=margin[at].astype(np.float64),
-            threshold=None if threshold is None else threshold[at].astype(np.float64),
-            candidates={k: v[at].astype(np.float64) for k, v in candidates.items()},
-            prompted=None if prompted is None else prompted[at].astype(np.int64),
-        )
-        seen = images.head(moment)
-        ladder = ladders[u] = SiteLadder(str(u), rule, seed)
-        marks: dict[int, int] = {}
-        spent = 0
-        while spent < answers and moment:
-            comparison = ladder.active or ladder.start(seen)
-            if comparison is None:
-                break
-            position = comparison.next_position
-            if position is None:
-                continue
-            if position not in marks:
-                marks[position] = int(labels[at[position]])
-                reviewed[at[position]] = True
-                spent += 1
-            ladder.review(marks)
-        used += spent
-        final = ladder.decide(images)
-        decisions[at] = final
-        online[at[moment:]] = final[moment:]
+    for plan in _sites(unit, site, review_at):
+        units = []
+        for u, at, moment in plan:
+            images = SiteImages(
+                reported=reported[at].astype(np.int64),
+                source=source[at].astype(np.int64),
+                margin=margin[at].astype(np.float64),
+                threshold=None if threshold is None else threshold[at].astype(np.float64),
+                candidates={k: v[at].astype(np.float64) for k, v in candidates.items()},
+                prompted=None if prompted is None else prompted[at].astype(np.int64),
+            )
+            units.append(_Unit(at, moment, images, ladders.setdefault(u, SiteLadder(str(u), rule, seed))))
+        used += _serve(units, budget, labels, reviewed)
+        for x in units:
+            final = x.ladder.decide(x.images)
+            decisions[x.at] = final
+            online[x.at[x.moment :]] = final[x.moment :]
     return ReviewedStream(
         budget=int(budget),
         review_at=float(review_at),
