@@ -72,9 +72,7 @@ def plan(folder: Path, home: Path, classes: tuple[str, ...]) -> tuple[list[int],
         if any(c.verdict != "open" for c in review.comparisons()):
             break
         index = review.next_item()
-    print(
-        f"planned {len(keys)} reviews of a queue of {queued}; rule in use after them: {review.ladder.current}"
-    )
+    print(f"planned {len(keys)} reviews of a queue of {queued}; rule in use after them: {review.rule_in_use}")
     return keys, queued
 
 
