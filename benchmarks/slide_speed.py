@@ -133,6 +133,27 @@ def _loaded(spec: dict[str, Any]) -> Any:
     return dataclasses.replace(loaded, card=card)
 
 
+def _give_reference(session: Any, images: int) -> None:
+    """A source reference for a random-weights model (``--arch``), fitted on ``images`` seeded noise
+    images with alternating labels, so that a method that reads one (the default's per-site
+    operating point) runs its whole decision path, fits included; without it the operating point
+    is off and every decision is the source model's."""
+    import torch
+
+    from engine import get_method_class
+    from engine.model.source_reference import fit_reference
+
+    if not get_method_class(session.method_name).uses_reference:
+        return
+    generator = torch.Generator().manual_seed(0)
+    size = session.card.img_size
+    x = torch.randn(images, 3, size, size, generator=generator).to(session.device)
+    y = torch.arange(images) % 2
+    batches = [(x[i : i + 64], y[i : i + 64].to(session.device)) for i in range(0, images, 64)]
+    session.reference = fit_reference(session.model, batches, session.card.num_classes, "benchmark")
+    session.method.use_reference(session.reference)
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
@@ -149,6 +170,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         precision=spec["precision"],
         compiled=spec["compile"] and get_method_class(spec["method"]).compile_ok,
     )
+    if spec.get("reference") and spec["arch"] and session.reference is None:
+        _give_reference(session, int(spec["reference"]))
     work = Path(spec["work"])
     start = time.perf_counter()
     job = open_slide_job(
@@ -210,6 +233,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "compiled": session.compiled is not None and session.compiled.active,
         "threads": torch.get_num_threads(),
         "failure": None if run.summary.failure is None else run.summary.failure.message,
+        "operating_point": getattr(session.method, "operating_point", None) is not None,
     }
 
 
@@ -231,8 +255,12 @@ def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _line(label: str, r: dict[str, Any]) -> str:
+    from engine import DEFAULT_METHOD
+
     gpu = f", peak GPU {r['peak_gpu_mib']:.0f} MiB" if r["peak_gpu_mib"] is not None else ""
     gpu += f"; {r['precision']}" + (f", compiled in {r['compile_seconds']:.0f} s" if r["compiled"] else "")
+    if r["method"] == DEFAULT_METHOD:
+        gpu += "; site operating point " + ("on" if r["operating_point"] else "off (no source reference)")
     return (
         f"{label:<26} B={r['batch']:<3} read-ahead {r['read_ahead']:<3} {r['tiles']:>6} tiles in "
         f"{r['seconds']:7.1f} s: {r['tiles_per_second']:8.1f} tiles/s; peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
@@ -265,6 +293,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     parser.add_argument("--precision", default="auto", help="auto, fp32 or bf16 (engine/run/accel.py)")
     parser.add_argument("--compile", action="store_true", help="the model's forward compiled (source only)")
+    parser.add_argument(
+        "--reference",
+        type=int,
+        default=0,
+        help="with --arch: fit a source reference on this many noise images, so that the default "
+        "method's site operating point runs (0: none, the operating point off)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -306,6 +341,7 @@ def main() -> None:
         "measure": args.measure,
         "precision": args.precision,
         "compile": args.compile,
+        "reference": args.reference,
     }
     rates: dict[str, float] = {}
     first_rates: dict[str, float] = {}  # decisions first, maps behind: decisions/s over B = 1 inline
