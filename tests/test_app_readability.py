@@ -175,3 +175,18 @@ def test_the_item_name_keeps_room_in_a_narrow_table_and_fills_a_wide_one(qtbot: 
     total = sum(header.sectionSize(c) for c in range(header.count()))
     if width > 1000:
         assert total == table.viewport().width(), "a wide table: the name fills what is left"
+
+
+def test_decided_by_names_who_decides_not_the_path(qtbot: object) -> None:
+    """The Decided by column says who decided each row (the source model, the site's threshold), not
+    I-DiPT+'s path names; the path's reason stays in the row's tooltip."""
+    from app.views.table_model import DECIDED_BY, GROUP_COLUMN
+    from engine.methods.idipt_plus import PATHS
+
+    assert set(DECIDED_BY) == set(PATHS)
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    paths = ["not-accepted", "awaiting-review", "source-like", "accepted", ""]
+    table.model.append_rows([sample_row(k, decision_path=p) for k, p in enumerate(paths)])
+    shown = [table.model.index(k, GROUP_COLUMN).data() for k in range(len(paths))]
+    assert shown == ["source model", "source model · awaiting review", "source model", "site threshold", ""]

@@ -39,16 +39,25 @@ HEADER_TIPS = (
     "The decision: adapting's, as the image arrived, or the rule the folder's reviews put in use",
     "The adapted model's confidence in its prediction",
     "The frozen source model's prediction (→: adaptation changed it)",
-    "What decided the image: the site's operating point as the image arrived (its path: "
-    "awaiting-review — the source model decides until reviews certify it —, not accepted, …), or "
-    "'review:' the rule the folder's reviews put in use (a promoted candidate, or the source model "
-    "after a revert; the Certificates tab says why)",
+    "What decided the image as it arrived: the source model (its own threshold; '· awaiting review': "
+    "its site's operating point moved, and decides once reviews certify it) or the site's threshold "
+    "(an operating point reported without review); or 'review:' the rule the folder's reviews put "
+    "in use (a promoted candidate, or the source model after a revert; the Certificates tab says why). "
+    "The row's tooltip gives the reason",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
     "Your review mark: ✓ confirmed, ✎ corrected to another class",
 )
 GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
+# What decided a row, by its decision path (I-DiPT+'s; other methods record none and show nothing):
+# who decides first, so that nobody reads a path name as a decider.
+DECIDED_BY = {
+    "source-like": "source model",
+    "not-accepted": "source model",
+    "awaiting-review": "source model · awaiting review",
+    "accepted": "site threshold",
+}
 UNCERTAINTY_COLUMN = 6  # shown as low/medium/high within the site (app.core.uncertainty)
 #: The uncertainty column of a row whose map has not come (the maps follow the decisions).
 MAP_WORDS = {"pending": "pending", "unreadable": "no map"}
@@ -262,7 +271,7 @@ class PredictionTableModel(QAbstractTableModel):
     def _decided_by(self, index: int, row: PredictionRow) -> str:
         if row.decision_path == REVIEWED_PATH:
             return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)}"
-        return row.decision_path
+        return DECIDED_BY.get(row.decision_path, row.decision_path)
 
     def review_at(self, index: int) -> str:
         return self._reviews.get(index, "")
