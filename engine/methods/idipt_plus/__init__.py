@@ -1,13 +1,14 @@
 """I-DiPT+: I-DiPT whose reported decisions come from guarded per-site operating points.
 
-``_method`` (the method), ``_operating_point`` (site groups' thresholds and their guards),
-``_groups`` (site groups by appearance), ``_mixture`` (the two-class mixture and margin
-thresholds), ``_observe`` (source pass -> observation) and ``_state`` (saving the groups).
+``_method`` (the method), ``_operating_point`` (site groups' thresholds), ``_fit`` (one fit and
+its guards), ``_groups`` (site groups by appearance), ``_mixture`` (the two-class mixture and
+margin thresholds), ``_observe`` (source pass -> observation) and ``_state`` (saving the groups).
 """
 
 from __future__ import annotations
 
 from engine.methods.idipt_plus._candidates import CANDIDATES, THRESHOLD_CANDIDATES
+from engine.methods.idipt_plus._fit import Fit, OperatingPointSettings, fit_operating_point
 from engine.methods.idipt_plus._method import IDiPTPlus, IDiPTPlusConfig, decision_record
 from engine.methods.idipt_plus._observe import ReferenceArrays
 from engine.methods.idipt_plus._operating_point import (
@@ -18,11 +19,8 @@ from engine.methods.idipt_plus._operating_point import (
     PATHS,
     SOURCE_LIKE,
     Decision,
-    Fit,
     Observation,
     OperatingPoint,
-    OperatingPointSettings,
-    fit_operating_point,
 )
 
 __all__ = [

@@ -52,13 +52,9 @@ from engine.methods.base import MethodOutput, register_method
 from engine.methods.decision import DecisionRecord
 from engine.methods.idipt import IDiPT, IDiPTConfig
 from engine.methods.idipt._batched import batched_adapt
+from engine.methods.idipt_plus._fit import OperatingPointSettings
 from engine.methods.idipt_plus._observe import ReferenceArrays
-from engine.methods.idipt_plus._operating_point import (
-    NOT_ACCEPTED,
-    Decision,
-    OperatingPoint,
-    OperatingPointSettings,
-)
+from engine.methods.idipt_plus._operating_point import NOT_ACCEPTED, Decision, OperatingPoint
 from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
 from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
 from engine.model.prompted_vit import SourcePass

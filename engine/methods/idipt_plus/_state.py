@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.methods.idipt_plus._fit import Fit
 from engine.methods.idipt_plus._groups import Pooled
-from engine.methods.idipt_plus._operating_point import Fit, OperatingPoint
+from engine.methods.idipt_plus._operating_point import OperatingPoint
 from engine.methods.idipt_plus._units import Unit
 
 PREFIX = "op"
