@@ -125,6 +125,10 @@ def test_a_known_site_without_site_units_is_reviewed_as_one_folder() -> None:
     told = simulate(rec, 20, known_sites=True)  # type: ignore[arg-type]
     assert 0 < told.reviews_used <= 40
     assert (told.decisions == labels).all(), "the prompted decision, certified better, decides both folders"
+    from engine.bench.reviews import review_budgets
+
+    by = review_budgets([rec], rec.domains, "site0", (20,), 1.0, known_sites=True)["20"]  # type: ignore[list-item]
+    assert by["verdicts_by_candidate"] == {"prompted": {"promoted": 2}}
 
 
 def test_a_known_site_split_in_two_units_shares_its_budget() -> None:

@@ -109,6 +109,17 @@ def verdict_counts(reviews: Sequence[ReviewedStream], alpha: float = 0.05) -> di
     return counts
 
 
+def candidate_verdicts(reviews: Sequence[ReviewedStream]) -> dict[str, dict[str, int]]:
+    """Per candidate tested (``operating point``: A1 against the source model), how its comparisons
+    ended, summed over these streams (comparisons with nothing to test left out)."""
+    out: dict[str, dict[str, int]] = {}
+    for review in reviews:
+        for c in tested(list(review.ladders.values())):
+            mine = out.setdefault(c.candidate, {})
+            mine[c.verdict] = mine.get(c.verdict, 0) + 1
+    return out
+
+
 def review_budgets(
     recs: Sequence[JobRecords],
     domains: Sequence[str],
@@ -129,6 +140,7 @@ def review_budgets(
     for budget in budgets:
         sims = [simulate(rec, budget, review_at, rec.seed, known_sites) for rec in recs]
         verdicts = verdict_counts(sims)
+        by_candidate = candidate_verdicts(sims)
         reviews = [s.reviews_used / max(len(np.unique(r.domain)), 1) for s, r in zip(sims, recs, strict=True)]
         for key, pick in ((str(budget), "decisions"), (f"{budget} online", "online_decisions")):
             reviewed = [
@@ -145,6 +157,7 @@ def review_budgets(
                 "broken": sum(v["broken"] for v in per_domain.values()),
                 "reviews_per_site": float(np.mean(reviews)) if reviews else 0.0,
                 "verdicts": verdicts,
+                "verdicts_by_candidate": by_candidate,
                 "review_at": review_at,
             }
     return out

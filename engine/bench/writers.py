@@ -138,10 +138,17 @@ def format_reviews(result: BenchResult) -> str:
         "verified (e-BH)",
     ]
     rows = []
+    lines = []
     for name, budgets in result.reviews.items():
         for budget, r in budgets.items():
             v = r["verdicts"]
             k, _, online = budget.partition(" ")
+            if not online and r.get("verdicts_by_candidate"):
+                ended = "; ".join(
+                    f"{c} " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
+                    for c, counts in r["verdicts_by_candidate"].items()
+                )
+                lines.append(f"{name} K={k}, by candidate: {ended}")
             rows.append(
                 [
                     name,
@@ -161,7 +168,7 @@ def format_reviews(result: BenchResult) -> str:
         "Review-certified decisions: a simulated reviewer answers up to K items of each site's ladder, drawn "
         "uniformly at random (points against the source model, mean over streams; comparisons summed over streams)"
     )
-    return f"{title}\n{_render(header, rows)}"
+    return f"{title}\n{_render(header, rows)}" + "".join(f"\n{line}" for line in lines)
 
 
 def format_segments(result: BenchResult) -> str:
