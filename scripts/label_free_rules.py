@@ -23,10 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_ladder import Stream, replayed_streams
+from replay_ladder import Stream, replayed_streams, site_cells
 
-from engine.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
-from engine.bench.paired import paired
+from engine.bench.endpoints import unit_endpoints
 from engine.methods.idipt_plus import IDiPTPlusConfig
 
 
@@ -59,12 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, need, which in rules:
         cells = []
         for st in streams:
-            adapted, source = decisions(st, need, which), (st.margin > 0).astype(np.int64)
-            for s, site in enumerate(st.domains):
-                at = st.site_of == s
-                result = paired(st.labels[at], source[at], adapted[at])
-                best = best_threshold_errors(st.margin[at], st.labels[at])
-                cells.append(UnitCell(st.model, site, site == st.source, result, best))
+            cells += site_cells(st, (st.margin > 0).astype(np.int64), decisions(st, need, which))
         e = unit_endpoints(cells)
         print(
             f"| {label} | {100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])} "

@@ -83,6 +83,18 @@ def replayed_streams(
     return streams
 
 
+def site_cells(st: Stream, source: np.ndarray, decisions: np.ndarray) -> list[UnitCell]:
+    """One endpoint cell per site of ``st``: ``decisions`` against the source model's, and the
+    best threshold's errors on the site's images."""
+    cells = []
+    for s, name in enumerate(st.domains):
+        at = st.site_of == s
+        result = paired(st.labels[at], source[at], decisions[at])
+        best = best_threshold_errors(st.margin[at], st.labels[at])
+        cells.append(UnitCell(st.model, name, name == st.source, result, best))
+    return cells
+
+
 def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: float, seed: int) -> str:
     """The endpoints after ``budget`` reviews per site (retroactive), as one table row's cells;
     each stream reviewed as the suite reviews it (:func:`engine.bench.suite_stream.run_stream`)."""
@@ -106,11 +118,7 @@ def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: f
         )
         a, b = false_verifications(reviewed, st.group, st.labels)
         made, false = made + a, false + b
-        for s, name in enumerate(st.domains):
-            at = st.site_of == s
-            result = paired(st.labels[at], source[at], reviewed.decisions[at])
-            best = best_threshold_errors(st.margin[at], st.labels[at])
-            cells.append(UnitCell(st.model, name, name == st.source, result, best))
+        cells += site_cells(st, source, reviewed.decisions)
     e = unit_endpoints(cells)
     harmed = ", ".join(f"{h['model']} {h['site']} {h['upper_bound']:.1f}" for h in e["harmed_units"][:3])
     return (

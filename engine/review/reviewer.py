@@ -93,11 +93,14 @@ class _Unit:
     ladder: SiteLadder
     marks: dict[int, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.seen = self.images.head(self.moment)  # what every comparison starts on
+
     def next_position(self) -> int | None:
         """The image its ladder asks about next (starting the next comparison on the images seen
         when none is open); None: nothing left to test."""
         while self.moment:
-            comparison = self.ladder.active or self.ladder.start(self.images.head(self.moment))
+            comparison = self.ladder.active or self.ladder.start(self.seen)
             if comparison is None:
                 return None
             position = comparison.next_position
