@@ -15,6 +15,11 @@ its handle after any failed read and tries that read once more on the fresh hand
 tile is told from the readable ones: it fails on a fresh handle too. Plans are bounded
 (:data:`MAX_TILES`, :data:`MAX_GRID_CELLS`) and so is the overview (:data:`MAX_OVERVIEW_PIXELS`),
 each with a message that says what to do.
+
+OpenSlide decodes a stored tile whole whatever the area asked for, into a buffer it allocates
+first; a tiled TIFF declaring one 65 536 x 65 536 tile made it ask for 17 GB and abort the process.
+The stored tile of every level read is bounded (:data:`MAX_TILE_PIXELS`) from the sizes OpenSlide
+reports (``openslide.level[N].tile-width``) before any read of that level.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "MAX_GRID_CELLS",
     "MAX_OVERVIEW_PIXELS",
     "MAX_TILES",
+    "MAX_TILE_PIXELS",
     "MIN_SATURATION_THRESHOLD",
     "MPP_TOLERANCE",
     "THUMBNAIL_SIZE",
@@ -68,6 +74,9 @@ MAX_OVERVIEW_PIXELS = 8192 * 8192
 # and most grid cells examined for tissue (a sparse 200 000-pixel slide planned 2.76 M tiles).
 MAX_TILES = 200_000
 MAX_GRID_CELLS = 1 << 24
+# Most pixels of one stored tile of a level that is read (OpenSlide decodes a stored tile whole, at
+# 4 bytes a pixel: 256 MiB; slides store tiles of 240 to 1 024 pixels a side).
+MAX_TILE_PIXELS = 8192 * 8192
 
 
 class SlideError(F2TTAError):
@@ -159,6 +168,7 @@ class Slide(Closing):
         Raises:
             SlideError: the area is damaged (permanent), or the slide cannot be opened again (transient).
         """
+        self.check_level(level)
         try:
             region: Image.Image = self._slide.read_region(location, level, size)
             return region
@@ -171,6 +181,37 @@ class Slide(Closing):
         except Exception as exc:
             self._reopen()
             raise SlideError(f"{self.path}: cannot read {what}, damaged ({_why(exc)})") from exc
+
+    def stored_tile(self, level: int) -> tuple[int, int] | None:
+        """The ``(width, height)`` of the tiles level ``level`` is stored in, as OpenSlide reports
+        it; None when it does not (no uniform tile size)."""
+        sides = []
+        for side in ("width", "height"):
+            try:
+                value = int(self._slide.properties.get(f"openslide.level[{level}].tile-{side}", ""))
+            except ValueError:
+                return None
+            if value <= 0:
+                return None
+            sides.append(value)
+        return sides[0], sides[1]
+
+    def check_level(self, level: int) -> None:
+        """Refuse to read level ``level`` when one of its stored tiles is too large to decode.
+
+        Raises:
+            SlideError: the level's tiles hold more than :data:`MAX_TILE_PIXELS` pixels each
+                (permanent: the file says so).
+        """
+        size = self.stored_tile(level)
+        if size is None or size[0] * size[1] <= MAX_TILE_PIXELS:
+            return
+        width, height = size
+        raise SlideError(
+            f"{self.path}: level {level} of the slide is stored in tiles of {width} x {height} pixels; "
+            f"reading any part of it would decode {width * height * 4 / 1e9:.1f} GB at once (the limit is "
+            f"{MAX_TILE_PIXELS:,} pixels a tile). Save the slide again with smaller tiles (512 x 512 is usual)"
+        )
 
     @property
     def dimensions(self) -> tuple[int, int]:
@@ -220,6 +261,7 @@ class Slide(Closing):
                 f"whole (the smallest usable is level {level}, {lw} x {lh} pixels; the limit is "
                 f"{MAX_OVERVIEW_PIXELS:,} pixels). Save the slide again as a pyramid (reduced levels)"
             )
+        self.check_level(level)
         try:
             thumb = self._slide.get_thumbnail((max_size, max_size))
         except Exception as exc:
@@ -249,6 +291,7 @@ class Slide(Closing):
         level_ds = self.level_downsamples[level]
         if level_ds > downsample:  # OpenSlide returns level 0 for downsamples below 1
             level, level_ds = 0, self.level_downsamples[0]
+        self.check_level(level)  # before any work: a slide whose tiles cannot be read is refused whole
         thumb = self.thumbnail() if thumbnail is None else thumbnail
         mask, threshold = tissue_mask(thumb)
         width, height = self.dimensions
