@@ -2,12 +2,21 @@
 
 Nothing here runs a model: a set is checked by its site names, its site1, determinism, both classes
 at every site, and one measurable property per target site that two samples of site1 do not show.
+
+A committed set is pinned by its structure (site names, labels, shapes) exactly and by summary
+statistics of its images within tolerances (``tests/data/site_set_pins.json``), not by a hash of its
+bytes: the generators compute in floating point, and another processor or numpy build rounds a few
+pixels one level the other way (the hashes of four sets failed on an AMD EPYC with numpy 2.4.6).
+Run ``python tests/site_set_checks.py KIND SET`` to pin a new set.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,14 +43,87 @@ def higher(target: np.ndarray, source: np.ndarray) -> bool:
     return lower(source, target)
 
 
-def set_bytes(kind: str, sites: str) -> str:
-    """sha256 of three 48 px images (and their labels) of every site of a set, seed 11: what pins a set."""
-    h = hashlib.sha256()
+#: The pins: ``{"sets": {"KIND SET": {site: {"labels": [...], "images": [summary, ...]}}}}``.
+PINS = Path(__file__).parent / "data" / "site_set_pins.json"
+
+#: What a pin summarises: three 48 px images (and their labels) of every site of a set, seed 11.
+SAMPLE = {"n": 3, "size": 48, "seed": 11}
+
+#: How far (in 0-255 levels) each statistic of an image may move before its set counts as changed.
+#: Perturbing every exp, log, power, sin, cos, tanh, arctan2 and sqrt result in the generators by up
+#: to 8 units in the last place moved them at most 0.01 (mean), 0.07 (sd), 0.15 (quantiles), 0.08
+#: (thumbnail) and 0.04 (detail) over every pinned set; by up to 64 units, 0.14, 0.10, 1.0, 0.32 and
+#: 0.14. A 25 % stronger sensor noise at one site moves detail by 0.44; a 2 % display gamma, 0.9.
+TOLERANCE = {"mean": 0.25, "sd": 0.25, "quantiles": 1.5, "thumbnail": 0.5, "detail": 0.25}
+
+
+def image_summary(image: np.ndarray) -> dict[str, list[float]]:
+    """What pins one (h, w, 3) image: per channel its mean, sd and 5/50/95 % quantiles; a 4 x 4
+    thumbnail of its luminance; its fine detail (the mean absolute Laplacian of the luminance)."""
+    x = image.astype(np.float64)
+    y = x.mean(2)
+    h, w = y.shape
+    thumb = y[: h // 4 * 4, : w // 4 * 4].reshape(4, h // 4, 4, w // 4).mean((1, 3))
+    lap = 4 * y[1:-1, 1:-1] - y[:-2, 1:-1] - y[2:, 1:-1] - y[1:-1, :-2] - y[1:-1, 2:]
+    stats = {
+        "mean": x.mean((0, 1)),
+        "sd": x.std((0, 1)),
+        "quantiles": np.percentile(x.reshape(-1, 3), [5, 50, 95], axis=0).T.ravel(),
+        "thumbnail": thumb.ravel(),
+        "detail": np.asarray([np.abs(lap).mean()]),
+    }
+    return {k: [round(float(v), 2) for v in values] for k, values in stats.items()}
+
+
+def set_summary(kind: str, sites: str) -> dict[str, Any]:
+    """Every site of a set: the labels of the pinned sample and its images' summaries."""
+    out: dict[str, Any] = {}
     for site in site_names(kind, sites):
-        images, labels = generate_arrays(kind, site, 3, size=48, seed=11, sites=sites)
-        h.update(images.tobytes())
-        h.update(labels.tobytes())
-    return h.hexdigest()
+        images, labels = generate_arrays(
+            kind, site, SAMPLE["n"], size=SAMPLE["size"], seed=SAMPLE["seed"], sites=sites
+        )
+        assert images.shape == (SAMPLE["n"], SAMPLE["size"], SAMPLE["size"], 3) and images.dtype == np.uint8
+        out[site] = {"labels": labels.tolist(), "images": [image_summary(one) for one in images]}
+    return out
+
+
+def load_pins() -> dict[str, Any]:
+    """The pinned sets, keyed ``"KIND SET"`` (summaries of ``SAMPLE``, which they record)."""
+    data = json.loads(PINS.read_text())
+    assert data["sample"] == SAMPLE, f"the pins summarise {data['sample']}, not {SAMPLE}"
+    pins: dict[str, Any] = data["sets"]
+    return pins
+
+
+def pin_differences(got: Mapping[str, Any], pinned: Mapping[str, Any]) -> list[str]:
+    """What differs between a set's summary and its pin beyond the tolerances (empty: unchanged)."""
+    if list(got) != list(pinned):
+        return [f"sites {list(got)} != pinned {list(pinned)}"]
+    found = []
+    for site, mine in got.items():
+        if mine["labels"] != pinned[site]["labels"]:
+            found.append(f"{site}: labels {mine['labels']} != pinned {pinned[site]['labels']}")
+        for i, (a, b) in enumerate(zip(mine["images"], pinned[site]["images"], strict=True)):
+            for stat, tol in TOLERANCE.items():
+                moved = float(np.abs(np.subtract(a[stat], b[stat])).max())
+                if moved > tol:
+                    found.append(f"{site} image {i}: {stat} moved {moved:.2f} levels (tolerance {tol})")
+    return found
+
+
+def _write_pins(kind: str, sites: str, replace: bool) -> None:
+    """Add (or with ``replace``, recompute) one set's pin in ``PINS``, one line per site."""
+    data = json.loads(PINS.read_text()) if PINS.exists() else {"sample": SAMPLE, "sets": {}}
+    key = f"{kind} {sites}"
+    if key in data["sets"] and not replace:
+        raise SystemExit(f"{key} is pinned already; a pinned set must not change (--replace to re-pin)")
+    data["sets"][key] = set_summary(kind, sites)
+    lines = ['{"sample": ' + json.dumps(data["sample"]) + ', "sets": {']
+    for n, (name, one) in enumerate(sorted(data["sets"].items())):
+        body = ",\n".join(f"  {json.dumps(site)}: {json.dumps(pin)}" for site, pin in one.items())
+        lines.append(f"{json.dumps(name)}: {{\n{body}\n}}" + ("," if n < len(data["sets"]) - 1 else ""))
+    PINS.parent.mkdir(exist_ok=True)
+    PINS.write_text("\n".join([*lines, "}}"]) + "\n")
 
 
 def keeps_site1_and_adds_new_sites(kind: str, sites: str, targets: list[str]) -> None:
@@ -84,3 +166,8 @@ def shows_mechanisms(kind: str, sites: str, checks: Mapping[str, Check]) -> None
         assert check(target, source), site
         # The property is the site's, not any site's: site1 against itself does not show it.
         assert not check(again, source), f"{site}'s property separates two samples of site1"
+
+
+if __name__ == "__main__":  # python tests/site_set_checks.py KIND SET [--replace]
+    args = [a for a in sys.argv[1:] if a != "--replace"]
+    _write_pins(args[0], args[1], "--replace" in sys.argv)

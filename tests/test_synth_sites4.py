@@ -2,7 +2,7 @@
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
 one measurable property per site that its mechanism sets (``engine/data/_histo_v4.py``,
-``_fundus_v4.py``, ``_oct_v3.py``). The earlier sets are pinned bit for bit in test_synth_sites5.py.
+``_fundus_v4.py``, ``_oct_v3.py``). Every set is pinned in test_synth_sites5.py.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from engine.data._optics import blur_yx
 
 NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
 
-# The earlier sets' images (v1 to v3 among them) are pinned bit for bit in test_synth_sites5.py, and
-# that the fourth sets exist is part of its test that every set is pinned or new.
+# Every set's images (these among them) are pinned in test_synth_sites5.py, and that the fourth sets
+# exist is part of its test that every set is pinned.
 
 
 def _mean_lum(x: np.ndarray) -> np.ndarray:
