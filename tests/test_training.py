@@ -192,17 +192,104 @@ def test_cli_train_source(tiny_data: Path, tmp_path: Path, capsys: pytest.Captur
     assert "no domain 'nowhere'" in capsys.readouterr().err
 
 
-#: sha256 of ``augment`` with the default augmentation on a fixed batch, computed at commit d49f8bb
-#: (before crops, blur and recipes existed): the default recipe's augmentation is unchanged.
-DEFAULT_AUGMENT_SHA256 = "348de68ec2228936143f2c967485bdf752f697cdc3d030ef897d9e6a8504fe90"
+#: The 2 x 2 block means of each channel of ``augment`` with the default augmentation on a fixed
+#: batch, computed (from the same output whose sha256 was pinned at commit d49f8bb, before crops, blur
+#: and recipes existed) to 5 decimals: the default recipe's augmentation is unchanged. Not a hash: a
+#: float32 colour matrix and luminance mean round differently on another processor (by ~1e-7).
+DEFAULT_AUGMENT_BLOCKS = [
+    [
+        0.49218,
+        0.60439,
+        0.59540,
+        0.51759,
+        0.65183,
+        0.52906,
+        0.56884,
+        0.63337,
+        0.55238,
+        0.60644,
+        0.55621,
+        0.54258,
+    ],
+    [
+        0.50284,
+        0.56994,
+        0.53368,
+        0.52004,
+        0.47973,
+        0.46807,
+        0.57255,
+        0.48651,
+        0.49455,
+        0.52964,
+        0.51460,
+        0.56670,
+    ],
+    [
+        0.46963,
+        0.48993,
+        0.44658,
+        0.46364,
+        0.47904,
+        0.41785,
+        0.50221,
+        0.51472,
+        0.42061,
+        0.44854,
+        0.47804,
+        0.49143,
+    ],
+    [
+        0.44599,
+        0.39148,
+        0.43805,
+        0.41326,
+        0.42778,
+        0.41467,
+        0.41959,
+        0.47112,
+        0.45728,
+        0.47296,
+        0.44277,
+        0.43986,
+    ],
+    [
+        0.43892,
+        0.48925,
+        0.46613,
+        0.48040,
+        0.40209,
+        0.42866,
+        0.49033,
+        0.44798,
+        0.48524,
+        0.47398,
+        0.45104,
+        0.47967,
+    ],
+    [
+        0.52106,
+        0.48948,
+        0.45100,
+        0.40634,
+        0.47605,
+        0.43183,
+        0.42296,
+        0.48759,
+        0.46449,
+        0.47415,
+        0.43540,
+        0.42967,
+    ],
+]
 
 
-def test_default_augmentation_is_unchanged_bit_for_bit() -> None:
-    import hashlib
-
+def test_default_augmentation_is_unchanged() -> None:
     x = torch.rand(6, 3, 16, 16, generator=torch.Generator().manual_seed(0))
     a = augment(x, Augmentation(), torch.Generator().manual_seed(1))
-    assert hashlib.sha256(a.numpy().tobytes()).hexdigest() == DEFAULT_AUGMENT_SHA256
+    assert a.shape == x.shape and a.dtype == torch.float32
+    blocks = a.reshape(6, 3, 2, 8, 2, 8).mean((3, 5)).reshape(6, 12)
+    torch.testing.assert_close(blocks, torch.tensor(DEFAULT_AUGMENT_BLOCKS), atol=2e-5, rtol=0.0)
 
 
 def test_default_recipe_is_the_default_config() -> None:
