@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,7 @@ from engine import (
 )
 from engine.io.slides import Slide
 from engine.run.batch import default_batch, model_pixels
-from engine.run.reading import TileReader, read_ahead
+from engine.run.reading import TileReader, read_ahead, read_item
 
 
 def _folder(root: Path, n: int, seed: int = 3) -> Path:
@@ -207,6 +209,73 @@ def test_items_are_read_ahead_on_helper_threads_within_the_bound() -> None:
         (items[1], 1),
         (items[2], 2),
     ]
+
+
+def _settle(decoded: Callable[[], int], handed: Callable[[], int]) -> None:
+    """Wait until every item handed to the reading threads has been decoded (nothing blocks them)."""
+    deadline = time.monotonic() + 30.0
+    while decoded() < handed():
+        assert time.monotonic() < deadline, f"{handed() - decoded()} reads handed out never finished"
+        time.sleep(0.001)
+
+
+def test_a_stalled_consumer_has_at_most_the_bound_decoded_ahead() -> None:
+    """What keeps a 20 000-tile slide from being decoded ahead of the model: a consumer that takes
+    items and stops finds, once every read handed out has run, at most ``depth`` decoded beyond them."""
+    depth, lock = 4, threading.Lock()
+    count = {"handed": 0, "decoded": 0}
+
+    def source() -> Iterator[StreamItem]:
+        for i in range(200):
+            with lock:
+                count["handed"] += 1
+            yield StreamItem(i, f"k{i}", f"n{i}")
+
+    def decode(item: StreamItem) -> int:
+        with lock:
+            count["decoded"] += 1
+        return item.position
+
+    reading = read_ahead(source(), decode, workers=3, depth=depth)
+    got: list[int] = []
+    for stall_after in (1, 4):  # one item taken, then three more
+        got += [value for _, value in itertools.islice(reading, stall_after - len(got))]
+        _settle(lambda: count["decoded"], lambda: count["handed"])
+        assert count["decoded"] <= len(got) + depth, f"{count['decoded']} decoded with {len(got)} taken"
+    reading.close()  # what was handed out but not started is cancelled
+    assert got == [0, 1, 2, 3] and count["decoded"] <= len(got) + depth
+
+
+class _Counted(list[StreamItem]):
+    """A run's pending items that count how many were handed to its reading (it iterates them once)."""
+
+    handed = 0
+
+    def __iter__(self) -> Iterator[StreamItem]:
+        for item in super().__iter__():
+            self.handed += 1
+            yield item
+
+
+def test_a_stalled_run_has_at_most_its_batch_and_read_ahead_decoded(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    items = list(open_folder(_folder(tmp_path / "in", 30), ("normal", "tumor")).items)
+    decoded: list[int] = []
+
+    def reader(item: StreamItem) -> Image.Image | np.ndarray:
+        decoded.append(item.position)
+        return read_item(item)
+
+    session = Session(tiny_model_path, method="source")
+    run = StreamRun(session, items, reader, batch=2, read_ahead=3, readers=2)
+    run.pending = pending = _Counted(run.pending)
+    outcomes = run.outcomes()
+    first = next(outcomes)  # the first batch's first row; the consumer stops here
+    _settle(lambda: len(decoded), lambda: pending.handed)
+    assert isinstance(first, Predicted) and first.item == items[0] and pending.handed > 0
+    assert len(decoded) <= 2 + 3, f"{len(decoded)} of {len(items)} decoded for a batch of 2 and 3 ahead"
+    outcomes.close()
 
 
 def test_a_slide_is_read_through_a_handle_per_reading_thread(tmp_path: Path) -> None:
