@@ -12,7 +12,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
-from app_fixtures import make_folder
+from app_fixtures import CLASSES, make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
 
 from app.shell.studio_app import StudioApp
@@ -44,7 +44,8 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert marks[rows[1].key].label == 1 - rows[1].prediction and not marks[rows[1].key].confirmed
     assert marks[rows[2].key].label == 1
     texts = [window.table.model.review_at(i) for i in range(4)]
-    assert texts[0] == "✓ confirmed" and texts[1].startswith("✎ ") and texts[3] == ""
+    assert texts[0] == f"✓ confirmed {rows[0].prediction_label}" and texts[3] == ""
+    assert texts[1] == f"✎ {rows[1].prediction_label} → {CLASSES[1 - rows[1].prediction]}"
     assert [r.ground_truth is not None for r in c.controller.model.rows[:4]] == [True, True, True, False]
     figures = c.controller.model.figures()
     assert (figures.dataset.labelled, figures.reviewed.labelled, figures.reviewed.reviewed) == (0, 3, 3)
@@ -63,7 +64,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
 
     again = studio.open_with(folder, "Review")
     assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the project"
-    assert again.window.table.model.review_at(0) == "✓ confirmed"
+    assert again.window.table.model.review_at(0) == f"✓ confirmed {rows[0].prediction_label}"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
     assert again.controller.model.figures().reviewed.reviewed == 2
     out = tmp_path / "reports"

@@ -191,7 +191,10 @@ def test_review_marks_reach_the_run_model_the_table_and_the_marks_file(tmp_path:
     assert {k: m.label for k, m in c.model.marks.items()} == {"k0": 1, "k1": 0}
     assert [r.ground_truth for r in c.model.rows] == [1, 0, None, None], "a mark is the row's truth"
     changes = [change for (batch,) in view.of("update_rows") for change in batch]
-    assert [(ch.index, ch.review) for ch in changes] == [(0, "✓ confirmed"), (1, f"✎ {CLASSES[0]}")]
+    assert [(ch.index, ch.review.text) for ch in changes] == [
+        (0, f"✓ confirmed {CLASSES[1]}"),
+        (1, f"✎ {CLASSES[1]} → {CLASSES[0]}"),
+    ]
     review_dir = tmp_path / "profiles" / DEFAULT_PROJECT / "review"
     source_id = str((tmp_path / "site").resolve())
     kept = MarkStore(review_dir, source_id, 2).load()[0]
@@ -267,7 +270,7 @@ def test_a_mark_against_the_label_changes_only_the_reviewed_figures(tmp_path: Pa
     c.on_window_review_requested(0, 0)  # confirmed against the label (the fake window answers yes)
     row = c.model.rows[0]
     assert row.ground_truth == 1 and row.correct is False, "the dataset's label stays the row's truth"
-    assert c.model.review_of(0) == "✓ confirmed · dataset: tumor"
+    assert c.model.review_of(0).text == "✓ confirmed normal · dataset: tumor"
     after = c.model.figures()
     assert (after.dataset.labelled, after.dataset.accuracy, after.dataset.confident_errors) == (4, 0.75, 1)
     assert (after.reviewed.labelled, after.reviewed.accuracy) == (1, 1.0), "the reviewed images only"

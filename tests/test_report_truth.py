@@ -65,9 +65,7 @@ def test_truth_and_reviewer_are_stated_apart_in_the_pdf_the_json_and_the_csvs(
     assert (marks["img0.png"]["truth"], marks["img0.png"]["reviewer_class"]) == ("tumor", "tumor")
     assert marks["img0.png"]["truth_from"] == "labels.csv" and marks["img0.png"]["agrees_with_truth"] is True
     assert (marks["img1.png"]["truth"], marks["img1.png"]["reviewer_class"]) == ("tumor", "normal")
-    assert (
-        marks["img1.png"]["agrees_with_truth"] is False and marks["img1.png"]["confirms_prediction"] is True
-    )
+    assert marks["img1.png"]["agrees_with_truth"] is False and marks["img1.png"]["verdict"] == "confirmed"
     assert (marks["img2.png"]["truth"], marks["img2.png"]["reviewer_class"]) == (None, "tumor")
     assert marks["img2.png"]["agrees_with_truth"] is None and marks["img2.png"]["truth_from"] is None
 

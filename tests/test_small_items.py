@@ -26,6 +26,7 @@ def window(qtbot: object) -> object:
 def test_the_review_column_keeps_its_mark_in_view_and_in_its_tooltip(window: object) -> None:
     """It cut "✓ confirmed · dataset: tumor" to "✓ co…umor" with the mark not in its tooltip, and at
     the window's least width it scrolled off the right edge."""
+    from app.core.run_items import ReviewNote
     from app.views.table_model import REVIEW_COLUMN
 
     w = window
@@ -33,14 +34,15 @@ def test_the_review_column_keeps_its_mark_in_view_and_in_its_tooltip(window: obj
     w.show()  # type: ignore[attr-defined]
     w.set_source_title("site")  # type: ignore[attr-defined]
     w.append_rows([sample_row(i, truth=1) for i in range(5)])  # type: ignore[attr-defined]
-    w.table.model.replace_row(1, sample_row(1, truth=1), "✓ confirmed · dataset: tumor")  # type: ignore[attr-defined]
+    note = ReviewNote("✓ confirmed · dataset: tumor", "Confirmed by Ada, 2026-05-01 14:03+02:00")
+    w.table.model.replace_row(1, sample_row(1, truth=1), note)  # type: ignore[attr-defined]
     settle()
     view = w.table.table  # type: ignore[attr-defined]
     assert view.horizontalHeader().visualIndex(REVIEW_COLUMN) == 4, "right after the decision"
     rect = view.visualRect(w.table.proxy.index(1, REVIEW_COLUMN))  # type: ignore[attr-defined]
     assert rect.left() >= 0 and rect.right() <= view.viewport().width(), "in view at the least width"
     tip = w.table.model.index(1, REVIEW_COLUMN).data(3)  # type: ignore[attr-defined]  # ToolTipRole
-    assert "✓ confirmed · dataset: tumor" in tip
+    assert "✓ confirmed · dataset: tumor" in tip and "Confirmed by Ada, 2026-05-01 14:03+02:00" in tip
 
 
 def test_settings_browse_starts_where_models_are(window: object, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from app._engine import PredictionRow, ReviewMark
 from app.core.overlay import Overlay
+from app.core.review_record import class_name, mark_detail, mark_text
 
 T = TypeVar("T")
 
@@ -54,36 +55,53 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class ReviewNote:
+    """A row's review mark as the table shows it (empty: no mark)."""
+
+    text: str = ""  # the Review column: ``✎ normal → tumor`` (:func:`review_text`)
+    detail: str = ""  # its tooltip: the mark in a sentence, who made it and when
+
+
+@dataclass(frozen=True)
 class RowChange:
     """A row whose ground truth changed (a review mark was set or cleared)."""
 
     index: int  # where it is in :attr:`RunModel.rows` (arrival order)
     row: PredictionRow  # the row with its effective ground truth
-    review: str  # what the table's review column shows
+    review: ReviewNote  # what the table's review column shows
 
 
-def review_text(
-    mark: ReviewMark | None, classes: Sequence[str], shown: int | None = None, dataset: str | None = None
-) -> str:
-    """``✓ confirmed`` (the decision shown) or ``✎ tumor`` (the class the reviewer gave), empty
-    without a mark; with the dataset's label beside it where the mark disagrees with it
-    (``✎ normal · dataset: tumor``), so neither truth hides the other.
+def review_text(mark: ReviewMark | None, classes: Sequence[str], dataset: str | None = None) -> str:
+    """What the reviewer did to the decision on screen when the mark was made
+    (:func:`app.core.review_record.mark_text`: ``✓ confirmed normal``, ``✎ normal → tumor``),
+    empty without a mark; with the dataset's label beside it where the mark disagrees with it
+    (``✎ tumor → normal · dataset: tumor``), so neither truth hides the other. Whatever decides
+    the image now, a correction stays a correction.
 
     Args:
         mark: the row's mark.
         classes: the model's class names.
-        shown: the decision the row shows (the adapted one, or the source model's in a reverted
-            group); None: the prediction the mark was made on.
         dataset: the dataset's label of the row (folder or labels file), None without one.
     """
     if mark is None:
         return ""
-    name = classes[mark.label] if 0 <= mark.label < len(classes) else str(mark.label)
-    agreed = mark.label == (mark.prediction if shown is None else shown)
-    text = "✓ confirmed" if agreed else f"✎ {name}"
-    if dataset is not None and dataset != name:
+    text = mark_text(mark, classes)
+    if dataset is not None and dataset != class_name(mark.label, classes):
         text += f" · dataset: {dataset}"
     return text
+
+
+def review_note(
+    mark: ReviewMark | None, classes: Sequence[str], now: int | None = None, dataset: str | None = None
+) -> ReviewNote:
+    """:func:`review_text` with its tooltip (:func:`app.core.review_record.mark_detail`; ``now``:
+    the decision the row shows now)."""
+    if mark is None:
+        return ReviewNote()
+    detail = mark_detail(mark, classes, now)
+    if dataset is not None and dataset != class_name(mark.label, classes):
+        detail += f"; the dataset says {dataset}"
+    return ReviewNote(review_text(mark, classes, dataset), detail)
 
 
 NAME_CHARS = 60  # a name longer than this is cut in its middle in the image's title

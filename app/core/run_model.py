@@ -381,7 +381,7 @@ class RunModel(Truths):
         name, overlay, review = (
             source.items[position].name,
             self.overlays.get(position),
-            self.review_of(position),
+            self.review_of(position).text,
         )
         self.selection_changed.emit(
             Selection(position, name, row, preview, overlay, self.heat_levels, keep_view, review)

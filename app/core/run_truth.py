@@ -18,7 +18,7 @@ from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
-from app.core.run_items import Notifier, review_text
+from app.core.run_items import Notifier, ReviewNote, review_note
 from app.core.stats import PlotData, RunStatistics
 
 
@@ -119,12 +119,12 @@ class Truths:
             return row
         return dataclasses.replace(row, ground_truth=mark.label, truth_label=self.classes[mark.label])
 
-    def review_of(self, position: int) -> str:
-        """The review column's text for the row at ``position``."""
+    def review_of(self, position: int) -> ReviewNote:
+        """The review column's text and tooltip for the row at ``position``."""
         index = self._row_of_position.get(position)
         if index is None:
-            return ""
+            return ReviewNote()
         raw = self.raw_rows[index]
-        return review_text(
+        return review_note(
             self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
         )

@@ -33,6 +33,7 @@ from app.core.certificates import REVIEWED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
+from app.core.review_record import mark_records
 from app.core.stats import Summary
 from app.reports.export import discard, prepare, stage
 from app.reports.qupath import geojson_bytes
@@ -52,6 +53,7 @@ REVIEW_COLUMNS = (
     "item",
     "prediction",
     "confidence",
+    "shown",
     "review",
     "verdict",
     "reviewed_at",
@@ -167,27 +169,28 @@ def write_csv(path: Path, rows: tuple[PredictionRow, ...] | list[PredictionRow])
 
 def reviews_bytes(data: ReportData) -> bytes:
     """Every review mark in the order they were made (the order the certificates took them in):
-    the image, the adapted model's prediction, the reviewer's class and verdict, who made it."""
+    the image, its decision now, the decision on screen when it was reviewed, the reviewer's
+    class and what they did to it (:mod:`app.core.review_record`), who and when."""
     import csv
     import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(REVIEW_COLUMNS)
-    for row, mark in data.marks:
-        label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
+    for r in mark_records(data.marks, data.rows, data.classes):
         writer.writerow(
             [
-                row.index,
-                row.position,
-                escape_cell(row.name),
-                escape_cell(row.prediction_label),
-                f"{row.confidence:.6f}",
-                escape_cell(label),
-                "confirmed" if mark.label == row.prediction else "corrected",
-                mark.at,
-                escape_cell(row.truth_label or ""),
-                escape_cell(mark.reviewer),
+                r.index,
+                r.position,
+                escape_cell(r.item),
+                escape_cell(r.now),
+                f"{r.confidence:.6f}",
+                escape_cell(r.shown),
+                escape_cell(r.review),
+                r.verdict,
+                r.at,
+                escape_cell(r.dataset or ""),
+                escape_cell(r.reviewer),
                 data.site,
             ]
         )
@@ -197,25 +200,24 @@ def reviews_bytes(data: ReportData) -> bytes:
 def review_marks(data: ReportData) -> list[dict[str, Any]]:
     """Every review mark beside the dataset's label of its image, never in its place: the truth
     (the dataset's label, with where the labels came from; null where the dataset labels nothing)
-    and the reviewer's class apart, in the order the marks were made."""
-    out = []
-    for row, mark in data.marks:
-        label = data.classes[mark.label] if 0 <= mark.label < len(data.classes) else str(mark.label)
-        truth = row.truth_label if row.ground_truth is not None else None
-        out.append(
-            {
-                "index": row.index,
-                "item": row.name,
-                "truth": truth,
-                "truth_from": data.label_origin if truth is not None else None,
-                "reviewer_class": label,
-                "agrees_with_truth": None if truth is None else label == truth,
-                "confirms_prediction": mark.label == row.prediction,
-                "reviewer": mark.reviewer,
-                "reviewed_at": mark.at,
-            }
-        )
-    return out
+    and the reviewer's class apart, with the decision on screen when it was made, in the order the
+    marks were made."""
+    return [
+        {
+            "index": r.index,
+            "item": r.item,
+            "truth": r.dataset,
+            "truth_from": data.label_origin if r.dataset is not None else None,
+            "shown": r.shown,
+            "reviewer_class": r.review,
+            "verdict": r.verdict,
+            "decision_now": r.now,
+            "agrees_with_truth": None if r.dataset is None else r.review == r.dataset,
+            "reviewer": r.reviewer,
+            "reviewed_at": r.at,
+        }
+        for r in mark_records(data.marks, data.rows, data.classes)
+    ]
 
 
 def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from app.reports.pdf_html import (
     pairs_table,
     pct,
 )
+from app.reports.pdf_reviews import review_blocks
 from app.reports.pdf_sections import (
     card_pairs,
     certificate_blocks,
@@ -215,6 +216,7 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
     blocks = [title_block(data), summary_block(data)]
     blocks += figure_blocks(data)
     blocks += certificate_blocks(data)
+    blocks += review_blocks(data)
     slide_map = slide_map_block(data, width) if with_images else None
     if slide_map is not None:
         blocks.append(slide_map)

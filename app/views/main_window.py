@@ -31,7 +31,7 @@ from app.core.phase import Actions, Phase
 from app.core.progress import Progress
 from app.core.project_lines import ModelChoice
 from app.core.recent import InputLine
-from app.core.run_items import RowChange
+from app.core.run_items import ReviewNote, RowChange
 from app.core.settings import AppSettings, ModelCheck
 from app.core.slide_display import SlideDisplay
 from app.core.stats import PlotData
@@ -256,7 +256,7 @@ class MainWindow(WindowBase):
         for change in changes:
             self.table.model.replace_row(change.index, change.row, change.review)
 
-    def set_reviews(self, reviews: dict[int, str]) -> None:
+    def set_reviews(self, reviews: dict[int, ReviewNote]) -> None:
         self.table.model.set_reviews(reviews)
 
     def open_queue(self) -> None:

@@ -19,6 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from app._engine import describe_decision, shown
 from app.core.certificates import REVIEWED_PATH, QueueState, rule_short
 from app.core.filters import PredictionRow, RowFilter
+from app.core.run_items import ReviewNote
 from app.core.uncertainty import UncertaintyRanks
 
 COLUMNS = (
@@ -47,7 +48,8 @@ HEADER_TIPS = (
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
-    "Your review mark: ✓ confirmed, ✎ corrected to another class",
+    "Your review mark, as you made it: ✓ you confirmed the decision on screen; ✎ you corrected it "
+    "(the decision on screen → your class). Its tooltip says who and when",
 )
 GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
 # What decided a row, by its decision path (I-DiPT+'s; other methods record none and show nothing):
@@ -87,7 +89,7 @@ class PredictionTableModel(QAbstractTableModel):
         super().__init__(parent)
         self._rows: list[PredictionRow] = []
         self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
-        self._reviews: dict[int, str] = {}  # review column text by row
+        self._reviews: dict[int, ReviewNote] = {}  # the review column by row
         self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
         self.queue = QueueState({})  # the review queue's order and the rule in use
@@ -112,7 +114,7 @@ class PredictionTableModel(QAbstractTableModel):
     def text(self, row: int, column: int) -> str:
         """What the cell at (``row``, ``column``) shows."""
         if column == REVIEW_COLUMN:
-            return self._reviews.get(row, "")
+            return self.review_at(row)
         if column == UNCERTAINTY_COLUMN:  # ranked among the rows so far: not cached
             shown = self._rows[row]
             return MAP_WORDS.get(shown.map_status) or self.uncertainty.band(shown.uncertainty)
@@ -136,7 +138,7 @@ class PredictionTableModel(QAbstractTableModel):
             return self.text(index.row(), index.column())
         if role == SORT_ROLE:
             if index.column() == REVIEW_COLUMN:
-                return self._reviews.get(index.row(), "")
+                return self.review_at(index.row())
             return self._sort_key(self._rows[index.row()], index.column())
         if role == Qt.ItemDataRole.BackgroundRole:
             return CHANGED_BRUSH if self._rows[index.row()].changed else None
@@ -150,8 +152,10 @@ class PredictionTableModel(QAbstractTableModel):
                 shown = self._rows[index.row()]
                 return MAP_TIPS.get(shown.map_status) or self.uncertainty.describe(shown.uncertainty)
             if index.column() == REVIEW_COLUMN:
-                review = self._reviews.get(index.row(), "")
-                return f"Your review mark: {review}" if review else "Not reviewed (C confirms, X corrects)"
+                review = self._reviews.get(index.row())
+                if review is None:
+                    return "Not reviewed (C confirms, X corrects)"
+                return f"Your review mark: {review.text}\n{review.detail}"
             return self._tooltip(self._rows[index.row()])
         return None
 
@@ -238,7 +242,7 @@ class PredictionTableModel(QAbstractTableModel):
         self.queue = QueueState({})
         self.endResetModel()
 
-    def replace_row(self, index: int, row: PredictionRow, review: str) -> None:
+    def replace_row(self, index: int, row: PredictionRow, review: ReviewNote) -> None:
         """Show ``row`` (its ground truth changed) with its review mark at ``index``."""
         if not 0 <= index < len(self._rows):
             return
@@ -247,13 +251,13 @@ class PredictionTableModel(QAbstractTableModel):
         self._rows[index] = row
         self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
         self.review_updates += 1
-        if review:
+        if review.text:
             self._reviews[index] = review
         else:
             self._reviews.pop(index, None)
         self.dataChanged.emit(self.index(index, 0), self.index(index, len(COLUMNS) - 1))
 
-    def set_reviews(self, reviews: dict[int, str]) -> None:
+    def set_reviews(self, reviews: dict[int, ReviewNote]) -> None:
         """The review column of many rows at once (a source opens with earlier marks)."""
         self._reviews.update(reviews)
         if self._rows:
@@ -274,7 +278,9 @@ class PredictionTableModel(QAbstractTableModel):
         return DECIDED_BY.get(row.decision_path, row.decision_path)
 
     def review_at(self, index: int) -> str:
-        return self._reviews.get(index, "")
+        """The review column's text of the row at ``index`` (empty: no mark)."""
+        review = self._reviews.get(index)
+        return "" if review is None else review.text
 
     def row_at(self, source_row: int) -> PredictionRow:
         return self._rows[source_row]
@@ -291,6 +297,10 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         super().__init__(parent)
         self._filter = RowFilter()
         self._column = -1  # the column the user sorts by ("#" may be sorted as the rows are kept)
+        # Rows marked while the review queue is shown, in the order they were marked: they stay
+        # in its view, above the images still to review (a mark left the view the moment it was
+        # made, and with it what the reviewer had just done).
+        self.marked_in_queue: dict[int, int] = {}
         self.setSortRole(SORT_ROLE)
         self.setDynamicSortFilter(True)
 
@@ -300,6 +310,8 @@ class PredictionFilterProxy(QSortFilterProxyModel):
 
     def set_row_filter(self, row_filter: RowFilter) -> None:
         resort = "queue" in (row_filter.mode, self._filter.mode)  # into, within or out of the queue's order
+        if row_filter.mode == "queue" and self._filter.mode != "queue":
+            self.marked_in_queue.clear()  # a queue view opened afresh lists what is left to review
         self.beginFilterChange()
         self._filter = row_filter
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
@@ -332,14 +344,32 @@ class PredictionFilterProxy(QSortFilterProxyModel):
         model = self.sourceModel()
         if not isinstance(model, PredictionTableModel):
             return True
-        queued = source_row in model.queue.ranks
+        queued = source_row in model.queue.ranks or self.marked_here(model, source_row)
         return self._filter.accepts(model.row_at(source_row), bool(model.review_at(source_row)), queued)
+
+    def keep_in_queue(self, source_row: int) -> None:
+        """The row at ``source_row`` is being marked in the queue's view: it stays there, after the
+        rows marked before it and before those still to review."""
+        self.marked_in_queue.setdefault(source_row, len(self.marked_in_queue))
+
+    def marked_here(self, model: PredictionTableModel, source_row: int) -> bool:
+        """The row was marked in the queue's view and keeps its mark (an undo puts it back among
+        the images to review)."""
+        return source_row in self.marked_in_queue and bool(model.review_at(source_row))
+
+    def _queue_rank(self, model: PredictionTableModel, source_row: int) -> tuple[int, int]:
+        """Where the row goes in the queue's view: the rows marked there first, then the queue's
+        own order."""
+        if self.marked_here(model, source_row):
+            return 0, self.marked_in_queue[source_row]
+        ranks = model.queue.ranks
+        return 1, ranks.get(source_row, len(ranks))
 
     def lessThan(self, left: Index, right: Index) -> bool:
         model = self.sourceModel()
         if self._filter.mode == "queue" and isinstance(model, PredictionTableModel):
-            ranks = model.queue.ranks  # the queue's own order, whatever column was sorted
-            return ranks.get(left.row(), len(ranks)) < ranks.get(right.row(), len(ranks))
+            # the queue's own order, whatever column was sorted
+            return self._queue_rank(model, left.row()) < self._queue_rank(model, right.row())
         a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
         try:
             return bool(a < b)

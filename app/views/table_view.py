@@ -139,6 +139,7 @@ class PredictionTable(QWidget):
         for signal in (self.model.rowsInserted, self.model.modelReset, self.proxy.layoutChanged):
             signal.connect(self._update_count)
         self.model.rowsInserted.connect(self.proxy.keep_order)
+        self.model.modelReset.connect(self.proxy.marked_in_queue.clear)  # another folder or slide
 
     # -- public API ---------------------------------------------------------------------------
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -217,6 +218,10 @@ class PredictionTable(QWidget):
         rows = self.table.selectionModel().selectedRows()
         current = rows[0].row() if rows else -1
         target = current + offset if current >= 0 else (0 if offset > 0 else self.proxy.rowCount() - 1)
+        return self._select_at(target)
+
+    def _select_at(self, target: int) -> int | None:
+        """Select the shown row ``target`` (announced); the source row, or None when there is none."""
         if not 0 <= target < self.proxy.rowCount():
             return None
         index = self.proxy.index(target, 0)
@@ -238,18 +243,33 @@ class PredictionTable(QWidget):
 
     def mark_selected(self, label: int) -> None:
         """The selected image is of class ``label``; then the next row (in the review queue, the
-        queue's new first image: the reviewed one has left it and the order may have changed).
-        A mark that was not recorded (the reviewer said No to marking against the dataset's
-        label) keeps the image selected."""
-        row = self.selected_row()
-        if row is not None and 0 <= label < len(self._classes):
-            before = self.model.review_updates
-            self.reviewRequested.emit(row.position, label)
-            if self.model.review_updates == before:
-                return
-            if self.in_queue:
-                self.table.clearSelection()
-            self.step(1)
+        reviewed image stays in view with its mark, above the images still to review, and the
+        first of those is next). A mark that was not recorded (the reviewer said No to marking
+        against the dataset's label) keeps the image selected."""
+        source_row = self.selected_source_row()
+        if source_row is None or not 0 <= label < len(self._classes):
+            return
+        row = self.model.row_at(source_row)
+        queue = self.in_queue
+        if queue:
+            self.proxy.keep_in_queue(source_row)
+        before = self.model.review_updates
+        self.reviewRequested.emit(row.position, label)
+        if self.model.review_updates == before:
+            return
+        if queue:
+            self.set_filter(self.proxy.row_filter)  # in the queue's order, the marked row among the done
+            left = [
+                r
+                for r in range(self.proxy.rowCount())
+                if not self.proxy.marked_here(
+                    self.model, self.proxy.mapToSource(self.proxy.index(r, 0)).row()
+                )
+            ]
+            if left:  # the first image still to review (none left: the marked one stays selected)
+                self._select_at(left[0])
+            return
+        self.step(1)
 
     @property
     def in_queue(self) -> bool:
