@@ -133,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Qt and the engine are imported only now, so --help and --version stay fast.
     import pyqtgraph as pg
+    from PySide6.QtCore import QTimer
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
@@ -217,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.showMaximized()  # a laptop screen: use all of it (the window fits 1280×800)
     else:
         window.show()
-    studio.controller.load_session()
+    # The session loads inside the event loop: a project refused while it loads (a damaged profile,
+    # its model moved away) ends a scripted run at once, and a request to quit made before the loop
+    # ran would be lost (the run never ended).
+    QTimer.singleShot(0, studio.controller.load_session)
     try:
         code = app.exec()
     finally:
