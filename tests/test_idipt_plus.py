@@ -16,6 +16,9 @@ from engine import Session, get_method_class, load_model
 from engine.errors import StateError
 from engine.methods.foa_shift import FOAShiftConfig
 from engine.methods.idipt_plus import (
+    ACCEPTED,
+    HELD,
+    Decision,
     IDiPTPlus,
     IDiPTPlusConfig,
 )
@@ -116,6 +119,28 @@ def test_not_accepted_images_report_the_source_model_not_the_prompts(referenced_
     assert isinstance(method, IDiPTPlus) and method.operating_point is not None
     assert [(u.site, u.count) for u in method.operating_point.units()] == [("folder", 12)]
     assert float(method.phi_i.detach().abs().sum()) > 0  # I-DiPT still runs inside
+
+
+@pytest.mark.parametrize("report", [False, True], ids=["review-first", "reported"])
+def test_an_accepted_operating_point_decides_only_when_reported(
+    referenced_model: Path, report: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review first, in the method's own loop: an operating point its guards accepted is held and the
+    source model decides every image, unless ``report_operating_point`` is on (review certifies)."""
+    cfg = IDiPTPlusConfig(**SMALL, report_operating_point=report)
+    session = Session(referenced_model, method="idipt+", method_config=cfg, seed=1)
+    method = session.method
+    assert isinstance(method, IDiPTPlus) and method.operating_point is not None
+    # Every image's unit accepted at a threshold above every margin: reported, that moves every image.
+    accepted = Decision(ACCEPTED, 0, 50.0, ACCEPTED, site="folder", candidates={"guarded": 50.0})
+    monkeypatch.setattr(method.operating_point, "step", lambda obs, gate, site: accepted)
+    results = [session.step(img, site="folder") for img in random_images(6, size=32, seed=2)]
+    paths = [r.decision.path if r.decision is not None else None for r in results]
+    if report:
+        assert paths == [ACCEPTED] * 6 and [r.prediction for r in results] == [0] * 6
+        assert not any(np.array_equal(r.probs, r.source_probs) for r in results)
+    else:
+        assert paths == [HELD] * 6 and all(np.array_equal(r.probs, r.source_probs) for r in results)
 
 
 def test_with_a_reference_the_groups_are_saved_and_resume_exactly(
