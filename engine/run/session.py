@@ -24,6 +24,7 @@ from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import SourceReference, find_reference
 from engine.run.accel import autocast_dtype, compile_forward
 from engine.run.batch import ImageInput, model_pixels
+from engine.run.card_record import card_record, check_card_record
 from engine.run.guard import CollapseGuard, GuardConfig, GuardEvent
 from engine.run.state import read_state, write_state
 from engine.run.step import StepResult, per_image, saved_config
@@ -296,6 +297,7 @@ class Session:
             "method_config": self.method.config_dict(),
             "model_fingerprint": self.fingerprint,
             "model_arch": self.card.arch,
+            "model_card": card_record(self.card),
             "seed": self.seed,
             "images_seen": self.images_seen,
             "hist_adapted": self.hist_adapted,
@@ -354,6 +356,7 @@ class Session:
                 f"{meta.get('model_fingerprint')!r}); this session runs {self.card.arch!r} "
                 f"with fingerprint {self.fingerprint!r}"
             )
+        check_card_record(meta.get("model_card"), self.card, origin)
         if meta.get("method") != self.method_name:
             raise StateError(
                 f"{origin}: the state was made by method {meta.get('method')!r}, this session runs "

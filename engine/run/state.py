@@ -128,6 +128,7 @@ def check_meta(meta: object) -> dict[str, Any]:
         "method": lambda v, w: require_str(v, w, 200, empty=False),
         "model_fingerprint": lambda v, w: require_str(v, w, 200),
         "model_arch": lambda v, w: require_str(v, w, 200),
+        "model_card": require_object,
         "seed": lambda v, w: require_int(v, w, -(2**63), 2**64 - 1),
         "images_seen": lambda v, w: require_int(v, w, 0, 2**62),
         "method_config": require_object,
