@@ -101,14 +101,13 @@ def test_per_class_metrics_and_confident_errors() -> None:
         *[sample_row(4 + i, pred=0, src=0, truth=0) for i in range(3)],
         sample_row(7, pred=1, src=1),  # no truth: not counted
     ]
-    m = clinical_metrics(rows, CLASSES, reviewed_keys={"k0", "k2"})
+    m = clinical_metrics(rows, CLASSES)
     assert m.confusion.tolist() == [[3, 0], [2, 2]] and m.labelled == 7
     assert m.source_confusion.tolist() == [[3, 0], [2, 2]]
     normal, tumor = m.per_class
     assert (tumor.sensitivity, tumor.specificity, tumor.precision) == (0.5, 1.0, 1.0)
     assert (normal.sensitivity, normal.specificity) == (1.0, 0.5) and normal.precision == pytest.approx(3 / 5)
     assert m.confident_errors == 1 and [r.index for r in confident_errors(rows)] == [2]
-    assert (m.reviewed, m.review_agreed) == (2, 1) and m.review_agreement == 0.5
     empty = clinical_metrics([sample_row(0)], CLASSES)
     assert empty.labelled == 0 and math.isnan(empty.accuracy) and math.isnan(empty.per_class[0].sensitivity)
 

@@ -48,9 +48,10 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert texts[1] == f"✎ {rows[1].prediction_label} → {CLASSES[1 - rows[1].prediction]}"
     assert [r.ground_truth is not None for r in c.controller.model.rows[:4]] == [True, True, True, False]
     figures = c.controller.model.figures()
-    assert (figures.dataset.labelled, figures.reviewed.labelled, figures.reviewed.reviewed) == (0, 3, 3)
-    assert figures.reviewed.review_agreed == 1 + (rows[2].prediction == 1)
-    assert window.metrics.figures is not None and window.metrics.figures.reviewed.reviewed == 3
+    assert (figures.dataset.labelled, figures.reviewed.labelled, figures.review.reviewed) == (0, 3, 3)
+    third = rows[2].prediction == 1  # marked as class 1: a confirmation where that was on screen
+    assert (figures.review.confirmed, figures.review.agree_now) == (1 + third, 1 + third)
+    assert window.metrics.figures is not None and window.metrics.figures.review.reviewed == 3
     assert not window.metrics.reviewed.isHidden() and window.metrics.dataset.isHidden()
     assert window.metrics.reviewed.title.text() == "Against the reviewers' marks (3 reviewed images)"
     data = window.plots.data
@@ -66,7 +67,7 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert set(again.controller.model.marks) == {rows[0].key, rows[2].key}, "marks come back with the project"
     assert again.window.table.model.review_at(0) == f"✓ confirmed {rows[0].prediction_label}"
     assert again.window.table.model.review_at(1) == "" and again.window.table.model.review_at(2) != ""
-    assert again.controller.model.figures().reviewed.reviewed == 2
+    assert again.controller.model.figures().review.reviewed == 2
     out = tmp_path / "reports"
     with qtbot.waitSignal(again.exportFinished, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
         again.controller.export(str(out))
@@ -75,11 +76,11 @@ def test_review_marks_survive_a_restart_and_count_as_ground_truth(
     assert [r["item"] for r in records] == [rows[0].name, rows[2].name]
     assert records[0]["verdict"] == "confirmed" and records[1]["review"] == "tumor"
     config = json.loads((out / "run_config.json").read_text())
-    assert config["summary"]["reviewed"] == 2 and config["metrics"]["reviewed"] == 2
+    assert config["summary"]["reviewed"] == 2 and config["summary"]["reviews"]["reviewed"] == 2
     with open(out / "predictions.csv", newline="", encoding="utf-8") as fh:
         assert all(r["ground_truth"] == "" for r in csv.DictReader(fh)), "the CSV keeps the dataset's truth"
     _, text = read_pdf_text(out / "report.pdf")
-    assert "Reviewed 2, agreement with the model:" in text and "Per-class results" in text
+    assert "Reviewed 2 images reviewed: " in text and "Per-class results" in text
 
 
 def test_overlays_come_back_after_a_restart_and_reach_the_pdf(

@@ -112,3 +112,44 @@ def test_a_mark_stays_in_the_queue_view_above_the_images_still_to_review(qtbot) 
     table.set_mode("all")
     table.open_queue()
     assert shown() == [3], "a queue view opened afresh lists what is left to review"
+
+
+def test_agreement_is_counted_one_way_in_the_metrics_tab_the_pdf_and_run_config(tmp_path, qapp) -> None:  # type: ignore[no-untyped-def]
+    """Finding 4: the PDF said "agreement with the model: 0.0 %" (the marks against the decisions as
+    the images arrived) where the Metrics tab said 100 % (against the decisions shown now); now one
+    count (:func:`app.core.review_record.review_tally`) says both what the reviewer did and what the
+    decisions now agree with, and against what."""
+    from app_studio import read_pdf_text
+
+    from app.reports.pdf import pdf_bytes
+    from app.views.metrics_view import MetricsView
+
+    c, view, _, labels = _processed(tmp_path)
+    c.on_window_queue_requested()
+    reviewed = _review_until_decided(c, view, labels)
+    c.tick(force=True)
+    figures = view.last("set_metrics")[0]  # what the Metrics tab is given
+    marks, now = c.model.marks, {r.key: r.prediction for r in c.model.rows}
+    tally = figures.review
+    assert (tally.reviewed, tally.confirmed, tally.agree_now) == (
+        len(reviewed),
+        sum(m.confirmed for m in marks.values()),
+        sum(m.label == now[k] for k, m in marks.items()),
+    )
+    assert tally.agree_now != tally.confirmed, "the decisions now agree with corrections too"
+    assert tally.agree_now == figures.reviewed.accuracy * figures.reviewed.labelled
+
+    tab = MetricsView()
+    tab.set_metrics(figures)
+    assert tally.sentence() in tab.reviewed.line.text()
+    data = c.report_data()
+    assert data is not None
+    document = json.loads(json.dumps(config_document(data), default=str))
+    assert document["summary"]["reviews"] == tally.document()
+    assert document["summary"]["reviews"]["agreement_measured_against"].startswith(
+        "the decisions reported now"
+    )
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdf_bytes(data))
+    _, text = read_pdf_text(path)
+    assert tally.sentence() in text

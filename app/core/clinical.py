@@ -77,8 +77,6 @@ class ClinicalMetrics:
     per_class: tuple[ClassMetrics, ...]
     source_per_class: tuple[ClassMetrics, ...]
     confident_errors: int  # wrong at confidence >= CONFIDENT
-    reviewed: int  # images with a review mark
-    review_agreed: int  # of those, marks that agree with the adapted model's current prediction
 
     @property
     def labelled(self) -> int:
@@ -88,10 +86,6 @@ class ClinicalMetrics:
     def accuracy(self) -> float:
         n = self.labelled
         return float(np.trace(self.confusion)) / n if n else math.nan
-
-    @property
-    def review_agreement(self) -> float:
-        return self.review_agreed / self.reviewed if self.reviewed else math.nan
 
 
 def pair_counts(truth: Sequence[int], pred: Sequence[int], n_classes: int) -> Counter[tuple[int, int]]:
@@ -106,8 +100,6 @@ def metrics_from_pairs(
     adapted: Mapping[tuple[int, int], int],
     source: Mapping[tuple[int, int], int],
     confident_errors: int,
-    reviewed: int,
-    review_agreed: int,
 ) -> ClinicalMetrics:
     """The figures from their counts (what :func:`clinical_metrics` and the row-by-row tally share)."""
     shown = present(Counter(adapted) + Counter(source), len(classes))
@@ -120,8 +112,6 @@ def metrics_from_pairs(
         per_class=per_class(confusion, names),
         source_per_class=per_class(source_confusion, names),
         confident_errors=confident_errors,
-        reviewed=reviewed,
-        review_agreed=review_agreed,
     )
 
 
@@ -146,28 +136,24 @@ def per_class(confusion: np.ndarray, classes: Sequence[str]) -> tuple[ClassMetri
     return tuple(out)
 
 
-def clinical_metrics(
-    rows: Sequence[PredictionRow], classes: Sequence[str], reviewed_keys: set[str] | None = None
-) -> ClinicalMetrics:
+def clinical_metrics(rows: Sequence[PredictionRow], classes: Sequence[str]) -> ClinicalMetrics:
     """The figures of ``rows`` whose ``ground_truth`` is known (review marks already applied).
+
+    The reviewer's work (confirmations, corrections, agreement) is counted apart, one way
+    everywhere: :func:`app.core.review_record.review_tally`.
 
     Args:
         rows: rows with the effective ground truth.
         classes: the model's class names.
-        reviewed_keys: keys of the rows whose ground truth is a review mark.
     """
     labelled = [r for r in rows if r.ground_truth is not None]
     truth = [int(r.ground_truth) for r in labelled if r.ground_truth is not None]
     n = len(classes)
-    keys = reviewed_keys or set()
-    reviewed = [r for r in labelled if r.key in keys]
     return metrics_from_pairs(
         classes,
         pair_counts(truth, [r.prediction for r in labelled], n),
         pair_counts(truth, [r.source_prediction for r in labelled], n),
         sum(1 for r in labelled if is_confident_error(r)),
-        len(reviewed),
-        sum(1 for r in reviewed if r.correct),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from app.core.clinical import CONFIDENT, ClinicalMetrics, metrics_from_pairs
 from app.core.figures import Figures, gate_caption
 from app.core.filters import PredictionRow
+from app.core.review_record import ReviewTally
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,11 @@ class _Counts:
     """The counts behind one :class:`ClinicalMetrics` (see :func:`app.core.clinical.clinical_metrics`),
     kept as (truth, decision) pairs: no matrix as large as the model's classes squared."""
 
-    def __init__(self, n_classes: int, reviews: bool) -> None:
-        self.n, self.reviews = n_classes, reviews
+    def __init__(self, n_classes: int) -> None:
+        self.n = n_classes
         self.adapted: Counter[tuple[int, int]] = Counter()
         self.source: Counter[tuple[int, int]] = Counter()
-        self.confident_errors = self.reviewed = self.agreed = 0
+        self.confident_errors = 0
 
     def add(self, entry: _Entry, sign: int) -> None:
         t, p, s = entry.truth, entry.prediction, entry.source
@@ -45,14 +46,9 @@ class _Counts:
         if 0 <= t < self.n and 0 <= s < self.n:
             self.source[(t, s)] += sign
         self.confident_errors += sign * (p != t and entry.confident)
-        if self.reviews:
-            self.reviewed += sign
-            self.agreed += sign * (p == t)
 
     def metrics(self, classes: tuple[str, ...]) -> ClinicalMetrics:
-        return metrics_from_pairs(
-            classes, +self.adapted, +self.source, self.confident_errors, self.reviewed, self.agreed
-        )
+        return metrics_from_pairs(classes, +self.adapted, +self.source, self.confident_errors)
 
 
 class FigureTally:
@@ -64,8 +60,8 @@ class FigureTally:
 
     def __init__(self, classes: Sequence[str] = ()) -> None:
         self.classes = tuple(classes)
-        self._dataset = _Counts(len(self.classes), reviews=False)
-        self._reviewed = _Counts(len(self.classes), reviews=True)
+        self._dataset = _Counts(len(self.classes))
+        self._reviewed = _Counts(len(self.classes))
         self._entries: dict[int, tuple[_Entry | None, _Entry | None]] = {}
 
     def set_row(self, index: int, row: PredictionRow, dataset: int | None, mark: int | None) -> None:
@@ -90,11 +86,15 @@ class FigureTally:
         if new_dataset is not None or new_mark is not None:
             self._entries[index] = (new_dataset, new_mark)
 
-    def figures(self, gate: Sequence[str] = (), checks: Sequence[str] = ()) -> Figures:
-        """Both sets as :func:`app.core.figures.figures` makes them, with the checks that fired."""
+    def figures(
+        self, gate: Sequence[str] = (), checks: Sequence[str] = (), review: ReviewTally | None = None
+    ) -> Figures:
+        """Both sets as :func:`app.core.figures.figures` makes them, with the checks that fired
+        and the reviewer's work (``review``: :func:`app.core.review_record.review_tally`)."""
         return Figures(
             self._dataset.metrics(self.classes),
             self._reviewed.metrics(self.classes),
             tuple(gate),
             gate_caption(checks) if gate else "",
+            review or ReviewTally(),
         )

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.core.clinical import ClinicalMetrics, clinical_metrics
 from app.core.filters import PredictionRow
+from app.core.review_record import ReviewTally
 
 DATASET = "the dataset's labels"
 REVIEWED = "the reviewers' marks"
@@ -46,12 +47,16 @@ class Figures:
         reviewed: over the reviewed images only, each mark as its truth.
         gate: why the model may not apply to these images (empty: no check fired).
         caption: what every figure says under ``gate`` (:func:`gate_caption`; empty with no gate).
+        review: the reviewer's work: confirmations, corrections and the marks' agreement with the
+            decisions reported now (:func:`app.core.review_record.review_tally`, the one way it is
+            counted).
     """
 
     dataset: ClinicalMetrics
     reviewed: ClinicalMetrics
     gate: tuple[str, ...] = ()
     caption: str = ""
+    review: ReviewTally = field(default_factory=ReviewTally)
 
     @property
     def any(self) -> bool:
@@ -112,7 +117,7 @@ def figures(
     ]
     return Figures(
         clinical_metrics(labelled, classes),
-        clinical_metrics(reviewed, classes, {r.key for r in reviewed}),
+        clinical_metrics(reviewed, classes),
         tuple(gate),
         gate_caption(checks) if gate else "",
     )

@@ -8,16 +8,23 @@ the image later: a rule that the reviews put in use may now decide the image as 
 which does not turn a correction into a confirmation (the table said "✓ confirmed" for
 corrections, and ``reviews.csv`` "corrected" for confirmations, each comparing the mark with
 another decision than the one the reviewer saw).
+
+Agreement is measured one way too (:func:`review_tally`): the marks against the decisions
+reported **now** (after the reviews moved any rule), with the count of confirmations and
+corrections beside it, so nobody reads one as the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app._engine import PredictionRow, ReviewMark
 
 CONFIRMED, CORRECTED = "confirmed", "corrected"
+#: What the agreement is measured against, in the reports' words.
+AGREEMENT_AGAINST = "the decisions reported now (after the reviews)"
 
 
 def class_name(label: int, classes: Sequence[str]) -> str:
@@ -66,6 +73,74 @@ def mark_detail(mark: ReviewMark, classes: Sequence[str], now: int | None = None
     if now is not None and now != mark.prediction:
         text += f"; decided now: {class_name(now, classes)}"
     return text
+
+
+@dataclass(frozen=True)
+class ReviewTally:
+    """The reviewer's work in counts.
+
+    Attributes:
+        reviewed: images with a mark.
+        confirmed: marks that confirmed the decision on screen (the rest corrected it).
+        agree_now: marks the decisions reported now agree with.
+    """
+
+    reviewed: int = 0
+    confirmed: int = 0
+    agree_now: int = 0
+
+    @property
+    def corrected(self) -> int:
+        return self.reviewed - self.confirmed
+
+    @property
+    def agreement(self) -> float:
+        """The share of the marks the decisions reported now agree with (nan: no mark)."""
+        return self.agree_now / self.reviewed if self.reviewed else math.nan
+
+    def sentence(self) -> str:
+        """``6 images reviewed: 0 confirmed and 6 corrected the decision on screen; the decisions
+        reported now agree with 6 of the 6 marks (100.0 %)``."""
+        if not self.reviewed:
+            return "no image reviewed"
+        images = "image" if self.reviewed == 1 else "images"
+        return (
+            f"{self.reviewed} {images} reviewed: {self.confirmed} confirmed and {self.corrected} corrected "
+            f"the decision on screen; the decisions reported now agree with {self.agree_now} of the "
+            f"{self.reviewed} marks ({100 * self.agreement:.1f} %)"
+        )
+
+    def document(self) -> dict[str, object]:
+        """The tally as ``run_config.json`` keeps it."""
+        agreement = self.agreement
+        return {
+            "reviewed": self.reviewed,
+            "confirmed": self.confirmed,
+            "corrected": self.corrected,
+            "agree_with_decisions_now": self.agree_now,
+            "agreement": None if not math.isfinite(agreement) else round(agreement, 6),
+            "agreement_measured_against": AGREEMENT_AGAINST,
+        }
+
+
+def review_tally(marks: Iterable[ReviewMark], decision_now: Callable[[str], int | None]) -> ReviewTally:
+    """The tally of ``marks`` (the one way agreement is computed: the Metrics tab, the PDF and
+    ``run_config.json`` all show this).
+
+    Args:
+        marks: the marks of the open folder or slide.
+        decision_now: the decision reported now of an image, by its key (None: not among the rows,
+            which leaves the mark out).
+    """
+    reviewed = confirmed = agree = 0
+    for mark in marks:
+        now = decision_now(mark.key)
+        if now is None:
+            continue
+        reviewed += 1
+        confirmed += mark.confirmed
+        agree += mark.label == now
+    return ReviewTally(reviewed, confirmed, agree)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
 from app.core.review_desk import ReviewDesk
+from app.core.review_record import review_tally
 from app.core.run_items import Notifier, ReviewNote, review_note
 from app.core.stats import PlotData, RunStatistics
 
@@ -75,7 +76,11 @@ class Truths:
         collapsed = self.collapse is not None
         gate = [*self.gate, *([self.collapse.text()] if self.collapse is not None else [])]
         checks = [*self.gate_checks, *(["collapse"] if collapsed else [])]
-        return self.tally.figures(gate, checks)
+        return self.tally.figures(gate, checks, review_tally(self.marks.values(), self._decision_now))
+
+    def _decision_now(self, key: str) -> int | None:
+        """The decision the row of ``key`` shows now (None: no such row)."""
+        return self.rows[self.desk.index_of(key)].prediction if self.desk.has(key) else None
 
     def _tally(self, index: int) -> None:
         """The figures count the row at ``index`` as it is shown now (its decision, its dataset

@@ -198,6 +198,7 @@ def collect_report_data(
         gate=figures.gate,
         gate_caption=figures.caption,
         marks=marks,
+        review=figures.review,
         gallery=gallery,
         method_label=method_label(info.method),
         model_description=describe_model(info.card),

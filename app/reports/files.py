@@ -33,7 +33,7 @@ from app.core.certificates import REVIEWED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
-from app.core.review_record import mark_records
+from app.core.review_record import ReviewTally, mark_records
 from app.core.stats import Summary
 from app.reports.export import discard, prepare, stage
 from app.reports.qupath import geojson_bytes
@@ -123,6 +123,9 @@ class ReportData:
     gate: tuple[str, ...] = ()  # the applicability warnings that fired: every figure may mean nothing
     gate_caption: str = ""  # what every figure says under them (app.core.figures.gate_caption)
     marks: tuple[tuple[PredictionRow, ReviewMark], ...] = ()  # review marks with their (dataset) rows
+    review: ReviewTally = field(
+        default_factory=ReviewTally
+    )  # the reviewer's work in counts (app.core.review_record)
     gallery: tuple[GalleryItem, ...] = ()  # cases to show; made into ``examples`` by the worker
     method_label: str = ""  # the method's readable name
     model_description: str = ""  # "ViT-Tiny, 4 blocks, 12-px patches, 96 px input"
@@ -253,8 +256,6 @@ def metrics_document(metrics: ClinicalMetrics | None) -> dict[str, Any] | None:
         "per_class": classes(metrics.per_class),
         "source_per_class": classes(metrics.source_per_class),
         "confident_errors": metrics.confident_errors,
-        "reviewed": metrics.reviewed,
-        "review_agreement": number(metrics.review_agreement),
     }
 
 
@@ -320,6 +321,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "guard_events": s.guard_events,
             "skipped_updates": s.skipped_updates,
             "reviewed": len(data.marks),
+            "reviews": data.review.document(),  # confirmed, corrected, agreement and against what
             "decided_by_review_images": sum(1 for r in data.rows if r.decision_path == REVIEWED_PATH),
             "rule_in_use": data.review_rule,
         },

@@ -103,14 +103,7 @@ def summary_block(data: ReportData) -> Block:
             )
     else:
         pairs.append(("Ground truth", "not available"))
-    reviewed = len(data.marks)
-    agreed = sum(1 for row, mark in data.marks if mark.label == row.prediction)
-    pairs.append(
-        (
-            "Reviewed",
-            f"{reviewed}, agreement with the model: {pct(agreed / reviewed if reviewed else math.nan)}",
-        )
-    )
+    pairs.append(("Reviewed", data.review.sentence()))
     if data.certificates:
         decided = [c for c in data.certificates if c["verdict"] != "open"]
         pairs.append(

@@ -101,8 +101,9 @@ class FigureSet(QFrame):
         layout.addWidget(self.line)
         layout.addLayout(tables)
 
-    def show_metrics(self, title: str, metrics: ClinicalMetrics, caption: str, reviewed: bool) -> None:
-        """``caption``: what the figures say under a fired applicability gate (empty: none fired)."""
+    def show_metrics(self, title: str, metrics: ClinicalMetrics, caption: str, review: str = "") -> None:
+        """``caption``: what the figures say under a fired applicability gate (empty: none fired);
+        ``review``: the reviewer's work in a sentence (:meth:`ReviewTally.sentence`; empty: not shown)."""
         gate = bool(caption)
         self.title.setText(title)
         # Beside the title only the caption's first words (the box above the sets has the rest):
@@ -116,8 +117,8 @@ class FigureSet(QFrame):
             f"{_pct(float(metrics.source_confusion.trace()) / metrics.labelled)}) · "
             f"confident errors (≥ {CONFIDENT:.1f}): {metrics.confident_errors}"
         )
-        if reviewed:
-            text += f" · agreement of the marks with the model: {_pct(metrics.review_agreement)}"
+        if review:
+            text += f" · {review}"
         self.line.setText(text)
         n = len(metrics.classes)
         if n > MATRIX_UP_TO:
@@ -245,13 +246,14 @@ class MetricsView(QWidget):
         self.errors_button.setEnabled(dataset.confident_errors > 0)
         self.dataset.setVisible(dataset.labelled > 0)
         if dataset.labelled:
-            self.dataset.show_metrics(
-                dataset_title(dataset.labelled), dataset, caption if gate else "", False
-            )
+            self.dataset.show_metrics(dataset_title(dataset.labelled), dataset, caption if gate else "")
         self.reviewed.setVisible(reviewed.labelled > 0)
         if reviewed.labelled:
             self.reviewed.show_metrics(
-                reviewed_title(reviewed.labelled), reviewed, caption if gate else "", True
+                reviewed_title(reviewed.labelled),
+                reviewed,
+                caption if gate else "",
+                figures.review.sentence(),
             )
         text = f"The reports lead with the figures against {figures.lead_truth}"
         if dataset.labelled and reviewed.labelled:
