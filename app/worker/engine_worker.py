@@ -2,11 +2,10 @@
 
 The per-image work is the engine's stream loop (:class:`engine.StreamRun`); the worker is a thin
 generator worker around it, as napari's ``thread_worker``: it pulls one outcome per turn of its
-thread's event loop, so queued requests (previews, reports, pause, stop) are served between
-images. Results leave as immutable dataclasses (:mod:`app.core.messages`), batched so a fast GPU does
-not flood the UI thread with one event per image. What it opens (session, journal, source) is
-:mod:`app.worker.opening`'s; the messages it sends are made by :mod:`app.worker.results`.
-"""
+thread's event loop, so queued requests (previews, reports, pause, stop) are served between images.
+Results leave as immutable dataclasses (:mod:`app.core.messages`), batched so a fast GPU does not
+flood the UI thread with one event per image. What it opens (session, journal, source) is
+:mod:`app.worker.opening`'s; the messages it sends are made by :mod:`app.worker.results`."""
 
 from __future__ import annotations
 
@@ -59,7 +58,7 @@ from app.reports.files import ReportData
 from app.worker import opening
 from app.worker.controls import RunControls
 from app.worker.exporting import TabularExport
-from app.worker.io import judge_kind, new_images, read_preview, read_region
+from app.worker.io import PREVIEW_SIZE, judge_kind, new_images, read_preview, read_region
 from app.worker.results import item_failure, item_result, run_ended, session_info
 
 logger = logging.getLogger(__name__)
@@ -248,6 +247,7 @@ class EngineWorker(QObject, RunControls):
             batch=self._batch(),
             arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
             maps=self._request.maps if self._request is not None else "behind",
+            keep_images=PREVIEW_SIZE,  # what is read ahead holds a preview, never the whole picture
         )
         self._outcomes = self._run.outcomes()
         self._schedule()

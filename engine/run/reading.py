@@ -99,6 +99,43 @@ def tile_reader(slide: Slide, plan: TilePlan) -> TileReader:
     return TileReader(slide, plan)
 
 
+def decode(
+    reader: Reader,
+    prepare: Callable[[Picture], np.ndarray],
+    item: StreamItem,
+    keep: bool | int,
+) -> Decoded:
+    """``item`` as read (or as much of it as is kept) and as the model's pixels, or why it cannot be.
+
+    Args:
+        reader: decodes the item.
+        prepare: the model's pixels of a picture (:meth:`engine.Session.prepare`).
+        item: the item.
+        keep: what is kept of the picture as read: True all of it, False only the model's pixels,
+            a number of pixels its longest side at most (a preview: what is read ahead is held
+            until the model takes it, and 192 photographs of 2 400 x 2 000 pixels, three batches of
+            64, are 2.8 GB held whole).
+    """
+    try:
+        picture = reader(item)
+        pixels = prepare(picture)
+        kept = (picture if keep else pixels) if isinstance(keep, bool) else reduced(picture, keep)
+    except Exception as exc:  # every failure of reading becomes a skip (see skip_for)
+        return exc
+    return kept, pixels
+
+
+def reduced(picture: Picture, side: int) -> Picture:
+    """``picture`` with its longest side at most ``side`` pixels (bilinear, the proportions kept);
+    the picture itself when it is that small already."""
+    image = picture if isinstance(picture, Image.Image) else Image.fromarray(np.asarray(picture, np.uint8))
+    if max(image.size) <= side:
+        return picture
+    image = image.convert("RGB") if image.mode != "RGB" else image.copy()
+    image.thumbnail((side, side), Image.Resampling.BILINEAR)
+    return image
+
+
 def skip_for(item: StreamItem, exc: Exception) -> Skipped:
     """The skip an exception of reading means (see :mod:`engine.run.stream` for the classes)."""
     if isinstance(exc, ImageReadError):
@@ -122,7 +159,10 @@ class Skipped:
 
 
 def read_ahead(
-    items: Iterable[StreamItem], read: Callable[[StreamItem], T], workers: int, depth: int
+    items: Iterable[StreamItem],
+    read: Callable[[StreamItem], T],
+    workers: int,
+    depth: int,
 ) -> Generator[tuple[StreamItem, T]]:
     """``(item, read(item))`` in the order of ``items``, read by ``workers`` threads, ``depth`` ahead.
 

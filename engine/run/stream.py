@@ -69,6 +69,7 @@ from engine.run.reading import (
     Reader,
     Skipped,
     TileReader,
+    decode,
     read_ahead,
     read_item,
     skip_for,
@@ -124,7 +125,8 @@ class StreamRun:
         batch: images per model step, at most the method's ``max_batch`` (1: the method's own
             per-image step).
         keep_images: :attr:`Predicted.image` is the picture as read (for previews); False: the
-            model's pixels, so that memory stays small whatever the files' size.
+            model's pixels, so that memory stays small whatever the files' size; a number: the
+            picture reduced to that longest side (what a preview needs) while it is read ahead.
         on_row: called with each new row before the outcome is yielded (CSV outputs).
         on_skip: called with each skip before the outcome is yielded.
         arrival: the arrival order and seed of ``items`` (a folder's ``order`` and ``seed``),
@@ -147,7 +149,7 @@ class StreamRun:
         read_ahead: int | None = None,
         readers: int | None = None,
         batch: int = 1,
-        keep_images: bool = True,
+        keep_images: bool | int = True,
         on_row: Callable[[PredictionRow], None] | None = None,
         on_skip: Callable[[Skipped], None] | None = None,
         arrival: tuple[str, int] | None = None,
@@ -354,7 +356,9 @@ class StreamRun:
                     torch.cuda.empty_cache()
                 self.batch = max(1, size // 2)
                 logger.warning(
-                    "out of memory at a batch of %d images; going on with batches of %d", size, self.batch
+                    "out of memory at a batch of %d images; going on with batches of %d",
+                    size,
+                    self.batch,
                 )
                 continue
             self._steps_at[size] = self._steps_at.get(size, 0) + 1
@@ -367,7 +371,8 @@ class StreamRun:
             return self.session.snapshot()
         except (MemoryError, RuntimeError) as exc:
             logger.warning(
-                "the state cannot be kept aside before a batch (%s); a failure cannot be undone", exc
+                "the state cannot be kept aside before a batch (%s); a failure cannot be undone",
+                exc,
             )
             return None
 
@@ -392,9 +397,4 @@ class StreamRun:
 
     def read(self, item: StreamItem) -> Decoded:
         """The item as read and as the model's pixels (on a reading thread), or why it cannot be."""
-        try:
-            picture = self.reader(item)
-            pixels = self.session.prepare(picture)
-        except Exception as exc:  # every failure of reading becomes a skip (see skip_for)
-            return exc
-        return (picture if self.keep_images else pixels), pixels
+        return decode(self.reader, self.session.prepare, item, self.keep_images)
