@@ -199,7 +199,9 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
     assert desk.review is not None and len(desk.rules_key) == 3
     promoted = None
     for _ in range(120):
-        moved = [k for k, (rule, _) in enumerate(desk.rules_key) if rule not in ("operating point", "source")]
+        moved = [
+            k for k, (rule, *_) in enumerate(desk.rules_key) if rule not in ("operating point", "source")
+        ]
         if moved:
             promoted = moved[0]
             break
@@ -209,7 +211,7 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
         c.on_window_review_requested(queue[0], int(labels[queue[0]]))
     assert promoted is not None, "some part's reviews promoted a candidate"
     part = desk.review.parts[promoted]
-    rule, threshold = desk.rules_key[promoted]
+    rule, threshold, *_ = desk.rules_key[promoted]
     decisions = desk.decisions()
     for i, shown in enumerate(c.model.rows):
         assert shown.prediction == int(decisions[i])

@@ -1,6 +1,9 @@
 """The house rules a reader relies on, checked on every module (issue 27, item 9).
 
-* A module has at most 400 lines (``docs/architecture.md``; ``/work/shared/STYLE.md``).
+* A module holds one family of classes and has at most 600 lines, a sanity cap
+  (``docs/architecture.md``, "House rules"): a module is split where its meaning splits, not
+  where a line count falls (the cap was 400 until issue 40, and satellites were split from
+  their classes to stay under it).
 * The app reaches the engine only through ``app/_engine.py`` (also an import-linter contract).
 * No test imports ``conftest``: pytest imports it as ``conftest``, and ``from tests.conftest
   import`` imported it again under another name, running it twice; shared helpers live in
@@ -16,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_LINES = 400
+MAX_LINES = 600
 #: Modules over the cap that another branch owns (each may not grow; it leaves this list when split).
 OVER_THE_CAP: dict[str, int] = {}
 
@@ -35,7 +38,7 @@ def imports(path: Path) -> Iterator[str]:
             yield node.module
 
 
-def test_no_module_is_over_400_lines() -> None:
+def test_no_module_is_over_the_cap() -> None:
     over = {}
     for path in modules("engine", "app", "benchmarks", "scripts", "tests"):
         rel = path.relative_to(ROOT).as_posix()

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from engine.bench.adversarial import adversarial_site
 from engine.review.ladder import (
     LABEL_FREE,
     NOT_BETTER,
@@ -78,44 +79,11 @@ def test_the_e_value_is_small_under_the_null_and_large_when_the_candidate_is_bet
 
 # ------------------------------------------------------------------------------- adversarial orders
 def _adversarial_site(order: str, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    """A site where the ``fit`` candidate is, over all its changed decisions, slightly *harmful*
-    (mean z = -0.1), but the images it gets right arrive first.
-
-    The rule in use is the source threshold 0; the candidate's threshold is 1, so the images with
-    margins in (0, 1] are its disagreements (rule: positive, candidate: negative); whether the
-    candidate is right there depends on the label, arranged in arrival order as ``order`` says:
-
-    * ``help-then-harm``: every image the candidate gets right comes before every one it gets wrong;
-    * ``drift``: the share of positives rises along the stream (10 % to 90 %), so early
-      disagreements are mostly negatives (the candidate right) and late ones positives;
-    * ``scan-region-last``: a slide read in scan order whose tumour region (the positives among
-      the disagreements) is read last.
-    """
-    n, d = 400, 120
-    margin = rng.uniform(-6, 6, n)
-    margin[(margin > 0) & (margin <= 1.0)] += 1.0  # only the chosen images are changed decisions
-    changed = rng.choice(n, d, replace=False)
-    margin[changed] = rng.uniform(0.01, 1.0, d)
-    others = np.setdiff1d(np.arange(n), changed)
-    changed.sort()  # arrival order of the disagreements
-    right = 54  # the candidate right on 54 of 120: mean z = (54 - 66) / 120 = -0.1
-    labels = (margin > 0).astype(np.int64)
-    labels[others] = (margin[others] > 0).astype(np.int64)
-    if order == "help-then-harm":
-        is_right = np.r_[np.ones(right, bool), np.zeros(d - right, bool)]
-    elif order == "drift":
-        p = np.linspace(0.9, 0.1, d)  # chance that a disagreement is a negative (candidate right)
-        score = rng.random(d) / p
-        is_right = np.zeros(d, bool)
-        is_right[np.argsort(score)[:right]] = True
-    else:  # scan order: normal tissue first, the tumour region last, its edges ragged
-        is_right = np.r_[np.ones(right, bool), np.zeros(d - right, bool)]
-        for a, b in rng.choice(d, (d // 10, 2)):
-            is_right[[a, b]] = is_right[[b, a]]
-    labels[changed] = np.where(is_right, 0, 1)
-    assert (labels[changed] == 0).sum() == right
-    reported = (margin > 0).astype(np.int64)
-    return margin, labels, reported
+    """A site of 400 images where the ``fit`` candidate is, over all its 120 changed decisions,
+    slightly *harmful* (mean z = -0.1), but the images it gets right arrive first
+    (:func:`engine.bench.adversarial.adversarial_site`); ``(margin, labels, reported)``."""
+    margin, labels, _ = adversarial_site(order, rng)
+    return margin, labels, (margin > 0).astype(np.int64)
 
 
 @pytest.mark.parametrize("order", ["help-then-harm", "drift", "scan-region-last"])
@@ -177,11 +145,11 @@ def _images(n: int, seed: int = 0, shift: float = 2.0) -> tuple[SiteImages, np.n
     return images, labels
 
 
-def test_a_better_candidate_is_promoted_and_decides_every_image_of_the_site() -> None:
+def test_a_better_candidate_is_promoted_and_decides_the_images_its_certificate_covers() -> None:
     images, labels = _images(300)
     ladder = SiteLadder("folder", LadderRule(candidates=("shift", "fit")))
     marks: dict[int, int] = {}
-    while (c := ladder.active or ladder.start(images.head(200))) is not None:
+    while (c := ladder.active or ladder.open_next(images.head(200))) is not None:
         position = c.next_position
         assert position is not None and position < 200  # only images processed when it started
         marks[position] = int(labels[position])
@@ -189,13 +157,28 @@ def test_a_better_candidate_is_promoted_and_decides_every_image_of_the_site() ->
     tested = [c for c in ladder.comparisons if c.disagreements]  # A1 changed nothing: no comparison
     assert [(c.candidate, c.verdict) for c in tested] == [("shift", NOT_BETTER), ("fit", PROMOTED)]
     assert ladder.current == "fit" and tested[1].alpha == pytest.approx(0.0125)
-    decided = ladder.decide(images)
-    assert np.array_equal(decided, (images.margin > 2.0).astype(np.int64))  # later images too
-    assert np.mean(decided == labels) > np.mean(images.source == labels) + 0.03
+    fit = (images.margin > 2.0).astype(np.int64)
+    covered = ladder.coverage(tested[1], images)
+    assert 200 <= covered < 300  # its first 200 images and, counted at their worst, a few after
+    certified, shown = ladder.certified(images), ladder.shown(images)
+    assert np.array_equal(certified[:covered], fit[:covered])  # covered: the promoted rule decides
+    assert np.array_equal(certified[covered:], images.source[covered:])  # later: the rule below it
+    assert np.array_equal(shown, fit)  # shown as they arrive: provisionally, the rule in use
+    assert np.mean(certified == labels) > np.mean(images.source == labels) + 0.01
     text = tested[1].describe(300)
     assert (
-        "first 200 images" in text and "100 images after them are assumed alike" in text and "98.8 %" in text
+        "first 200 images" in text
+        and "98.8 %" in text
+        and f"{300 - covered} later images not covered yet" in text
     )
+    # the queue then covers the later images with a block of their own, and only then goes on
+    while (c := ladder.active or ladder.open_next(images)) is not None:
+        position = c.next_position
+        assert position is not None
+        marks[position] = int(labels[position])
+        ladder.review(marks)
+    assert [(b.start, b.end) for b in tested[1].blocks] == [(0, 200), (200, 300)]
+    assert ladder.coverage(tested[1], images) == 300 and np.array_equal(ladder.certified(images), fit)
 
 
 def test_a_harmful_operating_point_is_reverted_to_the_source_model() -> None:

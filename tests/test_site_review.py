@@ -26,7 +26,10 @@ def test_the_queue_samples_a_frozen_population_and_a_restart_rebuilds_the_same_l
     made = review_all(review, labels)
     assert 0 < made < 60
     promoted = [c for c in review.comparisons() if c.verdict == PROMOTED]
-    assert [c.candidate for c in promoted] == ["fit"] and promoted[0].covered == 200
+    assert [c.candidate for c in promoted] == ["fit"] and promoted[0].population == 200
+    # the later images were covered by a block of their own, frozen once the first was decided
+    assert [(b.start, b.end) for b in promoted[0].blocks] == [(0, 200), (200, 240)]
+    assert promoted[0].covered == 240 and not review.provisional().any()
     decided = review.decisions()
     assert np.mean(decided == labels) > np.mean(np.array([r.source_prediction for r in rows]) == labels)
     assert not (tmp_path / "certificates.json").exists()  # nothing to edit: certificates are derived
@@ -102,7 +105,7 @@ def test_times_are_compared_as_times_not_text(tmp_path: Path) -> None:
     # 09:30 at +02:00 is 07:30 UTC, earlier than 08:00 at +00:00, though it sorts later as text
     store.put(ReviewMark(rows[0].key, 1, 0, "2026-03-29T08:00:00+00:00", "b"))
     store.put(ReviewMark(rows[1].key, 0, 0, "2026-03-29T09:30:00+02:00", "a"))
-    marks, _, _ = store.load()
+    marks = store.load().marks
     assert list(marks) == [rows[1].key, rows[0].key]
     assert parse_time("2026-03-29T09:30:00+02:00") < parse_time("2026-03-29T08:00:00+00:00")
     with pytest.raises(MarkError, match="not a time"):

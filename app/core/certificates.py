@@ -58,7 +58,6 @@ class ComparisonLine:
     upper: float
     level: float  # the confidence level it is tested at
     verdict: str  # open, verified, reverted, promoted, not better
-    kept: bool  # kept by e-BH across the site's comparisons (verified or promoted only)
     says: str  # the engine's sentence: verdict, level and scope
     part: str = ""  # the part of a folder the method split that it is about ("part 2 of 3 (114 images)")
 
@@ -91,7 +90,6 @@ def comparison_lines(document: Mapping[str, Any]) -> list[ComparisonLine]:
             upper=number(c["upper"]),
             level=float(c["level"]),
             verdict=str(c["verdict"]),
-            kept=bool(c["kept_by_e_bh"]),
             says=str(c["says"]),
             part=str(c.get("part", "")),
         )

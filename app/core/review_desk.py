@@ -48,6 +48,7 @@ class ReviewDesk:
     def __init__(self) -> None:
         self.review: SiteReview | None = None
         self._decisions: np.ndarray | None = None
+        self._certified = np.zeros(0, dtype=np.int64)
         self._decided: set[int] = set()  # comparisons (by number) already announced
         self._fresh: list[ComparisonLine] = []  # decided since they were last taken
         self._undone: list[int] = []  # announced, then taken back by an undo, since last taken
@@ -182,32 +183,49 @@ class ReviewDesk:
         return self.review.ladder.current
 
     @property
-    def rules_key(self) -> tuple[tuple[str, float], ...]:
-        """Every part's rule in use and threshold: changes exactly when some part's rule moves
-        (a folder split in parts moves one part's rule while the queue serves another)."""
+    def rules_key(self) -> tuple[tuple[str, float, int, int], ...]:
+        """Every part's rule in use, threshold and the images its rules certify and show: changes
+        exactly when some part's rule moves or its coverage grows (a folder split in parts moves
+        one part's rule while the queue serves another)."""
         return self.review.rules_key() if self.review is not None else ()
 
     @property
     def moved_rules(self) -> tuple[tuple[int, str, float], ...]:
         """The parts whose reviews moved their rule, with the rule and its threshold: a part still
         at the label-free rule shows its rows as they were decided, whether or not it exists yet."""
-        return tuple((k, rule, t) for k, (rule, t) in enumerate(self.rules_key) if rule != "operating point")
+        return tuple(
+            (k, rule, t) for k, (rule, t, _, _) in enumerate(self.rules_key) if rule != "operating point"
+        )
 
     def rule_of(self, index: int) -> tuple[str, float, str]:
-        """``(rule, threshold, part)`` that decides the row at ``index`` (its part's: a folder the
-        method split has one rule per part; part empty when the folder is one part)."""
+        """``(rule, threshold, part)`` whose call the row at ``index`` is shown with (its part's: a
+        folder the method split has one rule per part; part empty when the folder is one part);
+        a promoted rule's call where no certificate covers the row yet is provisional
+        (:meth:`provisional`)."""
         if self.review is None:
             return "operating point", math.nan, ""
-        return self.review.rule_of(index)
+        return self.review.rule_of(index, shown=True)
 
     def decisions(self) -> np.ndarray:
-        """Every row's decision under the rule in use (the label-free rule: each image by the
-        site's latest operating point, as ``f2tta run``'s certified decisions)."""
+        """Every row's decision as the window shows it: the rules the reviews put in use, a
+        promoted rule's call provisional where no certificate covers the row yet (the label-free
+        rule: each image by the site's latest operating point)."""
         if self.review is None:
             return np.zeros(0, dtype=np.int64)
         if self._decisions is None or len(self._decisions) != len(self.review.rows):
-            self._decisions = self.review.decisions()
+            self._decisions = self.review.shown()
+            self._certified = self.review.decisions()
         return self._decisions
+
+    def certified(self) -> np.ndarray:
+        """Every row's decision as reports give it: by the rules whose certificates cover it."""
+        self.decisions()
+        return self._certified
+
+    def provisional(self, index: int) -> bool:
+        """Whether the row at ``index`` is shown with a promoted rule's call no certificate covers yet."""
+        shown = self.decisions()
+        return 0 <= index < len(shown) and bool(shown[index] != self._certified[index])
 
     def document(self) -> dict[str, object]:
         """The certificates as ``f2tta run`` writes them (``certificates.json``; e-BH within the site)."""

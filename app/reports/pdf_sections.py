@@ -206,12 +206,7 @@ def certificate_blocks(data: ReportData) -> list[Block]:
             str(c["reviews"]),
             f"{100 * float(c['level']):.1f} %".replace(".0 %", " %"),
             _bounds(c),
-            f"<b>{esc(c['verdict'])}</b>"
-            + (
-                ""
-                if c["kept_by_e_bh"] or c["verdict"] not in ("verified", "promoted")
-                else " (not kept by e-BH)"
-            ),
+            f"<b>{esc(c['verdict'])}</b>",
         ]
         for i, c in enumerate(comparisons)
     ]
@@ -220,12 +215,14 @@ def certificate_blocks(data: ReportData) -> list[Block]:
         "<p>Each comparison tests whether a rule is better than the one in use on the images it would "
         "decide otherwise, from a reviewer's marks on a <b>uniformly random sample</b> of them "
         f"({reviews} reviews used in all); each is tested at a smaller error level than the one before, "
-        "and the verified or promoted ones are kept together by e-BH. <i>Verified</i>: adapting helps. "
-        "<i>Promoted</i>: a stronger candidate decides the folder from then on. <i>Reverted</i>: adapting "
-        "harms; the source model decides. <i>Not better</i>: the candidate is not used. Bounds: the mean "
-        "gain per changed decision (+1: every change a fix). A verdict covers the images the comparison "
-        "was frozen on; what it says of later images rests on their being alike. Reviews never change the "
-        f"label-free adaptation itself. Rule in use: <b>{esc(rule_name(data.rule_in_use))}</b>.</p>"
+        "so the certificates of this folder are wrong together with probability at most 5 % (control is "
+        "per folder). <i>Verified</i>: adapting helps. <i>Promoted</i>: a stronger candidate decides the "
+        "images its certificate covers. <i>Reverted</i>: adapting harms; the source model decides. "
+        "<i>Not better</i>: the candidate is not used. Bounds: the mean gain per changed decision (+1: every "
+        "change a fix). A certificate covers the images its comparison was frozen on and the later images "
+        "reviews of their own covered; images that arrived after it and are not covered yet are reported "
+        "with the rule below it. Reviews never change the label-free adaptation itself. Rule in use: "
+        f"<b>{esc(rule_name(data.rule_in_use))}</b>.</p>"
     )
     if not certified:
         html += (

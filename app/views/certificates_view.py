@@ -81,9 +81,7 @@ class CertificatesView(QWidget):
         self.table.setRowCount(len(lines))
         for r, line in enumerate(lines):
             share = f" ({line.disagreements / line.covers:.0%})" if line.covers else ""
-            verdict = line.verdict + (
-                "" if line.kept or line.verdict not in (VERIFIED, PROMOTED) else " (not kept by e-BH)"
-            )
+            verdict = line.verdict
             values = (
                 str(line.number),
                 line.what,

@@ -135,7 +135,7 @@ def format_reviews(result: BenchResult) -> str:
         "worst site Δ",
         "fixed/broken",
         "promoted/verified/reverted/not better/open",
-        "verified (e-BH)",
+        "provisional",
     ]
     rows = []
     lines = []
@@ -161,7 +161,7 @@ def format_reviews(result: BenchResult) -> str:
                     "/".join(
                         str(v.get(x, 0)) for x in ("promoted", "verified", "reverted", "not better", "open")
                     ),
-                    str(v.get("verified (e-BH)", 0)),
+                    f"{r.get('provisional_per_site', 0.0):.1f}",
                 ]
             )
     title = (

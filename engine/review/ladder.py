@@ -5,56 +5,89 @@ a ladder (``docs/review-certificates.md``):
 
 * **A0**, the source model's own decisions;
 * **A1**, the label-free operating point reported without review — only where the method runs
-  with ``report_operating_point`` on (off by default: *review first*, ``docs/review-certificates.md``);
-  then a site's images are decided by its *latest* threshold (the report written after a folder
-  is processed uses the operating point fitted on all of it, not the one in use when each image
-  arrived); by default every reported threshold is 0 and A1 decides as A0;
+  with ``report_operating_point`` on (off by default: *review first*); then a site's images are
+  decided by its *latest* threshold; by default every reported threshold is 0 and A1 decides as A0;
 * **candidates** (``engine.methods.idipt_plus``: ``fit``, ``shift``, ``prior``, ``guarded`` — the
   operating point once its guards accept it — each a threshold on the source margin, and
   ``prompted``, I-DiPT's own decision), computed beside the rule in use and **never reported
   until a certificate shows them better on this site**.
 
-A :class:`Comparison` is one certificate: when it starts, the candidate's parameters are frozen
-(a threshold is one number from then on) and so is its *population*: the site's images
-processed so far. The images where the rule in use and the candidate disagree are put in a
-random order, drawn once from a seeded generator, and are reviewed in that order: every review
-is a uniform draw without replacement from them, whatever order the images arrived in
-(:mod:`engine.review.sampling`). Marks a reviewer made elsewhere are used when the order reaches
-them, never before (so where a reviewer chose to look does not bias the sample).
+A :class:`~engine.review.comparison.Comparison` is one certificate, tested at ``alpha / 2**j``
+for the j-th comparison ever started at the site (so the whole ladder errs at most ``alpha``;
+an index is never reused, whatever is undone). Each review gives ``z = 1[candidate right] -
+1[rule right]``:
 
-Each review gives ``z = 1[candidate right] - 1[rule right]``. The j-th comparison of a site is
-tested at ``alpha / 2**j`` (so the whole ladder errs at most ``alpha``):
+* **A1 against A0** (only where A1 changed a decision): *verified* when the lower bound on the
+  mean of ``z`` is above 0; *reverted* (the site goes back to the source model's decisions) when,
+  with at least ``min_reviews`` reviews, the upper bound shows harm at ``1 - alpha_j``, or the
+  upper bound at the revert level shows a harm above ``tolerance`` of the site's images.
+* **a candidate against the rule in use**: *promoted* when the lower bound is above 0; *not
+  better* when the upper bound is at or below 0, or after ``patience`` reviews without being
+  right more often (the next candidate is tried).
 
-* **A1 against A0** (only where A1 changed a decision of the population): *verified* when the
-  lower bound on the mean of ``z`` is above 0; *reverted* (the site goes back to the source
-  model's decisions) when, with at least ``min_reviews`` reviews, the upper bound shows harm at
-  ``1 - alpha_j``, or the upper bound at the revert level shows a harm above ``tolerance`` of the
-  site's images (the rule of ``engine.review.rule``, now on a uniform sample).
-* **a candidate against the rule in use**: *promoted* when the lower bound is above 0 (it decides
-  the site's images from then on, the covered ones and, under the stated assumption that later
-  images are like them, the ones after); *not better* when the upper bound is at or below 0, or
-  after ``patience`` reviews without a verdict (the next candidate is tried).
-
-A verdict covers the population it was drawn from (:attr:`Comparison.covered`); what it says of
-later images rests on their being like those, and :meth:`Comparison.describe` says so.
+**Coverage** (:mod:`engine.review.union`). A promoted candidate decides an image only where its
+certificate covers it. Images that arrive after its first block are covered by extension blocks
+and, as far as the evidence reaches, counted at their worst; until then they are *provisional*:
+:meth:`SiteLadder.shown` gives the candidate's call (what a reader sees while the folder arrives,
+marked provisional), :meth:`SiteLadder.certified` the decision of the rule below it (what reports
+say). An extension block is covered when the blocks up to it are certified together, and stopped
+when it shows no gain (its upper bound at or below 0, or ``extension_patience`` reviews without
+the candidate right more often, or every one reviewed without a certificate): the candidate then
+shows no image beyond its coverage. The queue (:meth:`SiteLadder.open_next`) extends the coverage
+of the rules in use, lowest first, before it starts the next candidate, and starts a candidate
+only on images the rules below it cover.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from engine.review import union
+from engine.review.comparison import (
+    COVERED,
+    GUARDED,
+    LABEL_FREE,
+    NOT_BETTER,
+    OPEN,
+    PROMOTED,
+    PROMPTED,
+    REVERTED,
+    SOURCE_RULE,
+    STOPPED,
+    VERIFIED,
+    Block,
+    Comparison,
+)
+from engine.review.images import SiteImages, rule_decisions, site_seed
 from engine.review.sampling import SamplingSequence
 
-OPEN, VERIFIED, REVERTED, PROMOTED, NOT_BETTER = "open", "verified", "reverted", "promoted", "not better"
-SOURCE_RULE, LABEL_FREE = "source", "operating point"
-PROMPTED = "prompted"
-GUARDED = "guarded"  # the label-free operating point as a candidate (the method's default: review first)
 DEFAULT_CANDIDATES = ("fit", "shift", "prior", GUARDED, PROMPTED)
+
+__all__ = [
+    "COVERED",
+    "DEFAULT_CANDIDATES",
+    "GUARDED",
+    "LABEL_FREE",
+    "NOT_BETTER",
+    "OPEN",
+    "PROMOTED",
+    "PROMPTED",
+    "REVERTED",
+    "SOURCE_RULE",
+    "STOPPED",
+    "VERIFIED",
+    "Block",
+    "Comparison",
+    "LadderRule",
+    "SiteImages",
+    "SiteLadder",
+    "site_seed",
+    "tested",
+]
 
 
 @dataclass(frozen=True)
@@ -66,128 +99,12 @@ class LadderRule:
     tolerance: float = 0.01  # harm tolerated, share of the site's images
     min_reviews: int = 3  # reviews before A1 can be reverted
     patience: int = 4  # reviews after which a candidate that has not been right more often is given up
+    extension_patience: int = 8  # the same for a promoted candidate's later block
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha / 2**j``."""
         return self.alpha / 2.0**j
-
-
-@dataclass(frozen=True)
-class SiteImages:
-    """What is known of one site's images without labels, in arrival order.
-
-    Attributes:
-        reported: ``(n,)`` the label-free decision reported when each image arrived.
-        source: ``(n,)`` the source model's decision (A0).
-        threshold: ``(n,)`` the label-free threshold on the margin in use when each image arrived
-            (A1; 0 is the source's own; None: the decisions are not thresholds, ``reported`` stands).
-        margin: ``(n,)`` the source margin ``l_1 - l_0`` (nan: not a two-class decision).
-        candidates: per candidate, ``(n,)`` its threshold when each image was decided (nan: none yet).
-        prompted: ``(n,)`` I-DiPT's prompted decision (-1: not computed).
-    """
-
-    reported: np.ndarray
-    source: np.ndarray
-    margin: np.ndarray
-    threshold: np.ndarray | None = None
-    candidates: Mapping[str, np.ndarray] = field(default_factory=dict)
-    prompted: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return int(self.reported.shape[0])
-
-    def head(self, n: int) -> SiteImages:
-        """The first ``n`` images."""
-        return SiteImages(
-            self.reported[:n],
-            self.source[:n],
-            self.margin[:n],
-            None if self.threshold is None else self.threshold[:n],
-            {k: v[:n] for k, v in self.candidates.items()},
-            None if self.prompted is None else self.prompted[:n],
-        )
-
-    def latest_threshold(self, n: int) -> float:
-        """A1's threshold after the first ``n`` images (nan when A1 is not a threshold)."""
-        if self.threshold is None or n == 0 or not np.isfinite(self.margin[:n]).all():
-            return math.nan
-        return float(self.threshold[n - 1])
-
-
-def site_seed(seed: int, site: str) -> int:
-    """A stable integer for ``(seed, site)`` (the site's random orders do not depend on hashing)."""
-    return (int(seed) * 1_000_003 + zlib.crc32(site.encode("utf-8", "surrogateescape"))) & 0x7FFFFFFF
-
-
-@dataclass
-class Comparison:
-    """One certificate of a site's ladder (see the module docstring).
-
-    Attributes:
-        index: j, its place in the site's ladder (1-based); tested at ``rule.level(j)``.
-        candidate: what is tested: :data:`LABEL_FREE` (A1 against A0) or a candidate's name.
-        threshold: the candidate's frozen threshold (nan: not a threshold candidate).
-        covered: the site's images it covers (the first ``covered`` in arrival order).
-        before: ``(covered,)`` the decisions of the rule in use.
-        after: ``(covered,)`` the candidate's decisions.
-        order: the disagreements, as positions in the site's arrival order, in review order.
-        sequence: the confidence sequence of the mean of ``z`` over the disagreements.
-        reviewed: positions whose review was used, in order.
-        verdict: :data:`OPEN`, :data:`VERIFIED`, :data:`REVERTED`, :data:`PROMOTED` or :data:`NOT_BETTER`.
-    """
-
-    index: int
-    candidate: str
-    threshold: float
-    covered: int
-    before: np.ndarray
-    after: np.ndarray
-    order: list[int]
-    sequence: SamplingSequence
-    alpha: float
-    reviewed: list[int] = field(default_factory=list)
-    verdict: str = OPEN
-
-    @property
-    def disagreements(self) -> int:
-        return len(self.order)
-
-    @property
-    def next_position(self) -> int | None:
-        """The next image to review (None: the comparison is decided or every disagreement was reviewed)."""
-        if self.verdict != OPEN or len(self.reviewed) >= len(self.order):
-            return None
-        return self.order[len(self.reviewed)]
-
-    def e_value(self) -> float:
-        """Evidence that the candidate is better on the covered images (an e-value, for e-BH)."""
-        return self.sequence.e_value(0.0)
-
-    def describe(self, total: int, part: str = "") -> str:
-        """One sentence: the verdict, its level and scope (``total``: the site's images now, or
-        its part's, when ``part`` names the part of a split folder it is about: "part 2 of 3")."""
-        level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
-        what = {LABEL_FREE: "the operating point", GUARDED: "the site's operating point"}.get(
-            self.candidate, f"the {self.candidate} candidate"
-        )
-        n, d = self.covered, self.disagreements
-        scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
-        scope += f" of {part}" if part else ""
-        where = f"{part} of this folder" if part else "this site"
-        later = f"; the {total - n} images after them are assumed alike" if total > n else ""
-        counts = f" ({len(self.reviewed)} reviewed)"
-        if self.sequence.exhausted:
-            level, counts = "known exactly", " (every one reviewed)"
-        if self.verdict == VERIFIED:
-            return f"{what} is better on {scope}, {level}{counts}{later}"
-        if self.verdict == PROMOTED:
-            return f"{what} decides {where}: better on {scope}, {level}{counts}{later}"
-        if self.verdict == REVERTED:
-            return f"{what} was turned back: it does harm on {scope}{counts}; the source model decides"
-        if self.verdict == NOT_BETTER:
-            return f"{what} was not shown better on {scope}{counts}; it is not used"
-        return f"{what} is under review on {scope}{counts}"
 
 
 class SiteLadder:
@@ -206,37 +123,93 @@ class SiteLadder:
         self.comparisons: list[Comparison] = []
         self.current = LABEL_FREE  # the rule in use: LABEL_FREE, SOURCE_RULE or a candidate's name
         self.current_threshold = math.nan
+        self.next_index = 1  # the index the next comparison gets (never reused)
+        self.frozen: list[tuple[Comparison, int]] = []  # blocks frozen, (comparison, block number)
+        self._undo_start = 0  # comparisons before the last start (what discard restores)
 
-    # -- decisions -----------------------------------------------------------------------------
+    # -- the rules in use ----------------------------------------------------------------------
+    @property
+    def base(self) -> tuple[str, float]:
+        """The rule before any promotion: A1 (the label-free decisions), or A0 after a revert."""
+        reverted = any(c.candidate == LABEL_FREE and c.verdict == REVERTED for c in self.comparisons)
+        return (SOURCE_RULE if reverted else LABEL_FREE), math.nan
+
+    def chain(self) -> list[Comparison]:
+        """The promoted comparisons, in order: each tested against the one before it."""
+        return [c for c in self.comparisons if c.verdict == PROMOTED]
+
+    def coverage(self, c: Comparison, images: SiteImages) -> int:
+        """The images ``c``'s certificate covers among ``images`` (0 unless promoted)."""
+        if c.verdict != PROMOTED or not c.blocks:
+            return 0
+        n = len(images)
+        later = [p for p in np.flatnonzero(c.after != c.before).tolist() if p >= c.blocks[0].end]
+        if n > c.frozen:
+            rest = images
+            below = rule_decisions(rest, *c.below, n)[c.frozen :]
+            mine = rule_decisions(rest, c.candidate, c.threshold, n)[c.frozen :]
+            later += (np.flatnonzero(below != mine) + c.frozen).tolist()
+        return union.coverage([b.sequence for b in c.blocks], [b.end for b in c.blocks], later, n, c.alpha)
+
+    def _walk(
+        self, images: SiteImages, certified_only: bool
+    ) -> tuple[np.ndarray, list[tuple[str, float, int]]]:
+        """Every image's decision along the chain, and the layers: the base rule over every image,
+        then each chain member with its reach (the first images it decides): its coverage, or
+        (shown, while it extends) every image the one below reaches."""
+        n = len(images)
+        base = self.base
+        out = rule_decisions(images, *base, n)
+        reach, layers = n, [(base[0], base[1], n)]
+        for c in self.chain():
+            c.coverage = self.coverage(c, images)
+            if certified_only or not c.extending:
+                reach = min(reach, c.coverage)
+            if reach > 0:
+                out[:reach] = rule_decisions(images, c.candidate, c.threshold, reach)
+            layers.append((c.candidate, c.threshold, reach))
+        return out, layers
+
+    def layers(self, images: SiteImages, shown: bool = False) -> list[tuple[str, float, int]]:
+        """``(rule, threshold, reach)`` from the base up: image ``i`` is decided by the last layer
+        whose reach exceeds ``i`` (certified; ``shown``: as a reader is shown it)."""
+        return self._walk(images, certified_only=not shown)[1]
+
     def decide(self, images: SiteImages, upto: int | None = None) -> np.ndarray:
-        """The decisions of the rule in use for the site's first ``upto`` images (all: None)."""
-        n = len(images) if upto is None else upto
-        return self._decisions(images, self.current, self.current_threshold, n)
+        """The certified decisions of the site's first ``upto`` images (all: None): each by the
+        highest rule in use whose certificate covers it (:meth:`certified`)."""
+        out = self.certified(images)
+        return out if upto is None else out[:upto]
 
-    def _decisions(self, images: SiteImages, rule: str, threshold: float, n: int) -> np.ndarray:
-        if rule == LABEL_FREE:
-            latest = images.latest_threshold(len(images))
-            if math.isnan(latest):
-                return images.reported[:n].copy()
-            return (images.margin[:n] > latest).astype(np.int64)
-        if rule == SOURCE_RULE:
-            return images.source[:n].copy()
-        if rule == PROMPTED:
-            prompted = images.prompted[:n] if images.prompted is not None else np.full(n, -1)
-            return np.where(prompted >= 0, prompted, images.reported[:n])
-        return (images.margin[:n] > threshold).astype(np.int64)
+    def certified(self, images: SiteImages) -> np.ndarray:
+        """What reports say: each image by the highest promoted rule whose certificate covers it."""
+        return self._walk(images, certified_only=True)[0]
 
-    # -- the ladder ----------------------------------------------------------------------------
+    def shown(self, images: SiteImages) -> np.ndarray:
+        """What a reader is shown: the rules in use, provisional beyond their coverage."""
+        return self._walk(images, certified_only=False)[0]
+
+    def reach(self, images: SiteImages) -> int:
+        """The images every rule in use covers (a new candidate is started on these only)."""
+        return self._walk(images, certified_only=True)[1][-1][2]
+
+    # -- starting comparisons and blocks -------------------------------------------------------
     @property
     def active(self) -> Comparison | None:
-        last = self.comparisons[-1] if self.comparisons else None
-        return last if last is not None and last.verdict == OPEN and last.next_position is not None else None
+        """The comparison with a block waiting for reviews (None: none)."""
+        for c in reversed(self.comparisons):
+            if c.open_block is not None:
+                return c
+        return None
 
-    def start(self, images: SiteImages) -> Comparison | None:
-        """Freeze the next comparison on the images processed so far (None: nothing left to test)."""
+    def _plan(
+        self, images: SiteImages
+    ) -> tuple[list[Comparison], tuple[str, float, np.ndarray, np.ndarray]] | None:
+        """The candidates with nothing to test before the next one that has, and that one's
+        ``(name, threshold, before, after)`` (None: none has anything to test)."""
         n = len(images)
-        if n == 0 or self.active is not None:
-            return self.active
+        if n == 0:
+            return None
         tried = {c.candidate for c in self.comparisons}
         steps: list[tuple[str, float]] = []
         if LABEL_FREE not in tried and self.current == LABEL_FREE:
@@ -249,96 +222,194 @@ class SiteLadder:
                     steps.append((name, math.nan))
             elif name in images.candidates:
                 steps.append((name, float(images.candidates[name][n - 1])))
-        before = self.decide(images, n)
+        rule_in_use = self.decide(images, n)
+        empties: list[Comparison] = []
         for name, threshold in steps:
-            if name != PROMPTED and name != LABEL_FREE and not math.isfinite(threshold):
+            if name not in (PROMPTED, LABEL_FREE) and not math.isfinite(threshold):
                 continue
-            after = (
-                images.source[:n].copy()
-                if name == LABEL_FREE
-                else self._decisions(images, name, threshold, n)
-            )
-            if name == LABEL_FREE:
-                before, after = after, before  # A1 is the candidate, A0 the rule it is tested against
-            changed = np.flatnonzero(after != before)
-            if changed.size == 0:
-                self.comparisons.append(self._empty(name, threshold, n, before, after))
-                before = self.decide(images, n)
+            if name == LABEL_FREE:  # A1 is the candidate, A0 the rule it is tested against
+                before, after = images.source[:n].copy(), rule_in_use
+            else:
+                before, after = rule_in_use, rule_decisions(images, name, threshold, n)
+            if not np.any(after != before):
+                empties.append(Comparison(0, name, threshold, n, before, after, 0.0, verdict=NOT_BETTER))
                 continue
-            j = len([c for c in self.comparisons if c.disagreements]) + 1
-            rng = np.random.default_rng([site_seed(self.seed, self.site), j, n])
-            comparison = Comparison(
-                index=j,
-                candidate=name,
-                threshold=threshold,
-                covered=n,
-                before=before,
-                after=after,
-                order=[int(i) for i in rng.permutation(changed)],
-                sequence=SamplingSequence(int(changed.size), alpha=self.rule.level(j)),
-                alpha=self.rule.level(j),
-            )
-            self.comparisons.append(comparison)
-            return comparison
+            return empties, (name, threshold, before, after)
         return None
 
-    def _empty(
-        self, name: str, threshold: float, n: int, before: np.ndarray, after: np.ndarray
-    ) -> Comparison:
-        """A candidate that decides the covered images exactly as the rule in use: nothing to test."""
-        return Comparison(
-            0, name, threshold, n, before, after, [], SamplingSequence(1), 0.0, verdict=NOT_BETTER
+    def start(
+        self, images: SiteImages, index: int | None = None, candidate: str | None = None
+    ) -> Comparison | None:
+        """Freeze the next comparison on ``images`` (the images processed so far that the rules in
+        use cover); None: nothing left to test, a comparison is open, or (``candidate`` given, as
+        when a recorded start is replayed) the next candidate is another. ``index``: the recorded
+        index (a new comparison takes :attr:`next_index`)."""
+        if self.active is not None:
+            return None
+        images = images.head(
+            self.reach(images)
+        )  # a candidate is tested only where the rules in use are certified
+        plan = self._plan(images)
+        if plan is None or (candidate is not None and plan[1][0] != candidate):
+            return None
+        empties, (name, threshold, before, after) = plan
+        self._undo_start = len(self.comparisons)
+        self.comparisons += empties
+        j = self.next_index if index is None else int(index)
+        self.next_index = max(self.next_index, j + 1)
+        n = len(images)
+        alpha = self.rule.level(j)
+        below = (SOURCE_RULE, math.nan) if name == LABEL_FREE else (self.current, self.current_threshold)
+        if below[0] == LABEL_FREE:
+            below = self.base
+        c = Comparison(j, name, threshold, n, before, after, alpha, below=below)
+        changed = np.flatnonzero(after != before)
+        rng = np.random.default_rng([site_seed(self.seed, self.site), j, n])
+        c.blocks.append(
+            Block(
+                0, n, [int(i) for i in rng.permutation(changed)], SamplingSequence(changed.size, alpha=alpha)
+            )
         )
+        self.comparisons.append(c)
+        self.frozen.append((c, 0))
+        return c
 
-    def review(self, labels: Mapping[int, int]) -> list[Comparison]:
-        """Use the labels known so far (position in arrival order -> class) in the active
-        comparison's order, as far as they reach; returns the comparisons decided by them."""
+    def extend(self, c: Comparison, images: SiteImages, end: int) -> Block | None:
+        """Freeze ``c``'s images ``[c.frozen, end)`` as its next block (None: no disagreement there,
+        the images are frozen without a block to review; or nothing to freeze)."""
+        start = c.frozen
+        if end <= start or end > len(images):
+            return None
+        before = rule_decisions(images, *c.below, end)[start:]
+        after = rule_decisions(images, c.candidate, c.threshold, end)[start:]
+        c.before, c.after = np.concatenate([c.before, before]), np.concatenate([c.after, after])
+        changed = np.flatnonzero(after != before) + start
+        if changed.size == 0:
+            return None
+        b = len(c.blocks)
+        rng = np.random.default_rng([site_seed(self.seed, self.site), c.index, start, end, b])
+        block = Block(
+            start,
+            end,
+            [int(i) for i in rng.permutation(changed)],
+            SamplingSequence(changed.size, alpha=c.alpha),
+        )
+        c.blocks.append(block)
+        self.frozen.append((c, b))
+        return block
+
+    def discard(self, c: Comparison) -> None:
+        """Take back the comparison the last :meth:`start` made (a recorded start that did not match)."""
+        if self.comparisons and self.comparisons[-1] is c:
+            self.comparisons = self.comparisons[: self._undo_start]
+            self.frozen = [f for f in self.frozen if f[0] is not c]
+
+    def discard_block(self, c: Comparison) -> None:
+        """Take back ``c``'s last extension block (a recorded block that did not match)."""
+        if len(c.blocks) > 1:
+            block = c.blocks.pop()
+            c.before, c.after = c.before[: block.start], c.after[: block.start]
+            self.frozen = [f for f in self.frozen if not (f[0] is c and f[1] == len(c.blocks))]
+
+    def below_reach(self, c: Comparison, images: SiteImages) -> int:
+        """The images the rules in use below ``c`` cover (where the rule ``c`` is tested against is certified)."""
+        reach = len(images)
+        for m in self.chain():
+            if m is c:
+                break
+            reach = min(reach, self.coverage(m, images))
+        return reach
+
+    def lagging(self, images: SiteImages) -> tuple[Comparison, int] | None:
+        """The lowest rule in use whose coverage lags the images it could cover, and how far
+        those reach (None: every rule in use covers what the one below it covers)."""
+        reach = len(images)
+        for c in self.chain():
+            if not c.extending:
+                return None
+            if c.open_block is not None:
+                return None
+            if self.coverage(c, images) < reach and c.frozen < reach:
+                return c, reach
+            reach = min(reach, self.coverage(c, images))
+        return None
+
+    def open_next(self, images: SiteImages) -> Comparison | None:
+        """Open what the queue asks about next (module docstring): a block of the lowest rule in
+        use whose coverage lags, else the next candidate on the images every rule in use covers."""
+        for _ in range(len(self.comparisons) + 1):  # each pass freezes a lagging rule up to its reach
+            lag = self.lagging(images)
+            if lag is None:
+                break
+            c, reach = lag
+            if self.extend(c, images, reach) is not None:
+                return c
+        return self.start(images)
+
+    # -- reviews -------------------------------------------------------------------------------
+    def review(self, labels: Mapping[int, int], images: SiteImages | None = None) -> list[Comparison]:
+        """Use the labels known so far (position in arrival order -> class) in the open block's
+        order, as far as they reach; returns the comparisons whose verdict or coverage changed."""
         decided: list[Comparison] = []
         c = self.active
         while c is not None:
-            position = c.next_position
-            if position is None or position not in labels:
+            block = c.open_block
+            position = None if block is None else block.next_position
+            if block is None or position is None or position not in labels:
                 break
             y = int(labels[position])
             z = int(c.after[position] == y) - int(c.before[position] == y)
-            c.sequence.update(z)
-            c.reviewed.append(position)
-            if self._judge(c):
+            block.sequence.update(z)
+            block.reviewed.append(position)
+            if self._judge(c, block):
                 decided.append(c)
                 c = self.active
         return decided
 
-    def _judge(self, c: Comparison) -> bool:
-        """Settle ``c`` if its reviews allow; True when its verdict changed."""
+    def _judge(self, c: Comparison, block: Block) -> bool:
+        """Settle ``block`` of ``c`` if its reviews allow; True when something was settled."""
+        if block is not c.blocks[0]:
+            return self._judge_extension(c, block)
         r = self.rule
         lower, upper = c.sequence.lower(c.alpha), c.sequence.upper(c.alpha)
         exhausted = c.sequence.exhausted
         if c.candidate == LABEL_FREE:
-            d = c.disagreements / max(c.covered, 1)
-            harm = d * -c.sequence.upper(r.revert_alpha)
+            harm = c.disagreements / max(c.population, 1) * -c.sequence.upper(r.revert_alpha)
             if lower > 0:
                 c.verdict = VERIFIED
-            elif len(c.reviewed) >= r.min_reviews and (upper < 0 or harm > r.tolerance):
+            elif len(block.reviewed) >= r.min_reviews and (upper < 0 or harm > r.tolerance):
                 c.verdict = REVERTED
-                self.current, self.current_threshold = SOURCE_RULE, math.nan
             elif exhausted:  # every disagreement reviewed: the effect is known exactly
-                if c.sequence.mean < 0:
-                    c.verdict = REVERTED
-                    self.current, self.current_threshold = SOURCE_RULE, math.nan
-                else:
-                    c.verdict = VERIFIED if c.sequence.mean > 0 else NOT_BETTER
-            return c.verdict != OPEN
-        if lower > 0:
+                mean = c.sequence.mean
+                c.verdict = REVERTED if mean < 0 else VERIFIED if mean > 0 else NOT_BETTER
+            if c.verdict == REVERTED:
+                self.current, self.current_threshold = SOURCE_RULE, math.nan
+        elif lower > 0:
             c.verdict = PROMOTED
+            c.coverage = c.population
             self.current, self.current_threshold = c.candidate, c.threshold
-        elif upper <= 0 or exhausted or (len(c.reviewed) >= r.patience and c.sequence.mean <= 0):
+        elif upper <= 0 or exhausted or (len(block.reviewed) >= r.patience and c.sequence.mean <= 0):
             c.verdict = NOT_BETTER
+        if c.verdict != OPEN:
+            block.state = c.verdict
         return c.verdict != OPEN
+
+    def _judge_extension(self, c: Comparison, block: Block) -> bool:
+        upto = c.blocks[: c.blocks.index(block) + 1]
+        if union.certified([b.sequence for b in upto], 0, c.alpha):
+            block.state = COVERED
+            return True
+        seq = block.sequence
+        patient = len(block.reviewed) >= self.rule.extension_patience and seq.mean <= 0
+        if seq.upper(c.alpha) <= 0 or seq.exhausted or patient:
+            block.state, c.extending = STOPPED, False
+            return True
+        return False
 
     def reviews(self) -> int:
         return sum(len(c.reviewed) for c in self.comparisons)
 
 
 def tested(ladders: Sequence[SiteLadder]) -> list[Comparison]:
-    """Every comparison with at least one disagreement, across sites (what e-BH combines)."""
+    """Every comparison with at least one disagreement, across sites."""
     return [c for ladder in ladders for c in ladder.comparisons if c.disagreements]

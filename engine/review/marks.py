@@ -5,10 +5,18 @@ the dataset's label, never in its place, and it is what the site's certificates 
 (:mod:`engine.review.ladder`). The file lives in the project's review folder,
 ``review/<source hash>.marks.jsonl``, one record per line, appended and fsync'ed as each mark is
 made (a reviewer's work must survive a crash); the last record of an image wins, and a record
-whose label is null clears the image's mark. Besides marks the file holds the moments the site's
-comparisons were started (``start`` records: how many images they cover; a site the method
-split in parts has one record per part, the first part's being the site's own), from which the
-certificates are rebuilt whenever the file is read: certificates are derived, never trusted.
+whose label is null clears the image's mark. Besides marks the file holds one **block record**
+per block any comparison of the site froze (:class:`BlockRecord`: which comparison, its
+candidate and frozen threshold, the images it covers, and hashes of those images' keys and of
+the disagreements it sampled), appended once and never rewritten, from which the certificates
+are rebuilt whenever the file is read: certificates are derived, never trusted, and a block
+whose images or disagreements no longer match is set aside with a note, not used. Files written
+before blocks existed hold ``start`` records (how many images each comparison covered, one list
+per part); they are read as first blocks that could not be bound to their images.
+
+Reading never rewrites the file: records of another folder, records that cannot be read and
+marks taken back stay where they are (set aside, each named in a note), so nothing a reader does
+not use is ever lost.
 
 Every record names the site it belongs to (the hash of its source's identity): a file copied
 from another folder, or a record from another folder, is refused with a message and never used.
@@ -20,7 +28,7 @@ order. A mark naming a class the model does not have is refused when it is made,
 from __future__ import annotations
 
 import itertools
-import logging
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,11 +38,10 @@ from engine.io.sources import source_hash
 from engine.util.files import UnsafeFileError
 from engine.util.jsonlines import KeyedJsonLines
 
-logger = logging.getLogger(__name__)
-
 SUFFIX = "marks.jsonl"
 START_KEY = "\u0000start"  # the key of the ``start`` record (never an item's key: keys are paths or "x,y")
-PART_MARK = "@"  # START_KEY + "@" + group: the starts of one part of a split site
+PART_MARK = "@"  # START_KEY + "@" + group: the starts of one part of a split site (files before blocks)
+BLOCK_KEY = "\u0000block"  # BLOCK_KEY + "@" + part + "#" + comparison + "." + block: one block record
 MAX_REVIEWER = 200  # characters of a reviewer's name kept
 
 
@@ -104,6 +111,109 @@ def check_mark(mark: ReviewMark, classes: int) -> None:
     parse_time(mark.at)
 
 
+@dataclass(frozen=True)
+class BlockRecord:
+    """One block a comparison of the site froze, as the marks file keeps it (module docstring).
+
+    Attributes:
+        part: the unit the part it belongs to was decided in (None: the site's first or only part).
+        comparison: the comparison's index (its level; None: a start written before blocks existed).
+        number: the block's number in its comparison (0: the comparison's start).
+        candidate: the candidate it tests (None: a start written before blocks existed).
+        threshold: the candidate's frozen threshold (None: not a threshold candidate, or not known).
+        start, end: the images it was frozen on (positions in the part's arrival order).
+        disagreements: how many of them the two rules decide differently (None: not known).
+        items: sha256 of the keys of those images (None: not known).
+        changes: sha256 of the disagreements' positions (None: not known).
+    """
+
+    part: int | None
+    comparison: int | None
+    number: int
+    candidate: str | None
+    threshold: float | None
+    start: int
+    end: int
+    disagreements: int | None = None
+    items: str | None = None
+    changes: str | None = None
+
+    @property
+    def bound(self) -> bool:
+        """Whether it names what it covers (a record written since blocks exist)."""
+        return self.items is not None and self.changes is not None and self.comparison is not None
+
+    @property
+    def key(self) -> str:
+        return (
+            f"{BLOCK_KEY}{PART_MARK}{'' if self.part is None else self.part}#{self.comparison}.{self.number}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        threshold = self.threshold if self.threshold is not None and math.isfinite(self.threshold) else None
+        return {
+            "part": self.part,
+            "comparison": self.comparison,
+            "number": self.number,
+            "candidate": self.candidate,
+            "threshold": threshold,
+            "start": self.start,
+            "end": self.end,
+            "disagreements": self.disagreements,
+            "items": self.items,
+            "changes": self.changes,
+        }
+
+
+def _block(value: object) -> BlockRecord:
+    """A block record read back (raises TypeError or ValueError when it is not one)."""
+    if not isinstance(value, dict):
+        raise TypeError("not a block record")
+
+    def whole(name: str, low: int = 0, optional: bool = False) -> int | None:
+        v = value.get(name)
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} {v!r} is not a whole number >= {low}")
+        return v
+
+    def text(name: str) -> str:
+        v = value.get(name)
+        if not isinstance(v, str) or not 0 < len(v) <= 200:
+            raise ValueError(f"{name} {v!r} is not a name")
+        return v
+
+    threshold = value.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+        raise ValueError(f"threshold {threshold!r} is not a number")
+    record = BlockRecord(
+        part=whole("part", optional=True),
+        comparison=whole("comparison", low=1),
+        number=int(whole("number") or 0),
+        candidate=text("candidate"),
+        threshold=None if threshold is None else float(threshold),
+        start=int(whole("start") or 0),
+        end=int(whole("end", low=1) or 0),
+        disagreements=whole("disagreements", low=0),
+        items=text("items"),
+        changes=text("changes"),
+    )
+    if record.end <= record.start or (record.number == 0 and record.start != 0):
+        raise ValueError(f"images {record.start} to {record.end} are not a block")
+    return record
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What :meth:`MarkStore.load` read: the marks, the block records (in the order they were
+    made) and a note for everything set aside."""
+
+    marks: dict[str, ReviewMark]
+    blocks: list[BlockRecord]
+    notes: list[str]
+
+
 class MarkStore:
     """The marks of one site in a project's review folder (see the module docstring).
 
@@ -117,37 +227,48 @@ class MarkStore:
         self.folder, self.source_id, self.classes = folder, source_id, classes
         self.site = source_hash(source_id)
         self._file = KeyedJsonLines(marks_path(folder, source_id), key="k")
-        self.part_starts: dict[int, list[int]] = {}  # by group, read by :meth:`load` (split sites)
 
     @property
     def path(self) -> Path:
         return self._file.path
 
-    def load(self) -> tuple[dict[str, ReviewMark], list[int], list[str]]:
-        """``(marks by key in the order they were made, comparison starts, notes)``.
+    def load(self) -> Loaded:
+        """The marks (by key, in the order they were made, as times), the block records and notes.
 
-        Records of another site, of unknown classes or with unreadable times are dropped, each
-        named in a note (for the log and the window); a file that cannot be read at all reads as
-        empty with a note (the review goes on without it).
+        Records of another site, of unknown classes, with unreadable times or blocks that are
+        not blocks are not used, each named in a note (for the log and the window); they stay in
+        the file. A file that cannot be read at all reads as empty with a note (the review goes
+        on without it).
         """
         notes: list[str] = []
-        self.part_starts = {}
         try:
-            records, lines = self._file.read()
+            records, _ = self._file.read()
         except (OSError, UnsafeFileError) as exc:
-            return {}, [], [f"the review marks {self.path} cannot be read ({exc}); the review starts empty"]
+            return Loaded(
+                {}, [], [f"the review marks {self.path} cannot be read ({exc}); the review starts empty"]
+            )
         marks: list[ReviewMark] = []
-        starts: list[int] = []
+        blocks: list[BlockRecord] = []
+        legacy: list[BlockRecord] = []
         foreign = 0
         for key, record in records.items():
             if record.get("site") != self.site:
                 foreign += 1
                 continue
-            if key == START_KEY:
-                starts = _starts(record.get("starts"), notes)
+            if key.startswith(BLOCK_KEY):
+                try:
+                    blocks.append(_block(record.get("block")))
+                except (TypeError, ValueError) as exc:
+                    notes.append(f"a record of a comparison's block was set aside ({exc})")
                 continue
-            if key.startswith(START_KEY + PART_MARK) and isinstance(record.get("group"), int):
-                self.part_starts[int(record["group"])] = _starts(record.get("starts"), notes)
+            if key == START_KEY or (
+                key.startswith(START_KEY + PART_MARK) and isinstance(record.get("group"), int)
+            ):
+                group = None if key == START_KEY else int(record["group"])
+                legacy += [
+                    BlockRecord(group, None, 0, None, None, 0, n)
+                    for n in _starts(record.get("starts"), notes)
+                ]
                 continue
             if record.get("label") is None:
                 continue
@@ -167,23 +288,15 @@ class MarkStore:
         if foreign:
             notes.append(
                 f"{foreign} record(s) in {self.path.name} belong to another folder and were not used "
-                "(marks are bound to the folder or slide they were made on)"
+                "(marks are bound to the folder or slide they were made on; the file keeps them)"
             )
         marks.sort(key=lambda m: m.when)  # as times, whatever their UTC offsets
-        if len(records) < lines:
-            self._compact(records)
-        return {m.key: m for m in marks}, starts, notes
-
-    def _compact(self, records: dict[str, dict[str, Any]]) -> None:
-        keep = [
-            r
-            for r in records.values()
-            if r.get("site") == self.site and (r.get("label") is not None or r.get("k") == START_KEY)
-        ]
-        try:
-            self._file.rewrite(keep)
-        except OSError as exc:
-            logger.warning("%s cannot be compacted: %s", self.path, exc)
+        if legacy:
+            notes.append(
+                f"{len(legacy)} comparison start(s) were written by an earlier version: they are used, "
+                "but cannot be checked against the images they covered"
+            )
+        return Loaded({m.key: m for m in marks}, legacy + blocks, notes)
 
     def put(self, mark: ReviewMark) -> None:
         """Record ``mark`` durably.
@@ -212,17 +325,13 @@ class MarkStore:
         """
         self._file.append({"k": key, "site": self.site, "label": None}, durable=True)
 
-    def put_starts(self, starts: list[int], group: int | None = None) -> None:
-        """Record when the site's comparisons started (how many images each covers); ``group``: of the
-        part of a split site decided in that unit (None: the site's first or only part).
+    def put_block(self, block: BlockRecord) -> None:
+        """Record a block a comparison froze, durably, before anything is shown from it.
 
         Raises:
             OSError: it cannot be written.
         """
-        record: dict[str, Any] = {"k": START_KEY, "site": self.site, "starts": list(starts)}
-        if group is not None:
-            record.update(k=f"{START_KEY}{PART_MARK}{group}", group=group)
-        self._file.append(record, durable=True)
+        self._file.append({"k": block.key, "site": self.site, "block": block.to_json()}, durable=True)
 
     def close(self) -> None:
         self._file.close()

@@ -11,13 +11,19 @@ method never sees a review.
 
 Two sets of decisions come back, reported apart:
 
-* **online**, what a reader saw when: the label-free decisions up to the review, the rule the
-  reviews left in use after it (only what comes after a review can change live);
-* **retroactive**, the report written afterwards: every image of the site decided by the rule
-  the reviews left in use (the operating point's latest threshold where no review moved it; a
-  promoted candidate's frozen threshold; the source model's where the operating point was turned
-  back). With ``budget`` 0 this is the label-free report: each site decided by its latest
-  operating point.
+* **online**, what a reader was shown as each image arrived: the label-free decisions up to the
+  review, after it the rules the reviews put in use (an image beyond what a certificate covers is
+  shown with the promoted rule's call, provisionally: ``engine.review.ladder``);
+* **retroactive**, the report written afterwards: every image of the site decided by the highest
+  rule the reviews put in use *whose certificate covers it* (the operating point's latest
+  threshold where no review moved the rule; a promoted candidate's frozen threshold where its
+  certificate covers the image, the rule below it elsewhere; the source model's where the
+  operating point was turned back). With ``budget`` 0 this is the label-free report: each site
+  decided by its latest operating point.
+
+A reviewer who comes back when the site is done (``budget_at_end``) answers the queue again with
+every image processed: the coverage of the rules in use is extended to the images that arrived
+after the first visit before the next candidate is tested, as in the app.
 
 **A site decided in several units** (a folder that mixed two appearances and was split in two
 parts, ``engine.methods.idipt_plus._split``): given each image's told ``site``, the site's K
@@ -74,7 +80,8 @@ class ReviewedStream:
     review_at: float
     reviews_used: int
     reviewed: np.ndarray  # (N,) bool
-    decisions: np.ndarray  # (N,) retroactive
+    provisional: np.ndarray  # (N,) bool: shown with a promoted rule's call no certificate covers
+    decisions: np.ndarray  # (N,) retroactive: what the certificates cover
     online_decisions: np.ndarray  # (N,) online
     ladders: dict[int, SiteLadder]  # by site (or site group) number
     counts: ReviewCounts
@@ -94,21 +101,25 @@ class _Unit:
     marks: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.seen = self.images.head(self.moment)  # what every comparison starts on
+        self.seen = self.images.head(self.moment)  # what every block is frozen on
 
     def next_position(self) -> int | None:
-        """The image its ladder asks about next (starting the next comparison on the images seen
-        when none is open); None: nothing left to test."""
-        while self.moment:
-            comparison = self.ladder.active or self.ladder.start(self.seen)
-            if comparison is None:
+        """The image its ladder asks about next (opening the next block on the images seen when
+        none is open, as the app's queue does); None: nothing left to test."""
+        for _ in range(4 * len(self.ladder.rule.candidates) + 16):  # each pass opens a block or ends
+            if not self.moment:
                 return None
-            position = comparison.next_position
+            self.ladder.review(self.marks)
+            c = self.ladder.active
+            if c is None:
+                opened = self.ladder.open_next(self.seen)
+                self.ladder.frozen.clear()
+                if opened is None:
+                    return None
+                continue
+            position = c.next_position
             if position is not None and position not in self.marks:
                 return position
-            self.ladder.review(self.marks)  # an answer it already has decides the next step
-            if self.ladder.active is comparison and position is None:
-                return None
         return None
 
 
@@ -169,6 +180,7 @@ def review_stream(
     seed: int = 0,
     prompted: np.ndarray | None = None,
     site: np.ndarray | None = None,
+    budget_at_end: int = 0,
 ) -> ReviewedStream:
     """Review every site of one stream with up to ``budget`` answers each (module docstring).
 
@@ -187,6 +199,7 @@ def review_stream(
         prompted: ``(N,)`` I-DiPT's prompted decisions (None: not computed).
         site: ``(N,)`` the site each image was told to be in (None: free-form, every unit a site):
             a site's K answers are shared over its units (module docstring).
+        budget_at_end: answers per site the reviewer gives on coming back when the site is done.
 
     Raises:
         ValueError: arrays of different lengths, a negative budget or ``review_at`` outside (0, 1].
@@ -196,14 +209,16 @@ def review_stream(
     arrays += [a for a in (threshold, prompted, site) if a is not None]
     if any(int(a.shape[0]) != n for a in arrays):
         raise ValueError("every array of review_stream needs the same length")
-    if isinstance(budget, bool) or int(budget) != budget or budget < 0:
-        raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
+    for value in (budget, budget_at_end):
+        if isinstance(value, bool) or int(value) != value or value < 0:
+            raise ValueError(f"budget must be a whole number >= 0, not {value!r}")
     if not 0.0 < review_at <= 1.0:
         raise ValueError(f"review_at must lie in (0, 1], not {review_at!r}")
     rule = rule if rule is not None else LadderRule()
     decisions = reported.astype(np.int64).copy()
     online = decisions.copy()
     reviewed = np.zeros(n, dtype=bool)
+    provisional = np.zeros(n, dtype=bool)
     ladders: dict[int, SiteLadder] = {}
     used = 0
     for plan in _sites(unit, site, review_at):
@@ -219,15 +234,21 @@ def review_stream(
             )
             units.append(_Unit(at, moment, images, ladders.setdefault(u, SiteLadder(str(u), rule, seed))))
         used += _serve(units, budget, labels, reviewed)
+        for x in units:  # shown as they arrived after the visit: the rules it put in use
+            online[x.at[x.moment :]] = x.ladder.shown(x.images)[x.moment :]
+        if budget_at_end:
+            for x in units:
+                x.moment, x.seen = int(x.at.size), x.images
+            used += _serve(units, budget_at_end, labels, reviewed)
         for x in units:
-            final = x.ladder.decide(x.images)
-            decisions[x.at] = final
-            online[x.at[x.moment :]] = final[x.moment :]
+            decisions[x.at] = x.ladder.certified(x.images)
+            provisional[x.at] = x.ladder.shown(x.images) != decisions[x.at]
     return ReviewedStream(
         budget=int(budget),
         review_at=float(review_at),
         reviews_used=used,
         reviewed=reviewed,
+        provisional=provisional,
         decisions=decisions,
         online_decisions=online,
         ladders=ladders,

@@ -168,6 +168,28 @@ class SamplingSequence:
             return math.inf
         return float(math.exp(min(self._log_plus[at], 700.0)))
 
+    def log_evidence_by_total(self) -> np.ndarray:
+        """``log K+`` against each possible population *total* of the values (``-1``/``+1`` units:
+        index ``T + N`` holds the evidence against "the values sum to ``T``"); ``inf`` where the
+        draws make that total impossible. Used to combine blocks sampled apart
+        (:mod:`engine.review.union`). On a coarse grid (populations above ``EXACT_GRID``) each
+        total takes the capital of the grid mean at or above it (the capital falls as the mean
+        rises, so this never overstates the evidence) and is impossible only when both grid
+        means around it are.
+
+        Only for the default range ``[-1, +1]`` (reviews).
+        """
+        if (self.low, self.high) != (-1.0, 1.0):
+            raise ValueError("totals are defined for values in [-1, +1]")
+        n = self.population
+        if self.exact:
+            return np.where(self._possible, self._log_plus, np.inf)
+        means = (np.arange(-n, n + 1) / n + 1.0) / 2.0  # each total's mean of x
+        above = np.minimum(np.searchsorted(self.grid, means - _EPS), len(self.grid) - 1)
+        below = np.maximum(above - 1, 0)
+        possible = self._possible[above] | self._possible[below]
+        return np.where(possible, self._log_plus[above], np.inf)
+
     @property
     def mean(self) -> float:
         """The mean of the values drawn so far (nan before the first)."""

@@ -14,10 +14,12 @@ The journal and the predictions CSV stay the label-free record; the certified de
 their own files beside ``--out``:
 
 * ``<out>.certified.csv``: per image the decision as made, the source model's, the certified
-  decision and the rule that decided it;
-* ``<out>.certificates.json``: per comparison its candidate, what it covers, its reviews, bounds,
-  e-value, verdict and one sentence with its level and scope, and which verdicts e-BH keeps
-  across the comparisons.
+  decision, the rule that decided it, whether a certificate covers it and, where a promoted rule
+  calls it otherwise but no certificate covers it yet, that provisional call;
+* ``<out>.certificates.json``: per comparison its candidate, the images it was frozen on and those
+  its certificate covers, its blocks, reviews, bounds, e-value, verdict and one sentence with its
+  level and scope. Error control is per folder (per part of a folder the method split): the
+  ladder's levels add up to at most 5 % there (``docs/review-certificates.md``, "One error rule").
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from engine.errors import F2TTAError
 from engine.io.sources import source_hash
 from engine.io.tables import table_rows
 from engine.review.marks import MarkError, parse_time
-from engine.review.multiple import e_bh
 from engine.run.outputs import certified_paths
 from engine.run.review import SiteReview
 from engine.run.rows import escape_cell, unescape_cell
@@ -43,7 +44,12 @@ from engine.util.atomic import atomic_write_bytes
 #: Columns the reviews file must have (the app's ``reviews.csv`` has these and more).
 REVIEW_FILE_COLUMNS = ("item", "review", "reviewed_at")
 SITE_COLUMN = "site"  # the folder's identity (its source hash) in files the app writes now
-CERTIFIED_COLUMNS = ("index", "item", "as_decided", "source", "certified", "rule")
+CERTIFIED_COLUMNS = ("index", "item", "as_decided", "source", "certified", "rule", "coverage", "provisional")
+COVERED, PROVISIONAL = "covered", "provisional"  # a row's coverage: a certificate covers it, or not yet
+CONTROL = (
+    "per folder: the certificates of one folder (of one part, where the method split it) are wrong "
+    "together with probability at most 5 %; a project of many folders can hold a wrong one"
+)
 
 
 class ReviewFileError(F2TTAError):
@@ -158,12 +164,14 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
         OSError: they cannot be written (each is replaced atomically).
     """
     rows = review.rows
-    decided = review.decisions()
+    decided, shown = review.decisions(), review.shown()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
     rules = review.row_rules()  # with its part's name when the site was split in parts
-    for row, certified, rule in zip(rows, decided, rules, strict=True):
+    for row, certified, call, rule, state in zip(
+        rows, decided, shown, rules, row_coverage(review), strict=True
+    ):
         writer.writerow(
             [
                 row.index,
@@ -172,6 +180,8 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
                 classes[row.source_prediction],
                 classes[int(certified)],
                 rule,
+                state,
+                classes[int(call)] if state == PROVISIONAL else "",
             ]
         )
     certified_path, certificates = certified_paths(out_csv)
@@ -181,10 +191,23 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     return certified_path, certificates
 
 
-def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]:
+def row_coverage(review: SiteReview) -> list[str]:
+    """Per row: :data:`COVERED` where a promoted rule decides it under a certificate,
+    :data:`PROVISIONAL` where a promoted rule calls it otherwise but no certificate covers it yet
+    (reported with the rule below), "" where no review rule is involved."""
+    provisional = review.provisional()
+    out = []
+    for i in range(len(review.rows)):
+        rule = review.rule_of(i)[0]
+        out.append(
+            PROVISIONAL if provisional[i] else COVERED if rule not in ("source", "operating point") else ""
+        )
+    return out
+
+
+def certificates_json(review: SiteReview) -> dict[str, Any]:
     """The site's comparisons as the certificates file and the reports give them."""
     comparisons = review.comparisons()
-    kept = e_bh([c.e_value() for c in comparisons], alpha)
 
     def number(value: float) -> float | None:
         return round(value, 6) if math.isfinite(value) else None
@@ -193,11 +216,15 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
         "site": source_hash(review.source_id),
         "images": len(review.rows),
         "rule_in_use": review.rule_in_use,
+        "provisional_images": int(review.provisional().sum()),
+        "error_control": CONTROL,
         "comparisons": [
             {
                 **({"part": part} if part else {}),  # a site split in parts: each comparison is about one
+                "number": c.index,
                 "candidate": c.candidate,
                 "threshold": number(c.threshold),
+                "population": c.population,
                 "covers_images": c.covered,
                 "disagreements": c.disagreements,
                 "reviews": len(c.reviewed),
@@ -206,11 +233,19 @@ def certificates_json(review: SiteReview, alpha: float = 0.05) -> dict[str, Any]
                 "upper": number(c.sequence.upper(c.alpha)),
                 "e_value": number(c.e_value()),
                 "verdict": c.verdict,
-                "kept_by_e_bh": verified,
+                "blocks": [
+                    {
+                        "images": [b.start, b.end],
+                        "disagreements": len(b.order),
+                        "reviews": len(b.reviewed),
+                        "state": b.state,
+                    }
+                    for b in c.blocks
+                ],
+                "covers_later_images": c.extending,
                 "says": review.describe(c),
             }
-            for c, verified in zip(comparisons, kept, strict=True)
+            for c in comparisons
             for part in [review.part_of(c)[0]]
         ],
-        "e_bh_alpha": alpha,
     }

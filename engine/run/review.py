@@ -4,15 +4,19 @@ One component for the app, ``f2tta run`` and the benchmark's reader of a project
 (``docs/review-certificates.md``). A site is a source: the folder or slide the clinician loaded.
 :class:`SiteReview` holds the site's rows (the journal's, in arrival order), the reviewer's marks
 (:mod:`engine.review.marks`, on disk as they are made) and the site's ladder
-(:mod:`engine.review.ladder`), which it rebuilds from the rows, the marks and the recorded
-moments its comparisons started whenever a mark is taken back: the certificates are derived,
-never read from a file that could have been edited.
+(:mod:`engine.review.ladder`), which it rebuilds from the rows, the marks and the blocks its
+comparisons froze (recorded once, never drawn again: :mod:`engine.run.review_blocks`) whenever
+the site is opened or a mark is taken back: the certificates are derived, never read from a
+file that could have been edited.
 
-The queue is the active comparison's order: the disagreements between the rule in use and the
-candidate under test, in the seeded random order the certificate needs. Asking for the next item
-when no comparison is open starts the next one on the images processed so far (and records that
-moment). Marks made on other images stay marks (the truth beside the dataset's label); the
-ladder uses them when its order reaches them.
+The queue is the open block's order: the disagreements between the rule in use and the candidate
+under test, in the seeded random order the certificate needs. Asking for the next item when no
+block is open first extends the coverage of the rules in use to the images processed since (a
+promoted rule decides an image only where its certificate covers it: :meth:`SiteReview.decisions`;
+:meth:`SiteReview.shown` is what a reader sees while the folder arrives, later images
+provisional), then starts the next candidate on the images they cover; each block is recorded
+before the queue shows it. Marks made on other images stay marks (the truth beside the dataset's
+label); the ladder uses them when its order reaches them.
 
 A site whose rows were decided in more than one unit (a folder the method split in two parts)
 has one ladder per unit, and the queue serves them stratified (:mod:`engine.run.review_parts`).
@@ -27,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.review.ladder import SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
-from engine.review.marks import MarkError, MarkStore, ReviewMark, now
+from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
+from engine.review.marks import BlockRecord, MarkError, MarkStore, ReviewMark, now
+from engine.run.review_blocks import record_of, replay
 from engine.run.review_parts import (
     ReviewPart,
     part_label,
@@ -83,7 +88,10 @@ class SiteReview:
         self.index: dict[str, int] = {}
         self.notes: list[str] = []  # for the log and the window; taken by the caller
         self.parts: list[ReviewPart] = []
-        self._loaded: dict[int | None, list[int]] = {}  # starts read from the marks file, by group
+        self._loaded: dict[int | None, list[BlockRecord]] = {}  # block records read, by part group
+        self._noted: set[str] = set()  # set-aside records already named in a note
+        self._cache: dict[tuple[int, bool], list[tuple[str, float, int]]] = {}  # each part's layers
+        self._row_parts: dict[int, tuple[int, int]] = {}
         self._images: dict[int, SiteImages] = {}  # by part number
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
@@ -101,17 +109,23 @@ class SiteReview:
 
     @property
     def starts(self) -> list[int]:
-        """The first part's starts (the site's, when it has one part)."""
-        return self.parts[0].starts if self.parts else list(self._loaded.get(None, []))
+        """The images each comparison of the first part (the site's only one, unsplit) was started on."""
+        return (
+            self.parts[0].starts
+            if self.parts
+            else [r.end for r in self._loaded.get(None, []) if r.number == 0]
+        )
 
     # -- rows and marks ------------------------------------------------------------------------
     def open(self, rows: Sequence[PredictionRow]) -> None:
         """The site's earlier rows (arrival order) with the marks and starts kept for it."""
-        self._loaded = {}
+        self._loaded, self._noted = {}, set()
         if self._store is not None:
-            self.marks, starts, notes = self._store.load()
-            self._loaded = {None: starts} | {g: s for g, s in self._store.part_starts.items()}
-            self.notes += notes
+            loaded = self._store.load()
+            self.marks = loaded.marks
+            for record in loaded.blocks:
+                self._loaded.setdefault(record.part, []).append(record)
+            self.notes += loaded.notes
         self.rows, self.index, self.parts = [], {}, []
         self._undo, self._redo = [], []
         self.add_rows(rows)
@@ -135,9 +149,9 @@ class SiteReview:
                 self.rows.append(row)
                 if not regroup:
                     self._part_for(row.site_group).positions.append(len(self.rows) - 1)
-        self._images = {}
+        self._images, self._cache, self._row_parts = {}, {}, {}
         if regroup:
-            self._loaded = {(None if k == 0 else p.group): p.starts for k, p in enumerate(self.parts)}
+            self._loaded = {(None if k == 0 else p.group): p.records for k, p in enumerate(self.parts)}
             self.parts = []
             for i, row in enumerate(self.rows):
                 self._part_for(row.site_group).positions.append(i)
@@ -147,7 +161,7 @@ class SiteReview:
         """The part a row decided in ``group`` belongs to (a new part for a new group)."""
         if not self.parts:
             self.parts.append(ReviewPart(group, [], SiteLadder(self.site, self.rule, self.seed)))
-            self.parts[0].starts = list(self._loaded.get(None, []))
+            self.parts[0].records = list(self._loaded.get(None, []))
             return self.parts[0]
         first = self.parts[0]
         if group is None or group == first.group:
@@ -173,30 +187,62 @@ class SiteReview:
             return parts_rule(self.parts, self.rows)
         return self.parts[0].rule(self.rows) if self.parts else SOURCE_RULE
 
-    def row_rules(self) -> list[str]:
-        """The rule that decides each row now (with its part's name when the site has several)."""
-        if len(self.parts) <= 1:
-            return [self.rule_in_use] * len(self.rows)
+    def row_rules(self, shown: bool = False) -> list[str]:
+        """The rule that decides each row (certified; ``shown``: as a reader is shown it), by the
+        ladder's names ("source" where no rule was put in use), with its part's name when the site
+        has several (``part 2 of 3 (140 images): the fit candidate decides``)."""
         out = [""] * len(self.rows)
-        for part in self.parts:
-            words = f"{part_name(self.parts, part)}: {rule_words(part.rule(self.rows))} decides"
-            for i in part.positions:
-                out[i] = words
+        for k, part in enumerate(self.parts):
+            layers = self._layers(k, shown)
+            label_free = part.label_free(self.rows)
+            for local, i in enumerate(part.positions):
+                rule = _layer_at(layers, local)[0]
+                rule = SOURCE_RULE if rule == LABEL_FREE and not label_free else rule
+                out[i] = (
+                    f"{part_name(self.parts, part)}: {rule_words(rule)} decides"
+                    if len(self.parts) > 1
+                    else rule
+                )
         return out
 
-    def rules_key(self) -> tuple[tuple[str, float], ...]:
-        """Each part's rule in use and its threshold: changes exactly when some part's rule moves."""
-        return tuple((p.ladder.current, p.ladder.current_threshold) for p in self.parts)
+    def rules_key(self) -> tuple[tuple[str, float, int, int], ...]:
+        """Each part's rule in use, its threshold and the images its rules certify and show:
+        changes exactly when some part's rule moves or its coverage grows."""
+        return tuple(
+            (
+                p.ladder.current,
+                p.ladder.current_threshold,
+                self._layers(k, False)[-1][2],
+                self._layers(k, True)[-1][2],
+            )
+            for k, p in enumerate(self.parts)
+        )
 
-    def rule_of(self, index: int) -> tuple[str, float, str]:
-        """``(rule, threshold, part)`` that decides the row at ``index``: its part's ladder's rule
-        in use (the ladder's names, "operating point" while no review moved it), the rule's
-        threshold on the source margin (nan: not a threshold rule) and the part's short name
-        ("part 2 of 3"; empty when the site has one part)."""
-        group = self.rows[index].site_group  # a row is in its group's part, else in the first
-        part = next((p for p in self.parts if p.group == group), self.parts[0])
+    def rule_of(self, index: int, shown: bool = False) -> tuple[str, float, str]:
+        """``(rule, threshold, part)`` that decides the row at ``index`` (certified; ``shown``: as a
+        reader is shown it): the ladder's name of the highest rule in use that decides it
+        ("operating point" where no review moved the rule), the rule's threshold on the source
+        margin (nan: not a threshold rule) and the part's short name ("part 2 of 3"; empty when
+        the site has one part)."""
+        k, local = self._where()[index]
+        part = self.parts[k]
         label = part_label(self.parts, part) if len(self.parts) > 1 else ""
-        return part.ladder.current, part.ladder.current_threshold, label
+        rule, threshold, _ = _layer_at(self._layers(k, shown), local)
+        return rule, threshold, label
+
+    def _layers(self, k: int, shown: bool) -> list[tuple[str, float, int]]:
+        key = (k, shown)
+        if key not in self._cache:
+            self._cache[key] = self.parts[k].ladder.layers(self.images(k), shown)
+        return self._cache[key]
+
+    def _where(self) -> dict[int, tuple[int, int]]:
+        """Each row's part and place in it."""
+        if not self._row_parts:
+            self._row_parts = {
+                i: (k, local) for k, p in enumerate(self.parts) for local, i in enumerate(p.positions)
+            }
+        return self._row_parts
 
     def describe(self, comparison: Comparison) -> str:
         """The comparison's sentence, naming its part when the site was split (``Comparison.describe``)."""
@@ -278,34 +324,35 @@ class SiteReview:
         return {self.index[k]: m.label for k, m in self.marks.items() if k in self.index}
 
     def _rebuild(self) -> None:
-        """The ladders again from the rows, the marks and the recorded starts."""
+        """The ladders again from the rows, the marks and the recorded blocks."""
+        self._cache = {}
         labels = self.labels()
         for k, part in enumerate(self.parts):
             part.ladder = SiteLadder(part.ladder.site, self.rule, self.seed)
-            if not part.starts:
-                continue
-            images, mine = self.images(k), part.labels(labels)
-            kept: list[int] = []
-            for n in part.starts:
-                if n > len(images):
-                    self.notes.append(
-                        f"a comparison was started on {n} images but the site now has {len(images)}; it starts again"
-                    )
-                    break
-                if part.ladder.active is None and part.ladder.start(images.head(n)) is not None:
-                    kept.append(n)
-                part.ladder.review(mine)
-            if kept != part.starts:
-                part.starts = kept
-                self._save_starts(k)
+            part.pending = list(part.records)
+            self._replay(k, part.labels(labels))
+
+    def _replay(self, k: int, labels: dict[int, int]) -> None:
+        """Take part ``k``'s pending records as far as the marks reach (each set aside named once)."""
+        self._cache = {}
+        part = self.parts[k]
+        aside = replay(part.ladder, self.images(k), part.rows(self.rows), part.pending, labels)
+        for record, why in aside:
+            if record.key not in self._noted:
+                self._noted.add(record.key)
+                self.notes.append(
+                    f"a recorded comparison block ({record.candidate or 'a comparison'}, images "
+                    f"{record.start + 1} to {record.end}) was set aside: {why}; it stays in the marks file"
+                )
 
     def next_item(self) -> int | None:
-        """The row index to review next: the open comparison's next image, or the first of a
-        comparison started now on the images processed so far (None: nothing left to test). Of a
+        """The row index to review next: the open block's next image, or the first of a block opened
+        now (the coverage of a rule in use extended to the images processed since, or the next
+        candidate started on the images the rules in use cover); None: nothing left to test. Of a
         site in several parts, the part whose reviews are fewest relative to its share is served.
 
-        Marks made before a comparison started are used as its order reaches them, so a
-        comparison can be decided at once and the next one started.
+        Marks made before a block was frozen are used as its order reaches them, so a block can
+        be decided at once and the next one opened.
         """
         labels = self.labels()
         for part in serving_order(self.parts):
@@ -317,53 +364,76 @@ class SiteReview:
 
     def _next_in(self, k: int, labels: dict[int, int]) -> int | None:
         part = self.parts[k]
-        while True:
-            if part.ladder.active is None:
-                started = part.ladder.start(self._decided_and_mapped(k)) if part.positions else None
-                if started is None:
-                    return None
-                part.starts.append(started.covered)
-                self._save_starts(k)
-            part.ladder.review(labels)
+        for _ in range(4 * len(self.rule.candidates) + 16):  # each pass opens one block or ends
+            self._replay(k, labels)
             active = part.ladder.active
             if active is not None:
                 return active.next_position
+            self._cache = {}
+            if not part.positions or part.ladder.open_next(self._decided_and_mapped(k)) is None:
+                self._record_frozen(k)
+                return None
+            self._record_frozen(k)
+        return None
 
     def _decided_and_mapped(self, k: int) -> SiteImages:
-        """The images a comparison may start on: those before the first whose map (and I-DiPT's
-        prompted decision) is still pending, so a comparison never changes when maps arrive."""
+        """The images a block may be frozen on: those before the first whose map (and I-DiPT's
+        prompted decision) is still pending, so a block never changes when maps arrive."""
         rows = self.parts[k].rows(self.rows)
         pending = next((i for i, r in enumerate(rows) if r.map_status == MAP_PENDING), len(rows))
         images = self.images(k)
         return images if pending == len(rows) else images.head(pending)
 
-    def _save_starts(self, k: int) -> None:
-        if self._store is None:
-            return
-        try:  # the first part's starts are the site's, as marks files always kept them
-            self._store.put_starts(self.parts[k].starts, None if k == 0 else self.parts[k].group)
-        except OSError as exc:
-            self.notes.append(f"the moments the comparisons started cannot be kept ({exc})")
+    def _record_frozen(self, k: int) -> None:
+        """Record the blocks the ladder of part ``k`` just froze (before the queue shows them)."""
+        part = self.parts[k]
+        rows = part.rows(self.rows)
+        for c, number in part.ladder.frozen:
+            record = record_of(None if k == 0 else part.group, c, number, rows)
+            part.records.append(record)
+            if self._store is not None:
+                try:
+                    self._store.put_block(record)
+                except OSError as exc:
+                    self.notes.append(
+                        f"a comparison's block cannot be kept ({exc}); it is drawn again when reopened"
+                    )
+        part.ladder.frozen.clear()
 
     def queue(self) -> list[int]:
-        """The open comparison's images still to review, in review order (row indices); of a site
-        in several parts, the open comparison of the part served first."""
+        """The open block's images still to review, in review order (row indices); of a site in
+        several parts, the open block of the part served first."""
         part = served(self.parts)
         comparison = part.ladder.active if part is not None else None
-        if part is None or comparison is None:
+        block = comparison.open_block if comparison is not None else None
+        if part is None or block is None:
             return []
-        return [part.positions[i] for i in comparison.order[len(comparison.reviewed) :]]
+        return [part.positions[i] for i in block.order[len(block.reviewed) :]]
 
     def decisions(self) -> np.ndarray:
-        """Every row's decision under the rule each part's reviews left in use."""
+        """Every row's certified decision: by the highest rule its part's reviews put in use whose
+        certificate covers it (what reports say)."""
+        return self._per_part(shown=False)
+
+    def shown(self) -> np.ndarray:
+        """Every row's decision as a reader is shown it: the rules in use, later images provisional."""
+        return self._per_part(shown=True)
+
+    def provisional(self) -> np.ndarray:
+        """Rows shown with a promoted rule's call that no certificate covers yet."""
+        differs: np.ndarray = self.shown() != self.decisions()
+        return differs
+
+    def _per_part(self, shown: bool) -> np.ndarray:
         out = np.zeros(len(self.rows), dtype=np.int64)
         for k, part in enumerate(self.parts):
             if part.positions:
-                out[part.positions] = part.ladder.decide(self.images(k))
+                images = self.images(k)
+                out[part.positions] = part.ladder.shown(images) if shown else part.ladder.certified(images)
         return out
 
     def decision(self, index: int) -> int:
-        return int(self.decisions()[index])
+        return int(self.shown()[index])
 
     def comparisons(self) -> list[Comparison]:
         """The comparisons that had something to test, part by part, in order."""
@@ -396,3 +466,11 @@ class SiteReview:
 
 
 __all__ = ["MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]
+
+
+def _layer_at(layers: Sequence[tuple[str, float, int]], local: int) -> tuple[str, float, int]:
+    """The highest layer whose reach covers the image at ``local`` (the base reaches every one)."""
+    for layer in reversed(layers):
+        if layer[2] > local:
+            return layer
+    return layers[0]

@@ -9,8 +9,8 @@ did not split, and every journal written before splits) is one part, reviewed ex
 
 Rows without a group (the source model decided them before any unit did) belong to the first
 part. The first part's ladder is named by the site, as the single ladder always was, and its
-starts are the site's starts as marks files have always kept them; the other parts' ladders and
-starts are named by their group.
+block records name no part (as marks files always kept the site's starts); the other parts'
+ladders and records are named by their group.
 
 Here too: :func:`site_images` (what a ladder needs of rows) and :func:`what_adapting_changed`.
 """
@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
+from engine.review.marks import BlockRecord
 from engine.run.rows import PredictionRow
 
 RULE_WORDS = {
@@ -76,13 +77,20 @@ class ReviewPart:
         group: the unit its images were decided in (None: rows that name none).
         positions: its rows' indices in the site's rows, in arrival order.
         ladder: its ladder of comparisons.
-        starts: images covered by each comparison it started, in order.
+        records: the blocks its comparisons froze, as the marks file keeps them, in order.
+        pending: those the ladder has not reached yet (after the last replay).
     """
 
     group: int | None
     positions: list[int]
     ladder: SiteLadder
-    starts: list[int] = field(default_factory=list)
+    records: list[BlockRecord] = field(default_factory=list)
+    pending: list[BlockRecord] = field(default_factory=list)
+
+    @property
+    def starts(self) -> list[int]:
+        """The images each comparison it started was frozen on (its first blocks), in order."""
+        return [r.end for r in self.records if r.number == 0]
 
     def rows(self, rows: Sequence[PredictionRow]) -> list[PredictionRow]:
         return [rows[i] for i in self.positions]
@@ -95,11 +103,14 @@ class ReviewPart:
         """Reviews its comparisons have used."""
         return sum(len(c.reviewed) for c in self.ladder.comparisons)
 
+    def label_free(self, rows: Sequence[PredictionRow]) -> bool:
+        """Whether the method reported a label-free decision here (the operating point accepted)."""
+        return any(rows[i].decision_path == ACCEPTED for i in self.positions)
+
     def rule(self, rows: Sequence[PredictionRow]) -> str:
         """The rule that decides it now, as people are told it (``SiteReview.rule_in_use``)."""
-        label_free = any(rows[i].decision_path == ACCEPTED for i in self.positions)
         current = self.ladder.current
-        return SOURCE_RULE if current == LABEL_FREE and not label_free else current
+        return SOURCE_RULE if current == LABEL_FREE and not self.label_free(rows) else current
 
 
 def serving_order(parts: Sequence[ReviewPart]) -> list[ReviewPart]:

@@ -1,0 +1,179 @@
+"""One certificate of a site's ladder: a comparison, its blocks and the images its verdict covers.
+
+A :class:`Comparison` tests one rule (a candidate) against the rule in use. When it starts, the
+candidate's parameters are frozen (a threshold is one number from then on) and so is its first
+**block**: the site's images processed so far. The images of a block where the two rules
+disagree are put in a random order drawn once, and reviewed in that order (a uniform draw
+without replacement, whatever order the images arrived in: :mod:`engine.review.sampling`).
+
+Images keep arriving after a comparison started. Once it is promoted, the candidate decides them
+only where a certificate covers them (:mod:`engine.review.union`): later images are covered by
+**extension blocks** (each frozen once, on the images that arrived since the block before it,
+with its own random order) and, as far as the evidence reaches, by counting the disagreements
+nobody sampled yet at their worst. Until then they are *provisional*: shown with the candidate's
+call while the folder arrives, reported with the rule below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.review.sampling import SamplingSequence
+
+OPEN, VERIFIED, REVERTED, PROMOTED, NOT_BETTER = "open", "verified", "reverted", "promoted", "not better"
+COVERED, STOPPED = "covered", "stopped"  # how an extension block ended
+SOURCE_RULE, LABEL_FREE = "source", "operating point"
+PROMPTED = "prompted"
+GUARDED = "guarded"  # the label-free operating point as a candidate (the method's default: review first)
+
+
+@dataclass
+class Block:
+    """One block of a comparison: a run of images frozen at once, reviewed in its own random order.
+
+    Attributes:
+        start, end: the images it was frozen on (positions in the site's arrival order).
+        order: its disagreements, as positions, in review order (drawn once).
+        sequence: the confidence sequence of the mean of ``z`` over its disagreements.
+        reviewed: positions whose review was used, in order.
+        state: :data:`OPEN`; the first block ends as its comparison's verdict, a later one
+            :data:`COVERED` (certified with the blocks before it) or :data:`STOPPED`.
+    """
+
+    start: int
+    end: int
+    order: list[int]
+    sequence: SamplingSequence
+    reviewed: list[int] = field(default_factory=list)
+    state: str = OPEN
+
+    @property
+    def next_position(self) -> int | None:
+        """The next image to review (None: decided, or every disagreement reviewed)."""
+        if self.state != OPEN or len(self.reviewed) >= len(self.order):
+            return None
+        return self.order[len(self.reviewed)]
+
+
+@dataclass
+class Comparison:
+    """One certificate of a site's ladder (module docstring).
+
+    Attributes:
+        index: j, its place among the comparisons ever started at this site (1-based, never
+            reused); tested at ``alpha = rule.level(j)``, every block of it at that one level.
+        candidate: what is tested: :data:`LABEL_FREE` (A1 against A0) or a candidate's name.
+        threshold: the candidate's frozen threshold (nan: not a threshold candidate).
+        population: the images its first block was frozen on (the first ``population``).
+        before: the decisions of the rule it is tested against, images ``[0, frozen)``.
+        after: the candidate's decisions there.
+        blocks: the first block, then the extension blocks.
+        below: ``(rule, threshold)`` it is tested against (the rule in use when it started).
+        verdict: :data:`OPEN`, :data:`VERIFIED`, :data:`REVERTED`, :data:`PROMOTED` or :data:`NOT_BETTER`.
+        coverage: the images its certificate covers (promoted; the ladder keeps it current).
+        extending: False once an extension block stopped: the candidate then decides no image
+            beyond its coverage, not even provisionally.
+    """
+
+    index: int
+    candidate: str
+    threshold: float
+    population: int
+    before: np.ndarray
+    after: np.ndarray
+    alpha: float
+    blocks: list[Block] = field(default_factory=list)
+    below: tuple[str, float] = (SOURCE_RULE, float("nan"))
+    verdict: str = OPEN
+    coverage: int = 0
+    extending: bool = True
+
+    # -- the first block (what the comparison's verdict is about) ------------------------------
+    @property
+    def order(self) -> list[int]:
+        return self.blocks[0].order if self.blocks else []
+
+    @property
+    def sequence(self) -> SamplingSequence:
+        return self.blocks[0].sequence if self.blocks else SamplingSequence(1)
+
+    @property
+    def reviewed(self) -> list[int]:
+        """Every review used, block by block."""
+        return [p for b in self.blocks for p in b.reviewed]
+
+    @property
+    def disagreements(self) -> int:
+        """The disagreements of its first block (0: nothing to test)."""
+        return len(self.order)
+
+    @property
+    def frozen(self) -> int:
+        """The images its blocks were frozen on (the first ``frozen``)."""
+        return int(self.before.shape[0])
+
+    @property
+    def covered(self) -> int:
+        """The images its verdict speaks for: a promoted candidate's coverage, else its first block."""
+        return self.coverage if self.verdict == PROMOTED else self.population
+
+    @property
+    def open_block(self) -> Block | None:
+        """The block waiting for reviews (None: none)."""
+        for block in self.blocks:
+            if block.next_position is not None:
+                return block
+        return None
+
+    @property
+    def next_position(self) -> int | None:
+        block = self.open_block
+        return None if block is None else block.next_position
+
+    def e_value(self) -> float:
+        """Evidence that the candidate is better on its first block (an e-value)."""
+        return self.sequence.e_value(0.0)
+
+    def describe(self, total: int, part: str = "") -> str:
+        """One sentence: the verdict, its level and scope (``total``: the site's images now, or
+        its part's, when ``part`` names the part of a split folder it is about: "part 2 of 3")."""
+        level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
+        what = {LABEL_FREE: "the operating point", GUARDED: "the site's operating point"}.get(
+            self.candidate, f"the {self.candidate} candidate"
+        )
+        n, d = self.population, self.disagreements
+        scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
+        scope += f" of {part}" if part else ""
+        where = f"{part} of this folder" if part else "this site"
+        counts = f" ({len(self.blocks[0].reviewed) if self.blocks else 0} reviewed)"
+        if self.sequence.exhausted:
+            level, counts = "known exactly", " (every one reviewed)"
+        if self.verdict == VERIFIED:
+            return f"{what} is better on {scope}, {level}{counts}"
+        if self.verdict == PROMOTED:
+            return f"{what} decides {where}: better on {scope}, {level}{counts}{self._reach(total)}"
+        if self.verdict == REVERTED:
+            return f"{what} was turned back: it does harm on {scope}{counts}; the source model decides"
+        if self.verdict == NOT_BETTER:
+            return f"{what} was not shown better on {scope}{counts}; it is not used"
+        return f"{what} is under review on {scope}{counts}"
+
+    def _reach(self, total: int) -> str:
+        """What a promoted candidate covers beyond its first block, and what it does not."""
+        more = len(self.blocks) - 1
+        text = ""
+        if self.coverage > self.population:
+            blocks = f" ({more} later block{'s' if more != 1 else ''} reviewed)" if more else ""
+            text = f"; its certificate now covers the first {self.coverage} images{blocks}"
+        left = total - max(self.coverage, 0)
+        if left > 0:
+            images = f"{left} later image{'s' if left != 1 else ''}"
+            if self.extending:
+                text += f"; {images} not covered yet: provisional until reviews cover them"
+            else:
+                text += (
+                    f"; {images} not covered: it was not shown better on them, the rule below it decides them"
+                )
+        return text

@@ -1,0 +1,79 @@
+"""What is known of one site's images without labels, and what each rule of its ladder decides.
+
+:class:`SiteImages` holds a site's label-free record in arrival order (the decisions reported,
+the source model's, the source margin, the candidates' thresholds, I-DiPT's prompted decision);
+:func:`rule_decisions` gives a rule's decisions on it (``engine.review.ladder``).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.review.comparison import LABEL_FREE, PROMPTED, SOURCE_RULE
+
+
+@dataclass(frozen=True)
+class SiteImages:
+    """What is known of one site's images without labels, in arrival order.
+
+    Attributes:
+        reported: ``(n,)`` the label-free decision reported when each image arrived.
+        source: ``(n,)`` the source model's decision (A0).
+        threshold: ``(n,)`` the label-free threshold on the margin in use when each image arrived
+            (A1; 0 is the source's own; None: the decisions are not thresholds, ``reported`` stands).
+        margin: ``(n,)`` the source margin ``l_1 - l_0`` (nan: not a two-class decision).
+        candidates: per candidate, ``(n,)`` its threshold when each image was decided (nan: none yet).
+        prompted: ``(n,)`` I-DiPT's prompted decision (-1: not computed).
+    """
+
+    reported: np.ndarray
+    source: np.ndarray
+    margin: np.ndarray
+    threshold: np.ndarray | None = None
+    candidates: Mapping[str, np.ndarray] = field(default_factory=dict)
+    prompted: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.reported.shape[0])
+
+    def head(self, n: int) -> SiteImages:
+        """The first ``n`` images."""
+        return SiteImages(
+            self.reported[:n],
+            self.source[:n],
+            self.margin[:n],
+            None if self.threshold is None else self.threshold[:n],
+            {k: v[:n] for k, v in self.candidates.items()},
+            None if self.prompted is None else self.prompted[:n],
+        )
+
+    def latest_threshold(self, n: int) -> float:
+        """A1's threshold after the first ``n`` images (nan when A1 is not a threshold)."""
+        if self.threshold is None or n == 0 or not np.isfinite(self.margin[:n]).all():
+            return math.nan
+        return float(self.threshold[n - 1])
+
+
+def site_seed(seed: int, site: str) -> int:
+    """A stable integer for ``(seed, site)`` (the site's random orders do not depend on hashing)."""
+    return (int(seed) * 1_000_003 + zlib.crc32(site.encode("utf-8", "surrogateescape"))) & 0x7FFFFFFF
+
+
+def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int) -> np.ndarray:
+    """The decisions of ``rule`` (with its frozen ``threshold``) for the first ``n`` images."""
+    if rule == LABEL_FREE:
+        latest = images.latest_threshold(len(images))
+        if math.isnan(latest):
+            return images.reported[:n].copy()
+        return (images.margin[:n] > latest).astype(np.int64)
+    if rule == SOURCE_RULE:
+        return images.source[:n].copy()
+    if rule == PROMPTED:
+        prompted = images.prompted[:n] if images.prompted is not None else np.full(n, -1)
+        return np.where(prompted >= 0, prompted, images.reported[:n])
+    return (images.margin[:n] > threshold).astype(np.int64)
