@@ -6,9 +6,11 @@ runs the headless job (``f2tta run``) on each folder in turn with one adaptation
 project). It prints, per site, the source model's accuracy, the decisions as they were made and
 as the site's operating point decides them once the folder is done, how many decisions adapting
 changed and how many of those it fixed and broke — or, where a site changed nothing, why, in one
-sentence. Then a simulated reviewer answers each site's review queue (uniformly sampled, up to
-``--reviews`` answers a site) with the generated labels, and the certificates it reached are
-printed. Everything is generated here; nothing is downloaded.
+sentence. Nothing changes before a review (review first). Then a simulated reviewer answers each
+site's review queue (uniformly sampled, up to ``--reviews`` answers a site) with the generated
+labels; per site it prints the answers given, the rule that decides the site now and the
+certificates reached, and at the end the gain with the number of answers it came from (all of it:
+without answers no decision changed). Everything is generated here; nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from engine.methods import DEFAULT_METHOD
 from engine.model.card import read_card
 from engine.run.journal import Journal
 from engine.run.review import SiteReview, what_adapting_changed
+from engine.run.review_parts import rule_words
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_MODEL = REPO / "resources" / "demo" / "model.safetensors"
+REVIEWS = 20  # answers the simulated reviewer gives per site at most, by default (the README says it)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--method", default=DEFAULT_METHOD)
     parser.add_argument(
-        "--reviews", type=int, default=20, help="answers the simulated reviewer gives per site"
+        "--reviews", type=int, default=REVIEWS, help="answers the simulated reviewer gives per site"
     )
     args = parser.parse_args(argv)
 
@@ -83,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         if code != 0:
             return code
     reviews = _site_reviews(args.model, args.method, state, data, sites, card.classes)
-    _print_sites(reviews, card.source_domain)
+    before = _print_sites(reviews, card.source_domain)
     if args.reviews > 0:
-        _print_reviews(reviews, args.reviews, card.source_domain)
+        _print_reviews(reviews, args.reviews, card.source_domain, before)
     print(f"\npredictions: {preds}   state: {state}")
     return 0
 
@@ -140,7 +144,8 @@ class _Tally:
         )
 
 
-def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
+def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> _Tally:
+    """The per-site table before any review; returns its tally (the gain without answers)."""
     print("\nper site (folder): accuracy %; adapting's decisions as made and as the site's operating point")
     print("decides them once the folder is done; changed decisions with the images they fixed/broke")
     print(
@@ -164,10 +169,18 @@ def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> None:
         if not changed.any():
             print(f"{'':<16} {what_adapting_changed(rows, final)}")
     print(f"{'all':<16} {tally.total:>6} {tally.summary()}")
+    return tally
 
 
-def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: str) -> None:
+def _decider(review: SiteReview) -> str:
+    """Who decides the site now, in words ("the shift candidate"; each part's for a split site)."""
+    rule = review.rule_in_use
+    return rule if rule.startswith("part ") else f"{rule_words(rule)} decides this site"
+
+
+def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: str, before: _Tally) -> None:
     tally = _Tally()
+    given: dict[str, int] = {}
     print(f"\na simulated reviewer answers up to {budget} items of each site's review queue (uniformly")
     print("sampled among the images the rule in use and a candidate decide differently), with the labels:")
     for site, review in reviews.items():
@@ -176,7 +189,8 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
         while answered < budget and (index := review.next_item()) is not None:
             review.set_mark(review.rows[index].key, int(truth[index]), "simulated reviewer")
             answered += 1
-        print(f"{site}: {answered} review(s)")
+        given[site] = answered
+        print(f"{site}: {answered} answer(s); now {_decider(review)}")
         for comparison in review.comparisons():
             print(f"  {review.describe(comparison)}")
         if not review.comparisons():
@@ -185,6 +199,12 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
         print(f"  the site's decisions now: {100 * float(np.mean(final == truth)):.1f} % correct")
         tally.add(np.array([r.source_prediction for r in review.rows]), final, truth, site != source_domain)
     print(f"after the reviews, all {tally.total} images: {tally.summary()}")
+    answers = f"the simulated reviewer's {sum(given.values())} answers ("
+    answers += ", ".join(f"{site} {n}" for site, n in given.items()) + "), given with the generated labels"
+    if before.changed == 0:
+        print(f"all of it comes from {answers}: before them no decision had changed")
+    else:
+        print(f"from {answers}; before them: {before.summary()}")
 
 
 if __name__ == "__main__":

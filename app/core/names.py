@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from app._engine import DEFAULT_METHOD, ModelCard, get_method_class
 
+#: About how many answers in the review queue show a site rule better when it clearly is (every
+#: answer on its side): what the welcome page and the Quick guide promise. Measured, not chosen:
+#: tests/test_guide_words.py reviews generated 600-image sites with the engine's own ladder and
+#: checks this figure against the answers it took.
+ANSWERS_WHEN_CLEARLY_BETTER = 7
+
 # The two token sets uncertainty-oriented masking selects, in words (the paper's T_U and T_R).
 UNCERTAIN_TOKENS = "Uncertain patches (masked)"
 RELIABLE_TOKENS = "Reliable patches"

@@ -17,8 +17,10 @@ class AboutDialog(QDialog):
         text = (
             f"<h2>{html.escape(APP_NAME)}</h2>"
             f"<p>Version {html.escape(__version__)}</p>"
-            "<p>Review images from a new hospital site while a frozen Vision Transformer adapts to it "
-            "at test time (I-DiPT: image-level disentangled prompt tuning).</p>"
+            "<p>Review images from a new hospital site, review first: the original model decides every "
+            "image until your answers in the review queue show that a rule fitted to the site is "
+            "better (I-DiPT+; the paper's test-time adaptation, I-DiPT, image-level disentangled prompt "
+            "tuning, is one of the rules tested).</p>"
             f'<p style="color:#b3261e"><b>{html.escape(RESEARCH_NOTICE)}</b></p>'
         )
         if model_summary:

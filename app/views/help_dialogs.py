@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import APP_NAME
+from app.core.names import ANSWERS_WHEN_CLEARLY_BETTER
 
 GUIDE = (
     f"<h3>{APP_NAME}: a day's work</h3>"
@@ -31,13 +32,19 @@ GUIDE = (
     "opened in it and your review marks. Make one for each site (Project ▸ New project, Ctrl+N).</li>"
     "<li><b>Open</b> a folder of images (Ctrl+O) or a slide (Ctrl+Shift+O). Class sub-folders or a "
     "<tt>labels.csv</tt> give ground truth. A banner says when the model may not apply.</li>"
-    "<li><b>Start</b> (F5). The model adapts to the site as the images arrive; the newest image shows "
-    "with its uncertainty overlay (O toggles it). Pause (F6), resume (F7), stop and save (F8).</li>"
-    "<li><b>Review.</b> Q opens the review queue: the images whose decision adapting changed, the most "
-    "useful first. C confirms the decision, X corrects it, 1-9 mark a class, Backspace clears; "
-    "Ctrl+Z undoes. A mark never replaces the dataset's label: both are kept.</li>"
-    "<li><b>Certificates.</b> Each reviewed disagreement is evidence for its site group: a group is "
-    "verified, or reverted to the source model's decisions (the Certificates tab).</li>"
+    "<li><b>Start</b> (F5). The original model decides every image; the newest image shows with its "
+    "uncertainty overlay (O toggles it). Meanwhile site rules are fitted to the images (a threshold "
+    "fitted to this site, a shift or class-balance correction, I-DiPT's adapted network), but none "
+    "decides anything until your answers show it is better. Pause (F6), resume (F7), stop and save "
+    "(F8).</li>"
+    "<li><b>Review first.</b> Q opens the review queue: it asks about images chosen at random among "
+    f"those a candidate rule would decide differently. A handful of answers is enough (about "
+    f"{ANSWERS_WHEN_CLEARLY_BETTER} when the rule is clearly better): when they show the rule is better, it "
+    "decides the folder and a banner says so; otherwise it is not used. <b>Nothing changes without "
+    "answers.</b> C confirms the decision on screen, X corrects it, 1-9 mark a class, Backspace "
+    "clears; Ctrl+Z undoes. A mark never replaces the dataset's label: both are kept.</li>"
+    "<li><b>Certificates.</b> The Certificates tab lists each rule your answers tested, on which "
+    "images, with how many answers, and what was decided.</li>"
     "<li><b>Export</b> (Ctrl+E): predictions, reviews, the PDF report and, for a slide, QuPath's "
     "GeoJSON, written as one set; Cancel leaves the folder as it was.</li>"
     "</ol>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.core.names import ANSWERS_WHEN_CLEARLY_BETTER
 from app.core.recent import InputLine
 from app.views._plain import plain_label, plain_tooltip
 
@@ -45,8 +46,11 @@ class WelcomePanel(QWidget):
         self._open_allowed = True
         self.text = QLabel(
             "Open a <b>folder of images</b> (class sub-folders or a <tt>labels.csv</tt> give ground truth) "
-            "or a <b>whole-slide image</b>, then press <b>Start</b> (F5). The model adapts to the site "
-            "as the images arrive; nothing leaves this computer.<br><br>"
+            "or a <b>whole-slide image</b>, then press <b>Start</b> (F5). The original model decides "
+            "every image; nothing leaves this computer. Then press <b>Q</b>: the review queue asks about "
+            "images chosen at random among those a site rule would decide differently. When your "
+            f"answers show the rule is better (a handful: about {ANSWERS_WHEN_CLEARLY_BETTER} when it "
+            "clearly is), it decides the folder; without answers nothing changes.<br><br>"
             "New here? Try a demo set: a shifted site of generated images with its ground truth, "
             "run through the matching demo model."
         )
