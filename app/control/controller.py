@@ -29,7 +29,7 @@ from app.control.session_controller import SessionController
 from app.control.status import RUNNING, TICKING, ControllerContext, ControllerEvents, Status
 from app.control.view import View
 from app.core import advice, notices
-from app.core.applicability import Collapse, model_kind
+from app.core.applicability import Collapse, model_kind, model_wide
 from app.core.caches import MessageThrottle
 from app.core.certificates import ComparisonLine
 from app.core.filters import PredictionRow
@@ -254,13 +254,18 @@ class Controller:
             return
         path = str(source.path if isinstance(source, SlideSource) else source.root)
         if self.model.gate and path not in st.gate_accepted:
-            if st.state_dir is None:
+            here = self._gate_question()
+            if here is None:
                 self.projects.run_apart(Path(path), list(self.model.gate), ask)
                 return
-            if ask and not self.view.confirm("Run anyway?", notices.gate_question(self.model.gate)):
+            if ask and not self.view.confirm("Run anyway?", here):
                 self.log("info", "Not run: the applicability check's warnings stand (see the banner).")
                 return
             st.gate_accepted.add(path)
+            self.log(
+                "info",
+                f"Run despite the applicability check (recorded with the figures): {' '.join(self.model.gate)}",
+            )
         self.model.start_run()
         self.maps = MapsCount(self.model.raw_rows)  # the source's rows so far, some maps maybe pending
         if self.model.selected is None:  # "Press Start (F5)" no longer holds
@@ -271,6 +276,18 @@ class Controller:
         self.status.set_phase(Phase.RUNNING)
         self.log("info", f"Run started: {self.model.pending} images")
         self.worker.start()
+
+    def _gate_question(self) -> str | None:
+        """The question before a run the gate flags, where the images run in the open state: a
+        ``--state`` directory (chosen as ``f2tta run``'s), or a project when the only warning comes
+        with every slide of the model (:func:`model_wide`: a project of its own protects nothing);
+        None: they run in a project of their own."""
+        st = self.state
+        if st.state_dir is not None:
+            return notices.gate_question(self.model.gate)
+        if not model_wide(self.model.gate_checks, st.info.card.mpp if st.info is not None else None):
+            return None
+        return notices.gate_question_here(self.model.gate, st.settings.project)
 
     def _after_open(self, _opened: object) -> None:
         """A source opened in a project made to run it apart from the gate's: the run starts."""

@@ -8,6 +8,11 @@
 * **Image kind**: the engine's judge (``engine/model/kind.py``, re-exported here) tells fundus
   photographs from bright-field histology on previews; when the images look like the other kind
   than the model was trained on, the app offers the matching demo model.
+* **Where flagged images run** (:func:`model_wide`): the engine's gate protects a project's
+  adaptation state from images the model may not apply to, so they run in a project of their own;
+  a warning that fires for every slide of the model protects nothing that way (each slide would
+  fork a project, and the one made for it stay empty): they run where they are, with the warning
+  recorded.
 """
 
 from __future__ import annotations
@@ -132,3 +137,15 @@ __all__ = [
     "one_class_collapse",
     "subfolder_warning",
 ]
+
+
+def model_wide(checks: Sequence[str], card_mpp: float | None) -> bool:
+    """Every check that fired would fire for any slide read with this model: the resolution check
+    of a model whose card records no training resolution (the shipped demo model's). Running a
+    slide in a project of its own then protects nothing: every slide of the model would fork one.
+
+    Args:
+        checks: the names of the gate's checks that fired (``resolution``, ``image-kind``, ...).
+        card_mpp: the training resolution the model card records (None: none).
+    """
+    return bool(checks) and card_mpp is None and set(checks) == {"resolution"}

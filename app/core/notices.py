@@ -177,6 +177,18 @@ def mark_against_label(dataset: str, mark: str, origin: str | None) -> tuple[str
     )
 
 
+def gate_question_here(reasons: Sequence[str], project: str) -> str:
+    """Asked before a run of a slide whose only warning comes with every slide of the model
+    (:func:`app.core.applicability.model_wide`): it runs in the open project, warning recorded."""
+    text = "The applicability check says the model may not apply to these images:\n\n"
+    text += "\n".join(f"• {r}" for r in reasons)
+    return text + (
+        "\n\nThis warning comes with every slide this model reads, so a project of its own would "
+        f"protect nothing. Run the slide in project '{project}' anyway? The warning is recorded with "
+        "the figures and the reports."
+    )
+
+
 def gate_question(reasons: Sequence[str], project: str | None = None, apart: str | None = None) -> str:
     """Asked before a run of images the applicability check flags (``f2tta run`` refuses them
     without ``--accept-warnings``): in ``project``'s case, whether to run them in the project
