@@ -83,7 +83,7 @@ def test_tiles_are_classified_detections_with_measurements() -> None:
     m = first["properties"]["measurements"]
     assert m["Confidence"] == 0.9 and m["Probability tumor"] == 0.9 and m["Uncertainty"] == 0.1
     assert m["Image number"] == 1.0 and m["Changed by adaptation"] == 0.0
-    assert (m["Tile row"], m["Tile column"]) == (0.0, 0.0)
+    assert (m["Tile row"], m["Tile column"]) == (1.0, 1.0), "from 1, as the tile's name"
     assert second["properties"]["measurements"]["Probability tumor"] == pytest.approx(0.1)
     assert second["properties"]["measurements"]["Changed by adaptation"] == 1.0
     assert second["properties"]["metadata"]["Source model prediction"] == "tumor"
@@ -144,3 +144,15 @@ def test_every_polygon_lies_inside_the_slide(studio: object, tmp_path: Path, qtb
         check_qupath_feature(feature)
         for x, y in feature["geometry"]["coordinates"][0]:
             assert 0 <= x <= 1000 and 0 <= y <= 777, (x, y)
+
+
+def test_the_tiles_grid_position_reads_as_its_name() -> None:
+    """Issue 38: the item "tile r2 c11" had the measurements "Tile row 1, Tile column 10"."""
+    from engine.io.tile_plan import Tile
+
+    tile = Tile(index=0, col=10, row=1, x=960, y=96, width=96, height=96, tissue=1.0)
+    row = sample_row(0, tile=(tile.col, tile.row, tile.x, tile.y, tile.width, tile.height), name=tile.label)
+    (feature,) = geojson_document([row], CLASSES, "slide.svs")["features"]
+    m = feature["properties"]["measurements"]
+    assert feature["properties"]["metadata"]["Item"].startswith("tile r2 c11")
+    assert (m["Tile row"], m["Tile column"]) == (2.0, 11.0)

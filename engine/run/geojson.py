@@ -13,7 +13,7 @@ feature as one object the way it writes its own exports (``qupath.lib.io``'s Geo
 * ``properties.measurements``: name → number only (QuPath reads them as doubles: no text, no
   booleans, no NaN; a figure that is missing is left out; six decimals, as the journal keeps
   them): confidence, the positive class's probability, uncertainty, 0/1 flags, the image's
-  number and the tile's grid position;
+  number and the tile's grid row and column, counted from 1 as the tile's name;
 * ``properties.metadata``: name → text (QuPath 0.5 keeps it with the object): the item, the
   source model's prediction, the collapse guard's message.
 
@@ -54,8 +54,10 @@ def _measurements(row: PredictionRow, positive: str) -> dict[str, float]:
         "Changed by adaptation": 1.0 if row.changed else 0.0,
         "Update skipped": 1.0 if row.update_skipped else 0.0,
         "Image number": float(row.position + 1),  # as the app's table "#" (from 1)
-        "Tile row": float(r),
-        "Tile column": float(col),
+        # From 1, as the tile's name ("tile r2 c11", engine.io.tile_plan.Tile.label) and the app's
+        # table: counted from 0 they read "row 1, column 10" beside an item named r2 c11.
+        "Tile row": float(r + 1),
+        "Tile column": float(col + 1),
     }
     # Six decimals, as the journal keeps them: rows made in this run and rows read back from the
     # journal (a resumed run, a restarted app) give the same document.
