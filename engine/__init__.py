@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         open_folder,
         open_slide_source,
         parse_label,
+        reopen_slide,
         source_hash,
     )
     from engine.methods import (
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from engine.run.decisions import decision_summary, describe_decision
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
+    from engine.run.inputs import input_notes, processed_here
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
     from engine.run.review import SiteReview, what_adapting_changed
@@ -164,6 +166,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "StreamItem": ("engine.io.sources", "StreamItem"),
     "open_folder": ("engine.io.sources", "open_folder"),
     "open_slide_source": ("engine.io.sources", "open_slide_source"),
+    "reopen_slide": ("engine.io.sources", "reopen_slide"),
+    "input_notes": ("engine.run.inputs", "input_notes"),
+    "processed_here": ("engine.run.inputs", "processed_here"),
     "parse_label": ("engine.io.sources", "parse_label"),
     "source_hash": ("engine.io.sources", "source_hash"),
     "DEFAULT_METHOD": ("engine.methods", "DEFAULT_METHOD"),
@@ -365,6 +370,7 @@ __all__ = [
     "get_method_class",
     "image_kind",
     "in_recorded_order",
+    "input_notes",
     "judge_source",
     "list_images",
     "list_methods",
@@ -378,11 +384,13 @@ __all__ = [
     "open_slide_source",
     "parse_label",
     "predictions_csv",
+    "processed_here",
     "read_image",
     "read_item",
     "read_json_file",
     "read_regular",
     "register_method",
+    "reopen_slide",
     "require_int",
     "require_list",
     "require_object",

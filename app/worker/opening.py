@@ -7,6 +7,7 @@ for the journal, returned as the user-facing reason) for it to report.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -28,9 +29,12 @@ from app._engine import (
     StateError,
     check_source,
     in_recorded_order,
+    input_notes,
     method_config,
     open_folder,
     open_slide_source,
+    processed_here,
+    reopen_slide,
     shown,
     tissue_mask,
 )
@@ -159,7 +163,7 @@ def open_source(
     if request.kind == "slide":
         slide_source = open_slide_source(request.path, card.img_size, card.mpp, request.min_tissue)
         tissue = tissue_mask(slide_source.thumbnail)[0]
-        opened = OpenSource(slide_source, Slide(request.path), tissue)
+        opened = OpenSource(slide_source, reopen_slide(slide_source), tissue)
     else:
         folder = open_folder(request.path, card.classes, request.order, request.manifest, seed=request.seed)
         if journal is not None and not request.order_chosen:
@@ -220,7 +224,10 @@ def source_opened(
     """What the UI is told about a source just opened -- its restored rows with their kept overlays,
     the review folder, the gate's verdict, the project's other sources -- and the overlay store
     its new rows are kept in (None without a project folder)."""
-    done = len(journal.source(source.source_id).done())
+    done = processed_here(journal.source(source.source_id).done(), source)  # not those gone since
+    notes = input_notes(journal, source, rows)  # a slide replaced, pictures changed since decided
+    if notes:
+        source = dataclasses.replace(source, notes=source.notes + notes)
     review_dir = project.path / REVIEW_DIR if project is not None else None
     overlays: dict[str, Overlay] = {}
     store = None

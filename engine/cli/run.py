@@ -245,6 +245,8 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
     record["batch"] = job.run.batch
     for warning in job.warnings:
         print(f"warning (accepted): {shown(warning.message)}", file=sys.stderr)
+    for note in job.notes:
+        print(f"warning: {shown(note)}", file=sys.stderr)
     write_run_config(config_path(args.out), job.session, record)
     run = job.run
     bar = tqdm(
@@ -309,7 +311,8 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
     if summary.mapped or summary.maps_skipped or summary.maps_pending:
         print(
             f"uncertainty maps: {summary.mapped} made behind the decisions, {summary.maps_skipped} could not "
-            f"be made (image unreadable again), {summary.maps_pending} pending (made by the next run)",
+            f"be made (image unreadable again, or changed since its decision), {summary.maps_pending} pending "
+            "(made by the next run)",
             file=sys.stderr,
         )
     arrived = (

@@ -160,15 +160,11 @@ def identify_format(head: bytes) -> tuple[str | None, str]:
     return None, "not an image in a supported format"
 
 
-def _describe(head: bytes) -> str:
-    return head[:8].hex(" ")
-
-
 def _error(path: Path, reason: str, transient: bool = False) -> ImageReadError:
     return ImageReadError(f"{path}: {reason}", reason=reason, transient=transient)
 
 
-def _open_checked(path: Path) -> tuple[BinaryIO, os.stat_result, str, ImageFile.ImageFile]:
+def open_checked(path: Path) -> tuple[BinaryIO, os.stat_result, str, ImageFile.ImageFile]:
     """Open ``path``, identify it and parse its header (no pixels); size limits checked."""
     try:
         fh, st = open_regular(path)
@@ -181,7 +177,7 @@ def _open_checked(path: Path) -> tuple[BinaryIO, os.stat_result, str, ImageFile.
         fmt, why = identify_format(head)
         if fmt is None:
             raise _error(
-                path, f"{why} (supported: {', '.join(SUPPORTED_FORMATS)}; file starts {_describe(head)})"
+                path, f"{why} (supported: {', '.join(SUPPORTED_FORMATS)}; file starts {head[:8].hex(' ')})"
             )
         fh.seek(0)
         try:
@@ -209,7 +205,7 @@ def probe_image(path: str | Path) -> tuple[str, tuple[int, int]]:
         ImageReadError: as :func:`read_image` would for the same file's header.
     """
     path = Path(path)
-    fh, _, fmt, img = _open_checked(path)
+    fh, _, fmt, img = open_checked(path)
     with fh:
         return fmt, img.size
 
@@ -222,23 +218,30 @@ def read_image(path: str | Path) -> Image.Image:
     See the module's docstring for what is refused.
     """
     path = Path(path)
-    fh, st, fmt, img = _open_checked(path)
+    fh, st, fmt, img = open_checked(path)
     with fh:
-        try:
-            if fmt == "JPEG":
-                _limit_jpeg(img, fh, path)
-            img.load()
-            orientation = _orientation(img, path)
-            small = _reduce(img)
-            if small is not img:
-                img.close()  # frees the full-size pixels before the conversion allocates more
-            rgb = to_rgb(small)
-            transpose = _TRANSPOSE.get(orientation)
-            return rgb if transpose is None else rgb.transpose(transpose)
-        except ImageReadError:
-            raise
-        except Exception as exc:  # plugins raise TypeError, struct.error, ...: a skip, never a crash
-            raise _decode_error(path, fmt, exc, fh, st) from exc
+        return decode_opened(path, fh, st, fmt, img)
+
+
+def decode_opened(
+    path: Path, fh: BinaryIO, st: os.stat_result, fmt: str, img: ImageFile.ImageFile
+) -> Image.Image:
+    """The pixels of an image :func:`open_checked` opened, as :func:`read_image` gives them."""
+    try:
+        if fmt == "JPEG":
+            _limit_jpeg(img, fh, path)
+        img.load()
+        orientation = _orientation(img, path)
+        small = _reduce(img)
+        if small is not img:
+            img.close()  # frees the full-size pixels before the conversion allocates more
+        rgb = to_rgb(small)
+        transpose = _TRANSPOSE.get(orientation)
+        return rgb if transpose is None else rgb.transpose(transpose)
+    except ImageReadError:
+        raise
+    except Exception as exc:  # plugins raise TypeError, struct.error, ...: a skip, never a crash
+        raise _decode_error(path, fmt, exc, fh, st) from exc
 
 
 def _decode_error(path: Path, fmt: str, exc: Exception, fh: BinaryIO, st: os.stat_result) -> ImageReadError:

@@ -15,11 +15,8 @@ its handle after any failed read and tries that read once more on the fresh hand
 tile is told from the readable ones: it fails on a fresh handle too. Plans are bounded
 (:data:`MAX_TILES`, :data:`MAX_GRID_CELLS`) and so is the overview (:data:`MAX_OVERVIEW_PIXELS`),
 each with a message that says what to do.
-
-OpenSlide decodes a stored tile whole whatever the area asked for, into a buffer it allocates
-first; a tiled TIFF declaring one 65 536 x 65 536 tile made it ask for 17 GB and abort the process.
-The stored tile of every level read is bounded (:data:`MAX_TILE_PIXELS`) from the sizes OpenSlide
-reports (``openslide.level[N].tile-width``) before any read of that level.
+The stored tile of every level read is bounded and the file read is the file opened
+(:mod:`engine.io.slide_file`).
 """
 
 from __future__ import annotations
@@ -32,7 +29,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from engine.errors import F2TTAError
+from engine.io.content import identity
+from engine.io.slide_file import MAX_TILE_PIXELS, SlideError, SlideFile, why
 from engine.io.tile_plan import (
     MIN_SATURATION_THRESHOLD,
     MPP_TOLERANCE,
@@ -43,7 +41,6 @@ from engine.io.tile_plan import (
     tissue_cover,
     tissue_mask,
 )
-from engine.util.closing import Closing
 from engine.util.files import describe_kind
 
 logger = logging.getLogger(__name__)
@@ -74,30 +71,9 @@ MAX_OVERVIEW_PIXELS = 8192 * 8192
 # and most grid cells examined for tissue (a sparse 200 000-pixel slide planned 2.76 M tiles).
 MAX_TILES = 200_000
 MAX_GRID_CELLS = 1 << 24
-# Most pixels of one stored tile of a level that is read (OpenSlide decodes a stored tile whole, at
-# 4 bytes a pixel: 256 MiB; slides store tiles of 240 to 1 024 pixels a side).
-MAX_TILE_PIXELS = 8192 * 8192
 
 
-class SlideError(F2TTAError):
-    """A slide cannot be opened or read; the message names the file and the reason.
-
-    Attributes:
-        transient: True when trying again later may succeed (the slide file could not be
-            opened again after a failed read: moved, or its share went away).
-    """
-
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
-
-
-def _why(exc: BaseException) -> str:
-    """An exception as a reason: its message, or its type when the message is empty."""
-    return str(exc) or type(exc).__name__
-
-
-class Slide(Closing):
+class Slide(SlideFile):
     """An open whole-slide image. Use as a context manager or call :meth:`close`.
 
     Raises:
@@ -108,8 +84,10 @@ class Slide(Closing):
         import openslide  # imported lazily: the engine must work where OpenSlide is not installed
 
         self.path = Path(path)
+        self._content: str | None = None
         try:
-            kind = describe_kind(self.path.stat().st_mode)
+            st = self.path.stat()
+            kind = describe_kind(st.st_mode)
         except OSError as exc:
             reason = (
                 "slide file not found" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
@@ -129,9 +107,15 @@ class Slide(Closing):
         try:
             self._slide = openslide.OpenSlide(str(self.path))
         except Exception as exc:
-            raise SlideError(f"{self.path}: OpenSlide could not open this {fmt} slide ({_why(exc)})") from exc
+            raise SlideError(f"{self.path}: OpenSlide could not open this {fmt} slide ({why(exc)})") from exc
         self.format = fmt
         self._handle_open = True
+        self.identity = identity(st)
+        try:
+            self.check_unchanged()
+        except SlideError:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self._handle_open:
@@ -152,10 +136,11 @@ class Slide(Closing):
             self._handle_open = True
         except Exception as exc:
             raise SlideError(
-                f"{self.path}: the slide cannot be opened again after a failed read ({_why(exc)}); "
+                f"{self.path}: the slide cannot be opened again after a failed read ({why(exc)}); "
                 "tried again next run",
                 transient=True,
             ) from exc
+        self.check_unchanged()
 
     def _read_region(
         self, location: tuple[int, int], level: int, size: tuple[int, int], what: str
@@ -169,49 +154,22 @@ class Slide(Closing):
             SlideError: the area is damaged (permanent), or the slide cannot be opened again (transient).
         """
         self.check_level(level)
+        self.check_unchanged()
         try:
             region: Image.Image = self._slide.read_region(location, level, size)
-            return region
         except Exception as first:
             logger.debug("%s: reading %s failed, trying a fresh handle", self.path, what, exc_info=first)
+        else:
+            self.check_unchanged()  # read from the file opened, not from one put in its place meanwhile
+            return region
         self._reopen()
         try:
             region = self._slide.read_region(location, level, size)
-            return region
         except Exception as exc:
             self._reopen()
-            raise SlideError(f"{self.path}: cannot read {what}, damaged ({_why(exc)})") from exc
-
-    def stored_tile(self, level: int) -> tuple[int, int] | None:
-        """The ``(width, height)`` of the tiles level ``level`` is stored in, as OpenSlide reports
-        it; None when it does not (no uniform tile size)."""
-        sides = []
-        for side in ("width", "height"):
-            try:
-                value = int(self._slide.properties.get(f"openslide.level[{level}].tile-{side}", ""))
-            except ValueError:
-                return None
-            if value <= 0:
-                return None
-            sides.append(value)
-        return sides[0], sides[1]
-
-    def check_level(self, level: int) -> None:
-        """Refuse to read level ``level`` when one of its stored tiles is too large to decode.
-
-        Raises:
-            SlideError: the level's tiles hold more than :data:`MAX_TILE_PIXELS` pixels each
-                (permanent: the file says so).
-        """
-        size = self.stored_tile(level)
-        if size is None or size[0] * size[1] <= MAX_TILE_PIXELS:
-            return
-        width, height = size
-        raise SlideError(
-            f"{self.path}: level {level} of the slide is stored in tiles of {width} x {height} pixels; "
-            f"reading any part of it would decode {width * height * 4 / 1e9:.1f} GB at once (the limit is "
-            f"{MAX_TILE_PIXELS:,} pixels a tile). Save the slide again with smaller tiles (512 x 512 is usual)"
-        )
+            raise SlideError(f"{self.path}: cannot read {what}, damaged ({why(exc)})") from exc
+        self.check_unchanged()
+        return region
 
     @property
     def dimensions(self) -> tuple[int, int]:
@@ -267,7 +225,7 @@ class Slide(Closing):
         except Exception as exc:
             with contextlib.suppress(SlideError):
                 self._reopen()
-            raise SlideError(f"{self.path}: cannot read the slide overview ({_why(exc)})") from exc
+            raise SlideError(f"{self.path}: cannot read the slide overview ({why(exc)})") from exc
         return np.asarray(_flatten_rgba(thumb))
 
     def plan_tiles(

@@ -18,8 +18,9 @@ import numpy as np
 
 from engine.errors import SourceError
 from engine.io.arrival import ORDERS, interleave, listing_order
+from engine.io.content import content_part, same_content
 from engine.io.images import list_images
-from engine.io.slides import Slide, Tile, TilePlan
+from engine.io.slides import Slide, SlideError, Tile, TilePlan
 from engine.io.tables import LABEL_COLUMNS, PATH_COLUMNS, FileIndex, parse_label, read_labels, read_order
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ __all__ = [
     "open_folder",
     "open_slide_source",
     "parse_label",
+    "reopen_slide",
+    "same_place_other_slide",
     "source_hash",
 ]
 
@@ -96,11 +99,14 @@ class SlideSource:
     notes: tuple[str, ...] = ()
     kind: str = "slide"
     label_origin: str | None = None
+    content: str = ""  # the slide file's content fingerprint (engine.io.slides.Slide.content)
 
     @property
     def source_id(self) -> str:
-        # Another tile size or resolution cuts other tiles, so it is another source.
-        return f"{self.path.resolve()}|{self.plan.tile_size}px@{self.plan.footprint}"
+        # Another tile size or resolution cuts other tiles, so it is another source; another file
+        # at the same path (replaced) is another slide, so it is another source too.
+        place = f"{self.path.resolve()}|{self.plan.tile_size}px@{self.plan.footprint}"
+        return f"{place}{CONTENT_MARK}{content_part(self.content)}" if self.content else place
 
     @property
     def display_name(self) -> str:
@@ -108,6 +114,22 @@ class SlideSource:
 
 
 Source = FolderSource | SlideSource
+
+
+#: What separates a slide source's place (path, tile size and footprint) from its content.
+CONTENT_MARK = "|content "
+
+
+def slide_place(source_id: str) -> str:
+    """The path, tile size and footprint of a slide source's identity, without its content (a
+    slide recorded before slides were identified by content has no content part)."""
+    return source_id.rsplit(CONTENT_MARK, 1)[0]
+
+
+def same_place_other_slide(a: str, b: str) -> bool:
+    """Whether source identities ``a`` and ``b`` are two slides at one path, cut alike: the file
+    there was replaced between them."""
+    return a != b and slide_place(a) == slide_place(b) and CONTENT_MARK in a + b
 
 
 def source_hash(source_id: str) -> str:
@@ -244,6 +266,8 @@ def open_slide_source(
         plan = slide.plan_tiles(tile_size, target_mpp, min_tissue=min_tissue, thumbnail=thumbnail)
         dimensions = slide.dimensions
         vendor = slide.format
+        content = slide.content
+        slide.check_unchanged()  # the plan and the fingerprint are of one file
     if not plan.tiles:
         raise SourceError(
             f"{path}: no tissue found (saturation threshold {plan.tissue_threshold:.0f}, "
@@ -251,4 +275,25 @@ def open_slide_source(
         )
     items = tuple(StreamItem(t.index, t.key, t.label, tile=t) for t in plan.tiles)
     notes = (plan.warning,) if plan.warning else ()
-    return SlideSource(path, plan, thumbnail, dimensions, vendor, items, notes)
+    return SlideSource(path, plan, thumbnail, dimensions, vendor, items, notes, content=content)
+
+
+def reopen_slide(source: SlideSource) -> Slide:
+    """The slide of ``source`` opened again to read its tiles, refused when the file at its path is
+    no longer the slide it was planned on.
+
+    Raises:
+        engine.io.slides.SlideError: it cannot be opened, or it was replaced (transient: the next
+            opening plans the file there as a new input).
+    """
+    slide = Slide(source.path)
+    try:
+        if source.content and not same_content(slide.content, source.content):
+            raise SlideError(
+                f"{source.path}: the slide file was replaced while it was being opened; open it again",
+                transient=True,
+            )
+    except BaseException:
+        slide.close()
+        raise
+    return slide

@@ -7,7 +7,9 @@ decoded) and the same batches: ``batch`` readable items a step, so the maps are 
 inline step gives. Each map is appended to the journal as the item's row with its map (the last
 copy of a row is the one read back) and yields :class:`~engine.run.outcomes.Mapped`; an item that
 cannot be read again keeps its decision and yields :class:`~engine.run.outcomes.MapSkipped`, its
-row saying ``unreadable``. A failure of the map step ends the run as a failed decision step does
+row saying ``unreadable``; so does a picture whose file changed since its decision (the content
+fingerprint recorded with the decision, :func:`same_picture`): a map is never made from another
+picture than the one decided. A failure of the map step ends the run as a failed decision step does
 (the map is made again by the next run); saves, pauses and stops fall between batches.
 """
 
@@ -21,6 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from engine.errors import ImageReadError
+from engine.io.content import same_content
 from engine.io.sources import StreamItem
 from engine.run.journal import Journal
 from engine.run.maps import map_batch, with_map
@@ -79,7 +83,7 @@ def map_phase(run: StreamRun) -> Iterator[Outcome]:
     decoded = read_ahead(items, read, run.readers, run.read_ahead)
     try:
         while not run.ended_by_request():
-            chunk = run.gather(decoded)
+            chunk = [(item, same_picture(item, d, rows[item.key])) for item, d in run.gather(decoded)]
             if not chunk:
                 break
             pixels = [d[1] for _, d in chunk if not isinstance(d, Exception)]
@@ -115,6 +119,21 @@ def map_phase(run: StreamRun) -> Iterator[Outcome]:
             yield from run.between_batches()
     finally:
         decoded.close()
+
+
+def same_picture(item: StreamItem, decoded: Decoded, row: PredictionRow) -> Decoded:
+    """``decoded``, or why it cannot have the map of ``row``: the file was replaced or changed since
+    its decision (their content fingerprints differ), so a map made now would be of another picture
+    than the one decided."""
+    if isinstance(decoded, Exception) or not row.content or not decoded.content:
+        return decoded
+    if same_content(row.content, decoded.content):
+        return decoded
+    reason = (
+        "the file changed since its decision (replaced or rewritten): its decision is of the picture as it "
+        "was then, and no map is made from the new one"
+    )
+    return ImageReadError(f"{item.name}: {reason}", reason=reason)
 
 
 def _unreadable(row: PredictionRow) -> PredictionRow:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from engine.io.sources import same_place_other_slide
 from engine.run.journal import Journal
 from engine.run.rows import (
     CSV_COLUMNS,
@@ -142,10 +143,19 @@ def check_companions(journal: Journal, source_id: str, out_csv: Path, companions
             continue
         if owner is None:
             raise OutputError(foreign_message(path, journal.directory))
-        raise OutputError(
-            f"{path} holds the outputs of another input ({owner}); nothing was changed. Choose "
-            "another --out for this input"
+        raise OutputError(other_input_message(path, owner, source_id))
+
+
+def other_input_message(path: Path, owner: str, source_id: str) -> str:
+    """Why ``path``, which this journal wrote for the input ``owner``, is not written for ``source_id``."""
+    if same_place_other_slide(owner, source_id):
+        return (
+            f"{path} holds the outputs of the slide that was at this path when the state processed it; "
+            "the file there now is another slide (replaced), a new input whose tiles are never mixed "
+            "with the earlier one's. Nothing was changed: choose another --out (and --state) for it, or "
+            "put the earlier slide back to continue it"
         )
+    return f"{path} holds the outputs of another input ({owner}); nothing was changed. Choose another --out for this input"
 
 
 class CsvOutputs:
@@ -193,10 +203,7 @@ class CsvOutputs:
         if owner is None:
             raise OutputError(foreign_message(self.path, journal.directory))
         if owner != source_id:
-            raise OutputError(
-                f"{self.path} holds the predictions of another input ({owner}); nothing was changed. "
-                "Choose another --out for this input"
-            )
+            raise OutputError(other_input_message(self.path, owner, source_id))
         # The file may lag behind the journal (the app continued it) or run ahead of the saved state
         # (rows made after the last save): what it holds must agree with the journal's rows.
         records = read_csv_records(self.path, CSV_COLUMNS, legacy=LEGACY_CSV_HEADERS)

@@ -20,7 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -32,19 +32,33 @@ from engine.io.sources import StreamItem
 logger = logging.getLogger(__name__)
 
 Picture = Image.Image | np.ndarray
-Reader = Callable[[StreamItem], Picture]
-#: An item as read and as the model's pixels, or why it cannot be read.
-Decoded = tuple[Picture, np.ndarray] | Exception
+#: Decodes an item: its picture, or its picture and the content fingerprint of the file it was
+#: read from (:mod:`engine.io.content`; a folder's pictures), recorded with its decision.
+Reader = Callable[[StreamItem], Picture | tuple[Picture, str]]
 T = TypeVar("T")
 
 
-def read_item(item: StreamItem) -> Picture:
-    """Read a folder item's file (slide tiles need the open slide: see :func:`tile_reader`)."""
-    from engine.io.images import read_image
+class Read(NamedTuple):
+    """An item as read (or as much of it as is kept), as the model's pixels, and the content
+    fingerprint of its file ("" for a slide's tile: the slide's is its source's)."""
+
+    picture: Picture
+    pixels: np.ndarray
+    content: str = ""
+
+
+#: An item read, or why it cannot be.
+Decoded = Read | Exception
+
+
+def read_item(item: StreamItem) -> tuple[Picture, str]:
+    """Read a folder item's file, with its content fingerprint (slide tiles need the open slide:
+    see :func:`tile_reader`)."""
+    from engine.io.content import read_image_content
 
     if item.path is None:
         raise ValueError(f"{item.name}: no file to read")
-    return read_image(item.path)
+    return read_image_content(item.path)
 
 
 class TileReader:
@@ -76,6 +90,12 @@ class TileReader:
                 handle = Slide(self.slide.path)
             except SlideError as exc:  # moved or unmounted since it was opened: it may come back
                 raise SlideError(str(exc), transient=True) from exc
+            if handle.identity != self.slide.identity:  # another file at the path: never mixed in
+                handle.close()
+                self.slide.check_unchanged()
+                raise SlideError(
+                    f"{self.slide.path}: the slide file changed since it was opened", transient=True
+                )
             self._local.slide = handle
             with self._lock:
                 self._opened.append(handle)
@@ -100,10 +120,7 @@ def tile_reader(slide: Slide, plan: TilePlan) -> TileReader:
 
 
 def decode(
-    reader: Reader,
-    prepare: Callable[[Picture], np.ndarray],
-    item: StreamItem,
-    keep: bool | int,
+    reader: Reader, prepare: Callable[[Picture], np.ndarray], item: StreamItem, keep: bool | int
 ) -> Decoded:
     """``item`` as read (or as much of it as is kept) and as the model's pixels, or why it cannot be.
 
@@ -117,12 +134,13 @@ def decode(
             64, are 2.8 GB held whole).
     """
     try:
-        picture = reader(item)
+        got = reader(item)
+        picture, content = got if isinstance(got, tuple) else (got, "")
         pixels = prepare(picture)
         kept = (picture if keep else pixels) if isinstance(keep, bool) else reduced(picture, keep)
     except Exception as exc:  # every failure of reading becomes a skip (see skip_for)
         return exc
-    return kept, pixels
+    return Read(kept, pixels, content)
 
 
 def reduced(picture: Picture, side: int) -> Picture:
@@ -159,10 +177,7 @@ class Skipped:
 
 
 def read_ahead(
-    items: Iterable[StreamItem],
-    read: Callable[[StreamItem], T],
-    workers: int,
-    depth: int,
+    items: Iterable[StreamItem], read: Callable[[StreamItem], T], workers: int, depth: int
 ) -> Generator[tuple[StreamItem, T]]:
     """``(item, read(item))`` in the order of ``items``, read by ``workers`` threads, ``depth`` ahead.
 

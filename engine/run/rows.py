@@ -104,6 +104,7 @@ class PredictionRow:
     ] = ()  # the site's candidate thresholds (never reported uncertified)
     prompted_prediction: int | None = None  # I-DiPT's prompted model's class (None: not computed)
     map_status: str = ""  # "" the map is there (or the method makes none); MAP_PENDING; MAP_UNREADABLE
+    content: str = ""  # the content fingerprint of the file decided (engine.io.content; "" a tile)
     restored: bool = False  # True for rows read back from a journal (no overlay available)
 
     @property
@@ -146,6 +147,7 @@ class PredictionRow:
             "source_margin",
             "prompted_prediction",
             "map_status",
+            "content",
         ):
             if data[key] in ("", None):
                 data.pop(key)
@@ -186,6 +188,7 @@ class PredictionRow:
         kwargs["decision_path"] = str(kwargs.get("decision_path") or "")
         kwargs["decision_reason"] = str(kwargs.get("decision_reason") or "")
         kwargs["map_status"] = str(kwargs.get("map_status") or "")
+        kwargs["content"] = str(kwargs.get("content") or "")
         group = kwargs.get("site_group")
         kwargs["site_group"] = None if group is None else int(group)
         threshold = kwargs.get("decision_threshold")
@@ -212,9 +215,9 @@ def without_map(row: PredictionRow) -> PredictionRow:
 
 
 def make_row(
-    item: StreamItem, step: StepResult, classes: Sequence[str], positive_class: int
+    item: StreamItem, step: StepResult, classes: Sequence[str], positive_class: int, content: str = ""
 ) -> PredictionRow:
-    """The row of ``item`` from the engine's result for it."""
+    """The row of ``item`` from the engine's result for it (``content``: its file's fingerprint)."""
     tile = None
     if item.tile is not None:
         t = item.tile
@@ -240,6 +243,7 @@ def make_row(
         tile=tile,
         guard_message="" if step.guard_event is None else step.guard_event.message,
         update_skipped=step.update_skipped,
+        content=content,
         **decision_fields(step.decision),
     )
 

@@ -25,9 +25,11 @@ from engine.io.sources import (
     Source,
     open_folder,
     open_slide_source,
+    reopen_slide,
 )
 from engine.model.gate import GateWarning, NotApplicableError, check_source
 from engine.run.geojson import tiles_geojson_bytes, written_for
+from engine.run.inputs import input_notes, processed_here
 from engine.run.journal import Journal, in_recorded_order
 from engine.run.outputs import (
     CsvOutputs,
@@ -35,6 +37,7 @@ from engine.run.outputs import (
     foreign_message,
     geojson_path,
     has_content,
+    other_input_message,
     run_files,
 )
 from engine.run.rows import OutputError
@@ -64,9 +67,10 @@ class FolderJob:
     journal: Journal
     outputs: CsvOutputs
     run: StreamRun
-    resumed_rows: int  # images already processed by earlier runs
+    resumed_rows: int  # images of the source as listed now that earlier runs processed
     warnings: tuple[GateWarning, ...] = ()  # the applicability gate's, accepted
     slide: Slide | None = None  # a slide source's open slide (closed with the job)
+    notes: tuple[str, ...] = ()  # what changed in the input since the journal recorded it
 
     def close(self) -> None:
         """Close the CSVs, release the journal and close the slide (call after the run's final save)."""
@@ -200,7 +204,9 @@ def open_slide_job(
 
     def claim(journal: Journal) -> SlideSource:
         owner = journal.output_owner(geojson)
-        if owner != source.source_id and (owner is not None or has_content(geojson)):
+        if owner is not None and owner != source.source_id:
+            raise OutputError(other_input_message(geojson, owner, source.source_id))
+        if owner is None and has_content(geojson):
             raise OutputError(foreign_message(geojson, state_dir))
         if has_content(geojson) and not _ours(geojson, str(source.path.resolve())):
             raise OutputError(
@@ -210,7 +216,7 @@ def open_slide_job(
         journal.claim_output(geojson, source.source_id)
         return source
 
-    slide = Slide(slide_path)
+    slide = reopen_slide(source)  # refused when the file there is no longer the one planned
     try:
         job = _open_job(
             session,
@@ -285,6 +291,7 @@ def _open_job(
         journal.close()
         raise
     journal.outputs.append(outputs)
+    notes = input_notes(journal, source, rows)
 
     def on_skip(skip: Skipped) -> None:
         outputs.add_skip(skip.item.name, skip.reason, skip.transient)
@@ -303,7 +310,8 @@ def _open_job(
         maps=maps,
         keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
-    return FolderJob(session, source, journal, outputs, run, len(rows), warnings)
+    resumed = processed_here((row.key for row in rows), source)
+    return FolderJob(session, source, journal, outputs, run, resumed, warnings, notes=notes)
 
 
 def write_geojson(job: FolderJob, path: Path) -> Path:

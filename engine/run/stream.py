@@ -243,7 +243,7 @@ class StreamRun:
                         yield skip
                         continue
                     step = next(results)
-                    row = make_row(item, step, self.session.card.classes, self.positive_class)
+                    row = make_row(item, step, self.session.card.classes, self.positive_class, d.content)
                     if queue:
                         row = without_map(row)
                     error = self.record(item, self._add_row, row)
@@ -356,9 +356,7 @@ class StreamRun:
                     torch.cuda.empty_cache()
                 self.batch = max(1, size // 2)
                 logger.warning(
-                    "out of memory at a batch of %d images; going on with batches of %d",
-                    size,
-                    self.batch,
+                    "out of memory at a batch of %d images; going on with batches of %d", size, self.batch
                 )
                 continue
             self._steps_at[size] = self._steps_at.get(size, 0) + 1
@@ -371,8 +369,7 @@ class StreamRun:
             return self.session.snapshot()
         except (MemoryError, RuntimeError) as exc:
             logger.warning(
-                "the state cannot be kept aside before a batch (%s); a failure cannot be undone",
-                exc,
+                "the state cannot be kept aside before a batch (%s); a failure cannot be undone", exc
             )
             return None
 
