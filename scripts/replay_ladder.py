@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
 from engine.bench.paired import paired
+from engine.bench.plain_labels import plain_uses
 from engine.bench.recipe import Recipe
 from engine.bench.replay import replay
 from engine.bench.suite import prepare, stream_jobs
@@ -95,10 +96,15 @@ def site_cells(st: Stream, source: np.ndarray, decisions: np.ndarray) -> list[Un
     return cells
 
 
-def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: float, seed: int) -> str:
-    """The endpoints after ``budget`` reviews per site (retroactive), as one table row's cells;
-    each stream reviewed as the suite reviews it (:func:`engine.bench.suite_stream.run_stream`)."""
-    cells, made, false = [], 0, 0
+def endpoints(
+    streams: Sequence[Stream], rule: LadderRule, budget: int, noise: float, seed: int, at: float = 1.0
+) -> dict[str, str]:
+    """The endpoints after ``budget`` reviews per site, the reviewer coming once ``at`` of each
+    site's images are processed: one table row's cells per variant (the ladder retroactive and
+    online, and the plain uses of the same labels), each stream reviewed as the suite reviews it
+    (:func:`engine.bench.suite_stream.run_stream`)."""
+    cells: dict[str, list[UnitCell]] = {}
+    made = false = used = sites = provisional = 0
     for st in streams:
         n = st.labels.shape[0]
         source = (st.margin > 0).astype(np.int64)
@@ -112,19 +118,35 @@ def endpoints(streams: Sequence[Stream], rule: LadderRule, budget: int, noise: f
             st.group,
             marks,
             budget,
+            review_at=at,
             rule=rule,
             seed=seed,
             site=st.told,  # as the suite reviews: a told site split in parts shares its K answers
         )
         a, b = false_verifications(reviewed, st.group, st.labels)
         made, false = made + a, false + b
-        cells += site_cells(st, source, reviewed.decisions)
-    e = unit_endpoints(cells)
-    harmed = ", ".join(f"{h['model']} {h['site']} {h['upper_bound']:.1f}" for h in e["harmed_units"][:3])
-    return (
-        f"{100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])}{f' ({harmed})' if harmed else ''} | "
-        f"{e['fixed']} / {e['broken']} | {false} of {made}"
-    )
+        used, sites = used + reviewed.reviews_used, sites + len(st.domains)
+        provisional += int(reviewed.provisional.sum())
+        variants = {"ladder": reviewed.decisions, "ladder online": reviewed.online_decisions}
+        plain = plain_uses(source, st.margin, st.candidates, None, st.group, marks, budget, at, seed, st.told)
+        variants |= {use: retro for use, (retro, _) in plain.items()}
+        for name, decided in variants.items():
+            cells.setdefault(name, []).extend(site_cells(st, source, decided))
+    out = {}
+    for name, mine in cells.items():
+        e = unit_endpoints(mine)
+        harmed = ", ".join(f"{h['model']} {h['site']} {h['upper_bound']:.1f}" for h in e["harmed_units"][:3])
+        promotions = f"{false} of {made}" if name == "ladder" else "–"
+        out[name] = (
+            f"{100 * e['median_error_closed']:.1f} % | {len(e['harmed_units'])}{f' ({harmed})' if harmed else ''} | "
+            f"{e['target_mean_gain']:+.2f} / {e['median_unit_gain']:+.2f} | "
+            f"{100 * e['errors_removed_pooled']:.1f} % / {100 * e['errors_removed_median']:.1f} % | "
+            f"{e['fixed']} / {e['broken']} | "
+            + (f"{used / max(sites, 1):.1f}" if name.startswith("ladder") else f"{budget}")
+            + f" | {promotions}"
+            + (f" | {provisional / max(sites, 1):.1f}" if name == "ladder" else " | –")
+        )
+    return out
 
 
 def split_sites(streams: Sequence[Stream]) -> str:
@@ -154,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--patience", default=str(LadderRule().patience), help="patiences (comma-separated)")
     p.add_argument("--budgets", default="20", help="K, reviews per site (comma-separated)")
     p.add_argument("--noise", default="0", help="the reviewer's error shares (comma-separated)")
+    p.add_argument(
+        "--at", default="1", help="shares of a site processed when the reviewer comes (comma-separated)"
+    )
     p.add_argument("--seed", type=int, default=None, help="the reviews' seed (the recipe's stream seed)")
     p.add_argument("--protocol", default="known-sites", choices=("known-sites", "mixed-folders"))
     p.add_argument(
@@ -164,10 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     seed = a.seed if a.seed is not None else Recipe.load(a.recipe).stream_seed
     print(
-        "| split | sites split | hedge | patience | K | reviewer wrong | median closed | harmed units "
-        "| fixed / broken | false promotions |"
+        "| split | sites split | hedge | patience | K | reviewer wrong | at | variant | median closed | harmed units "
+        "| mean / median unit Δ (points) | source errors removed, pooled / median unit | fixed / broken "
+        "| answers per site | false promotions | provisional per site |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|" + "---|" * 16)
     for split in a.split.split(","):
         config = IDiPTPlusConfig()
         if split == "off":
@@ -181,12 +207,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for patience in (int(x) for x in a.patience.split(",")):
                 for budget in (int(x) for x in a.budgets.split(",")):
                     for noise in floats(a.noise):
-                        row = endpoints(streams, LadderRule(patience=patience), budget, noise, seed)
-                        print(
-                            f"| {split} | {split_sites(streams)} | {hedge:g} | {patience} | {budget} "
-                            f"| {100 * noise:g} % | {row} |",
-                            flush=True,
-                        )
+                        for at in floats(a.at):
+                            rows = endpoints(streams, LadderRule(patience=patience), budget, noise, seed, at)
+                            for variant, row in rows.items():
+                                print(
+                                    f"| {split} | {split_sites(streams)} | {hedge:g} | {patience} | {budget} "
+                                    f"| {100 * noise:g} % | {at:g} | {variant} | {row} |",
+                                    flush=True,
+                                )
     return 0
 
 

@@ -9,14 +9,25 @@ seeded, through the engine's own code (:func:`engine.review.reviewer.review_stre
 1. **Adversarial orders.** A site of 400 images where the ``fit`` candidate (threshold 1 on the
    margin, the rule in use the source's 0) is, over all its 120 changed decisions, harmful (mean
    ``z`` = -0.1), but the images it gets right arrive first: help then harm, a drifting class mix,
-   a slide read in scan order with its tumour region last. The share of streams in which it is
-   promoted, reviewed by the ladder (a uniform random order without replacement) and, for
-   comparison, by the earlier queue (the first disagreements in arrival order, the same
-   sequence read as if they were a random sample).
+   a slide read in scan order with its tumour region last (:mod:`engine.bench.adversarial`). The
+   share of streams in which it is promoted, reviewed by the ladder (a uniform random order
+   without replacement) and, for comparison, by the earlier queue (the first disagreements in
+   arrival order, the same sequence read as if they were a random sample).
+1b. **The reviewer mid-run.** The same sites with Q pressed after 25 % or 50 % of the folder: the
+   share of streams in which the folder ends worse than the source model (what reports decide:
+   each image by a rule only where a certificate covers it) and in which what was shown while it
+   arrived (later images provisional) was worse, with the images left provisional.
+1c. **A reviewer who re-rolls the queue** (undo the mark that decided the comparison before,
+   let the folder grow, redo) until the harmful candidate's first queued images look right
+   (:func:`engine.bench.adversarial.reroll_attack`), against an honest reviewer.
 2. **Neutral candidates** (mean ``z`` exactly 0): promoted in how many streams.
 3. **Power**: a candidate better on a share ``p`` of its ``N`` changed decisions (worse on the
    rest): promoted within K = 5, 10, 20 reviews.
-4. **e-BH** over 20 sites whose candidates are all neutral: reports calling any verified.
+4. **Many folders**: 20 sites whose candidates are all neutral (error control is per folder):
+   reports in which any site's candidate was promoted.
+5. **Ordinary sites, the reviewer at 50 %**: a candidate right on 80 % of its changed decisions
+   in no particular order; the gain over the source model shown while the folder arrived
+   (online) against the gain in the report written afterwards (retroactive).
 """
 
 from __future__ import annotations
@@ -29,45 +40,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.bench.adversarial import ORDERS, adversarial_site, reroll_attack
 from engine.review.ladder import PROMOTED, LadderRule
-from engine.review.multiple import e_bh
-from engine.review.reviewer import review_stream
+from engine.review.reviewer import ReviewedStream, review_stream
 from engine.review.sampling import SamplingSequence
 
-ORDERS = ("help-then-harm", "drift", "scan-region-last")
 RULE = LadderRule(candidates=("fit",))
 
 
 def site(
     order: str, right: int, rng: np.random.Generator, n: int = 400, d: int = 120
-) -> tuple[np.ndarray, ...]:
-    """``(margin, labels)`` of a site whose candidate is right on ``right`` of its ``d`` disagreements."""
-    margin = rng.uniform(-6, 6, n)
-    margin[(margin > 0) & (margin <= 1.0)] += 1.0  # only the chosen images are changed decisions
-    changed = np.sort(rng.choice(n, d, replace=False))
-    margin[changed] = rng.uniform(0.01, 1.0, d)
-    labels = (margin > 0).astype(np.int64)
-    if order == "help-then-harm":
-        is_right = np.r_[np.ones(right, bool), np.zeros(d - right, bool)]
-    elif order == "drift":
-        score = rng.random(d) / np.linspace(0.9, 0.1, d)
-        is_right = np.zeros(d, bool)
-        is_right[np.argsort(score)[:right]] = True
-    elif order == "scan-region-last":  # normal tissue first, the tumour region last, its edges ragged
-        is_right = np.r_[np.ones(right, bool), np.zeros(d - right, bool)]
-        swaps = rng.choice(d, (d // 10, 2))
-        for a, b in swaps:
-            is_right[[a, b]] = is_right[[b, a]]
-    else:  # uniform
-        is_right = rng.permutation(np.r_[np.ones(right, bool), np.zeros(d - right, bool)])
-    labels[changed] = np.where(is_right, 0, 1)
-    return margin, labels, changed
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(margin, labels, disagreements)`` of a site whose candidate is right on ``right`` of its ``d``."""
+    return adversarial_site(order, rng, n, d, right)
 
 
-def ladder_promotes(margin: np.ndarray, labels: np.ndarray, budget: int, seed: int) -> bool:
+def reviewed(
+    margin: np.ndarray, labels: np.ndarray, budget: int, seed: int, at: float = 1.0
+) -> ReviewedStream:
     n = margin.shape[0]
     reported = (margin > 0).astype(np.int64)
-    out = review_stream(
+    return review_stream(
         reported,
         reported,
         margin,
@@ -76,9 +69,14 @@ def ladder_promotes(margin: np.ndarray, labels: np.ndarray, budget: int, seed: i
         np.zeros(n, dtype=np.int64),
         labels,
         budget,
+        review_at=at,
         rule=RULE,
         seed=seed,
     )
+
+
+def ladder_promotes(margin: np.ndarray, labels: np.ndarray, budget: int, seed: int) -> bool:
+    out = reviewed(margin, labels, budget, seed)
     return any(c.verdict == PROMOTED for c in out.ladders[0].comparisons)
 
 
@@ -109,6 +107,38 @@ def main() -> int:
                 ladder += ladder_promotes(margin, labels, budget, s)
                 arrival += arrival_promotes(labels, changed, budget)
             print(f"| {order} | {budget} | {ladder / streams:.3f} | {arrival / streams:.3f} |")
+    print(
+        f"\n## 1b. The reviewer mid-run (K = 20): folders worse than the source model, of {streams} streams\n"
+    )
+    print(
+        "| arrival order | Q pressed after | reports (certified) worse | shown while arriving worse | provisional images per folder |"
+    )
+    print("|---|---|---|---|---|")
+    for order in ORDERS:
+        for at in (0.25, 0.5):
+            worse = shown = provisional = 0
+            for s in range(streams):
+                margin, labels, _ = site(order, 54, np.random.default_rng([s, 17]))
+                out = reviewed(margin, labels, 20, s, at)
+                worse += out.counts.accuracy < out.counts.source_accuracy
+                shown += out.online_counts.accuracy < out.online_counts.source_accuracy
+                provisional += int(out.provisional.sum())
+            print(
+                f"| {order} | {100 * at:g} % | {worse / streams:.3f} | {shown / streams:.3f} | {provisional / streams:.1f} |"
+            )
+    rerolls = max(streams // 5, 20)
+    print(f"\n## 1c. A reviewer who re-rolls the harmful candidate's queue ({rerolls} streams)\n")
+    print(
+        "| arrival order | promoted, re-rolling | promoted, honest | folder worse, re-rolling | re-rolls tried per stream |"
+    )
+    print("|---|---|---|---|---|")
+    for order in (*ORDERS, "uniform"):
+        attacked = [reroll_attack(order, s) for s in range(rerolls)]
+        honest = [reroll_attack(order, s, tries=0) for s in range(rerolls)]
+        print(
+            f"| {order} | {np.mean([r.promoted for r in attacked]):.3f} | {np.mean([r.promoted for r in honest]):.3f} "
+            f"| {np.mean([r.worse for r in attacked]):.3f} | {np.mean([r.rerolls for r in attacked]):.1f} |"
+        )
     print(f"\n## 2. A neutral candidate (mean z 0) promoted, of {streams} streams\n")
     for budget in (20, 50):
         hits = sum(
@@ -134,18 +164,35 @@ def main() -> int:
                     hits += ladder_promotes(margin, labels, budget, s)
                 row.append(f"{hits / (streams // 2):.2f}")
             print(f"| {d} | {p:.1f} ({2 * p - 1:+.1f}) | " + " | ".join(row) + " |")
-    print(f"\n## 4. e-BH over 20 sites with neutral candidates, 20 reviews each ({streams // 2} reports)\n")
-    rng = np.random.default_rng(31)
-    any_claim = 0
-    for _ in range(streams // 2):
-        values = []
-        for _site in range(20):
-            seq = SamplingSequence(60)
-            for v in rng.permutation(np.r_[np.ones(30), -np.ones(30)])[:20]:
-                seq.update(float(v))
-            values.append(seq.e_value())
-        any_claim += any(e_bh(values, 0.05))
-    print(f"- reports calling any site verified: {any_claim / (streams // 2):.3f}")
+    reports = streams // 2
+    print(
+        f"\n## 4. 20 folders with neutral candidates, 20 reviews each ({reports} reports; control is per folder)\n"
+    )
+    promoted_sites = any_site = 0
+    for r in range(reports):
+        hits = sum(
+            ladder_promotes(*site("uniform", 60, np.random.default_rng([r, f, 37]))[:2], 20, r * 20 + f)
+            for f in range(20)
+        )
+        promoted_sites += hits
+        any_site += hits > 0
+    print(f"- folders whose neutral candidate was promoted: {promoted_sites / (20 * reports):.3f}")
+    print(f"- reports with at least one such folder: {any_site / reports:.3f}")
+    print(
+        f"\n## 5. Ordinary sites (candidate right on 80 %), the reviewer at 50 %, K = 20 ({streams} streams)\n"
+    )
+    online_gain, retro_gain, worse_online = [], [], 0
+    for s in range(streams):
+        margin, labels, _ = site("uniform", 96, np.random.default_rng([s, 43]))
+        out = reviewed(margin, labels, 20, s, 0.5)
+        online_gain.append(out.online_counts.accuracy - out.online_counts.source_accuracy)
+        retro_gain.append(out.counts.accuracy - out.counts.source_accuracy)
+        worse_online += out.online_counts.accuracy < out.online_counts.source_accuracy
+    print(
+        f"- mean gain over the source model, points: shown while arriving {100 * np.mean(online_gain):+.2f}, "
+        f"in the report {100 * np.mean(retro_gain):+.2f} (ratio {np.mean(online_gain) / max(np.mean(retro_gain), 1e-12):.2f}); "
+        f"streams shown worse than the source model while arriving: {worse_online / streams:.3f}"
+    )
     return 0
 
 

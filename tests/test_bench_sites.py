@@ -30,7 +30,9 @@ def test_cli_review_budgets_simulate_a_reviewer_per_site(
     assert "Review-certified decisions" in capsys.readouterr().out
     data = json.loads(out.read_text())
     reviews = data["review_budgets"]["idipt"]
-    assert list(reviews) == ["0", "0 online", "4", "4 online"] and "source" not in data["review_budgets"]
+    assert list(reviews) == ["0", "0 online", "4", "4 online", "4 best-of-K", "4 threshold-on-K"]
+    assert "source" not in data["review_budgets"]
+    assert reviews["4 best-of-K"]["reviews_per_site"] == 4.0, "a plain use labels K images per site"
     for d, p in data["methods"]["idipt"]["paired"].items():
         assert reviews["0"]["per_domain"][d]["delta"] == pytest.approx(p["delta"])
     assert reviews["0"]["reviews_per_site"] == 0.0 and 0.0 <= reviews["4"]["reviews_per_site"] <= 4.0

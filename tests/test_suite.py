@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site
+from engine.bench.streams import help_then_harm
 from engine.bench.suite import Recipe, SuiteError
 from engine.bench.suite_stream import StreamJob, noisy, site_sequences, told_sites
 from engine.bench.tuning import choose, parse_grid
@@ -87,16 +88,18 @@ def test_the_second_suites_protocols_mixes_and_reviewer_noise(tmp_path: Path) ->
     recipe = _tiny(
         tmp_path,
         kinds=[{"kind": "histo", "sites": "v2", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
-        mixes=["scan"],
+        mixes=["scan", "help-then-harm"],
         protocols=["known-sites", "mixed-folders"],
         mixed_pair=[4, 5],
         training_recipes=["adamw-p16"],
         review_budgets=[3],
         reviewer_noise=[0.0, 0.1],
         review_at=0.5,
+        review_moments=[1.0],
+        plain_uses=True,
     )
     loaded = Recipe.load(recipe)
-    assert loaded.kinds[0].name == "histo-v2" and loaded.review_at == 0.5
+    assert loaded.kinds[0].name == "histo-v2" and loaded.review_at == 0.5 and loaded.plain_uses
     out = tmp_path / "suite.json"
     assert cli(["bench-suite", str(recipe), "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
     result = json.loads(out.read_text(encoding="utf-8"))
@@ -106,8 +109,24 @@ def test_the_second_suites_protocols_mixes_and_reviewer_noise(tmp_path: Path) ->
     assert {"idipt+ K=3", "idipt+ K=3 noise=0.1", "idipt+ K=3 online", "idipt+ K=3 noise=0.1 online"} <= set(
         cell["methods"]
     )
-    units = {s["protocol"]: s["site_units"] for s in result["streams"]}
-    assert units == {"known-sites": 5, "mixed-folders": 4}  # two sites given as one folder
+    # the reviewer at the end as well, and the plain uses of the same labels at both moments
+    plain = {f"idipt+ K=3 {use}{at}" for use in ("best-of-K", "threshold-on-K") for at in ("", " at=1")}
+    assert {"idipt+ K=3 at=1", "idipt+ K=3 at=1 online"} | plain <= set(cell["methods"]), sorted(
+        cell["methods"]
+    )
+    units = {(s["protocol"], s["mix"]): s["site_units"] for s in result["streams"]}
+    assert {units[("known-sites", m)] for m in ("scan", "help-then-harm")} == {5}
+    assert units[("mixed-folders", "scan")] == 4  # two sites given as one folder
+    assert {"errors_removed_pooled", "median_unit_gain"} <= set(
+        result["summary"]["known-sites"]["idipt+ K=3"]
+    )
+
+
+def test_help_then_harm_puts_the_source_models_errors_first() -> None:
+    """The adversarial order of the sixth suite: any rule that changes decisions near the boundary
+    helps on a site's first images (the source model's errors) and harms on the rest."""
+    right = np.array([True, False, True, False, True])
+    assert list(help_then_harm(np.arange(5) * 10, right)) == [10, 30, 0, 20, 40]
 
 
 def test_told_sites_and_a_noisy_reviewer() -> None:

@@ -14,6 +14,10 @@ the unit of evaluation is the **(model, site) unit**, per protocol (``docs/bench
 * **harmed**: a unit is harmed when one of its cells has the one-sided 95 % upper bound of its
   paired difference (exact, McNemar) below −1 point: the method is worse there beyond chance.
 * cells whose difference is below −1 point, fixed and broken images, the target mean gain.
+* in the units a clinician weighs (issue 37): the **median unit's gain** in points (a unit's gain:
+  the mean of its cells' differences), and the **share of the source model's errors removed**,
+  pooled over target units and at the median unit (``Σ(source errors − method errors) / Σ
+  source errors``).
 
 Every variant (label-free as decided and retroactive; after K reviews per site with each reviewer
 noise, retroactive and online) gets the same endpoints.
@@ -67,6 +71,9 @@ def unit_endpoints(cells: Sequence[UnitCell]) -> dict[str, Any]:
     for c in cells:
         units.setdefault((c.model, c.site), []).append(c)
     closed: list[float] = []
+    gains: list[float] = []
+    removed: list[float] = []
+    source_total = removed_total = 0
     harmed: list[dict[str, Any]] = []
     for (model, site), group in units.items():
         worst = min(group, key=lambda c: upper_bound(c.result))
@@ -76,6 +83,11 @@ def unit_endpoints(cells: Sequence[UnitCell]) -> dict[str, Any]:
             continue
         source_errors = sum(_errors(c.result, source=True) for c in group)
         method_errors = sum(_errors(c.result, source=False) for c in group)
+        gains.append(float(np.mean([c.result.delta for c in group])))
+        source_total += source_errors
+        removed_total += source_errors - method_errors
+        if source_errors:
+            removed.append((source_errors - method_errors) / source_errors)
         closable = source_errors - sum(c.best_errors for c in group)
         if closable > 0:
             closed.append((source_errors - method_errors) / closable)
@@ -90,6 +102,9 @@ def unit_endpoints(cells: Sequence[UnitCell]) -> dict[str, Any]:
         "cells_below_source_by_1": sum(c.result.delta < -1.0 for c in cells),
         "worst_cell_difference": min((c.result.delta for c in cells), default=0.0),
         "target_mean_gain": float(np.mean([c.result.delta for c in targets])) if targets else 0.0,
+        "median_unit_gain": float(np.median(gains)) if gains else 0.0,
+        "errors_removed_pooled": removed_total / source_total if source_total else 0.0,
+        "errors_removed_median": float(np.median(removed)) if removed else 0.0,
         "fixed": sum(c.result.fixed for c in cells),
         "broken": sum(c.result.broken for c in cells),
         "changed_share": sum(c.result.fixed + c.result.broken for c in cells)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.replay import REPLAYABLE
-from engine.bench.streams import DRIFT, SCAN, mix_share
+from engine.bench.streams import DRIFT, HELP_THEN_HARM, SCAN, mix_share
 from engine.data.synth import KINDS, SITE_SETS, get_spec
 from engine.errors import F2TTAError
 from engine.util.bounded_json import (
@@ -72,6 +72,15 @@ def number(lo: float, hi: float, lo_open: bool = False) -> Reader:
     return lambda value, where: require_float(value, where, lo, hi, lo_open=lo_open)
 
 
+def boolean() -> Reader:
+    def read(value: object, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise SchemaError(f"{where}: expected true or false, not {str(value)[:40]!r}")
+        return value
+
+    return read
+
+
 def text(max_len: int) -> Reader:
     return lambda value, where: require_str(value, where, max_len, empty=False)
 
@@ -104,9 +113,11 @@ def list_of(item: Reader, lo: int, hi: int) -> Reader:
 
 def mix(value: object, where: str) -> float | str:
     """A class mix: ``"drift"``, ``"scan"`` or a positive share strictly between 0 and 1."""
-    if value in (DRIFT, SCAN):
+    if value in (DRIFT, SCAN, HELP_THEN_HARM):
         return str(value)
-    bad = SchemaError(f"{where}: bad class mix {str(value)[:40]!r}: a share in (0, 1), {DRIFT!r} or {SCAN!r}")
+    bad = SchemaError(
+        f"{where}: bad class mix {str(value)[:40]!r}: a share in (0, 1), {DRIFT!r}, {SCAN!r} or {HELP_THEN_HARM!r}"
+    )
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise bad
     try:
@@ -199,6 +210,8 @@ RECIPE_FIELDS: tuple[Field, ...] = (
     Field("review_budgets", list_of(integer(0, 1000), 1, 8), default=()),
     Field("reviewer_noise", list_of(number(0.0, 0.5), 1, 4), default=(0.0,)),
     Field("review_at", number(0.0, 1.0, lo_open=True), default=1.0),
+    Field("review_moments", list_of(number(0.0, 1.0, lo_open=True), 1, 4), default=()),
+    Field("plain_uses", boolean(), default=False),
 )
 
 
@@ -227,6 +240,8 @@ class Recipe:
     review_budgets: tuple[int, ...] = ()  # simulated reviews per site (empty: none, or the CLI's)
     reviewer_noise: tuple[float, ...] = (0.0,)  # the share of the simulated reviewer's marks that are wrong
     review_at: float = 1.0  # the share of a site's images processed when the reviewer comes
+    review_moments: tuple[float, ...] = ()  # also a reviewer coming at these shares (K answers, no noise)
+    plain_uses: bool = False  # also the plain uses of the same K labels (engine.bench.plain_labels)
 
     @classmethod
     def load(cls, path: Path) -> Recipe:
@@ -305,8 +320,8 @@ def _methods(r: Recipe) -> str | None:
 
 def _mixes(r: Recipe) -> str | None:
     for m in r.mixes:
-        if m not in (DRIFT, SCAN) and not (isinstance(m, float) and 0.0 < m < 1.0):
-            return f"bad class mix {m!r}: a share in (0, 1), 'drift' or 'scan'"
+        if m not in (DRIFT, SCAN, HELP_THEN_HARM) and not (isinstance(m, float) and 0.0 < m < 1.0):
+            return f"bad class mix {m!r}: a share in (0, 1), {DRIFT!r}, {SCAN!r} or {HELP_THEN_HARM!r}"
     if not r.training_seeds or not r.deltas or not r.mixes or not r.kinds or r.images_per_site < 10:
         return "a recipe needs kinds, training seeds, deltas, mixes and at least 10 images per site"
     if any(not (math.isfinite(d) and d > 0) for d in r.deltas):

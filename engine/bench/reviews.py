@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine.bench.job import JobRecords
+from engine.bench.plain_labels import PLAIN_USES, plain_uses
 from engine.bench.report import paired_by_domain
 from engine.errors import F2TTAError
 from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
@@ -95,6 +96,33 @@ def simulate(
     )
 
 
+def plain_of(
+    rec: JobRecords, budget: int, review_at: float, known_sites: bool
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One stream's plain uses of ``budget`` labels per site (``engine.bench.plain_labels``)."""
+    unit, site = review_units(rec, known_sites)
+    two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
+    candidates = (
+        {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
+        if two_class
+        else {}
+    )
+    prompted = rec.prompted if bool((rec.prompted >= 0).any()) else None
+    return plain_uses(
+        rec.source_preds,
+        rec.margin.astype(np.float64),
+        candidates,
+        prompted,
+        unit,
+        rec.labels,
+        budget,
+        review_at,
+        seed=rec.seed,
+        site=site,
+        reported=rec.preds,
+    )
+
+
 def verdict_counts(reviews: Sequence[ReviewedStream]) -> dict[str, int]:
     """How the comparisons of these streams ended, by verdict (error control is per site: each
     site's ladder errs at most alpha, ``docs/review-certificates.md``)."""
@@ -127,7 +155,8 @@ def review_budgets(
     """Per budget K: the reviewed decisions of every stream against the source model (with
     ``known_sites``, each domain reviewed as one folder: :func:`review_units`).
 
-    Returns ``{"K": {...}, "K online": {...}}`` with, each, ``per_domain`` (paired_by_domain),
+    Returns ``{"K": {...}, "K online": {...}, "K best-of-K": {...}, "K threshold-on-K": {...}}``
+    (the last two: the plain uses of the same K labels) with, each, ``per_domain`` (paired_by_domain),
     ``target_delta`` (mean over target domains), ``worst_domain_delta``, ``fixed``, ``broken``,
     ``reviews_per_site`` (mean over streams and sites) and ``verdicts`` (the comparisons' verdicts
     summed over streams).
@@ -139,25 +168,32 @@ def review_budgets(
         by_candidate = candidate_verdicts(sims)
         reviews = [s.reviews_used / max(len(np.unique(r.domain)), 1) for s, r in zip(sims, recs, strict=True)]
         provisional = [
-            int(s.provisional.sum()) / max(len(np.unique(r.domain)), 1) for s, r in zip(sims, recs, strict=True)
+            int(s.provisional.sum()) / max(len(np.unique(r.domain)), 1)
+            for s, r in zip(sims, recs, strict=True)
         ]
-        for key, pick in ((str(budget), "decisions"), (f"{budget} online", "online_decisions")):
-            reviewed = [
-                dataclasses.replace(rec, preds=getattr(sim, pick))
-                for rec, sim in zip(recs, sims, strict=True)
-            ]
+        variants = {
+            str(budget): [s.decisions for s in sims],
+            f"{budget} online": [s.online_decisions for s in sims],
+        }
+        if budget:  # the plain uses of the same K labels (engine.bench.plain_labels), retroactive
+            plain = [plain_of(rec, budget, review_at, known_sites) for rec in recs]
+            for use in PLAIN_USES:
+                variants[f"{budget} {use}"] = [p[use][0] for p in plain]
+        for key, decided in variants.items():
+            reviewed = [dataclasses.replace(rec, preds=d) for rec, d in zip(recs, decided, strict=True)]
             per_domain = paired_by_domain(reviewed, domains)
             targets = [v["delta"] for d, v in per_domain.items() if d != source_domain]
+            ladder = key.partition(" ")[2] in ("", "online")
             out[key] = {
                 "per_domain": per_domain,
                 "target_delta": float(np.mean(targets)) if targets else float("nan"),
                 "worst_domain_delta": min((v["delta"] for v in per_domain.values()), default=float("nan")),
                 "fixed": sum(v["fixed"] for v in per_domain.values()),
                 "broken": sum(v["broken"] for v in per_domain.values()),
-                "reviews_per_site": float(np.mean(reviews)) if reviews else 0.0,
-                "provisional_per_site": float(np.mean(provisional)) if provisional else 0.0,
-                "verdicts": verdicts,
-                "verdicts_by_candidate": by_candidate,
+                "reviews_per_site": float(np.mean(reviews)) if ladder and reviews else float(budget),
+                "provisional_per_site": float(np.mean(provisional)) if ladder and provisional else 0.0,
+                "verdicts": verdicts if ladder else {},
+                "verdicts_by_candidate": by_candidate if ladder else {},
                 "review_at": review_at,
             }
     return out

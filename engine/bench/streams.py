@@ -7,6 +7,10 @@ The same construction serves the settings choice on simulated source shifts
   (without replacement); with ``share="drift"``, a balanced draw whose positive share rises
   from 10 % to 90 % along the site's sequence; with ``share="scan"``, a slide read in scan order
   whose tumour region comes last: 30 % positives, all after the negatives;
+* with ``share="help-then-harm"`` a balanced draw that the suite puts in an adversarial order once
+  it knows the source model's decisions (:func:`help_then_harm`): the images the source model gets
+  wrong first, those it gets right last, so a rule that changes decisions near the boundary helps
+  on the first images and harms on the rest;
 * :func:`interleave` cuts every site's sequence into Dirichlet(δ) fragments (the F²TTA protocol,
   ``engine.bench.protocol``) and shuffles them into one stream; a drifting site's fragments keep their
   order, so its drift survives the shuffle.
@@ -24,12 +28,13 @@ DRIFT = "drift"
 DRIFT_RANGE = (0.1, 0.9)  # a drifting site's positive share at its start and its end
 SCAN = "scan"
 SCAN_SHARE = 0.3  # a site read in scan order: its positives (the tumour region) are this share, read last
-ORDERED_MIXES = (DRIFT, SCAN)  # mixes whose sites keep their own order through the shuffle
+HELP_THEN_HARM = "help-then-harm"  # balanced; the source model's errors first (help_then_harm)
+ORDERED_MIXES = (DRIFT, SCAN, HELP_THEN_HARM)  # mixes whose sites keep their own order through the shuffle
 
 
 def mix_share(share: float | str) -> float:
     """The positive share a class mix draws (a drift's is balanced over the whole site)."""
-    return 0.5 if share == DRIFT else SCAN_SHARE if share == SCAN else float(share)
+    return 0.5 if share in (DRIFT, HELP_THEN_HARM) else SCAN_SHARE if share == SCAN else float(share)
 
 
 class StreamError(ValueError):
@@ -65,7 +70,7 @@ def resample_site(
     picked_neg = rng.permutation(neg)[: n - n_pos]
     if share == SCAN:
         return np.concatenate([picked_neg, picked_pos])
-    if share != DRIFT:
+    if share != DRIFT:  # a fixed share, or help-then-harm (put in order by help_then_harm)
         return rng.permutation(np.concatenate([picked_pos, picked_neg]))
     # Drift: position j takes a positive with probability rising linearly along the sequence,
     # as long as both piles last.
@@ -82,6 +87,13 @@ def resample_site(
             out[j] = picked_neg[i_neg]
             i_neg += 1
     return out
+
+
+def help_then_harm(sequence: np.ndarray, source_right: np.ndarray) -> np.ndarray:
+    """A site's images with those the source model gets wrong first, then those it gets right,
+    each group in the order it was drawn (``source_right``: per image of ``sequence``)."""
+    right = np.asarray(source_right, dtype=bool)
+    return np.concatenate([sequence[~right], sequence[right]])
 
 
 def interleave(

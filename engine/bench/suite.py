@@ -227,6 +227,8 @@ def stream_jobs(
                                     recipe.mixed_pair,
                                     recipe.reviewer_noise,
                                     recipe.review_at,
+                                    recipe.review_moments,
+                                    recipe.plain_uses,
                                 )
                             )
     return jobs

@@ -34,9 +34,10 @@ import torch
 
 from engine.bench.endpoints import best_threshold_errors
 from engine.bench.paired import Paired, paired
+from engine.bench.plain_labels import plain_uses
 from engine.bench.recipe import SuiteError
 from engine.bench.replay import PassCache, SourcePasses, replay
-from engine.bench.streams import ORDERED_MIXES, interleave, resample_site
+from engine.bench.streams import HELP_THEN_HARM, ORDERED_MIXES, help_then_harm, interleave, resample_site
 from engine.data.readers import Dataset, open_dataset
 from engine.model.card import LoadedModel, load_model
 from engine.model.prompted_vit import PromptedViT
@@ -66,6 +67,8 @@ class StreamJob:
     mixed_pair: tuple[int, ...] = ()  # 1-based numbers of the two sites given as one folder
     reviewer_noise: tuple[float, ...] = (0.0,)
     review_at: float = 1.0
+    review_moments: tuple[float, ...] = ()  # also a reviewer coming at these shares (no noise)
+    plain_uses: bool = False  # also the plain uses of the same K labels
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,20 @@ class StreamResult:
     verdicts: dict[str, tuple[int, int]]  # variant -> (comparisons promoted or verified, of which false)
 
 
-def reviewed_name(method: str, budget: int, noise: float = 0.0, online: bool = False) -> str:
-    """The result key of ``method``'s decisions after ``budget`` simulated reviews per site."""
-    return f"{method} K={budget}" + (f" noise={noise:g}" if noise else "") + (" online" if online else "")
+def reviewed_name(
+    method: str, budget: int, noise: float = 0.0, online: bool = False, at: float | None = None, use: str = ""
+) -> str:
+    """The result key of ``method``'s decisions after ``budget`` simulated reviews per site (``at``:
+    the share of a site's images processed when the reviewer came, for a moment other than the
+    recipe's ``review_at``; ``use``: a plain use of the same labels, ``engine.bench.plain_labels``,
+    instead of the ladder)."""
+    return (
+        f"{method} K={budget}"
+        + (f" {use}" if use else "")
+        + (f" at={at:g}" if at is not None else "")
+        + (f" noise={noise:g}" if noise else "")
+        + (" online" if online else "")
+    )
 
 
 def site_sequences(ds: Dataset, job: StreamJob) -> tuple[list[np.ndarray], np.ndarray]:
@@ -154,18 +168,17 @@ def noisy(labels: np.ndarray, share: float, classes: int, rng: np.random.Generat
 
 
 def false_verifications(review: ReviewedStream, unit: np.ndarray, truth: np.ndarray) -> tuple[int, int]:
-    """``(promoted or verified, of which false)``: judged against the true labels of the images each
-    comparison covered (the candidate was in truth not better on its disagreements)."""
+    """``(promoted or verified, of which false)``: each judged against the true labels of the
+    images its verdict speaks for (a promoted candidate's coverage, with the blocks that extended
+    it: the candidate was in truth not better on their disagreements taken together)."""
     made = false = 0
     for u, ladder in review.ladders.items():
         y = truth[np.flatnonzero(unit == u)]
         for c in ladder.comparisons:
             if c.verdict not in (PROMOTED, VERIFIED) or not c.disagreements:
                 continue
-            at = np.asarray(c.order)
-            gain = float(
-                np.mean((c.after[at] == y[at]).astype(float) - (c.before[at] == y[at]).astype(float))
-            )
+            at, before, after = ladder.covered_changes(c, review.images[u])
+            gain = float(np.mean((after == y[at]).astype(float) - (before == y[at]).astype(float)))
             made += 1
             false += gain <= 0
     return made, false
@@ -217,6 +230,11 @@ def load_stream(job: StreamJob) -> LoadedStream:
         Path(job.model_path), [it.path for it in ds.items]
     )
     seqs, labels = site_sequences(ds, job)
+    if (
+        job.mix == HELP_THEN_HARM
+    ):  # the source model's errors first: any change near the boundary helps, then harms
+        predicted = np.argmax(all_passes.logits, axis=1)
+        seqs = [help_then_harm(seq, predicted[seq] == labels[seq]) for seq in seqs]
     order, site_of = interleave(
         seqs, job.delta, job.fragments, job.stream_seed, [job.mix in ORDERED_MIXES] * len(seqs)
     )
@@ -251,7 +269,7 @@ def run_stream(job: StreamJob) -> StreamResult:
         two_class = bool(np.isfinite(adaptive.margin).all()) and bool(adaptive.candidates)
         group = adaptive.group.astype(np.int64)
 
-        def review(budget: int, marks: np.ndarray) -> ReviewedStream:
+        def review(budget: int, marks: np.ndarray, at: float = job.review_at) -> ReviewedStream:
             return review_stream(
                 adaptive.preds,
                 source_preds,
@@ -261,7 +279,7 @@ def run_stream(job: StreamJob) -> StreamResult:
                 group,
                 marks,
                 budget,
-                job.review_at,
+                at,
                 seed=job.stream_seed,
                 site=sites,  # a told site split in parts shares its K answers over them
             )
@@ -280,6 +298,32 @@ def run_stream(job: StreamJob) -> StreamResult:
                 decisions[reviewed_name(ADAPTIVE, budget, noise, online=True)] = sim.online_decisions
                 reviewed[key] = sim.reviewed
                 verdicts[key] = false_verifications(sim, group, y)
+            for at in (m for m in job.review_moments if m != job.review_at):
+                sim = review(budget, y, at)
+                key = reviewed_name(ADAPTIVE, budget, at=at)
+                decisions[key] = sim.decisions
+                decisions[reviewed_name(ADAPTIVE, budget, at=at, online=True)] = sim.online_decisions
+                reviewed[key] = sim.reviewed
+                verdicts[key] = false_verifications(sim, group, y)
+            if job.plain_uses:
+                for at in dict.fromkeys((job.review_at, *job.review_moments)):
+                    plain = plain_uses(
+                        source_preds,
+                        adaptive.margin,
+                        adaptive.candidates if two_class else {},
+                        None,  # replayed from source passes: no prompted decision
+                        group,
+                        y,
+                        budget,
+                        at,
+                        seed=job.stream_seed,
+                        site=sites,
+                        reported=adaptive.preds,
+                    )
+                    moment = None if at == job.review_at else at
+                    for use, (retro, online) in plain.items():
+                        decisions[reviewed_name(ADAPTIVE, budget, at=moment, use=use)] = retro
+                        decisions[reviewed_name(ADAPTIVE, budget, at=moment, use=use, online=True)] = online
     margins = (
         passes.logits[:, 1].astype(np.float64) - passes.logits[:, 0] if passes.logits.shape[1] == 2 else None
     )

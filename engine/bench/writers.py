@@ -142,8 +142,8 @@ def format_reviews(result: BenchResult) -> str:
     for name, budgets in result.reviews.items():
         for budget, r in budgets.items():
             v = r["verdicts"]
-            k, _, online = budget.partition(" ")
-            if not online and r.get("verdicts_by_candidate"):
+            k, _, variant = budget.partition(" ")
+            if not variant and r.get("verdicts_by_candidate"):
                 ended = "; ".join(
                     f"{c} " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items()))
                     for c, counts in r["verdicts_by_candidate"].items()
@@ -153,7 +153,7 @@ def format_reviews(result: BenchResult) -> str:
                 [
                     name,
                     k,
-                    "online" if online else "retroactive",
+                    variant or "retroactive",
                     f"{r['reviews_per_site']:.1f}",
                     f"{r['target_delta']:+.2f}",
                     f"{r['worst_domain_delta']:+.2f}",
@@ -166,7 +166,9 @@ def format_reviews(result: BenchResult) -> str:
             )
     title = (
         "Review-certified decisions: a simulated reviewer answers up to K items of each site's ladder, drawn "
-        "uniformly at random (points against the source model, mean over streams; comparisons summed over streams)"
+        "uniformly at random (points against the source model, mean over streams; comparisons summed over streams); "
+        "beside them the plain uses of K random labels per site (best-of-K: the rule right most often on them; "
+        "threshold-on-K: the margin threshold fitted on them), which certify nothing"
     )
     return f"{title}\n{_render(header, rows)}" + "".join(f"\n{line}" for line in lines)
 

@@ -151,6 +151,19 @@ class SiteLadder:
             later += (np.flatnonzero(below != mine) + c.frozen).tolist()
         return union.coverage([b.sequence for b in c.blocks], [b.end for b in c.blocks], later, n, c.alpha)
 
+    def covered_changes(self, c: Comparison, images: SiteImages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(positions, before, after)``: the disagreements among the images ``c``'s verdict speaks
+        for (a promoted candidate's coverage, else its first block), with both rules' decisions:
+        its claim is that the candidate is better on them taken together."""
+        n = self.coverage(c, images) if c.verdict == PROMOTED else c.population
+        frozen = min(n, c.frozen)
+        before = np.concatenate([c.before[:frozen], rule_decisions(images, *c.below, n)[frozen:]])
+        after = np.concatenate(
+            [c.after[:frozen], rule_decisions(images, c.candidate, c.threshold, n)[frozen:]]
+        )
+        at = np.flatnonzero(before != after)
+        return at, before[at], after[at]
+
     def _walk(
         self, images: SiteImages, certified_only: bool
     ) -> tuple[np.ndarray, list[tuple[str, float, int]]]:

@@ -84,6 +84,7 @@ class ReviewedStream:
     decisions: np.ndarray  # (N,) retroactive: what the certificates cover
     online_decisions: np.ndarray  # (N,) online
     ladders: dict[int, SiteLadder]  # by site (or site group) number
+    images: dict[int, SiteImages]  # what each ladder decided on, by the same number
     counts: ReviewCounts
     online_counts: ReviewCounts
     adapted_counts: ReviewCounts  # the label-free decisions, no review applied
@@ -220,6 +221,7 @@ def review_stream(
     reviewed = np.zeros(n, dtype=bool)
     provisional = np.zeros(n, dtype=bool)
     ladders: dict[int, SiteLadder] = {}
+    unit_images: dict[int, SiteImages] = {}
     used = 0
     for plan in _sites(unit, site, review_at):
         units = []
@@ -233,6 +235,7 @@ def review_stream(
                 prompted=None if prompted is None else prompted[at].astype(np.int64),
             )
             units.append(_Unit(at, moment, images, ladders.setdefault(u, SiteLadder(str(u), rule, seed))))
+            unit_images[u] = images
         used += _serve(units, budget, labels, reviewed)
         for x in units:  # shown as they arrived after the visit: the rules it put in use
             online[x.at[x.moment :]] = x.ladder.shown(x.images)[x.moment :]
@@ -252,6 +255,7 @@ def review_stream(
         decisions=decisions,
         online_decisions=online,
         ladders=ladders,
+        images=unit_images,
         counts=review_counts(decisions, source, labels),
         online_counts=review_counts(online, source, labels),
         adapted_counts=review_counts(reported, source, labels),
