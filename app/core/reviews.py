@@ -68,7 +68,8 @@ class _SourceStore:
 
     def __init__(self, folder: Path, source_id: str) -> None:
         self.folder, self.source_id = folder, source_id
-        self._file = KeyedJsonLines(source_file(folder, source_id, self.SUFFIX), key="k")
+        # Overlays grow with the source's images and are read off the GUI thread: streamed, not bounded.
+        self._file = KeyedJsonLines(source_file(folder, source_id, self.SUFFIX), key="k", max_bytes=None)
 
     @property
     def path(self) -> Path:

@@ -283,7 +283,9 @@ class Journal:
     def _rows_store(self, source_id: str) -> KeyedJsonLines:
         store = self._files.get(source_id)
         if store is None:
-            store = self._files[source_id] = KeyedJsonLines(self.rows_file(source_id), key="key")
+            # Rows grow with the source's images (a slide: up to MAX_TILES): streamed, not bounded.
+            store = KeyedJsonLines(self.rows_file(source_id), key="key", max_bytes=None)
+            self._files[source_id] = store
         return store
 
     def _close_files(self) -> None:
