@@ -93,3 +93,18 @@ def test_pdf_headings_travel_with_their_content_and_long_tables_are_cut(tmp_path
     pages, text = read_pdf_text(write_pdf(tmp_path / "r.pdf", data))
     assert pages >= 3 and "Per-class results" in text and "Confusion matrix" in text
     assert f"{pages} / {pages}" in text, "every page is numbered"
+
+
+def test_the_pdf_states_each_applicability_warning_once() -> None:
+    """Issue 38: a slide's PDF repeated its summary's warnings on a page of their own, 90 % blank
+    before the gallery's page; a note the summary does not state (a sub-folder's name) stays."""
+    from app.reports.pdf_blocks import report_blocks
+
+    gate = ("The model card does not record its training resolution.", "Nearly every prediction is tumor.")
+    extra = "The folder glaucoma/ is not a class of this model."
+    data = report_data((sample_row(0),), gate=gate, gate_caption="Model may not apply", label_notes=gate)
+    html = "".join(b.html for b in report_blocks(data, width=680, with_images=False))
+    assert "Does the model apply?" not in html and all(html.count(g) == 1 for g in gate)
+    data = dataclasses.replace(data, label_notes=(*gate, extra))
+    html = "".join(b.html for b in report_blocks(data, width=680, with_images=False))
+    assert "Does the model apply?" in html and html.count(gate[0]) == 1 and extra in html

@@ -213,8 +213,11 @@ def report_blocks(data: ReportData, width: int, with_images: bool = True) -> lis
     slide_map = slide_map_block(data, width) if with_images else None
     if slide_map is not None:
         blocks.append(slide_map)
-    if data.label_notes:
-        items = "".join(f"<li>{esc(n)}</li>" for n in data.label_notes)
+    # The warnings the summary states already are not repeated (a slide's second page held only
+    # them, 90 % blank, before the gallery's page).
+    notes = [n for n in data.label_notes if n not in data.gate]
+    if notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
         blocks.append(Block(h2("Does the model apply?") + f"<ul>{items}</ul>"))
     if with_images:
         gallery = gallery_blocks(data, width)
