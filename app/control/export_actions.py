@@ -59,8 +59,9 @@ class ExportActions:
         found = reports_in(directory)
         info = ctx.state.info
         project = info.project.name if info is not None else ""
+        project_id = info.project.project_id if info is not None else None
         writes = tuple(report_files(data))
-        if found is not None and found.owned_by(project, data.source_path):
+        if found is not None and found.owned_by(project, data.source_path, project_id):
             data = dataclasses.replace(data, remove=tuple(n for n in found.written if n not in writes))
         elif found is not None:
             question = replace_question(directory, found, writes)

@@ -26,6 +26,7 @@ import re
 import shutil
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,6 +108,8 @@ class ProjectInfo:
     method_config: dict[str, Any] | None = None  # the method's settings it runs with
     model_sha256: str | None = None  # the checkpoint's content when the project was made with it
     damaged: str | None = None  # why profile.json cannot be used (the project is disabled), else None
+    #: What the project is, whatever its name or home: its reports are owned by it (None: not yet made).
+    project_id: str | None = None
 
     def summary(self, seen: int | None = None) -> str:
         """One line for the status bar; ``seen`` is the live count while a run has unsaved images."""
@@ -151,6 +154,7 @@ class Project:
             model_path=data.get("model_path"),
             method_config=data.get("method_config"),
             model_sha256=data.get("model_sha256"),
+            project_id=f"state {self.state_dir.resolve()}" if self.external else data.get("id"),
         )
 
     def read_info(self) -> dict[str, Any]:
@@ -178,6 +182,7 @@ class Project:
             data = self.read_info()
             data.update(changes)
             data.setdefault("created", now_iso())
+            data.setdefault("id", uuid.uuid4().hex)  # made once, kept through renames
             data["name"] = self.name
             _atomic_write_text(self.path / "profile.json", json.dumps(data, indent=2) + "\n")
         return self.info()
@@ -286,7 +291,11 @@ class ProjectStore:
             path.mkdir(parents=True, exist_ok=True)
             Project(path)._write_info(images_seen=0)
         project = Project(path)
-        project.read_info()  # a damaged project is refused here, before anything writes into it
+        if "id" not in project.read_info():  # a damaged project is refused here, before anything writes
+            try:
+                project._write_info()  # a project made before projects had an identity gets one
+            except OSError as exc:  # read-only: its reports are owned by its name, as before
+                logger.warning("project %s cannot record its identity: %s", name, exc)
         return project
 
 
@@ -334,6 +343,7 @@ _TEXT_FIELDS = (
     "state_fingerprint",
     "model_path",
     "model_sha256",
+    "id",
 )
 
 

@@ -6,6 +6,11 @@ unknown origin -- is not replaced without a question naming whose they are (issu
 export dialog once opened in the previous project's folder and an export there replaced its
 reports and deleted its ``tiles.geojson``. Whose they are is read from the ``run_config.json``
 beside them (bounded: the file is the user's).
+
+A project is known by its identity (``project.id`` in ``run_config.json``, made once and kept in
+its ``profile.json``), not by its name: two homes exporting a project of the same name (both the
+default project) into one folder replaced each other's reports without a question (issue 42,
+item 10). Reports written before projects had an identity are owned by name, as they were.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class FolderReports:
         source: the folder or slide they report on (None: not known).
         created: when they were written (None: not known).
         written: the files the export that wrote them wrote (its ``report_files``; empty: not known).
+        project_id: the identity of the project that wrote them (None: written before projects
+            had one, or not known).
     """
 
     files: tuple[str, ...]
@@ -37,16 +44,24 @@ class FolderReports:
     source: str | None = None
     created: str | None = None
     written: tuple[str, ...] = ()
+    project_id: str | None = None
 
-    def owned_by(self, project: str, source: str) -> bool:
-        """They are ``project``'s reports of ``source``."""
-        return self.project == project and self.source == source
+    def owned_by(self, project: str, source: str, project_id: str | None = None) -> bool:
+        """They are the reports of ``source`` by the project ``project_id`` (by the name ``project``
+        for reports that record no identity)."""
+        if self.source != source:
+            return False
+        if self.project_id is not None:
+            return self.project_id == project_id
+        return self.project == project
 
     def whose(self) -> str:
         """``project 'Site A' (folder /data/a, written 2025-01-02 10:11)`` or ``unknown origin``."""
         if self.project is None and self.source is None:
             return "unknown origin (no readable run_config.json)"
         text = f"project '{self.project}'" if self.project else "an unknown project"
+        if self.project_id:
+            text += f" [{shown(self.project_id[:12])}]"  # a namesake of another home is told apart
         details = [shown(self.source)] if self.source else []
         if self.created:
             details.append(f"written {self.created.replace('T', ' ')[:16]}")
@@ -74,6 +89,7 @@ def reports_in(directory: Path) -> FolderReports | None:
         return FolderReports(files)
     project = config.get("project", config.get("profile"))
     name = project.get("name") if isinstance(project, dict) else None
+    project_id = project.get("id") if isinstance(project, dict) else None
     source = config.get("source")
     path = source.get("path") if isinstance(source, dict) else None
     created = config.get("created")
@@ -84,6 +100,7 @@ def reports_in(directory: Path) -> FolderReports | None:
         path if isinstance(path, str) else None,
         created if isinstance(created, str) else None,
         tuple(n for n in written if n in REPORT_KINDS) if isinstance(written, list) else (),
+        project_id if isinstance(project_id, str) else None,
     )
 
 
