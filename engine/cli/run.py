@@ -14,7 +14,6 @@ from tqdm import tqdm
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
-    add_model_argument,
     method_config_from_args,
 )
 from engine.errors import F2TTAError
@@ -41,6 +40,7 @@ from engine.run.runner import (
     exit_code,
     open_folder_job,
     open_slide_job,
+    project_model,
     write_geojson,
     write_run_config,
 )
@@ -53,7 +53,13 @@ PLAIN_IMAGES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_argument(parser)
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="source checkpoint (.safetensors) with its .json card (default, with --state PROJECT: the "
+        "model the project records)",
+    )
     parser.add_argument(
         "--input",
         required=True,
@@ -191,6 +197,17 @@ def _open(args: argparse.Namespace) -> FolderJob:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.model is None:  # an app project records its model: --state PROJECT needs no --model
+        try:
+            args.model = project_model(args.state)
+        except F2TTAError as exc:
+            print(f"error: {shown(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.model is None:
+            print(
+                "error: --model is needed (only an app project's folder records its model)", file=sys.stderr
+            )
+            return EXIT_USAGE
     if not args.input.exists():
         print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
         return EXIT_USAGE

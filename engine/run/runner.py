@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.errors import StateError
+from engine.io.arrival import class_sorted_warning
 from engine.io.slides import Slide
 from engine.io.sources import (
     DEFAULT_MIN_TISSUE,
@@ -42,9 +43,11 @@ from engine.run.outputs import (
 )
 from engine.run.rows import OutputError
 from engine.run.session import Session
+from engine.run.state import has_state
 from engine.run.step import SettingsMismatchError
 from engine.run.stream import Reader, RunSummary, Skipped, StreamRun, read_item, tile_reader
 from engine.util.atomic import atomic_write_bytes
+from engine.util.bounded_json import JsonFileError, read_json_file
 from engine.util.files import NotRegularOutputError, UnsafeFileError, check_output, open_regular
 
 logger = logging.getLogger(__name__)
@@ -83,6 +86,27 @@ class FolderJob:
 def journal_dir(path: Path) -> Path:
     """``path``, or its ``state/`` when ``path`` is an app profile folder (it holds ``profile.json``)."""
     return path / "state" if (path / "profile.json").is_file() and (path / "state").is_dir() else path
+
+
+def project_model(path: Path) -> Path | None:
+    """The checkpoint an app project records (``profile.json``'s ``model_path``) when ``path`` is
+    the project's folder or its ``state/``; None otherwise, or when it records none.
+
+    Raises:
+        StateError: the project's ``profile.json`` cannot be read.
+    """
+    for project in (path, path.parent):
+        profile = project / "profile.json"
+        if profile.is_file() and (project / "state").is_dir():
+            try:
+                data = read_json_file(
+                    profile, what="the project's profile.json", max_bytes=2**20, max_depth=8
+                )
+            except (JsonFileError, OSError) as exc:
+                raise StateError(str(exc)) from exc
+            model = data.get("model_path") if isinstance(data, dict) else None
+            return Path(model) if isinstance(model, str) and model else None
+    return None
 
 
 def settings_advice(exc: SettingsMismatchError, state_dir: Path) -> str:
@@ -140,12 +164,19 @@ def open_folder_job(
     check_out_before_journal(files, state_dir)
     # Listed before the journal is opened, so a folder that cannot be used changes no file.
     source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
-    warnings = _gate(source, session, accept_warnings)
+    # A folder a saved state may have begun continues in the order it was begun in, which only the
+    # journal says: its class order is checked in that order, once the journal is open (a project
+    # that interleaved a folder of class sub-folders was refused as "sorted by class").
+    continued = order is None and has_state(state_dir)
+    warnings = list(_gate(source, session, accept_warnings, later=("class-sorted",) if continued else ()))
 
     def recorded(journal: Journal) -> FolderSource:
         if order is not None:
             return source
-        return in_recorded_order(source, journal, session.card.classes, manifest, order_seed)
+        ordered = in_recorded_order(source, journal, session.card.classes, manifest, order_seed)
+        if continued:
+            warnings.extend(_class_order(ordered, session, accept_warnings, warnings))
+        return ordered
 
     return _open_job(
         session,
@@ -250,11 +281,29 @@ def _ours(path: Path, slide: str) -> bool:
     return written_for(head, slide)
 
 
-def _gate(source: Source, session: Session, accept_warnings: bool) -> tuple[GateWarning, ...]:
-    warnings = check_source(source, session.card)
+def _gate(
+    source: Source, session: Session, accept_warnings: bool, later: tuple[str, ...] = ()
+) -> tuple[GateWarning, ...]:
+    """The applicability gate's warnings; refused unless accepted. The checks named in ``later``
+    are left out here (checked on the source in the order it runs in: :func:`_class_order`)."""
+    warnings = tuple(w for w in check_source(source, session.card) if w.check not in later)
     if warnings and not accept_warnings:
         raise NotApplicableError(warnings)
     return warnings
+
+
+def _class_order(
+    source: FolderSource, session: Session, accept_warnings: bool, earlier: list[GateWarning]
+) -> tuple[GateWarning, ...]:
+    """The class-sorted check on ``source`` in the order it continues in; refused unless accepted
+    (with the ``earlier`` warnings, accepted already)."""
+    text = class_sorted_warning([it.ground_truth for it in source.items], session.card.classes)
+    if not text:
+        return ()
+    warning = GateWarning("class-sorted", text)
+    if not accept_warnings:
+        raise NotApplicableError([*earlier, warning])
+    return (warning,)
 
 
 def _open_job(
@@ -266,7 +315,7 @@ def _open_job(
     save_every: int,
     keep_saved_settings: bool,
     command: str,
-    warnings: tuple[GateWarning, ...],
+    warnings: Sequence[GateWarning],
     batch: int,
     maps: str,
     files: tuple[Path, ...],
@@ -274,7 +323,7 @@ def _open_job(
     """The journal restored into ``session``, the CSVs rewritten from it, and the run to iterate.
 
     ``in_order`` gives the source in the order to continue it in, once the journal is open (and
-    may refuse it, before any output is written).
+    may refuse it, before any output is written, or add to ``warnings``).
     """
     journal = Journal(state_dir, command)
     try:
@@ -311,7 +360,7 @@ def _open_job(
         keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     resumed = processed_here((row.key for row in rows), source)
-    return FolderJob(session, source, journal, outputs, run, resumed, warnings, notes=notes)
+    return FolderJob(session, source, journal, outputs, run, resumed, tuple(warnings), notes=notes)
 
 
 def write_geojson(job: FolderJob, path: Path) -> Path:
