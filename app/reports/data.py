@@ -177,6 +177,7 @@ def collect_report_data(
         project={
             "name": info.project.name,
             "id": info.project.project_id,  # whose reports they are (app.reports.ownership)
+            "id": info.project.project_id,  # whose reports they are (app.reports.ownership)
             "images seen": latest.images_seen if latest is not None else 0,
             "updated": latest.updated if latest is not None else None,
         },
