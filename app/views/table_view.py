@@ -136,7 +136,16 @@ class PredictionTable(QWidget):
         self.search.textChanged.connect(self._on_filter_edited)
         self.table.selectionModel().selectionChanged.connect(self._on_table_selection_changed)
         self.table.clicked.connect(self._on_table_clicked)
-        for signal in (self.model.rowsInserted, self.model.modelReset, self.proxy.layoutChanged):
+        # The count follows the rows shown: a filter drops a row when it changes (a mark in "Not
+        # reviewed yet"), which the source model's signals do not tell ("1 rows" over an empty table).
+        for signal in (
+            self.model.rowsInserted,
+            self.model.modelReset,
+            self.proxy.layoutChanged,
+            self.proxy.rowsInserted,
+            self.proxy.rowsRemoved,
+            self.proxy.modelReset,
+        ):
             signal.connect(self._update_count)
         self.model.rowsInserted.connect(self.proxy.keep_order)
         self.model.modelReset.connect(self.proxy.marked_in_queue.clear)  # another folder or slide
@@ -364,4 +373,5 @@ class PredictionTable(QWidget):
     @Slot()
     def _update_count(self) -> None:
         shown, total = self.proxy.rowCount(), self.model.rowCount()
-        self.count_label.setText(f"{total} rows" if shown == total else f"{shown} of {total} rows")
+        rows = "row" if total == 1 else "rows"
+        self.count_label.setText(f"{total} {rows}" if shown == total else f"{shown} of {total} {rows}")
