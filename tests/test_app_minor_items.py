@@ -23,3 +23,23 @@ def test_the_row_count_follows_the_rows_a_filter_shows(qtbot) -> None:  # type: 
     assert table.count_label.text() == "1 row"
     table.model.replace_row(0, sample_row(0), ReviewNote("✓ confirmed tumor", "Confirmed by Ada"))
     assert table.proxy.rowCount() == 0 and table.count_label.text() == "0 of 1 row"
+
+
+def test_the_collapse_banner_counts_every_row_when_the_run_pauses(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """It was checked every few rows (and at the end of a run) only: "270 of 273" stayed on the banner
+    and in the PDF exported while paused after 278 tiles."""
+    from controller_fakes import opened, results
+
+    c, view, _, _ = opened(tmp_path, 30)
+    c.start()
+    c.on_worker_results_ready(results(*range(22)))  # every prediction the same class
+    c.tick(force=True)
+    assert c.model.collapse is not None and c.model.collapse.total == 22
+    c.on_worker_results_ready(results(*range(22, 27)))  # too few new rows for the next regular check
+    c.pause()
+    c.on_worker_paused()
+    assert c.model.collapse is not None and (c.model.collapse.count, c.model.collapse.total) == (27, 27)
+    banner = [b for (b,) in view.of("show_banner") if "Nearly every prediction" in b.text][-1]
+    assert "27 of 27 images" in banner.text
+    data = c.report_data()
+    assert data is not None and any("27 of 27 images" in g for g in data.gate)

@@ -229,7 +229,7 @@ class RunModel(Truths):
             force: update the table, the plots and the images now (pauses, the end of a run).
             follow: show the newest image (the table's "follow newest").
         """
-        groups = (self._flush_table, self._flush_plots, lambda: self._flush_images(follow))
+        groups = (self._flush_table, lambda: self._flush_plots(force), lambda: self._flush_images(follow))
         if force:
             for group in groups:
                 group()
@@ -246,19 +246,21 @@ class RunModel(Truths):
             self._queue_dirty = False
             self.queue_changed.emit(self.desk.queue_state())
 
-    def _flush_plots(self) -> None:
+    def _flush_plots(self, force: bool = False) -> None:
         if self._plots_dirty:
             self._plots_dirty = False
-            self._check_collapse()  # before the figures: a collapse found now marks them
+            self._check_collapse(force)  # before the figures: a collapse found now marks them
             self.plots_changed.emit(self.plot_data())
             if self.rows:
                 self.metrics_changed.emit(self.figures())
             self.certificates_changed.emit(self.desk.lines())
 
-    def _check_collapse(self) -> None:
-        """Note a one-class collapse once per source, checked every few new rows; once noted, its
-        figures follow the rows (a banner said "21 of 21" where the PDF said "48 of 48")."""
-        if not collapse_due(len(self.rows), self._collapse_checked):
+    def _check_collapse(self, force: bool = False) -> None:
+        """Note a one-class collapse once per source, checked every few new rows, and on every new
+        row when ``force`` (a pause, the end of a run: the banner said "270 of 273" after 278 tiles);
+        once noted, its figures follow the rows (a banner said "21 of 21" where the PDF said "48 of 48")."""
+        due = collapse_due(len(self.rows), self._collapse_checked)
+        if not due and not (force and self.collapse is not None and len(self.rows) != self._collapse_checked):
             return
         self._collapse_checked = len(self.rows)
         latest = self.watch.collapse()
