@@ -11,6 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.cli import cohort
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
@@ -64,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input",
         required=True,
         type=Path,
+        nargs="+",
         help="folder of images (searched recursively), or a whole-slide image (any format OpenSlide "
-        "reads: SVS, NDPI, MRXS, pyramid TIFF, ...) whose tissue tiles are processed as the app cuts them",
+        "reads: SVS, NDPI, MRXS, pyramid TIFF, ...) whose tissue tiles are processed as the app cuts them; "
+        "several of them, a folder of slides or a manifest CSV are a cohort, one site each (docs/cohort.md)",
     )
     parser.add_argument(
         "--state",
@@ -157,6 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     add_device_arguments(parser)
     add_method_arguments(parser)
+    cohort.add_arguments(parser)
 
 
 def _open(args: argparse.Namespace) -> FolderJob:
@@ -208,6 +212,9 @@ def main(args: argparse.Namespace) -> int:
                 "error: --model is needed (only an app project's folder records its model)", file=sys.stderr
             )
             return EXIT_USAGE
+    code = cohort.dispatch(args)  # several inputs, a folder of slides, a manifest: engine/cli/cohort.py
+    if code is not None:
+        return code
     if not args.input.exists():
         print(f"error: input not found (a folder of images or a slide): {shown(args.input)}", file=sys.stderr)
         return EXIT_USAGE
