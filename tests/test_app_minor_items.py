@@ -43,3 +43,22 @@ def test_the_collapse_banner_counts_every_row_when_the_run_pauses(tmp_path) -> N
     assert "27 of 27 images" in banner.text
     data = c.report_data()
     assert data is not None and any("27 of 27 images" in g for g in data.gate)
+
+
+def test_a_greyed_export_says_why(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Export was greyed during a run with no word of why, although a pause allows it."""
+    from app.core.phase import Phase, actions_for
+    from app.views.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    export = window.commands.export
+    for phase, enabled, words in (
+        (Phase.RUNNING, False, "while the run is paused (Pause, F6)"),
+        (Phase.PAUSED, True, "Export reports of the images processed so far"),
+        (Phase.EMPTY, False, "Nothing to export yet"),
+    ):
+        window.set_actions(
+            phase, actions_for(phase, has_session=True, pending=3, has_rows=phase is not Phase.EMPTY)
+        )
+        assert export.isEnabled() is enabled and words in export.toolTip(), (phase, export.toolTip())

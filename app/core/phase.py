@@ -33,6 +33,18 @@ class Actions:
     settings: bool
 
 
+def export_tip(phase: Phase, allowed: bool, exporting: bool = False) -> str:
+    """What the Export button says about itself: what it does, or why it is greyed (it was greyed
+    during a run with no word of why, although a pause allows it)."""
+    if exporting:
+        return "Reports are being written (Cancel in the status bar)"
+    if allowed:
+        return "Export reports of the images processed so far (Ctrl+E)"
+    if phase in (Phase.RUNNING, Phase.PAUSING, Phase.STOPPING):
+        return "Export is possible while the run is paused (Pause, F6) or once it has ended"
+    return "Nothing to export yet: open a folder or slide and process it (Start, F5)"
+
+
 def actions_for(phase: Phase, *, has_session: bool, pending: int, has_rows: bool) -> Actions:
     """The enabled actions.
 

@@ -27,7 +27,7 @@ from app.core.figures import Figures
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
 from app.core.overlay import Overlay
-from app.core.phase import Actions, Phase
+from app.core.phase import Actions, Phase, export_tip
 from app.core.progress import Progress
 from app.core.project_lines import ModelChoice
 from app.core.recent import InputLine
@@ -89,6 +89,7 @@ class MainWindow(WindowBase):
         self.panes.bottom_tabs.currentChanged.connect(self._on_bottom_tabs_current_changed)
         self.status_parts.export_cancel.clicked.connect(self.cancelExportRequested)
         self._export_allowed = False  # what the phase allows; an export under way allows no other
+        self._phase = Phase.EMPTY
         self._project_tip = ""  # the project list's tooltip (a run under way says why it is greyed)
 
     # -- state from the controller ------------------------------------------------------------
@@ -110,7 +111,10 @@ class MainWindow(WindowBase):
             (c.settings, actions.settings),
         ):
             act.setEnabled(enabled)
-        self._export_allowed = actions.export
+        self._export_allowed, self._phase = actions.export, phase
+        c.export.setToolTip(
+            export_tip(phase, actions.export, self.status_parts.export_cancel.isVisibleTo(self))
+        )
         c.project_combo.setEnabled(actions.settings)
         busy = phase in (Phase.RUNNING, Phase.PAUSING, Phase.PAUSED, Phase.STOPPING)
         why = "Stop the run (F8) to change the project or the settings" if busy else ""
@@ -159,10 +163,12 @@ class MainWindow(WindowBase):
         """An export under way: its step in the status bar with Cancel; Export waits for it."""
         self.status_parts.show_export((what, done, total))
         self.commands.export.setEnabled(False)
+        self.commands.export.setToolTip(export_tip(Phase.DONE, False, exporting=True))
 
     def hide_export_progress(self) -> None:
         self.status_parts.show_export(None)
         self.commands.export.setEnabled(self._export_allowed)
+        self.commands.export.setToolTip(export_tip(self._phase, self._export_allowed))
 
     def set_project_entry(self, name: str, entry: str, tooltip: str) -> None:
         """One project's line in the list (its images seen as they change)."""
