@@ -112,7 +112,7 @@ def test_per_class_metrics_and_confident_errors() -> None:
     assert empty.labelled == 0 and math.isnan(empty.accuracy) and math.isnan(empty.per_class[0].sensitivity)
 
 
-def test_review_marks_and_overlays_are_kept_and_compacted(tmp_path: Path) -> None:
+def test_review_marks_and_overlays_are_kept(tmp_path: Path) -> None:
     store = MarkStore(tmp_path / "review", "/data/site", 2)
     store.put(ReviewMark("a.png", 1, 1, "2026-11-27T10:00:01+00:00"))
     store.put(ReviewMark("b.png", 0, 1, "2026-11-27T10:00:02+00:00"))
@@ -121,10 +121,11 @@ def test_review_marks_and_overlays_are_kept_and_compacted(tmp_path: Path) -> Non
     store.close()
     with open(store.path, "a") as fh:
         fh.write('{"k": "c.png", "lab')  # cut short by a crash
-    marks = MarkStore(tmp_path / "review", "/data/site", 2).load()[0]
+    written = store.path.read_bytes()
+    marks = MarkStore(tmp_path / "review", "/data/site", 2).load().marks
     assert marks == {"a.png": ReviewMark("a.png", 0, 1, "2026-11-27T10:00:03+00:00")}
     assert not marks["a.png"].confirmed
-    assert len(store.path.read_text().splitlines()) == 1, "compacted to one line per mark"
+    assert store.path.read_bytes() == written, "reading never rewrites the marks (issue 42, item 1)"
 
     overlays = OverlayStore(tmp_path / "review", "/data/site")
     heat = np.arange(16, dtype=np.float32).reshape(4, 4) / 16

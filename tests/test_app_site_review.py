@@ -233,3 +233,39 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
     reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == REVIEWED_PATH]
     assert reviewed_rows, "the promoted part changed some decisions"
     assert queue_state.rules[reviewed_rows[0]] == f"{rule} candidate (part {promoted + 1} of 3)"
+
+
+def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tmp_path: Path) -> None:
+    """Issue 37: the reviewer presses Q while the folder still arrives. The candidate promoted on the
+    first images calls the later ones provisionally (Decided by '· provisional', the reason says
+    what reports give); the reports give the source model's decision there until the queue's
+    block of later images covers them; then the rows are the candidate's, covered."""
+    c, view, _, _ = opened(tmp_path, N)
+    rows, labels = _rows()
+    c.start()
+    c.on_worker_results_ready(results_of(rows[:60]))
+    c.tick(force=True)
+    c.on_window_queue_requested()
+    _review_until_decided(c, view, labels)
+    assert c.model.desk.rule == "fit"
+    c.on_worker_results_ready(results_of(rows[60:]))  # the rest of the folder arrives
+    c.tick(force=True)
+    fit = next(t for name, t in rows[0].candidates if name == "fit")
+    provisional = [i for i, r in enumerate(c.model.rows) if r.decision_path == "provisional"]
+    assert provisional and min(provisional) >= 60, "only images that arrived after the answers"
+    for i in provisional:
+        shown = c.model.rows[i]
+        assert shown.prediction == int(rows[i].source_margin > fit), "the window: the candidate's call"
+        assert "provisional" in shown.decision_reason and "reports give" in shown.decision_reason
+        reported = c.model.reported(i)
+        assert reported.prediction == rows[i].source_prediction, "reports: the rule below it"
+        assert reported.decision_reason.startswith("reported as")
+    c.on_window_queue_requested()  # the open comparison first, then a block of the later images
+    answered = 0
+    while (queue := _queue(view)) and any(r.decision_path == "provisional" for r in c.model.rows):
+        c.on_window_review_requested(queue[0], int(labels[queue[0]]))
+        answered += 1
+        assert answered < 80
+    covered = [i for i in provisional if c.model.rows[i].decision_path == REVIEWED_PATH]
+    assert covered == provisional, "a block of the later images covered them: the rows are the candidate's"
+    assert all(c.model.reported(i).prediction == c.model.rows[i].prediction for i in provisional)

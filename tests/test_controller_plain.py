@@ -197,12 +197,12 @@ def test_review_marks_reach_the_run_model_the_table_and_the_marks_file(tmp_path:
     ]
     review_dir = tmp_path / "profiles" / DEFAULT_PROJECT / "review"
     source_id = str((tmp_path / "site").resolve())
-    kept = MarkStore(review_dir, source_id, 2).load()[0]
+    kept = MarkStore(review_dir, source_id, 2).load().marks
     assert {k: (m.label, m.confirmed) for k, m in kept.items()} == {"k0": (1, True), "k1": (0, False)}
 
     c.on_window_review_requested(0, -1)  # the mark is cleared
     assert set(c.model.marks) == {"k1"} and c.model.rows[0].ground_truth is None
-    assert set(MarkStore(review_dir, source_id, 2).load()[0]) == {"k1"}
+    assert set(MarkStore(review_dir, source_id, 2).load().marks) == {"k1"}
     c.on_window_review_requested(2, 7)  # not a class of this model
     c.on_window_review_requested(9, 0)  # not processed
     assert set(c.model.marks) == {"k1"} and len(view.logged("warning")) >= 2

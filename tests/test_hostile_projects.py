@@ -114,7 +114,7 @@ def test_deep_inputs_settings_and_marks_lines_are_skipped_with_a_message(
     with open(store.path, "a", encoding="utf-8") as fh:
         fh.write(DEEP + "\n")
     store = MarkStore(review, "source-1", 2)
-    assert list(store.load()[0]) == ["a"], "the deep line is skipped; the mark before it is kept"
+    assert list(store.load().marks) == ["a"], "the deep line is skipped; the mark before it is kept"
     store.close()
     lines = KeyedJsonLines(tmp_path / "rows.jsonl", key="key")
     (tmp_path / "rows.jsonl").write_text(json.dumps({"key": "k", "v": [[1]]}) + "\n" + "{" * 50_000 + "\n")

@@ -20,6 +20,7 @@ from app._engine import NOT_BETTER, PROMOTED, REVERTED, VERIFIED, PredictionRow
 
 PART_RULE = "part "  # the rule of a site split in parts begins "part 1 of 2 (80 images): ..."
 REVIEWED_PATH = "reviewed"  # the decision path of a row whose decision the site's review changed
+PROVISIONAL_PATH = "provisional"  # a row a promoted rule calls otherwise, not covered by a certificate yet
 
 
 def rule_name(rule: str) -> str:
@@ -34,6 +35,28 @@ def rule_name(rule: str) -> str:
     if rule == "guarded":
         return "the site's operating point (certified)"
     return f"the {rule} candidate"
+
+
+def provisional_words(
+    row: PredictionRow, shown: int, reported: int, rule: str, below: str, classes: Sequence[str], report: bool
+) -> str:
+    """The reason of a provisional row: the promoted ``rule`` calls it ``shown``, no certificate
+    covers it yet, and reports give ``reported`` (the decision of ``below``, the rule under it);
+    worded for the window, or for a report (``report``)."""
+
+    def name(c: int) -> str:
+        return classes[c] if 0 <= c < len(classes) else str(c)
+
+    if report:
+        return (
+            f"reported as {name(reported)} ({rule_name(below)}): {rule_name(rule)} calls it {name(shown)}, "
+            "provisionally; it arrived after the images your answers covered, and no certificate covers it yet"
+        )
+    return (
+        f"provisional: {rule_name(rule)} calls it {name(shown)}, but it arrived after the images your answers "
+        f"covered; reports give {name(reported)} ({rule_name(below)}) until your answers in the review queue "
+        "(Q) cover it"
+    )
 
 
 def rule_short(rule: str) -> str:
@@ -120,14 +143,21 @@ def reviewed_row(
     classes: Sequence[str],
     threshold: float = math.nan,
     part: str = "",
+    provisional: str = "",
 ) -> PredictionRow:
     """``row`` (the engine's, as it was decided) as shown once the site's review decides it
     ``decision`` under ``rule`` (the source model after a revert, or a promoted candidate);
     ``part`` names the part of a folder the method split ("part 2 of 3"), whose own reviews did.
+    ``provisional``: the sentence of a row whose decision here is not covered by a certificate
+    (the window shows a promoted rule's call, provisionally; reports give the covered decision
+    and name the call): it is kept in ``decision_reason`` with path :data:`PROVISIONAL_PATH`.
 
     The decision made while the image arrived is named in ``decision_reason``, so the table's
     tooltip and the predictions CSV keep both; the journal's row is never changed.
     """
+    if provisional:
+        row = reviewed_row(row, decision, rule, positive_class, classes, threshold, part)
+        return dataclasses.replace(row, decision_path=PROVISIONAL_PATH, decision_reason=provisional)
     if decision == row.prediction:
         return row
     if decision == row.source_prediction:

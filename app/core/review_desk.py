@@ -206,6 +206,18 @@ class ReviewDesk:
             return "operating point", math.nan, ""
         return self.review.rule_of(index, shown=True)
 
+    def certified_rule_of(self, index: int) -> tuple[str, float, str]:
+        """``(rule, threshold, part)`` that decides the row at ``index`` in reports (certified)."""
+        if self.review is None:
+            return "operating point", math.nan, ""
+        return self.review.rule_of(index)
+
+    def provisional_rows(self) -> np.ndarray:
+        """Every row: whether it is shown with a promoted rule's call no certificate covers yet."""
+        shown = self.decisions()
+        differs: np.ndarray = shown != self._certified
+        return differs
+
     def decisions(self) -> np.ndarray:
         """Every row's decision as the window shows it: the rules the reviews put in use, a
         promoted rule's call provisional where no certificate covers the row yet (the label-free

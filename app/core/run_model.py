@@ -23,7 +23,7 @@ import numpy as np
 from app._engine import KindTally, PredictionRow, ReviewMark, SlideSource, Source
 from app.core.applicability import Collapse, CollapseWatch, Kind, collapse_due
 from app.core.caches import LruCache
-from app.core.certificates import ComparisonLine, QueueState
+from app.core.certificates import PROVISIONAL_PATH, ComparisonLine, QueueState
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.messages import ItemResult
@@ -325,6 +325,12 @@ class RunModel(Truths):
         for line in self.desk.take_decided():
             self.review_decided.emit(line)
         if self.desk.moved_rules == self._moved:
+            # the same rules: rows whose call a certificate now covers (or no longer does) change
+            shown = [i for i, row in enumerate(self.rows) if row.decision_path == PROVISIONAL_PATH]
+            now = self.desk.provisional_rows()
+            changed = set(shown) ^ set(np.flatnonzero(now[: len(self.rows)]).tolist())
+            if changed:
+                self._refresh(sorted(changed))
             return
         self._moved, self._queue_dirty = self.desk.moved_rules, True
         self._refresh(range(len(self.raw_rows)))

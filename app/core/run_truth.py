@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from app._engine import ReviewMark
 from app.core.applicability import Collapse, CollapseWatch
-from app.core.certificates import reviewed_row
+from app.core.certificates import PROVISIONAL_PATH, provisional_words, reviewed_row
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
@@ -108,17 +108,49 @@ class Truths:
         return raw.truth_label or str(raw.ground_truth), self.classes[label]
 
     def effective(self, row: PredictionRow) -> PredictionRow:
-        """``row`` as shown: decided by the rule the site's reviews left in use where they moved it; the dataset's
-        label as ground truth, the review mark only where the dataset labels nothing (a mark that
-        disagrees with the label is kept beside it, never in its place)."""
+        """``row`` as shown: decided by the rules the site's reviews put in use where they moved it
+        (a promoted rule's call marked provisional where no certificate covers the row yet); the
+        dataset's label as ground truth, the review mark only where the dataset labels nothing (a
+        mark that disagrees with the label is kept beside it, never in its place)."""
         if self.desk.has(row.key):
             index = self.desk.index_of(row.key)
             rule, threshold, part = self.desk.rule_of(index)
             if rule != "operating point":
                 decision = int(self.desk.decisions()[index])
+                provisional = ""
+                if self.desk.provisional(index):
+                    below = self.desk.certified_rule_of(index)[0]
+                    reported = int(self.desk.certified()[index])
+                    provisional = provisional_words(row, decision, reported, rule, below, self.classes, False)
                 row = reviewed_row(
-                    row, decision, rule, self.stats.positive_class, self.classes, threshold, part
+                    row, decision, rule, self.stats.positive_class, self.classes, threshold, part, provisional
                 )
+        return self._with_truth(row)
+
+    def reported(self, index: int) -> PredictionRow:
+        """The row at ``index`` as reports give it: what the certificates cover. A provisional row
+        gets the decision of the rule under the promoted one (the source model, by default), its
+        provisional call named in the reason; every other row is as shown."""
+        shown = self.rows[index]
+        if shown.decision_path != PROVISIONAL_PATH:
+            return shown
+        raw = self.raw_rows[index]
+        at = self.desk.index_of(raw.key)
+        rule, threshold, part = self.desk.certified_rule_of(at)
+        decision = int(self.desk.certified()[at])
+        row = (
+            raw
+            if rule == "operating point"
+            else reviewed_row(raw, decision, rule, self.stats.positive_class, self.classes, threshold, part)
+        )
+        words = provisional_words(
+            raw, shown.prediction, decision, self.desk.rule_of(at)[0], rule, self.classes, True
+        )
+        return self._with_truth(
+            dataclasses.replace(row, decision_path=PROVISIONAL_PATH, decision_reason=words)
+        )
+
+    def _with_truth(self, row: PredictionRow) -> PredictionRow:
         mark = self.marks.get(row.key)
         if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(self.classes):
             return row

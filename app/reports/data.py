@@ -103,7 +103,7 @@ def collect_report_data(
         plot_png: renders the plots panel (called on the UI thread).
     """
     info, source = state.info, model.source
-    rows = list(model.rows)
+    rows = [model.reported(i) for i in range(len(model.rows))]  # what the certificates cover
     if info is None or source is None or not rows:
         return None
     raw_by_key = {r.key: r for r in model.raw_rows}
@@ -159,7 +159,7 @@ def collect_report_data(
     both = figures.dataset.labelled and figures.reviewed.labelled
     decided = tuple(  # the reported decisions with the dataset's truth (the review's rule where it moved)
         dataclasses.replace(shown, ground_truth=raw.ground_truth, truth_label=raw.truth_label)
-        for shown, raw in zip(model.rows, model.raw_rows, strict=True)
+        for shown, raw in zip(rows, model.raw_rows, strict=True)
     )
     review = model.desk.document()
     return ReportData(

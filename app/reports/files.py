@@ -29,7 +29,7 @@ from app._engine import (
     predictions_csv,
     shown,
 )
-from app.core.certificates import REVIEWED_PATH
+from app.core.certificates import PROVISIONAL_PATH, REVIEWED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
@@ -323,6 +323,9 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "reviewed": len(data.marks),
             "reviews": data.review.document(),  # confirmed, corrected, agreement and against what
             "decided_by_review_images": sum(1 for r in data.rows if r.decision_path == REVIEWED_PATH),
+            # a promoted rule's call on them is provisional (no certificate covers them yet): the
+            # reported decision is the rule's below it, and the reason names the call
+            "provisional_images": sum(1 for r in data.rows if r.decision_path == PROVISIONAL_PATH),
             "rule_in_use": data.review_rule,
         },
         "metrics": _with_truth(metrics_document(data.metrics), data.metrics_truth),

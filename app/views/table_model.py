@@ -17,7 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app._engine import describe_decision, shown
-from app.core.certificates import REVIEWED_PATH, QueueState, rule_short
+from app.core.certificates import PROVISIONAL_PATH, REVIEWED_PATH, QueueState, rule_short
 from app.core.filters import PredictionRow, RowFilter
 from app.core.run_items import ReviewNote
 from app.core.uncertainty import UncertaintyRanks
@@ -43,8 +43,9 @@ HEADER_TIPS = (
     "What decided the image as it arrived: the source model (its own threshold; '· awaiting review': "
     "its site's operating point moved, and decides once reviews certify it) or the site's threshold "
     "(an operating point reported without review); or 'review:' the rule the folder's reviews put "
-    "in use (a promoted candidate, or the source model after a revert; the Certificates tab says why). "
-    "The row's tooltip gives the reason",
+    "in use (a promoted candidate, or the source model after a revert; the Certificates tab says why); "
+    "'· provisional': the rule's call on an image that arrived after the images your answers covered, "
+    "which reports give with the rule below it until your answers cover it. The row's tooltip gives the reason",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "Adapted prediction against the ground truth",
@@ -162,12 +163,13 @@ class PredictionTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
         tip = f"#{row.position + 1} {shown(row.name)} (CSV index {row.index}, counted from 0)"
-        shown_as = "decision" if row.decision_path == REVIEWED_PATH else "adapted"  # the review's rule
+        reviewed = row.decision_path in (REVIEWED_PATH, PROVISIONAL_PATH)
+        shown_as = "decision" if reviewed else "adapted"  # the review's rule
         tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
         tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:
             tip += "\nadaptation changed the prediction"
-        if row.decision_path == REVIEWED_PATH:  # what adapting decided, and why the review's rule decides
+        if reviewed:  # what adapting decided, and why the review's rule decides (or calls it, provisionally)
             tip += f"\n{row.decision_reason}"
         elif row.decision_path:
             tip += f"\n{describe_decision(row)}"
@@ -275,6 +277,8 @@ class PredictionTableModel(QAbstractTableModel):
     def _decided_by(self, index: int, row: PredictionRow) -> str:
         if row.decision_path == REVIEWED_PATH:
             return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)}"
+        if row.decision_path == PROVISIONAL_PATH:  # a promoted rule's call no certificate covers yet
+            return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)} · provisional"
         return DECIDED_BY.get(row.decision_path, row.decision_path)
 
     def review_at(self, index: int) -> str:
