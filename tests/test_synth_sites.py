@@ -139,8 +139,8 @@ def test_write_synth_second_set(tmp_path: Path) -> None:
 def test_unknown_site_set_and_a_set_oct_lacks_are_refused() -> None:
     with pytest.raises(SynthError, match="unknown site set"):
         get_spec("histo", "v9")
-    with pytest.raises(SynthError, match="oct has no site set v5"):
-        generate_arrays("oct", "site1", 2, sites="v5")
+    with pytest.raises(SynthError, match="oct has no site set v6"):
+        generate_arrays("oct", "site1", 2, sites="v6")
     with pytest.raises(SynthError, match="unknown kind"):
         get_spec("xray", "v2")
 
@@ -178,8 +178,8 @@ def test_cli_sites_and_oct(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert json.loads((tmp_path / "h" / "synth.json").read_text())["site_set"] == "v2"
     assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), *base]) == 0
     assert "wrote 10 oct images" in capsys.readouterr().out
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v5", *base]) == 1
-    assert "oct has no site set v5" in capsys.readouterr().err
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
+    assert "oct has no site set v6" in capsys.readouterr().err
     assert not (tmp_path / "p" / "site1").exists()
     with pytest.raises(SystemExit):
         cli_main(["synth", "histo", "--out", str(tmp_path / "q"), "--sites", "v9"])

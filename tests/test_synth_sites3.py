@@ -131,6 +131,6 @@ def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v2", *base]) == 0
     assert "wrote 10 oct (v2 sites) images" in capsys.readouterr().out
     assert json.loads((tmp_path / "o" / "synth.json").read_text())["sites"]["v2site2"]["format"] == "jpeg"
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v5", *base]) == 1
-    assert "oct has no site set v5" in capsys.readouterr().err
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
+    assert "oct has no site set v6" in capsys.readouterr().err
     assert not (tmp_path / "p" / "site1").exists()

@@ -220,10 +220,10 @@ def test_sensor_pattern_is_the_cameras_not_the_images() -> None:
 
 
 def test_unknown_and_missing_sets_are_refused() -> None:
-    with pytest.raises(SynthError, match="oct has no site set v5; its site sets are v1, v2, v3, v4"):
-        get_spec("oct", "v5")
-    with pytest.raises(SynthError, match=r"unknown site set 'v6'; choose one of v1, v2, v3, v4, v5"):
-        get_spec("histo", "v6")
+    with pytest.raises(SynthError, match="oct has no site set v6; its site sets are v1, v2, v3, v4, v5"):
+        get_spec("oct", "v6")
+    with pytest.raises(SynthError, match=r"unknown site set 'v7'; choose one of v1, v2, v3, v4, v5, v6"):
+        get_spec("histo", "v7")
 
 
 def test_cli_fifth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -238,12 +238,12 @@ def test_cli_fifth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     capsys.readouterr()
     assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v4", *base]) == 0
     assert "wrote 10 oct (v4 sites) images" in capsys.readouterr().out
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v5", *base]) == 1
-    assert "oct has no site set v5" in capsys.readouterr().err
+    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
+    assert "oct has no site set v6" in capsys.readouterr().err
     assert not (tmp_path / "p" / "site1").exists()
     with pytest.raises(SystemExit):  # argparse refuses a set that does not exist at all
-        cli_main(["synth", "fundus", "--out", str(tmp_path / "q"), "--sites", "v6"])
-    assert "invalid choice: 'v6'" in capsys.readouterr().err
+        cli_main(["synth", "fundus", "--out", str(tmp_path / "q"), "--sites", "v7"])
+    assert "invalid choice: 'v7'" in capsys.readouterr().err
 
 
 def meta_format(out: Path, site: str) -> str:

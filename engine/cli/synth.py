@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sites",
         choices=SITE_SETS,
         default=DEFAULT_SITES,
-        help="site set: v1 (default) the first sites of every kind; v2, v3 and v4 (every kind) and v5 "
+        help="site set: v1 (default) the first sites of every kind; v2, v3, v4 and v5 (every kind) and v6 "
         "(histo, fundus, lesion) keep site1 and add four new target sites. histo/lesion v3: frozen sections, "
         "Masson's trichrome, a line-scan scanner with seams, an over-exposed 40x objective; histo/lesion v4: "
         "a Giemsa-like stain, epi-fluorescence, bleached archival slides with air bubbles, a phone at the "
@@ -63,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "in a 48-colour palette; fundus v5: a red channel saturated by the flash, a scanned halftone print, "
         "a two-capture montage with a seam, a high-gain sensor with column offsets and hot pixels; oct v4: "
         "a review-screen export with segmentation lines, one frame with median noise reduction, bowl-shaped "
-        "myopic eyes, dim photoreceptor bands from an off-axis beam",
+        "myopic eyes, dim photoreceptor bands from an off-axis beam; histo/lesion v6: immunohistochemistry "
+        "(DAB), retraction clefts from delayed fixation, wavelet compression, a half-resolution pyramid level; "
+        "fundus v6: burnt-in annotations, automatic levels on a dim image, a photographed monitor's moire, a "
+        "30-degree camera; oct v5: attenuation compensation, sweep-to-sweep power stripes, an equalised "
+        "histogram, an axial point-spread widening with depth",
     )
 
 

@@ -1,4 +1,4 @@
-"""Which generator draws a kind under a site set (``f2tta synth KIND --sites v1|v2|v3|v4|v5``).
+"""Which generator draws a kind under a site set (``f2tta synth KIND --sites v1|v2|v3|v4|v5|v6``).
 
 Every site set of a kind keeps the first set's site1 (the source site) image for image; the later
 sets add four target sites imaged through mechanisms no earlier set used:
@@ -7,7 +7,8 @@ sets add four target sites imaged through mechanisms no earlier set used:
 * ``v2`` — histo, lesion and fundus (``_histo_v2.py``, ``_fundus_v2.py``) and oct (``_oct_v2.py``);
 * ``v3`` — histo, lesion and fundus (``_histo_v3.py``, ``_fundus_v3.py``) and oct (``_oct_v3.py``);
 * ``v4`` — histo, lesion and fundus (``_histo_v4.py``, ``_fundus_v4.py``) and oct (``_oct_v4.py``);
-* ``v5`` — histo, lesion and fundus (``_histo_v5.py``, ``_fundus_v5.py``).
+* ``v5`` — histo, lesion and fundus (``_histo_v5.py``, ``_fundus_v5.py``) and oct (``_oct_v5.py``);
+* ``v6`` — histo, lesion and fundus (``_histo_v6.py``, ``_fundus_v6.py``).
 
 The modules are imported lazily: generating one kind does not load the others.
 """
@@ -20,13 +21,13 @@ from engine.data._drawing import SynthSpec
 from engine.data._synth_marker import SynthError
 
 KINDS = ("histo", "fundus", "lesion", "oct")
-SITE_SETS = ("v1", "v2", "v3", "v4", "v5")  # ``f2tta synth --sites``
+SITE_SETS = ("v1", "v2", "v3", "v4", "v5", "v6")  # ``f2tta synth --sites``
 #: The site sets each kind has.
 KIND_SITE_SETS: dict[str, tuple[str, ...]] = {
-    "histo": ("v1", "v2", "v3", "v4", "v5"),
-    "lesion": ("v1", "v2", "v3", "v4", "v5"),
-    "fundus": ("v1", "v2", "v3", "v4", "v5"),
-    "oct": ("v1", "v2", "v3", "v4"),
+    "histo": ("v1", "v2", "v3", "v4", "v5", "v6"),
+    "lesion": ("v1", "v2", "v3", "v4", "v5", "v6"),
+    "fundus": ("v1", "v2", "v3", "v4", "v5", "v6"),
+    "oct": ("v1", "v2", "v3", "v4", "v5"),
 }
 #: (kind, site set) -> the module under ``engine.data`` that draws it: its ``SPEC``, or for the later
 #: histology sets (one module for histo and lesion) its ``SPECS[kind]``.
@@ -35,9 +36,9 @@ _MODULES: dict[tuple[str, str], str] = {
     ("fundus", "v1"): "_fundus",
     ("lesion", "v1"): "_lesion",
     ("oct", "v1"): "_oct",
-    **{("oct", v): f"_oct_{v}" for v in ("v2", "v3", "v4")},
-    **{("fundus", v): f"_fundus_{v}" for v in ("v2", "v3", "v4", "v5")},
-    **{(k, v): f"_histo_{v}" for k in ("histo", "lesion") for v in ("v2", "v3", "v4", "v5")},
+    **{("oct", v): f"_oct_{v}" for v in ("v2", "v3", "v4", "v5")},
+    **{("fundus", v): f"_fundus_{v}" for v in ("v2", "v3", "v4", "v5", "v6")},
+    **{(k, v): f"_histo_{v}" for k in ("histo", "lesion") for v in ("v2", "v3", "v4", "v5", "v6")},
 }
 
 

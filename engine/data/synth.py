@@ -7,12 +7,12 @@ how that morphology is imaged: stain or illumination, colour cast, blur, noise, 
 scale, speckle, sensitivity. A model trained on one site therefore meets a pure appearance shift on
 the others, like the paper's Camelyon17 centres.
 
-Later site sets (``sites="v2"``, ``"v3"`` and ``"v4"``: every kind; ``"v5"``: histo, fundus and lesion;
+Later site sets (``sites="v2"`` … ``"v5"``: every kind; ``"v6"``: histo, fundus and lesion;
 see ``_site_sets.py``) keep the same site1 and add four target sites imaged through mechanisms no
 earlier set of the kind used. The first set (``"v1"``, the default) is unchanged.
 
 Every image is rendered from its own random generator, seeded by ``(seed, kind, site, index)``
-(a later set's target sites by a key of their own, ``kind/v2`` … ``kind/v5``), so the
+(a later set's target sites by a key of their own, ``kind/v2`` … ``kind/v6``), so the
 output is the same for a seed whatever the order or the number of worker processes.
 """
 
@@ -163,7 +163,7 @@ def generate_arrays(
         size: square side in pixels.
         seed: the same seed as :func:`write_synth` gives the same images.
         share: the positive class's share of the labels (None: balanced), as ``--prevalence``.
-        sites: the site set, ``v1`` … ``v5`` (as ``f2tta synth --sites``; not every kind has every set).
+        sites: the site set, ``v1`` … ``v6`` (as ``f2tta synth --sites``; not every kind has every set).
 
     Returns:
         ``(images, labels)``: uint8 (n, size, size, 3) and int64 (n,).
@@ -243,7 +243,7 @@ def write_synth(
             site folder without the marker is one with it too.
         progress: called with ``(done, total)`` after each chunk of images.
         prevalence: site -> share of the positive class (label shift); other sites are balanced.
-        sites: the site set, ``v1`` (default) … ``v5`` (see ``_site_sets.py``).
+        sites: the site set, ``v1`` (default) … ``v6`` (see ``_site_sets.py``).
 
     Returns:
         The folder and the per-site, per-class counts.
