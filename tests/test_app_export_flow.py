@@ -123,6 +123,7 @@ def test_a_cancelled_export_leaves_the_folder_as_it_was(
     assert len(steps) == (1 if when == "pdf" else 0) and not failed, (steps, failed)
     assert c.controller.exports.exporting is None
     assert any("Export cancelled" in text for _, text in c.window.log.entries)
+    assert "Export cancelled" in c.window.statusBar().currentMessage(), "said where the user acted"
 
 
 def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
@@ -148,6 +149,7 @@ def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
     b.window.confirm = lambda title, text: asked.append(text) or False  # type: ignore[method-assign]
     ok, message = _export(b, out, qtbot)
     assert not ok and _files(out) == theirs, "No: nothing replaced"
+    assert "Nothing exported" in b.window.statusBar().currentMessage(), "and it says so"
     assert "project 'Site A'" in asked[0] and "slide.tif" in asked[0] and "tiles.geojson" in asked[0]
 
     ok, message = _export(b, out, qtbot, ask=False)

@@ -62,3 +62,24 @@ def test_a_greyed_export_says_why(qtbot) -> None:  # type: ignore[no-untyped-def
             phase, actions_for(phase, has_session=True, pending=3, has_rows=phase is not Phase.EMPTY)
         )
         assert export.isEnabled() is enabled and words in export.toolTip(), (phase, export.toolTip())
+
+
+def test_the_export_step_is_not_covered_by_its_progress_bar_at_1280(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """At 1280x800 the status bar laid the export's progress bar over its text: "W" was all that showed."""
+    from app.views.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.resize(1280, 800)
+    window.show()
+    parts = window.status_parts
+    parts.model_label.set_full_text(
+        "Histology · normal / tumor · ViT-Tiny, 4 blocks, 12-px patches, 96 px input — " * 2
+    )
+    parts.project_label.set_full_text("Project 'Demo histology': 160 images seen, saved at 15:30")
+    parts.progress_label.set_full_text("160 / 160")
+    window.show_export_progress("Writing report.pdf", 3, 9)
+    qtbot.waitUntil(lambda: parts.export_bar.isVisible())
+    label, bar = parts.export_label.geometry(), parts.export_bar.geometry()
+    assert label.right() < bar.left(), (label, bar)
+    assert parts.export_label.text() == "Writing report.pdf (3 of 9)"

@@ -70,8 +70,9 @@ class ExportActions:
                 self.on_export_failed(f"{first} They are not replaced; choose another folder.")
                 return
             if not ctx.view.confirm("Replace reports?", question):
-                where = shown_name(directory)
-                ctx.status.log("info", f"Nothing exported: the reports in {where} are as they were.")
+                text = f"Nothing exported: the reports in {shown_name(directory)} are as they were."
+                ctx.status.log("info", text)
+                ctx.view.show_status(text)  # where the user acted, not only in the Log
                 ctx.events.export_error.emit("cancelled")
                 return
         self.exporting = directory
@@ -115,5 +116,7 @@ class ExportActions:
         ctx, directory, self.exporting = self.ctx, self.exporting, None
         ctx.view.hide_export_progress()
         where = shown_name(directory) if directory is not None else "the folder"
-        ctx.status.log("info", f"Export cancelled: nothing in {where} was changed.")
+        text = f"Export cancelled: nothing in {where} was changed."
+        ctx.status.log("info", text)
+        ctx.view.show_status(text)  # where the user acted, not only in the Log
         ctx.events.export_error.emit("cancelled")

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QStatusBar,
@@ -153,8 +154,11 @@ class StatusParts:
         self.reviewer_label.setToolTip("Each review mark is kept with this name (Settings ▸ Reviewer name)")
         # An export under way: what it does, how far, and its Cancel (hidden otherwise).
         self.export_label = ElidedLabel("", mode=Qt.TextElideMode.ElideRight)
-        # Room for "Writing report.pdf, page 12 (3 of 9)" even while a message covers the bar.
-        self.export_label.setMinimumWidth(self.export_label.fontMetrics().horizontalAdvance("x" * 34))
+        # Room for "Writing report.pdf, page 12 (3 of 9)" even while a message covers the bar: a
+        # fixed width (an elided label's "ignored" size let the status bar lay the progress bar
+        # over it at 1280x800: "W" was all that showed).
+        self.export_label.setFixedWidth(self.export_label.fontMetrics().horizontalAdvance("x" * 34))
+        self.export_label.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
         self.export_bar = QProgressBar()
         self.export_bar.setMaximumWidth(140)
         self.export_cancel = QPushButton("Cancel export")
