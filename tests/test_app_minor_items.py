@@ -83,3 +83,19 @@ def test_the_export_step_is_not_covered_by_its_progress_bar_at_1280(qtbot) -> No
     label, bar = parts.export_label.geometry(), parts.export_bar.geometry()
     assert label.right() < bar.left(), (label, bar)
     assert parts.export_label.text() == "Writing report.pdf (3 of 9)"
+
+
+def test_the_export_dialog_of_a_demo_set_does_not_start_inside_the_installation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """It opened in resources/demo-sets/, beside the demo folder: reports among the installed files."""
+    from pathlib import Path
+
+    from app._engine import open_folder
+    from app.core.recent import export_folder
+    from app.core.settings import DEMO_SETS
+
+    demo = open_folder(DEMO_SETS["histology"], ("normal", "tumor"))
+    assert export_folder([], demo) == str(Path.home())
+    from app_fixtures import make_folder
+
+    mine = open_folder(make_folder(tmp_path / "site", 2, labelled="none"), ("normal", "tumor"))
+    assert export_folder([], mine) == str(mine.root.parent), "beside any other folder, as before"

@@ -16,6 +16,7 @@ from typing import Any
 
 from app._engine import JsonFileError, SlideSource, Source, atomic_write_bytes, read_json_file
 from app.core.projects import now_iso
+from app.core.settings import RESOURCES
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +188,8 @@ def shown_inputs(inputs: tuple[Input, ...]) -> list[InputLine]:
 def export_folder(lines: list[InputLine], source: Source | None) -> str:
     """Where the export dialog starts: the folder the open source's reports were last written
     into, else this project's latest reports, else beside the open folder or slide -- never a
-    folder remembered from another project (its reports were replaced from there, issue 27)."""
+    folder remembered from another project (its reports were replaced from there, issue 27), nor
+    the installation's own folder a demo set lies in (issue 38): the user's home instead."""
     opened = None if source is None else str(source.path if isinstance(source, SlideSource) else source.root)
     for line in lines:
         if line.path == opened and line.reports is not None:
@@ -195,4 +197,7 @@ def export_folder(lines: list[InputLine], source: Source | None) -> str:
     latest = next((line.reports for line in lines if line.reports is not None), None)
     if latest is not None:
         return latest
-    return str(Path(opened).parent) if opened is not None else ""
+    if opened is None:
+        return ""
+    beside = Path(opened).parent
+    return str(Path.home()) if beside.resolve().is_relative_to(RESOURCES.resolve()) else str(beside)
