@@ -99,3 +99,17 @@ def test_the_export_dialog_of_a_demo_set_does_not_start_inside_the_installation(
 
     mine = open_folder(make_folder(tmp_path / "site", 2, labelled="none"), ("normal", "tumor"))
     assert export_folder([], mine) == str(mine.root.parent), "beside any other folder, as before"
+
+
+def test_the_pdfs_changes_table_names_who_decided_not_the_path() -> None:
+    """It listed I-DiPT+'s internal path names (not-accepted, awaiting-review) where the table says
+    who decided."""
+    from app_fixtures import report_data
+
+    from app.reports.pdf_sections import change_blocks
+
+    paths = ["not-accepted", "awaiting-review", "accepted", "source-like"]
+    rows = tuple(sample_row(k, decision_path=p, site_group=k) for k, p in enumerate(paths))
+    html = "".join(b.html for b in change_blocks(report_data(rows)))
+    assert "Decided by" in html and "site threshold" in html and "source model · awaiting review" in html
+    assert not [p for p in paths if f">{p}<" in html], html

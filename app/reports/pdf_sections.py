@@ -8,6 +8,7 @@ from typing import Any
 
 from app._engine import decision_summary, get_method_class, list_methods
 from app.core.certificates import REVIEWED_PATH, rule_name
+from app.core.names import DECIDED_BY
 from app.reports.files import ReportData, guard_events
 from app.reports.pdf_html import Block, breakable, chunked, esc, grid_table, h2, pct
 
@@ -149,7 +150,7 @@ def change_blocks(data: ReportData) -> list[Block]:
         body.append(
             [
                 "none" if e["group"] is None else str(e["group"]),
-                esc(e["path"]),
+                esc(_decided_by(str(e["path"]))),
                 str(e["images"]),
                 str(e["changed"]),
                 str(e["fixed"]) if labelled else "n/a",
@@ -158,19 +159,29 @@ def change_blocks(data: ReportData) -> list[Block]:
         )
     intro = (
         "<p>Each decision is the source model's, or the source model's margin against its site "
-        "group's operating point where every guard accepted one (path <i>accepted</i>). Fixed and "
+        "group's operating point where every guard accepted one (<i>site threshold</i>). Fixed and "
         "broken count labelled images only."
         + (
-            " Path <i>reviewed</i>: the folder's reviews put another rule in use (the source model "
-            "after a revert, or a promoted candidate); it decides these images (see Review certificates)."
+            " <i>Review</i>: the folder's reviews put another rule in use; it decides these images "
+            "(see Review certificates)."
             if any(e["path"] == REVIEWED_PATH for e in entries)
             else ""
         )
         + "</p>"
     )
     return chunked(
-        "What adaptation changed", ["Site group", "Path", "Images", "Changed", "Fixed", "Broken"], body, intro
+        "What adaptation changed",
+        ["Site group", "Decided by", "Images", "Changed", "Fixed", "Broken"],
+        body,
+        intro,
     )
+
+
+def _decided_by(path: str) -> str:
+    """Who decided the images of a decision path, in the table's words (never the path's name)."""
+    if path == REVIEWED_PATH:
+        return "review: the rule the reviews put in use"
+    return DECIDED_BY.get(path, path or "the method")
 
 
 # -- review certificates -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from app._engine import describe_decision, shown
 from app.core.certificates import PROVISIONAL_PATH, REVIEWED_PATH, QueueState, rule_short
 from app.core.filters import PredictionRow, RowFilter
+from app.core.names import DECIDED_BY
 from app.core.run_items import ReviewNote
 from app.core.uncertainty import UncertaintyRanks
 
@@ -53,14 +54,6 @@ HEADER_TIPS = (
     "(the decision on screen → your class). Its tooltip says who and when",
 )
 GROUP_COLUMN, AGREEMENT_COLUMN, REVIEW_COLUMN = 5, 8, 9
-# What decided a row, by its decision path (I-DiPT+'s; other methods record none and show nothing):
-# who decides first, so that nobody reads a path name as a decider.
-DECIDED_BY = {
-    "source-like": "source model",
-    "not-accepted": "source model",
-    "awaiting-review": "source model · awaiting review",
-    "accepted": "site threshold",
-}
 UNCERTAINTY_COLUMN = 6  # shown as low/medium/high within the site (app.core.uncertainty)
 #: The uncertainty column of a row whose map has not come (the maps follow the decisions).
 MAP_WORDS = {"pending": "pending", "unreadable": "no map"}
