@@ -113,3 +113,20 @@ def test_the_pdfs_changes_table_names_who_decided_not_the_path() -> None:
     html = "".join(b.html for b in change_blocks(report_data(rows)))
     assert "Decided by" in html and "site threshold" in html and "source model · awaiting review" in html
     assert not [p for p in paths if f">{p}<" in html], html
+
+
+def test_a_row_the_reviews_rule_changed_does_not_say_adaptation_changed_it(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Its tooltip said "adaptation changed the prediction" above "decided normal as it arrived; the
+    site's reviews put the fit candidate in use, which decides otherwise"."""
+    from app.core.certificates import REVIEWED_PATH
+    from app.views.table_view import PredictionTable
+
+    table = PredictionTable()
+    qtbot.addWidget(table)
+    reason = "decided normal as it arrived; the site's reviews put the fit candidate in use"
+    table.model.append_rows(
+        [sample_row(0, pred=1, src=0, decision_path=REVIEWED_PATH, decision_reason=reason)]
+    )
+    tip = table.model.index(0, 1).data(3)  # ToolTipRole
+    assert "adaptation changed" not in tip and "the rule the reviews put in use changed it" in tip
+    assert "source model: normal" in tip and tip.endswith(reason)

@@ -159,9 +159,13 @@ class PredictionTableModel(QAbstractTableModel):
         reviewed = row.decision_path in (REVIEWED_PATH, PROVISIONAL_PATH)
         shown_as = "decision" if reviewed else "adapted"  # the review's rule
         tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
-        tip += f"\nsource: {row.source_label} ({row.source_confidence:.3f})"
-        if row.changed:
-            tip += "\nadaptation changed the prediction"
+        tip += f"\nsource model: {row.source_label} ({row.source_confidence:.3f})"
+        if row.changed:  # who changed it: "adaptation" read wrong beside the reviews' rule's reason
+            tip += (
+                "\nthe rule the reviews put in use changed it"
+                if reviewed
+                else "\nadaptation changed the prediction"
+            )
         if reviewed:  # what adapting decided, and why the review's rule decides (or calls it, provisionally)
             tip += f"\n{row.decision_reason}"
         elif row.decision_path:
