@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from engine import Journal, Session, StreamRun
 from engine.io.sources import StreamItem
@@ -124,3 +125,31 @@ def test_the_bound_is_the_stores(tmp_path: Path) -> None:
     path.open("a").write(json.dumps({"k": "a"}) + "\n")
     records, peak = _peak(lambda: KeyedJsonLines(path, key="k", max_bytes=None).read())
     assert list(records[0]) == ["a"] and peak < TRACED_LIMIT  # type: ignore[index]
+
+
+def test_a_predictions_csv_is_read_back_no_further_than_the_journals_rows(
+    tiny_model_path: Path, tmp_path: Path
+) -> None:
+    """``f2tta run`` reads its ``--out`` back on resume to check it is the state's: 60 MB of junk
+    after its rows were read whole (3.5 GB, two minutes). Only the rows the journal has are read."""
+    from cli_helpers import read_rows, run_argv
+
+    from engine.cli import main as f2tta
+    from engine.run.rows import CSV_COLUMNS, LEGACY_CSV_HEADERS, read_csv_records
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(folder / f"im{i}.png")
+    out = tmp_path / "out.csv"
+    argv = run_argv(
+        tiny_model_path, folder, out, tmp_path / "state", "--method", "source", "--accept-warnings"
+    )
+    assert f2tta(argv) == 0
+    rows = read_rows(out)
+    with out.open("a") as fh:
+        fh.write("x,x,x,x,x,y\n" * ((6 << 20) // 12))
+    records, peak = _peak(lambda: read_csv_records(out, CSV_COLUMNS, LEGACY_CSV_HEADERS, limit=4))
+    assert records == rows and peak < 2 << 20, f"{peak / 2**20:.1f} MiB traced"
+    assert f2tta(argv) == 0 and read_rows(out) == rows, "rewritten from the journal, as before"

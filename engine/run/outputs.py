@@ -206,7 +206,7 @@ class CsvOutputs:
             raise OutputError(other_input_message(self.path, owner, source_id))
         # The file may lag behind the journal (the app continued it) or run ahead of the saved state
         # (rows made after the last save): what it holds must agree with the journal's rows.
-        records = read_csv_records(self.path, CSV_COLUMNS, legacy=LEGACY_CSV_HEADERS)
+        records = read_csv_records(self.path, CSV_COLUMNS, legacy=LEGACY_CSV_HEADERS, limit=len(rows))
         written = [(_whole(r["index"]), unescape_cell(r["item"])) for r in records[: len(rows)]]
         expected = [(r.index, r.name) for r in rows[: len(written)]]
         if written != expected:
