@@ -130,3 +130,23 @@ def test_a_row_the_reviews_rule_changed_does_not_say_adaptation_changed_it(qtbot
     tip = table.model.index(0, 1).data(3)  # ToolTipRole
     assert "adaptation changed" not in tip and "the rule the reviews put in use changed it" in tip
     assert "source model: normal" in tip and tip.endswith(reason)
+
+
+def test_a_blank_review_column_leaves_its_room_to_the_file_names(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Blank, it kept 18 characters while the names were cut where they differ ("histo_…08.jpg")."""
+    from app.core.run_items import ReviewNote
+    from app.views.table_model import REVIEW_COLUMN
+    from app.views.table_view import PredictionTable
+
+    table = PredictionTable()
+    qtbot.addWidget(table)
+    table.resize(790, 400)
+    table.show()
+    table.model.append_rows([sample_row(i, name=f"histo_site2_{i:03d}.jpg") for i in range(3)])
+    view = table.table
+    blank_review, blank_item = view.columnWidth(REVIEW_COLUMN), view.columnWidth(1)
+    em = view.fontMetrics().horizontalAdvance("0")
+    assert blank_review < 10 * em
+    table.model.replace_row(0, sample_row(0), ReviewNote("✎ normal → tumor", "Corrected by Ada"))
+    assert view.columnWidth(REVIEW_COLUMN) >= 18 * em, "wide once a mark is made"
+    assert view.columnWidth(1) < blank_item, "the names gave the room back"

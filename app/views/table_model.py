@@ -278,6 +278,11 @@ class PredictionTableModel(QAbstractTableModel):
             return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)} · provisional"
         return DECIDED_BY.get(row.decision_path, row.decision_path)
 
+    @property
+    def has_reviews(self) -> bool:
+        """Some row has a review mark."""
+        return bool(self._reviews)
+
     def review_at(self, index: int) -> str:
         """The review column's text of the row at ``index`` (empty: no mark)."""
         review = self._reviews.get(index)

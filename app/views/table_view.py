@@ -114,6 +114,14 @@ class PredictionTable(QWidget):
         for col, chars in enumerate(widths):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
+        # The Review column is as wide as its heading until a mark is made: blank, it took the room
+        # that tells the file names apart ("histo_…08.jpg" beside an empty column).
+        self._review_widths = (
+            header.fontMetrics().horizontalAdvance("Review") + 24,
+            em * widths[REVIEW_COLUMN] + 10,
+        )
+        self._review_wide = True
+        self._fit_review_column()
         self.search.setMinimumWidth(80)
         # The review mark right after the decision: at the window's least width it scrolled off
         # the right edge (the model's column order, as the CSV's, stays).
@@ -149,6 +157,8 @@ class PredictionTable(QWidget):
             signal.connect(self._update_count)
         self.model.rowsInserted.connect(self.proxy.keep_order)
         self.model.modelReset.connect(self.proxy.marked_in_queue.clear)  # another folder or slide
+        self.model.dataChanged.connect(self._fit_review_column)
+        self.model.modelReset.connect(self._fit_review_column)
 
     # -- public API ---------------------------------------------------------------------------
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -159,6 +169,15 @@ class PredictionTable(QWidget):
     def _on_section_resized(self, column: int, _old: int, _new: int) -> None:
         if column != 1:  # another column was resized by hand: the name takes what is left
             self.fit_item_column()
+
+    @Slot()
+    def _fit_review_column(self) -> None:
+        """The Review column narrow while no row has a mark, wide once one has (its width changes
+        only then: a width the user chose stays)."""
+        wide = self.model.has_reviews
+        if wide != self._review_wide:
+            self._review_wide = wide
+            self.table.setColumnWidth(REVIEW_COLUMN, self._review_widths[wide])
 
     def fit_item_column(self) -> None:
         """The item's name takes the width the other columns leave, at least ITEM_MIN_CHARS."""
