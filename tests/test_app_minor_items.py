@@ -150,3 +150,19 @@ def test_a_blank_review_column_leaves_its_room_to_the_file_names(qtbot) -> None:
     table.model.replace_row(0, sample_row(0), ReviewNote("✎ normal → tumor", "Corrected by Ada"))
     assert view.columnWidth(REVIEW_COLUMN) >= 18 * em, "wide once a mark is made"
     assert view.columnWidth(1) < blank_item, "the names gave the room back"
+
+
+def test_settings_fit_their_dialog(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The method's whole name made the dialog's content 845 px wide in its 720-px dialog, cut at the
+    right edge at 1280x800 (its buttons and fields too); the advanced settings fit as well."""
+    from app.core.settings import AppSettings, available_devices, method_fields
+    from app.views.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings(), method_fields(), available_devices())
+    qtbot.addWidget(dialog)
+    dialog.show()
+    content, viewport = dialog.scroll_area.widget(), dialog.scroll_area.viewport()
+    assert dialog.width() <= 720
+    assert content.minimumSizeHint().width() <= viewport.width(), content.minimumSizeHint()
+    dialog.advanced_toggle.click()
+    assert content.minimumSizeHint().width() <= viewport.width(), "the advanced settings too"

@@ -193,6 +193,8 @@ class SettingsDialog(QDialog):
         layout.addWidget(buttons)
         self.method_combo.currentIndexChanged.connect(self._on_method_changed)
         self._build_advanced()
+        for combo in (self.device_combo, self.method_combo, self.order_combo, self.maps_combo):
+            _narrow(combo)
         self.model_edit.setFocus()
         screen = QGuiApplication.primaryScreen().availableGeometry()
         self.resize(
@@ -251,7 +253,7 @@ class SettingsDialog(QDialog):
             for choice in spec.choices:
                 combo.addItem(str(choice), choice)
             combo.setCurrentIndex(max(combo.findData(value), 0))
-            return combo
+            return _narrow(combo)
         if spec.kind is bool:
             box = QCheckBox()
             box.setChecked(bool(value))
@@ -332,3 +334,14 @@ class SettingsDialog(QDialog):
         )
         if path:
             self.model_edit.setText(path)
+
+
+def _narrow(combo: QComboBox) -> QComboBox:
+    """``combo`` as wide as 24 characters, not as its longest entry (the method's whole name made
+    the dialog's content 845 px wide in a 720-px dialog at 1280x800, cut at its right edge); the
+    list it opens shows each entry whole."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(24)
+    # Its minimum size hint still follows the longest entry: a minimum width of its own overrides it.
+    combo.setMinimumWidth(combo.fontMetrics().horizontalAdvance("x" * 24))
+    return combo
