@@ -29,6 +29,7 @@ from app.core.messages import RegionRequest, SourceRequest
 from app.worker.io import read_region
 from app.worker.opening import open_source
 from engine import open_slide_source
+from engine.cli import main as f2tta
 from engine.io.slides import MAX_TILE_PIXELS, Slide, SlideError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,29 +117,30 @@ def _limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def test_f2tta_run_ends_with_a_message_and_leaves_nothing(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_f2tta_run_ends_with_a_message_and_leaves_nothing(
+    tiny_model_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = huge_tile_tiff(tmp_path / "huge.tif")
-    out, state = tmp_path / "out.csv", tmp_path / "state"
-    argv = [sys.executable, "-m", "engine.cli", "run", "--model", str(tiny_model_path), "--input", str(path)]
-    argv += [
-        "--state",
-        str(state),
-        "--out",
-        str(out),
-        "--method",
-        "source",
-        "--no-progress",
-        "--accept-warnings",
-    ]
+    args = ["run", "--model", str(tiny_model_path), "--input", str(path), "--state", str(tmp_path / "state")]
+    args += ["--out", str(tmp_path / "out.csv"), "--method", "source", "--no-progress", "--accept-warnings"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for _ in range(2):  # the rerun is refused the same way: nothing was left that changes it
-        done = subprocess.run(
-            argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, preexec_fn=_limited
-        )
-        assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-        assert str(path) in done.stderr and "65536 x 65536" in done.stderr
-        assert "Traceback" not in done.stderr and "failed to allocate" not in done.stderr
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.tif"], "no CSV, no state"
+    # In a process of its own: the code before the fix aborted the process that read the tile.
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limited,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert str(path) in done.stderr and "65536 x 65536" in done.stderr
+    assert "Traceback" not in done.stderr and "failed to allocate" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.tif"], "no CSV, no state"
+    assert f2tta(args) == 2, "the rerun is refused the same way: nothing was left that changes it"
+    assert "65536 x 65536" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.tif"]
 
 
 def test_the_apps_reader_never_decodes_the_huge_tile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
