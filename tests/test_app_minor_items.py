@@ -166,3 +166,29 @@ def test_settings_fit_their_dialog(qtbot) -> None:  # type: ignore[no-untyped-de
     assert content.minimumSizeHint().width() <= viewport.width(), content.minimumSizeHint()
     dialog.advanced_toggle.click()
     assert content.minimumSizeHint().width() <= viewport.width(), "the advanced settings too"
+
+
+def test_time_left_counts_the_maps() -> None:
+    """The status bar said "0:00 left" with every uncertainty map still to make (maps behind the decisions)."""
+    import dataclasses
+
+    import numpy as np
+
+    from app.core.messages import ItemResult
+    from app.core.overlay import Overlay
+    from app.core.progress import Progress
+    from app.core.run_maps import MapsCount
+
+    deciding = Progress(10, 20, 1.0, 10.0, True, "maps: 0 of 10")
+    assert "0:10 left, then the maps · maps: 0 of 10" in deciding.text()
+    clock = iter(float(t) for t in range(100))
+    count = MapsCount(clock=lambda: next(clock))
+    empty = Overlay.from_step((2, 2), None, None, None)
+    rows = [sample_row(i, map_status="pending") for i in range(10)]
+    count.add([ItemResult(r, empty, None, np.zeros(2, np.float32)) for r in rows])
+    assert count.remaining() != count.remaining(), "not known before two maps came (nan)"
+    for r in rows[:4]:  # a map a second
+        count.add([ItemResult(dataclasses.replace(r, map_status=""), empty, None, np.zeros(0), True)])
+    assert count.remaining() == 6.0
+    mapping = Progress(20, 20, 1.0, 0.0, True, count.text(), count.remaining())
+    assert mapping.text() == "maps: 4 of 10 · 0:06 left · decisions: 20 / 20"

@@ -314,7 +314,9 @@ class Controller:
     def tick(self, force: bool = False) -> None:
         """Hand what arrived to the views (one group of views per tick, all of them with ``force``)."""
         progress = self.model.progress.progress(running=self.phase in TICKING)
-        self.view.set_progress(dataclasses.replace(progress, maps=self.maps.text()))
+        self.view.set_progress(
+            dataclasses.replace(progress, maps=self.maps.text(), maps_left_s=self.maps.remaining())
+        )
         self.model.flush(force=force, follow=self.view.following)
         self.view.set_project_summary(self.state.project_text())
         self.sessions.show_project_count()

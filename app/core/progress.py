@@ -28,15 +28,24 @@ class Progress:
 
     running: bool = True  # rate and time left mean something only while a run goes
     maps: str = ""  # how many images have their map yet, while some wait (app.core.run_maps)
+    maps_left_s: float = math.nan  # the maps' time left, from their own rate (nan: not known yet)
 
     def text(self) -> str:
+        """The time left is never the decisions' alone while maps wait: the maps follow the
+        decisions and took longer than them ("0:00 left" with every map still to make)."""
         maps = f" · {self.maps}" if self.maps else ""
         if self.maps and self.done >= self.total:  # every decision made: the maps are what goes on
-            return f"{self.maps} · decisions: {self.done} / {self.total}"
+            left = (
+                f" · {format_duration(self.maps_left_s)} left"
+                if self.running and math.isfinite(self.maps_left_s)
+                else ""
+            )
+            return f"{self.maps}{left} · decisions: {self.done} / {self.total}"
         if not self.running:
             return f"{self.done} / {self.total}{maps}"
         rate = f"{self.rate:.2f} img/s" if math.isfinite(self.rate) else "-- img/s"
-        return f"{self.done} / {self.total} · {rate} · {format_duration(self.remaining_s)} left{maps}"
+        left = f"{format_duration(self.remaining_s)} left" + (", then the maps" if maps else "")
+        return f"{self.done} / {self.total} · {rate} · {left}{maps}"
 
 
 class ProgressMeter:

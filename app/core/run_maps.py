@@ -4,7 +4,10 @@ overlay, so the table, the image view and the slide map show which images have t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from app._engine import MAP_PENDING, PredictionRow
@@ -26,6 +29,9 @@ class MapsHolder(Protocol):
     def row_index(self, position: int) -> int | None: ...
     def effective(self, row: PredictionRow) -> PredictionRow: ...
     def select(self, position: int, keep_view: bool = False) -> None: ...
+
+
+MAPS_WINDOW = 50  # maps the maps' rate is measured over
 
 
 def apply_maps(model: MapsHolder, results: Sequence[ItemResult]) -> list[int]:
@@ -52,9 +58,19 @@ def waiting(rows: Iterable[PredictionRow]) -> int:
 
 
 class MapsCount:
-    """How many of a run's images have their map yet (the status bar's ``maps: 1 200 of 20 000``)."""
+    """How many of a run's images have their map yet (the status bar's ``maps: 1 200 of 20 000``),
+    and the maps' own rate over their last :data:`MAPS_WINDOW` (their time left).
 
-    def __init__(self, rows: Iterable[PredictionRow] = ()) -> None:
+    Args:
+        rows: rows of earlier runs (some maybe without their map yet).
+        clock: seconds clock (injected by tests).
+    """
+
+    def __init__(
+        self, rows: Iterable[PredictionRow] = (), clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
+        self._times: deque[float] = deque(maxlen=MAPS_WINDOW + 1)  # when the last maps came
         self.total = self.pending = 0
         for row in rows:  # rows of earlier runs (a run stopped before its maps were done)
             self.total += 1
@@ -65,9 +81,19 @@ class MapsCount:
             waiting = result.row.map_status == MAP_PENDING
             if result.map_only:
                 self.pending -= 1
+                self._times.append(self._clock())
             else:
                 self.total += 1
                 self.pending += waiting
+
+    def remaining(self) -> float:
+        """Seconds until every waiting map is made, at the maps' recent rate (nan: not known yet)."""
+        if self.pending <= 0:
+            return 0.0
+        if len(self._times) < 2 or self._times[-1] <= self._times[0]:
+            return math.nan
+        rate = (len(self._times) - 1) / (self._times[-1] - self._times[0])
+        return self.pending / rate
 
     def text(self) -> str:
         """Empty when no image waits for its map."""
