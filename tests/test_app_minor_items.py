@@ -192,3 +192,22 @@ def test_time_left_counts_the_maps() -> None:
     assert count.remaining() == 6.0
     mapping = Progress(20, 20, 1.0, 0.0, True, count.text(), count.remaining())
     assert mapping.text() == "maps: 4 of 10 · 0:06 left · decisions: 20 / 20"
+
+
+def test_both_per_class_tables_list_the_classes_in_one_order(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Each set sorted its classes by its own counts: normal, tumor against the dataset's labels and
+    tumor, normal against the reviewers' marks."""
+    from app.core.figures import figures
+    from app.views.metrics_view import MetricsView
+
+    rows = [sample_row(i, pred=i % 2, truth=i % 2) for i in range(8)]
+    view = MetricsView()
+    qtbot.addWidget(view)
+    view.set_metrics(
+        figures(rows, [0, 0, 0, 0, 0, 1, 1, 1], {"k1": 1, "k3": 1, "k0": 0}, ("normal", "tumor"))
+    )
+
+    def order(table: object) -> list[str]:
+        return [table.item(r, 0).text() for r in range(table.rowCount())]  # type: ignore[attr-defined]
+
+    assert order(view.dataset.per_class) == order(view.reviewed.per_class) == ["normal", "tumor"]

@@ -125,7 +125,11 @@ class FigureSet(QFrame):
             self._show_confusions(metrics)
         else:
             self._show_matrix(metrics)
-        shown = sorted(metrics.per_class, key=lambda m: -m.support)[:PER_CLASS_ROWS]  # the largest classes
+        # In the model's class order, as the matrix beside it and the other set (each set sorted by
+        # its own counts put the classes in two orders); only a long list keeps its largest classes.
+        shown = list(metrics.per_class)
+        if n > PER_CLASS_ROWS:
+            shown = sorted(shown, key=lambda m: -m.support)[:PER_CLASS_ROWS]
         self.headings[1].setText(
             "Per class (this class against the others)"
             if n <= PER_CLASS_ROWS
