@@ -19,6 +19,7 @@ from support import random_images
 
 from engine.cli import main as f2tta
 from engine.io.cohort import CohortError, cohort_inputs, read_manifest, slides_in
+from engine.io.sources import open_folder, source_hash
 from engine.run.lock import DirectoryLock
 from tests.cli_helpers import run_argv
 
@@ -260,7 +261,8 @@ def test_a_sites_reviews_file_certifies_that_site_as_a_run_of_it_alone(
     first = _image_folder(tmp_path / "first", 6)
     second = _image_folder(tmp_path / "second", 6)
     reviews = tmp_path / "reviews.csv"
-    reviews.write_text("item,review,reviewed_at\nim00.png,normal,2026-11-26T10:00:00+01:00\n")
+    site = source_hash(open_folder(first, ("normal", "tumor")).source_id)  # the folder the marks were made on
+    reviews.write_text(f"item,review,reviewed_at,site\nim00.png,normal,2026-11-26T10:00:00+01:00,{site}\n")
     manifest = tmp_path / "cohort.csv"
     manifest.write_text("path,site,reviews\nfirst,,reviews.csv\nsecond,,\n")
     state, out = tmp_path / "cohort", tmp_path / "out"
