@@ -211,3 +211,19 @@ def test_both_per_class_tables_list_the_classes_in_one_order(qtbot) -> None:  # 
         return [table.item(r, 0).text() for r in range(table.rowCount())]  # type: ignore[attr-defined]
 
     assert order(view.dataset.per_class) == order(view.reviewed.per_class) == ["normal", "tumor"]
+
+
+def test_reports_written_while_paused_are_no_longer_announced_once_the_run_resumes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """'Reports written' stayed after Resume made the maps (and decisions) those reports lack."""
+    from controller_fakes import opened, results
+
+    c, view, _, _ = opened(tmp_path, 6)
+    c.start()
+    c.on_worker_results_ready(results(0, 1, 2))
+    c.pause()
+    c.on_worker_paused()
+    c.exports.on_reports_written([tmp_path / "out" / "report.pdf"])
+    assert any(b.key == "export" for (b,) in view.of("show_banner"))
+    before = view.of("dismiss_banner").count(("export",))
+    c.resume()
+    assert view.of("dismiss_banner").count(("export",)) == before + 1

@@ -303,6 +303,7 @@ class Controller:
     def resume(self) -> None:
         if self.phase is Phase.PAUSED:
             self.model.start_run(counters=False)
+            self.view.dismiss_banner("export")  # reports written while paused lack what comes now
             self.status.set_phase(Phase.RUNNING)
             self.worker.resume()
 
