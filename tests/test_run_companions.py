@@ -21,6 +21,7 @@ from PIL import Image
 from support import random_images
 
 from engine.cli import main as cli_main
+from engine.io.sources import source_hash
 from engine.run.runner import EXIT_FAILED, EXIT_USAGE
 from tests.cli_helpers import before_step, read_rows, run_argv
 
@@ -35,10 +36,12 @@ def _folder(root: Path, n: int, seed: int = 4, start: int = 0) -> Path:
 
 
 def _reviews(path: Path, item: str = "img00.png") -> Path:
+    """A reviews file of the folder ``in`` beside ``path`` (the app's export names its folder)."""
+    site = source_hash(str((path.parent / "in").resolve()))
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["item", "review", "reviewed_at"])
-        writer.writerow([item, "normal", "2026-11-26T10:00:00"])
+        writer.writerow(["item", "review", "reviewed_at", "site"])
+        writer.writerow([item, "normal", "2026-11-26T10:00:00", site])
     return path
 
 

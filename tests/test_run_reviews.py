@@ -14,6 +14,7 @@ from support import random_images
 
 from engine.cli import main as cli_main
 from engine.io.sources import source_hash
+from engine.review.marks import MarkStore, ReviewMark
 from engine.run.certify import (
     ReviewFileError,
     certificates_json,
@@ -28,17 +29,28 @@ from tests.review_rows import CLASSES, review_all, site_rows
 
 
 def _export(path: Path, review: SiteReview, site: str | None = None) -> Path:
-    """The marks as the app's reviews.csv gives them (item, review, reviewed_at, site)."""
+    """The marks as the app's reviews.csv gives them (item, its place, review, reviewed_at, site)."""
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(
-            ["index", "item", "prediction", "review", "verdict", "reviewed_at", "reviewer", "site"]
+            [
+                "index",
+                "position",
+                "item",
+                "prediction",
+                "review",
+                "verdict",
+                "reviewed_at",
+                "reviewer",
+                "site",
+            ]
         )
         for i, mark in enumerate(review.marks.values()):
             row = review.rows[review.index[mark.key]]
             writer.writerow(
                 [
                     i,
+                    review.index[mark.key],
                     row.name,
                     CLASSES[mark.prediction],
                     CLASSES[mark.label],
@@ -98,8 +110,12 @@ def test_a_reviews_file_without_the_needed_columns_or_times_is_refused(tmp_path:
     bad.write_text("item,label\nimg000.png,tumor\n", encoding="utf-8")
     with pytest.raises(ReviewFileError, match="review, reviewed_at"):
         marks_from_file(bad, review, CLASSES)
-    bad.write_text("item,review,reviewed_at\nimg000.png,tumor,soon\n", encoding="utf-8")
+    site = source_hash("folder")
+    bad.write_text(f"item,review,reviewed_at,site\nimg000.png,tumor,soon,{site}\n", encoding="utf-8")
     with pytest.raises(ReviewFileError, match="not a time"):
+        marks_from_file(bad, review, CLASSES)
+    bad.write_text("item,review,reviewed_at\nimg000.png,tumor,2026-11-26T10:00:00+01:00\n", encoding="utf-8")
+    with pytest.raises(ReviewFileError, match="no site column"):
         marks_from_file(bad, review, CLASSES)
 
 
@@ -109,10 +125,11 @@ def test_marks_of_one_item_at_different_offsets_keep_the_latest_in_time(tmp_path
     review = SiteReview(None, "folder", 2)
     review.open(rows)
     path = tmp_path / "reviews.csv"
+    site = source_hash("folder")
     path.write_text(
-        "item,review,reviewed_at\n"
-        "img000.png,normal,2026-03-29T09:30:00+02:00\n"  # 07:30 UTC: the earlier mark
-        "img000.png,tumor,2026-03-29T08:00:00+00:00\n",  # 08:00 UTC: the later one, though it sorts first as text
+        "item,review,reviewed_at,site\n"
+        f"img000.png,normal,2026-03-29T09:30:00+02:00,{site}\n"  # 07:30 UTC: the earlier mark
+        f"img000.png,tumor,2026-03-29T08:00:00+00:00,{site}\n",  # 08:00 UTC: the later one, though it sorts first as text
         encoding="utf-8",
     )
     marks_from_file(path, review, CLASSES)
@@ -132,8 +149,9 @@ def test_cli_run_with_reviews_writes_the_certified_decisions(
     tiny_model_path: Path, folder: Path, tmp_path: Path
 ) -> None:
     reviews = tmp_path / "reviews.csv"
+    site = source_hash(str(folder.resolve()))
     reviews.write_text(
-        "item,review,reviewed_at\nimg0.png,normal,2026-11-26T10:00:00+01:00\n", encoding="utf-8"
+        f"item,review,reviewed_at,site\nimg0.png,normal,2026-11-26T10:00:00+01:00,{site}\n", encoding="utf-8"
     )
     out = tmp_path / "out.csv"
     argv = run_argv(tiny_model_path, folder, out, tmp_path / "state", "--reviews", str(reviews))
@@ -174,8 +192,40 @@ def test_cli_run_on_a_project_certifies_with_the_projects_own_marks(
     review.open(rows)
     review.set_mark(rows[0].key, 1 - rows[0].prediction, "ana")
     review.close()
+    store = MarkStore(project / "review", source_id, 2)  # issue 42, 13: marks naming no image here
+    for name in ("gone0.png", "gone1.png", "gone2.png", "gone3.png"):
+        store.put(ReviewMark(name, 0, 1, "2026-11-27T10:00:00+00:00"))
+    store.close()
     capsys.readouterr()
     assert cli_main(run_argv(tiny_model_path, folder, out, project)) == 0
-    assert "the project's 1 mark(s) of this folder" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the project's 1 mark(s) of this folder; 4 naming no image of this run, not used" in err
     assert (tmp_path / "out.certified.csv").is_file()
     shutil.rmtree(project / "review")
+
+
+def test_another_folders_reviews_with_the_same_names_are_refused(tmp_path: Path) -> None:
+    """Issue 42, 9: a reviews.csv of another folder with the same file names was used without a word
+    when its site cells were emptied, its site column deleted, or this folder's key pasted in; its
+    images' places and pictures are now compared with the run's."""
+    rows, labels = site_rows()
+    other = SiteReview(None, "/data/other folder", 2)
+    other.open(rows[::-1])  # the same names in another order: another folder
+    review_all(other, labels[::-1])
+    exported = _export(tmp_path / "reviews.csv", other)
+    review = SiteReview(None, "/data/this folder", 2)
+    review.open(rows)
+    with pytest.raises(ReviewFileError, match="another folder"):
+        marks_from_file(exported, review, CLASSES)
+    text = exported.read_text(encoding="utf-8")
+    emptied = tmp_path / "emptied.csv"
+    emptied.write_text(text.replace(source_hash("/data/other folder"), ""), encoding="utf-8")
+    with pytest.raises(ReviewFileError, match="another folder"):
+        marks_from_file(emptied, review, CLASSES)
+    pasted = tmp_path / "pasted.csv"
+    pasted.write_text(
+        text.replace(source_hash("/data/other folder"), source_hash("/data/this folder")), encoding="utf-8"
+    )
+    with pytest.raises(ReviewFileError, match="another folder"):
+        marks_from_file(pasted, review, CLASSES)
+    assert review.marks == {}, "nothing of the refused files was used"

@@ -156,6 +156,7 @@ class MarkRecord:
         now: the decision reported now; confidence: its confidence.
         dataset: the dataset's label of the image (None: the dataset labels nothing there).
         reviewer, at: who made the mark, and when (ISO time with its UTC offset).
+        content: the fingerprint of the picture decided (``engine.io.content``; "" for a tile).
     """
 
     index: int
@@ -169,6 +170,7 @@ class MarkRecord:
     dataset: str | None
     reviewer: str
     at: str
+    content: str = ""
 
 
 def mark_records(
@@ -201,6 +203,7 @@ def mark_records(
                 dataset=(row.truth_label or str(row.ground_truth)) if row.ground_truth is not None else None,
                 reviewer=mark.reviewer,
                 at=mark.at,
+                content=row.content,
             )
         )
     return out

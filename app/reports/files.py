@@ -59,6 +59,7 @@ REVIEW_COLUMNS = (
     "reviewed_at",
     "dataset_truth",
     "reviewer",
+    "content",
     "site",
 )
 
@@ -194,6 +195,7 @@ def reviews_bytes(data: ReportData) -> bytes:
                 r.at,
                 escape_cell(r.dataset or ""),
                 escape_cell(r.reviewer),
+                r.content,
                 data.site,
             ]
         )

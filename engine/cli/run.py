@@ -402,7 +402,13 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
         elif not review.marks:
             return True
         else:
-            print(f"reviews: the project's {len(review.marks)} mark(s) of this folder", file=sys.stderr)
+            mine = sum(key in review.index for key in review.marks)
+            elsewhere = len(review.marks) - mine
+            print(
+                f"reviews: the project's {mine} mark(s) of this folder"
+                + (f"; {elsewhere} naming no image of this run, not used" if elsewhere else ""),
+                file=sys.stderr,
+            )
         certified, certificates = write_certified(args.out, review, classes)
     except (F2TTAError, OSError) as exc:
         print(

@@ -38,7 +38,7 @@ from engine.io.tables import table_rows
 from engine.review.marks import MarkError, parse_time
 from engine.run.outputs import certified_paths
 from engine.run.review import SiteReview
-from engine.run.rows import escape_cell, unescape_cell
+from engine.run.rows import PredictionRow, escape_cell, unescape_cell
 from engine.util.atomic import atomic_write_bytes
 
 #: Columns the reviews file must have (the app's ``reviews.csv`` has these and more).
@@ -77,7 +77,7 @@ def check_reviews_file(path: Path) -> None:
         if header is None:
             raise ReviewFileError(f"{path}: empty")
         names = [h.strip() for h in header[1]]
-        missing = [c for c in REVIEW_FILE_COLUMNS if c not in names]
+        missing = [c for c in (*REVIEW_FILE_COLUMNS, SITE_COLUMN) if c not in names]
         if missing:
             raise ReviewFileError(f"{path}: no {', '.join(missing)} column (the app's reviews.csv has them)")
         at = names.index("reviewed_at")
@@ -97,11 +97,15 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
     """Put the marks of a reviews file into ``review`` (in the order they were made, as times);
     returns ``(used, naming no image of this run, with a class the model does not have)``.
 
-    The last mark of an item wins. A file that names another folder is refused.
+    The last mark of an item wins. The file must say which folder its marks were made on (its
+    ``site`` column, as the app's export writes it) and be this folder's; where it gives an
+    image's place in the arrival order (``position``) or the fingerprint of the picture reviewed
+    (``content``), they must be this run's (issue 42: a reviews file of another folder with the
+    same file names, its site cells emptied or this folder's pasted in, was used without a word).
 
     Raises:
         ReviewFileError: the file cannot be read, lacks a needed column, has a time that is not a
-            time, or was made on another folder.
+            time, or was made on another folder or on other pictures.
     """
     try:
         lines = table_rows(path)
@@ -111,11 +115,15 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
     if header is None:
         raise ReviewFileError(f"{path}: empty")
     names = [h.strip() for h in header[1]]
-    missing = [c for c in REVIEW_FILE_COLUMNS if c not in names]
+    missing = [c for c in (*REVIEW_FILE_COLUMNS, SITE_COLUMN) if c not in names]
     if missing:
-        raise ReviewFileError(f"{path}: no {', '.join(missing)} column (the app's reviews.csv has them)")
-    at = {c: names.index(c) for c in (*REVIEW_FILE_COLUMNS, *([SITE_COLUMN] if SITE_COLUMN in names else []))}
-    keys = {row.name: row.key for row in review.rows}
+        raise ReviewFileError(
+            f"{path}: no {', '.join(missing)} column: it cannot be told which folder and images these marks "
+            "were made on (export reviews.csv again from the app)"
+        )
+    optional = [c for c in ("position", "content") if c in names]
+    at = {c: names.index(c) for c in (*REVIEW_FILE_COLUMNS, SITE_COLUMN, *optional)}
+    rows = {row.name: row for row in review.rows}
     class_index = {c: i for i, c in enumerate(classes)}
     site = source_hash(review.source_id)
     latest: dict[str, tuple[Any, int, int]] = {}
@@ -124,16 +132,19 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
         for line, cells in lines:
             if len(cells) < len(names):
                 continue
-            if SITE_COLUMN in at and cells[at[SITE_COLUMN]].strip() not in ("", site):
+            if cells[at[SITE_COLUMN]].strip() != site:
                 raise ReviewFileError(
                     f"{path}, line {line}: these marks were made on another folder or slide "
                     f"(site {cells[at[SITE_COLUMN]].strip()!r}, this run's is {site!r}); they are not used"
                 )
             item = unescape_cell(cells[at["item"]])
             label = class_index.get(unescape_cell(cells[at["review"]]).strip())
-            if item not in keys:
+            row = rows.get(item)
+            if row is None:
                 unknown_items += 1
-            elif label is None:
+                continue
+            _same_image(path, line, item, row, cells, at)
+            if label is None:
                 unknown_classes += 1
             else:
                 try:
@@ -145,8 +156,31 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
     except F2TTAError as exc:
         raise ReviewFileError(str(exc)) from exc
     for item, (when, _, label) in sorted(latest.items(), key=lambda kv: (kv[1][0], kv[1][1])):
-        review.set_mark(keys[item], label, at=when.isoformat())
+        review.set_mark(rows[item].key, label, at=when.isoformat())
     return len(latest), unknown_items, unknown_classes
+
+
+def _same_image(
+    path: Path, line: int, item: str, row: PredictionRow, cells: Sequence[str], at: dict[str, int]
+) -> None:
+    """Refuse a mark whose image is not this run's image of that name (another place in the
+    arrival order, or another picture).
+
+    Raises:
+        ReviewFileError: the message names the line and the image.
+    """
+    position = cells[at["position"]].strip() if "position" in at else ""
+    if position and position != str(row.position):
+        raise ReviewFileError(
+            f"{path}, line {line}: {item!r} was image {position} of the folder these marks were made on, "
+            f"and is image {row.position} here: they were made on another folder; they are not used"
+        )
+    content = cells[at["content"]].strip() if "content" in at else ""
+    if content and row.content and content != row.content:
+        raise ReviewFileError(
+            f"{path}, line {line}: {item!r} is not the picture these marks were made on (its content "
+            "differs): they are not used"
+        )
 
 
 def certify(review: SiteReview) -> None:
