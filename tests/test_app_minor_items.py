@@ -227,3 +227,17 @@ def test_reports_written_while_paused_are_no_longer_announced_once_the_run_resum
     before = view.of("dismiss_banner").count(("export",))
     c.resume()
     assert view.of("dismiss_banner").count(("export",)) == before + 1
+
+
+def test_the_banners_interleave_changes_the_open_folders_order_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One class-sorted folder's "Interleave (seeded)" set the order every later folder opened in,
+    silently."""
+    from controller_fakes import opened
+
+    c, view, worker, _ = opened(tmp_path, 6)
+    assert c.state.settings.order == "name"
+    c.projects.on_window_banner_action_triggered("source-sorted", "interleave")
+    (request,) = worker.last("open_source")
+    assert request.order == "interleaved" and request.order_chosen, "the open folder, interleaved"
+    assert c.state.settings.order == "name", "the order other folders open in stays"
+    assert any("other folders open in the file name order" in m for m in view.logged("info"))

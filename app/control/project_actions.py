@@ -46,7 +46,7 @@ class SessionActions(Protocol):
     def remember_folder(self, kind: str, folder: Path) -> None: ...
     def open_folder(self, path: str) -> None: ...
     def request_reset(self) -> None: ...
-    def on_window_order_changed(self, order: str) -> None: ...
+    def on_window_order_changed(self, order: str, remember: bool = True) -> None: ...
 
 
 class ProjectActions:
@@ -240,8 +240,8 @@ class ProjectActions:
                 "record of processed images are deleted (review marks are kept).",
             ):
                 s.request_reset()
-        elif verb == "interleave":
-            s.on_window_order_changed("interleaved")
+        elif verb == "interleave":  # this folder's order only (File ▸ Arrival order sets the default)
+            s.on_window_order_changed("interleaved", remember=False)
         elif verb == "open":
             view.open_location(arg)
         elif verb == "show-log":

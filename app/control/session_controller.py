@@ -142,12 +142,15 @@ class SessionController:
         self.events.load_failed.emit(message)
 
     # -- sources -------------------------------------------------------------------------------
-    def open_folder(self, path: str, order_chosen: bool = False) -> None:
-        """Open the folder at ``path`` in the settings' arrival order; a folder begun in another
-        order continues in that one unless ``order_chosen`` (the order was changed for it)."""
+    def open_folder(self, path: str, order_chosen: bool = False, order: str | None = None) -> None:
+        """Open the folder at ``path`` in the settings' arrival order (``order``: this one instead);
+        a folder begun in another order continues in that one unless ``order_chosen`` (the order
+        was changed for it)."""
         s = self.state.settings
         self._request_source(
-            SourceRequest(Path(path), "folder", s.order, seed=s.order_seed, order_chosen=order_chosen)
+            SourceRequest(
+                Path(path), "folder", order or s.order, seed=s.order_seed, order_chosen=order_chosen
+            )
         )
 
     def open_slide(self, path: str) -> None:
@@ -349,9 +352,11 @@ class SessionController:
             except OSError as exc:
                 self.status.log("warning", f"Settings cannot be saved: {exc}")
 
-    def on_window_order_changed(self, order: str) -> None:
+    def on_window_order_changed(self, order: str, remember: bool = True) -> None:
         """File ▸ Arrival order: the open folder's order (a begun folder asks first: its rows are
-        numbered again), and the order folders open in from now on."""
+        numbered again), and the order folders open in from now on; ``remember`` False (the class-
+        sorted banner's Interleave): the open folder's only, and the log says the others' stays
+        (it changed the order of every folder opened later, silently)."""
         source = self.model.source
         if isinstance(source, FolderSource) and source.order == order:
             return
@@ -364,6 +369,15 @@ class SessionController:
             if not self.view.confirm("Arrival order", question):
                 self.view.set_order(source.order)
                 return
+        if not remember and isinstance(source, FolderSource):
+            other = ORDER_LABELS.get(self.state.settings.order, self.state.settings.order).lower()
+            self.status.log(
+                "info",
+                f"'{source.display_name}' arrives in the {ORDER_LABELS.get(order, order).lower()} order; other "
+                f"folders open in the {other} order (File ▸ Arrival order changes it for all).",
+            )
+            self.open_folder(str(source.root), order_chosen=True, order=order)
+            return
         self.state.change_settings(order=order)
         self.save_settings()
         if isinstance(source, FolderSource):
