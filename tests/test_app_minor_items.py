@@ -241,3 +241,22 @@ def test_the_banners_interleave_changes_the_open_folders_order_only(tmp_path) ->
     assert request.order == "interleaved" and request.order_chosen, "the open folder, interleaved"
     assert c.state.settings.order == "name", "the order other folders open in stays"
     assert any("other folders open in the file name order" in m for m in view.logged("info"))
+
+
+def test_the_demos_are_in_the_help_menu(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """They were reachable only from an empty project's welcome page."""
+    from app.core.phase import Phase, actions_for
+    from app.views.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.set_demos({"histology"})
+    menu = {a.text(): a for a in window.commands.help_menu.actions()}
+    histology, fundus = menu["Try the histology demo"], menu["Try the fundus demo"]
+    assert histology.isVisible() and not fundus.isVisible(), "only the demos installed"
+    window.set_actions(Phase.DONE, actions_for(Phase.DONE, has_session=True, pending=0, has_rows=True))
+    with qtbot.waitSignal(window.demoRequested) as asked:
+        histology.trigger()
+    assert asked.args == ["histology"]
+    window.set_actions(Phase.RUNNING, actions_for(Phase.RUNNING, has_session=True, pending=3, has_rows=True))
+    assert not histology.isEnabled(), "not while a run goes (it changes project)"

@@ -72,6 +72,16 @@ class WindowActions:
         self.about = action(w, "About", w.aboutRequested.emit)
         self.shortcuts = action(w, "Keyboard shortcuts", lambda: ask.shortcuts(w, self.all()), "F1")
         self.guide = action(w, "Quick guide", lambda: ask.guide(w))
+        # The demo sets from any project (they were on an empty project's welcome page only).
+        self.demos = {
+            kind: action(
+                w,
+                f"Try the {kind} demo",
+                partial(w.demoRequested.emit, kind),
+                tip=f"The {kind} demo set through its demo model, in a project of its own",
+            )
+            for kind in ("histology", "fundus")
+        }
         self.toggle_overlay = action(w, "Toggle overlay", image.toggle_overlay, "O")
         self.fit = action(w, "Fit image", image.fit, "F")
         self.full_resolution = action(w, "Slide at full resolution", slide.full_resolution, "Z")
@@ -144,6 +154,8 @@ class WindowActions:
         self.order_menu.addActions(list(self.orders.values()))
         self.help_menu = QMenu("&Help", w)
         self.help_menu.addActions([self.shortcuts, self.guide])
+        self.help_menu.addSeparator()
+        self.help_menu.addActions(list(self.demos.values()))
         self.help_menu.addSeparator()
         self.help_menu.addAction(self.about)
         self.project_combo.setToolTip(

@@ -116,6 +116,8 @@ class MainWindow(WindowBase):
             export_tip(phase, actions.export, self.status_parts.export_cancel.isVisibleTo(self))
         )
         c.project_combo.setEnabled(actions.settings)
+        for act in c.demos.values():  # a demo opens in a project of its own: as a project change
+            act.setEnabled(actions.settings)
         busy = phase in (Phase.RUNNING, Phase.PAUSING, Phase.PAUSED, Phase.STOPPING)
         why = "Stop the run (F8) to change the project or the settings" if busy else ""
         for act, tip in ((c.new_project, "A project with its own model"), (c.settings, ""), (c.reset, "")):
@@ -196,6 +198,8 @@ class MainWindow(WindowBase):
 
     def set_demos(self, available: set[str]) -> None:
         self.welcome.set_demos(available)
+        for kind, act in self.commands.demos.items():
+            act.setVisible(kind in available)
 
     def set_source_title(self, text: str) -> None:
         self.setWindowTitle(f"{text} — {APP_NAME}" if text else APP_NAME)
