@@ -101,6 +101,7 @@ def test_inputs_are_kept_most_recent_first_with_their_image_counts(tmp_path: Pat
         and not lines[0].missing
     )
     assert lines[1].missing and lines[1].text.endswith("· missing"), "the slide is not there"
+    assert "· nothing processed · opened" in lines[1].text, "opened, never run: said (issue 38)"
     assert not list(tmp_path.glob("*.tmp")), "written atomically"
     for k in range(recent.MAX_INPUTS + 5):
         recent.note_opened(tmp_path, tmp_path / f"f{k}", "folder")

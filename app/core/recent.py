@@ -173,8 +173,10 @@ def shown_inputs(inputs: tuple[Input, ...]) -> list[InputLine]:
     for entry in inputs:
         missing = not entry.exists()
         text = f"{entry.name} ({entry.kind})"
-        if entry.images is not None:
+        if entry.images:
             text += f" · {entry.images} image{'s' if entry.images != 1 else ''} processed"
+        else:  # opened, never run: said, not left to be read as part of the project's work
+            text += " · nothing processed"
         text += f" · opened {entry.opened.replace('T', ' ')[:16]}"
         reports = entry.reports if entry.reports is not None and Path(entry.reports).is_dir() else None
         if reports is not None and entry.reported:
