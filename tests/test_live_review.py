@@ -8,6 +8,7 @@ decides" and "Blocks are recorded once".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -181,4 +182,23 @@ def test_an_edited_block_record_is_set_aside_and_its_level_is_never_reused(tmp_p
     assert index is not None
     notes = again.take_notes()
     assert any("set aside" in n for n in notes), notes
+    assert again.ladder.active is not None and again.ladder.active.index > first.index
+
+
+def test_a_block_is_bound_to_the_pictures_it_covers(tmp_path: Path) -> None:
+    """A picture replaced since its comparison was frozen (its content fingerprint differs) makes
+    the recorded block another block: it is set aside, never used for the new picture."""
+    rows, _ = shifted_rows(200)
+    rows = [dataclasses.replace(r, content=f"c{i}") for i, r in enumerate(rows)]
+    review = SiteReview(tmp_path, "folder", 2)
+    review.open(rows)
+    assert review.next_item() is not None
+    first = review.ladder.active
+    assert first is not None
+    review.close()
+    replaced = [dataclasses.replace(r, content="other") if r.position == 7 else r for r in rows]
+    again = SiteReview(tmp_path, "folder", 2)
+    again.open(replaced)
+    assert again.next_item() is not None
+    assert any("are not the ones it was frozen on" in n for n in again.take_notes())
     assert again.ladder.active is not None and again.ladder.active.index > first.index

@@ -28,10 +28,12 @@ from engine.run.rows import PredictionRow
 
 
 def items_hash(rows: Sequence[PredictionRow], start: int, end: int) -> str:
-    """sha256 of the keys of ``rows[start:end]`` (the images a block covers)."""
+    """sha256 of the keys of ``rows[start:end]`` (the images a block covers) and of the content of
+    each picture decided (its fingerprint, ``engine.io.content``; a slide's tiles have none, the
+    slide's own fingerprint is in the folder's identity): a picture replaced since is another image."""
     digest = hashlib.sha256()
     for row in rows[start:end]:
-        digest.update(row.key.encode("utf-8", "surrogateescape") + b"\n")
+        digest.update(f"{row.key}\t{row.content}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 
