@@ -1,4 +1,4 @@
-"""The site ladder: uniformly sampled certificates, valid in any arrival order; e-BH across sites."""
+"""The site ladder: uniformly sampled certificates, valid in any arrival order."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from engine.review.ladder import (
     SiteImages,
     SiteLadder,
 )
-from engine.review.multiple import e_bh
 from engine.review.reviewer import review_stream
 from engine.review.sampling import SamplingSequence
 
@@ -253,24 +252,3 @@ def test_the_reviewer_reports_online_and_retroactive_decisions_apart() -> None:
     assert zero.reviews_used == 0 and np.array_equal(zero.decisions, images.reported)
     with pytest.raises(ValueError, match="review_at"):
         review_stream(images.reported, images.source, images.margin, None, {}, np.zeros(n), labels, 5, 0.0)
-
-
-# ------------------------------------------------------------------------------------------- e-BH
-def test_e_bh_verifies_only_what_survives_the_number_of_claims() -> None:
-    assert e_bh([100.0, 30.0, 1.0, 0.5], 0.05) == [True, False, False, False]  # 30 < 4 / (0.05 * 2)
-    assert e_bh([100.0, 45.0, 1.0, 0.5], 0.05) == [True, True, False, False]
-    assert e_bh([25.0], 0.05) == [True] and e_bh([19.0], 0.05) == [False] and e_bh([], 0.05) == []
-    with pytest.raises(ValueError, match="e-values"):
-        e_bh([float("nan")])
-    # many null sites: the share of false claims stays small
-    rng = np.random.default_rng(0)
-    false_claims = 0
-    for _ in range(200):
-        values = []
-        for _site in range(20):
-            seq = SamplingSequence(60)
-            for v in rng.permutation(np.r_[np.ones(30), -np.ones(30)])[:20]:
-                seq.update(float(v))
-            values.append(seq.e_value())
-        false_claims += any(e_bh(values, 0.05))
-    assert false_claims / 200 <= 0.05
