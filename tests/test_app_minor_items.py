@@ -260,3 +260,14 @@ def test_the_demos_are_in_the_help_menu(qtbot) -> None:  # type: ignore[no-untyp
     assert asked.args == ["histology"]
     window.set_actions(Phase.RUNNING, actions_for(Phase.RUNNING, has_session=True, pending=3, has_rows=True))
     assert not histology.isEnabled(), "not while a run goes (it changes project)"
+
+
+def test_the_advice_to_use_another_project_goes_when_the_images_run_here(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """It stayed as a third banner over a slide run in the project (the slide viewer ~290 px high)."""
+    from controller_fakes import opened
+
+    from app.core import advice
+
+    c, view, _, _ = opened(tmp_path, 6)
+    c.start()
+    assert (advice.SOURCE_KEYS + "project",) in view.of("dismiss_banner")
