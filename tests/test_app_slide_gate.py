@@ -30,7 +30,9 @@ def test_a_warning_every_slide_of_the_model_gets_does_not_fork_a_project(
         with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS):  # type: ignore[attr-defined]
             c.controller.open_slide(str(slide))
         model = c.controller.model
-        assert model.gate_checks == ["resolution"] and "does not record its training resolution" in model.gate[0]
+        assert (
+            model.gate_checks == ["resolution"] and "does not record its training resolution" in model.gate[0]
+        )
         asked: list[str] = []
         c.window.confirm = lambda title, text: asked.append(f"{title}: {text}") or True  # type: ignore[method-assign]
         studio.run_to_end(c)
