@@ -37,15 +37,17 @@ HEADERS = (
     ),
     (
         "Verdict",
-        "verified · promoted: decides the folder from now on · reverted: the source model decides · not better",
+        "verified · promoted: decides the images its certificate covers · reverted: the source model decides "
+        "· not better",
     ),
     ("What it says", "The verdict with its confidence level and the images it covers"),
 )
 INTRO = (
     "Each comparison tests, on a uniformly random sample of the images it would change, whether a rule "
-    "is better than the one in use. Verified: adapting helps. Promoted: a stronger candidate decides this "
-    "folder from now on. Reverted: adapting harms; the source model decides. The rows show the rule in "
-    "use. Q opens the review queue (and starts a comparison on the images so far when none is open)."
+    "is better than the one in use. Verified: adapting helps. Promoted: a stronger candidate decides the "
+    "images its certificate covers; images that arrive later show its call as provisional until the queue's "
+    "answers cover them. Reverted: adapting harms; the source model decides. Not better: it is not used. "
+    "Q opens the review queue (it covers later images first, then starts the next comparison)."
 )
 INK = {VERIFIED: QColor(30, 130, 60), PROMOTED: QColor(30, 130, 60), REVERTED: QColor(179, 38, 30)}
 VERDICT_COLUMN = 6

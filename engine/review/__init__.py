@@ -6,8 +6,10 @@ ladder (:mod:`~engine.review.ladder`) tests first whether adapting helps (verifi
 the source model), then stronger candidates against the rule in use (promoted or not better), each
 comparison frozen on the images processed when it started and sampled without replacement in a
 random order (:mod:`~engine.review.sampling`: an anytime-valid betting confidence sequence for a
-finite population), each at a smaller error level than the one before; e-BH
-(:mod:`~engine.review.multiple`) keeps the verified ones together across comparisons and sites.
+finite population), each at a smaller error level than the one before, so a site's certificates
+err together at most ``alpha`` (error control is per site). A promoted rule decides the images
+its certificate covers: later images join through blocks of their own, certified together with
+the first by one e-process per comparison (:mod:`~engine.review.union`).
 The marks are kept bound to their site (:mod:`~engine.review.marks`); the benchmark's simulated
 reviewer draws reviews as the ladder asks (:mod:`~engine.review.reviewer`). The revert rule's
 constants: :mod:`~engine.review.rule`, from :mod:`~engine.review.sequence`'s betting sequences.

@@ -31,8 +31,8 @@ right answers certifies in about 7 reviews at 97.5 % instead of the 11 a stake o
 needed (``docs/review-certificates.md``). Every factor of ``K+`` still falls as ``m`` rises
 (``min(l, c/mu) (x - mu)`` falls in ``mu`` for ``x >= 0``), so the capital at the null's boundary
 is the smallest over the whole null, and ``K+_t(m0)`` is an e-value for "the mean is at most
-``m0``" at any time the reviewer stops (optional stopping). The e-values of many certificates are
-combined by e-BH (:mod:`engine.review.multiple`).
+``m0``" at any time the reviewer stops (optional stopping). The capitals of a comparison's blocks
+are combined into one e-process over all of them (:mod:`engine.review.union`).
 
 Review outcomes ``z`` in {-1, 0, +1} (candidate right and rule wrong, both alike, the reverse)
 are mapped to ``x = (z + 1) / 2``; the population mean of ``x`` is then a multiple of ``1/(2N)``,
