@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 
 ## The main job on the embedded demo: generated multi-site stream + shipped demo model, headless.
 demo: $(STAMP)
-	$(PY) -m engine.demo --out .demo
+	$(PY) -m lab.demo --out .demo
 
 ## The default test suite with the linters (what CI runs first).
 test: $(STAMP) lint
@@ -42,7 +42,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict engine app
+	$(VENV)/bin/mypy --strict engine lab app
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/vulture
 

@@ -82,7 +82,7 @@ def make_stream(directory: Path, count: int, size: int, seed: int = 1) -> Path:
     """``count`` images of a shifted site: generated histology (site4), with their ``labels.csv``."""
     from PIL import Image
 
-    from engine.data.synth import generate_arrays, get_spec
+    from lab.synth.generate import generate_arrays, get_spec
 
     directory.mkdir(parents=True, exist_ok=True)
     images, labels = generate_arrays("histo", "site4", count, size=size, seed=seed)

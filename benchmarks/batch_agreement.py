@@ -24,8 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine import Predicted, Session, StreamItem, StreamRun, load_model
-from engine.bench.protocol import StreamParams, dataset_stream, default_fragments
 from engine.data.readers import open_dataset, read_array
+from lab.bench.protocol import StreamParams, dataset_stream, default_fragments
 
 
 def _run(

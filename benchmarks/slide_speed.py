@@ -69,7 +69,7 @@ def write_slide(path: Path, tiles: int, tile: int, seed: int = 0, compression: s
     """
     import tifffile
 
-    from engine.data.synth import generate_arrays
+    from lab.synth.generate import generate_arrays
 
     if tile % 16 or tile < 64:
         raise SystemExit("--tile must be a multiple of 16, at least 64")

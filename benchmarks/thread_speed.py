@@ -33,7 +33,7 @@ ORDERS = {"main thread": "main", "second thread": "thread", "second thread after
 
 def loop(images: int) -> str:
     from engine import Session  # first, as in f2tta run: the engine picks OpenMP's wait policy
-    from engine.data.synth import generate_arrays
+    from lab.synth.generate import generate_arrays
 
     # isort: split
     import torch

@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench import PAPER_METHODS, JobRecords
-from engine.bench.cache import JobCache
+from lab.bench import PAPER_METHODS, JobRecords
+from lab.bench.cache import JobCache
 
 
 def breakdown(recs: list[JobRecords], positive: int) -> dict[str, dict[str, float]]:

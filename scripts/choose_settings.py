@@ -2,8 +2,8 @@
 
 For each development model (a checkpoint with its source reference, and the dataset it was
 trained on: only its *source validation split* is read), the simulated sites of
-``engine.bench.shifts`` are built once and cached; every setting of the grid is replayed on the
-same simulated streams (``engine.bench.tuning``). The chosen setting is the one with the largest
+``lab.bench.shifts`` are built once and cached; every setting of the grid is replayed on the
+same simulated streams (``lab.bench.tuning``). The chosen setting is the one with the largest
 mean gain among those with no harmful simulated site (paired difference below -1 point, or the
 lower end of its exact 95 % interval below -2); the JSON written to ``--out`` holds every
 setting's summary and the choice.
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from engine.bench.tuning import DevModel, choose, load_dev_model, parse_grid, score, summarise, to_json
 from engine.util.atomic import atomic_write_bytes
+from lab.bench.tuning import DevModel, choose, load_dev_model, parse_grid, score, summarise, to_json
 
 _DEV: list[DevModel] = []
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_ladder import Stream, replayed_streams, site_cells
 
-from engine.bench.endpoints import unit_endpoints
 from engine.methods.idipt_plus import IDiPTPlusConfig
+from lab.bench.endpoints import unit_endpoints
 
 
 def decisions(stream: Stream, need: int, names: Sequence[str]) -> np.ndarray:

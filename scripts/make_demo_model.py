@@ -25,10 +25,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.data import generate_arrays, open_dataset, site_names, write_synth  # noqa: E402
-from engine.data.synth import default_workers  # noqa: E402
+from engine.data import open_dataset  # noqa: E402
 from engine.model.card import load_model, save_model  # noqa: E402
 from engine.training import EpochStats, TrainConfig, evaluate, train_source  # noqa: E402
+from lab.synth import generate_arrays, site_names, write_synth  # noqa: E402
+from lab.synth.generate import default_workers  # noqa: E402
 
 SEED = 0
 SOURCE = "site1"

@@ -32,7 +32,7 @@ COUNT, SIZE, SEED, QUALITY = 160, 96, 11, 92
 def write_set(out: Path, kind: str, site: str, classes: tuple[str, ...]) -> None:
     from PIL import Image
 
-    from engine.data import generate_arrays
+    from lab.synth import generate_arrays
 
     images, labels = generate_arrays(kind, site, COUNT, size=SIZE, seed=SEED)
     if out.exists():
@@ -45,7 +45,7 @@ def write_set(out: Path, kind: str, site: str, classes: tuple[str, ...]) -> None
         lines.append(f"{name},{classes[int(label)]}")
     (out / "labels.csv").write_text("\n".join(lines) + "\n")
     (out / "README.md").write_text(
-        f"{COUNT} generated {kind} images of {site} (`engine.data.generate_arrays('{kind}', '{site}', {COUNT}, "
+        f"{COUNT} generated {kind} images of {site} (`lab.synth.generate_arrays('{kind}', '{site}', {COUNT}, "
         f"size={SIZE}, seed={SEED})`), JPEG quality {QUALITY}, ground truth in labels.csv.\n"
         "Regenerate with `python scripts/make_demo_sets.py`.\n"
     )

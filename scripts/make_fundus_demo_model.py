@@ -53,9 +53,9 @@ def train(out_dir: Path) -> None:
 
 
 def write_readme(out_dir: Path) -> str:
-    from engine.data import generate_arrays, site_names
     from engine.model.card import load_model
     from engine.training import evaluate
+    from lab.synth import generate_arrays, site_names
 
     loaded = load_model(out_dir / "model.safetensors")
     card, training = loaded.card, loaded.card.training

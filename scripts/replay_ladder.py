@@ -2,9 +2,9 @@
 
 Once a committed suite has run, its streams are development data. This script replays its
 known-sites streams from the work folder's cached source passes (the suite's own code:
-:func:`engine.bench.suite_stream.site_sequences`, ``interleave``, ``replay``), then reviews every
+:func:`lab.bench.suite_stream.site_sequences`, ``interleave``, ``replay``), then reviews every
 site with the simulated reviewer under each variant of the ladder's testing rule and prints the
-pre-registered endpoints (:mod:`engine.bench.endpoints`) per variant. It is how the stakes' hedge
+pre-registered endpoints (:mod:`lab.bench.endpoints`) per variant. It is how the stakes' hedge
 and the patience were chosen after the third suite (``docs/review-certificates.md``, "Cheaper
 certificates"):
 
@@ -27,17 +27,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
-from engine.bench.paired import paired
-from engine.bench.plain_labels import plain_uses
-from engine.bench.recipe import Recipe
-from engine.bench.replay import replay
-from engine.bench.suite import prepare, stream_jobs
-from engine.bench.suite_stream import ADAPTIVE, false_verifications, load_stream, noisy
 from engine.methods.idipt_plus import IDiPTPlusConfig
 from engine.review import sampling
 from engine.review.ladder import LadderRule
-from engine.review.reviewer import review_stream
+from lab.bench.endpoints import UnitCell, best_threshold_errors, unit_endpoints
+from lab.bench.paired import paired
+from lab.bench.plain_labels import plain_uses
+from lab.bench.recipe import Recipe
+from lab.bench.replay import replay
+from lab.bench.suite import prepare, stream_jobs
+from lab.bench.suite_stream import ADAPTIVE, false_verifications, load_stream, noisy
+from lab.reviewer import review_stream
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def endpoints(
     """The endpoints after ``budget`` reviews per site, the reviewer coming once ``at`` of each
     site's images are processed: one table row's cells per variant (the ladder retroactive and
     online, and the plain uses of the same labels), each stream reviewed as the suite reviews it
-    (:func:`engine.bench.suite_stream.run_stream`)."""
+    (:func:`lab.bench.suite_stream.run_stream`)."""
     cells: dict[str, list[UnitCell]] = {}
     made = false = used = sites = provisional = 0
     for st in streams:

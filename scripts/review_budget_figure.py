@@ -10,8 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.bench.plots import review_budget_figure
-from engine.bench.reviews import SERIES_UNITS, review_series
+from lab.bench.plots import review_budget_figure
+from lab.bench.reviews import SERIES_UNITS, review_series
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def mixed_folder(demo: Path, folder: Path) -> Path:
     import numpy as np
     from PIL import Image
 
-    from engine.data.synth import generate_arrays
+    from lab.synth.generate import generate_arrays
 
     rows = list(csv.DictReader((demo / "labels.csv").open()))
     images: list[tuple[str, Image.Image, str]] = [

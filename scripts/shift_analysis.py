@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench.metrics import oracle_threshold_accuracy, roc_auc
 from engine.data import open_dataset
 from engine.data.readers import split_dataset
 from engine.model.card import load_model
 from engine.training import load_items, predict_logits
+from lab.bench.metrics import oracle_threshold_accuracy, roc_auc
 
 
 def analyse(data: Path, model: Path, split_seed: int | None = None) -> dict[str, dict[str, float]]:

@@ -28,7 +28,7 @@ from PIL import Image, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.data.synth import SYNTH_JSON, generate_arrays, parse_prevalence
+from lab.synth.generate import SYNTH_JSON, generate_arrays, parse_prevalence
 
 Shift = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 

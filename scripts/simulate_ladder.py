@@ -1,7 +1,7 @@
 """The site ladder's certificates on simulated sites: validity in adversarial arrival orders, power, e-BH.
 
 Every number in ``docs/review-certificates.md`` ("The ladder, measured") comes from this script,
-seeded, through the engine's own code (:func:`engine.review.reviewer.review_stream`):
+seeded, through the engine's own code (:func:`lab.reviewer.review_stream`):
 
     .venv/bin/python scripts/simulate_ladder.py                  # about a minute, 2 cores
     .venv/bin/python scripts/simulate_ladder.py --streams 300    # quicker
@@ -9,7 +9,7 @@ seeded, through the engine's own code (:func:`engine.review.reviewer.review_stre
 1. **Adversarial orders.** A site of 400 images where the ``fit`` candidate (threshold 1 on the
    margin, the rule in use the source's 0) is, over all its 120 changed decisions, harmful (mean
    ``z`` = -0.1), but the images it gets right arrive first: help then harm, a drifting class mix,
-   a slide read in scan order with its tumour region last (:mod:`engine.bench.adversarial`). The
+   a slide read in scan order with its tumour region last (:mod:`lab.bench.adversarial`). The
    share of streams in which it is promoted, reviewed by the ladder (a uniform random order
    without replacement) and, for comparison, by the earlier queue (the first disagreements in
    arrival order, the same sequence read as if they were a random sample).
@@ -19,7 +19,7 @@ seeded, through the engine's own code (:func:`engine.review.reviewer.review_stre
    arrived (later images provisional) was worse, with the images left provisional.
 1c. **A reviewer who re-rolls the queue** (undo the mark that decided the comparison before,
    let the folder grow, redo) until the harmful candidate's first queued images look right
-   (:func:`engine.bench.adversarial.reroll_attack`), against an honest reviewer.
+   (:func:`lab.bench.adversarial.reroll_attack`), against an honest reviewer.
 2. **Neutral candidates** (mean ``z`` exactly 0): promoted in how many streams.
 3. **Power**: a candidate better on a share ``p`` of its ``N`` changed decisions (worse on the
    rest): promoted within K = 5, 10, 20 reviews.
@@ -40,10 +40,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench.adversarial import ORDERS, adversarial_site, reroll_attack
 from engine.review.ladder import PROMOTED, LadderRule
-from engine.review.reviewer import ReviewedStream, review_stream
 from engine.review.sampling import SamplingSequence
+from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack
+from lab.reviewer import ReviewedStream, review_stream
 
 RULE = LadderRule(candidates=("fit",))
 

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench.endpoints import UnitCell, unit_endpoints
-from engine.bench.paired import Paired
+from lab.bench.endpoints import UnitCell, unit_endpoints
+from lab.bench.paired import Paired
 
 ADVERSARIAL = ("drift", "scan", "help-then-harm")
 METHOD = "idipt+"

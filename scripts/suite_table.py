@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.bench.endpoints import UnitCell, unit_endpoints
-from engine.bench.paired import Paired
+from lab.bench.endpoints import UnitCell, unit_endpoints
+from lab.bench.paired import Paired
 
 DEFAULT = "idipt+,idipt+ final,idipt+ guarded,foa-shift,idipt+ K=5,idipt+ K=10,idipt+ K=20,idipt+ K=20 noise=0.05,idipt+ K=20 noise=0.1"
 

@@ -12,7 +12,7 @@ from PIL import Image
 from support import TINY_CARD
 
 from engine import save_model
-from engine.bench import BenchSettings
+from lab.bench import BenchSettings
 
 DOMAINS = ("site1", "site2", "site3")
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.data import generate_arrays, site_names
-from engine.data._site_sets import KIND_SITE_SETS
+from lab.synth import generate_arrays, site_names
+from lab.synth._site_sets import KIND_SITE_SETS
 
 #: (target images, site1 images) -> whether the target shows its site's property.
 Check = Callable[[np.ndarray, np.ndarray], bool]

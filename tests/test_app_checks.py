@@ -78,7 +78,7 @@ def test_one_class_collapse_unless_the_truth_agrees() -> None:
 
 
 def test_image_kind_tells_fundus_from_histology() -> None:
-    from engine.data import generate_arrays
+    from lab.synth import generate_arrays
 
     fundus, _ = generate_arrays("fundus", "site2", 4, size=64, seed=3)
     histo, _ = generate_arrays("histo", "site2", 4, size=64, seed=3)

@@ -14,15 +14,15 @@ import pytest
 from bench_fixtures import DOMAINS, bench_settings
 from support import TINY_CARD
 
-from engine.bench import (
+from engine.cli import main as cli_main
+from engine.data import open_dataset
+from lab.bench import (
     BenchError,
     BenchResult,
     plan_bench,
     run_plan,
 )
-from engine.bench.protocol import domain_test_sets
-from engine.cli import main as cli_main
-from engine.data import open_dataset
+from lab.bench.protocol import domain_test_sets
 
 STAT_KEYS = {"mean", "std"}
 METHOD_KEYS = {
@@ -184,7 +184,7 @@ def test_unreadable_image_is_skipped(bench_data: Path, site_model: Path, tmp_pat
 # ------------------------------------------------------------------------------------ job cache
 def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Record (row, seed) of every job that is actually run (serial path)."""
-    import engine.bench.run as bench_mod
+    import lab.bench.run as bench_mod
 
     ran: list[tuple[str, int]] = []
     real = bench_mod.run_job
@@ -211,7 +211,7 @@ def test_cache_reuses_finished_jobs(
     assert len(ran) == 4 and len(list(cache.glob("*.safetensors"))) == 4
     _same_records(serial_result, first)
 
-    from engine.bench.cache import JobCache
+    from lab.bench.cache import JobCache
 
     stored = sorted((r.row, r.seed, r.labels.size) for r in JobCache(cache).entries())
     assert stored == [("idipt", 0, 12), ("idipt", 1, 12), ("source", 0, 12), ("source", 1, 12)]
@@ -225,7 +225,7 @@ def test_cache_reuses_finished_jobs(
     files[0].unlink()
     files[1].write_bytes(b"truncated")
     ran.clear()
-    with caplog.at_level("WARNING", logger="engine.bench.cache"):
+    with caplog.at_level("WARNING", logger="lab.bench.cache"):
         wider = run_plan(
             plan_bench(
                 bench_settings(bench_data, site_model, cache=cache, methods=("source", "tent", "idipt"))
@@ -240,8 +240,8 @@ def test_cache_reuses_finished_jobs(
 
 
 def test_cache_key_follows_inputs(bench_data: Path, site_model: Path, tmp_path: Path) -> None:
-    from engine.bench.cache import dataset_digest, job_key, model_digest
     from engine.model.card import card_path_for
+    from lab.bench.cache import dataset_digest, job_key, model_digest
 
     data = tmp_path / "data"
     shutil.copytree(bench_data, data)
@@ -281,7 +281,7 @@ def test_cli_interrupted_run_resumes(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import engine.bench.run as bench_mod
+    import lab.bench.run as bench_mod
 
     out = tmp_path / "bench.json"
     args = ["bench", "--data", str(bench_data), "--model", str(site_model), "--methods", "source,idipt"]

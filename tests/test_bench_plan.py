@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.bench import BenchError, parse_seeds, parse_sweep, plan_rows
+from lab.bench import BenchError, parse_seeds, parse_sweep, plan_rows
 
 
 def test_parse_seeds() -> None:
@@ -62,7 +62,7 @@ def test_plan_rows_ablation_and_sweeps() -> None:
 def test_worker_image_ticker_batches_counts() -> None:
     import queue
 
-    from engine.bench.run import _ImageTicker
+    from lab.bench.run import _ImageTicker
 
     q: queue.Queue[int] = queue.Queue()
     every_image = _ImageTicker(q, every=0.0)
@@ -78,10 +78,22 @@ def test_worker_image_ticker_batches_counts() -> None:
     assert q.get_nowait() == 5 and q.empty()
 
 
-def test_the_job_cache_key_covers_every_engine_package() -> None:
-    """A change anywhere in the engine (a method, the session, a reader) invalidates cached jobs."""
-    from engine.bench.cache import engine_sources
+def test_the_job_cache_key_covers_every_engine_and_lab_package() -> None:
+    """A change anywhere in the engine (a method, the session, a reader) or in the lab's code that
+    decides what a job records (its job, protocol, streams, generators) invalidates cached jobs."""
+    from lab.bench.cache import code_sources
 
-    root, sources = engine_sources()
+    root, sources = code_sources()
     names = {p.relative_to(root).as_posix() for p in sources}
-    assert {"run/session.py", "methods/idipt_plus/_method.py", "io/images.py", "bench/cache.py"} <= names
+    assert {
+        "engine/run/session.py",
+        "engine/methods/idipt_plus/_method.py",
+        "engine/io/images.py",
+        "lab/bench/cache.py",
+        "lab/bench/job.py",
+        "lab/bench/protocol.py",
+        "lab/bench/streams.py",
+        "lab/synth/generate.py",
+        "lab/reviewer.py",
+    } <= names
+    assert not [name for name in names if not name.startswith(("engine/", "lab/"))]

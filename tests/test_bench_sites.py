@@ -13,9 +13,9 @@ import torch
 from bench_fixtures import bench_settings
 
 from engine import load_model
-from engine.bench import plan_bench, run_plan
 from engine.cli import main as cli_main
 from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
+from lab.bench import plan_bench, run_plan
 
 
 def test_cli_review_budgets_simulate_a_reviewer_per_site(
@@ -47,9 +47,9 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
     free-form arrival order; without it no image founds a group alone."""
     from support import random_images
 
-    from engine.bench.reviews import review_budgets
     from engine.model.source_reference import fit_reference, reference_path, save_reference
     from engine.run.session import Session
+    from lab.bench.reviews import review_budgets
 
     model = tmp_path / "ref.safetensors"
     shutil.copy(site_model, model)
@@ -82,7 +82,7 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
 
 
 def _records(group: np.ndarray, domain: np.ndarray, labels: np.ndarray, **kw: np.ndarray) -> object:
-    from engine.bench.job import JobRecords
+    from lab.bench.job import JobRecords
 
     n = labels.shape[0]
     classes = int(kw.pop("classes", np.array(2)))
@@ -111,7 +111,7 @@ def _records(group: np.ndarray, domain: np.ndarray, labels: np.ndarray, **kw: np
 def test_a_known_site_without_site_units_is_reviewed_as_one_folder() -> None:
     """A model with more than two classes forms no site unit; with the sites told, each folder is
     still one unit whose ladder tests I-DiPT's prompted decision, as the app reviews the folder."""
-    from engine.bench.reviews import review_units, simulate
+    from lab.bench.reviews import review_units, simulate
 
     n = 120
     domain = np.repeat([0, 1], n // 2)
@@ -127,7 +127,7 @@ def test_a_known_site_without_site_units_is_reviewed_as_one_folder() -> None:
     told = simulate(rec, 20, known_sites=True)  # type: ignore[arg-type]
     assert 0 < told.reviews_used <= 40
     assert (told.decisions == labels).all(), "the prompted decision, certified better, decides both folders"
-    from engine.bench.reviews import review_budgets
+    from lab.bench.reviews import review_budgets
 
     by = review_budgets([rec], rec.domains, "site0", (20,), 1.0, known_sites=True)["20"]  # type: ignore[list-item]
     assert by["verdicts_by_candidate"] == {"prompted": {"promoted": 2}}
@@ -136,7 +136,7 @@ def test_a_known_site_without_site_units_is_reviewed_as_one_folder() -> None:
 def test_a_known_site_split_in_two_units_shares_its_budget() -> None:
     """A folder decided in two units (split) gets K answers in all, shared over them; free-form,
     every unit is a site and gets K."""
-    from engine.bench.reviews import review_units, simulate
+    from lab.bench.reviews import review_units, simulate
 
     n = 200
     rng = np.random.default_rng(0)

@@ -27,3 +27,27 @@ def test_every_exported_name_resolves() -> None:
     missing = [name for name in engine.__all__ if getattr(engine, name, None) is None]
     assert not missing, missing
     assert set(engine.__all__) <= set(dir(engine))
+
+
+def test_the_product_commands_run_without_the_lab() -> None:
+    """Where the lab is not installed ``f2tta`` lists and runs the product's commands alone; where it
+    is, its commands are added (``engine.cli.LAB_COMMANDS``)."""
+    code = (
+        "import sys\n"
+        "sys.modules['lab'] = None  # as in an install without the lab: importing it fails\n"
+        "from engine.cli import COMMANDS, commands, main\n"
+        "assert commands() == COMMANDS, commands()\n"
+        "assert main(['methods']) == 0\n"
+        "try:\n"
+        "    main(['bench', '--help'])\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code == 2, stop.code\n"
+        "else:\n"
+        "    raise AssertionError('f2tta bench ran without the lab')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "invalid choice: 'bench'" in done.stderr
+    from engine.cli import COMMANDS, commands
+
+    assert {"synth", "bench", "bench-suite"} <= set(commands()) - set(COMMANDS)

@@ -40,7 +40,7 @@ def imports(path: Path) -> Iterator[str]:
 
 def test_no_module_is_over_the_cap() -> None:
     over = {}
-    for path in modules("engine", "app", "benchmarks", "scripts", "tests"):
+    for path in modules("engine", "lab", "app", "benchmarks", "scripts", "tests"):
         rel = path.relative_to(ROOT).as_posix()
         lines = len(path.read_text(encoding="utf-8").splitlines())
         if lines > OVER_THE_CAP.get(rel, MAX_LINES):

@@ -1,4 +1,4 @@
-"""``make demo`` (``python -m engine.demo``): one folder per site, the per-site table, a simulated reviewer."""
+"""``make demo`` (``python -m lab.demo``): one folder per site, the per-site table, a simulated reviewer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.demo import REVIEWS, main
+from lab.demo import REVIEWS, main
 
 
 def test_demo_runs_twice_and_says_why_a_small_site_changes_nothing(

@@ -2,8 +2,8 @@
 
 A moved or deleted module leaves its old name behind in prose (``docs/benchmark.md`` once named a
 cache module that had moved); this test reads ``docs/*.md``, the README and every module of
-``engine``, ``app``, ``benchmarks`` and ``scripts``, and checks each ``engine/...``/``app/...``
-path and each ``engine.x.y`` / ``app.x.y`` name in backticks: the path exists, the module exists, and the first
+``engine``, ``lab``, ``app``, ``benchmarks`` and ``scripts``, and checks each ``engine/...``/``lab/...``/``app/...``
+path and each ``engine.x.y`` / ``lab.x.y`` / ``app.x.y`` name in backticks: the path exists, the module exists, and the first
 name after the module is defined in it.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = re.compile(
-    r"(?<![\w./-])((?:engine|app|tests|scripts|benchmarks|docs|resources|packaging)/[\w./*-]*\w)"
+    r"(?<![\w./-])((?:engine|lab|app|tests|scripts|benchmarks|docs|resources|packaging)/[\w./*-]*\w)"
 )
 #: A dotted name inside backticks (Markdown code, reST roles): ``engine.run.session.Session``.
-DOTTED = re.compile(r"`[~!]?((?:engine|app)(?:\.\w+)+)(?:\(\))?`")
+DOTTED = re.compile(r"`[~!]?((?:engine|lab|app)(?:\.\w+)+)(?:\(\))?`")
 #: Suffixes of file names that look dotted.
 FILE_SUFFIXES = (".md", ".py", ".json", ".toml", ".csv", ".svs", ".png", ".pdf")
 #: Words that look like paths but are not (a ratio's name).
@@ -29,6 +29,7 @@ def _texts() -> list[Path]:
         *sorted(ROOT.glob("docs/*.md")),
         ROOT / "README.md",
         *sorted(ROOT.glob("engine/**/*.py")),
+        *sorted(ROOT.glob("lab/**/*.py")),
         *sorted(ROOT.glob("app/**/*.py")),
         *sorted(ROOT.glob("benchmarks/*.py")),
         *sorted(ROOT.glob("scripts/*.py")),

@@ -15,9 +15,9 @@ import torch
 from support import random_images
 
 from engine import PrefixPrompts, PromptedViT, Session, list_methods, load_model
-from engine.bench.replay import compute_passes, replay
-from engine.data.synth import generate_arrays
 from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig
+from lab.bench.replay import compute_passes, replay
+from lab.synth.generate import generate_arrays
 from tests.test_methods import _config
 
 pytestmark = pytest.mark.gpu

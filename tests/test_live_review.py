@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.bench.adversarial import ORDERS, adversarial_site, reroll_attack, site_rows
 from engine.review.ladder import PROMOTED, LadderRule
 from engine.review.marks import BLOCK_KEY, START_KEY, MarkStore, marks_path
-from engine.review.reviewer import review_stream
 from engine.run.review import SiteReview
+from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack, site_rows
+from lab.reviewer import review_stream
 from tests.review_rows import review_all
 from tests.review_rows import site_rows as shifted_rows
 

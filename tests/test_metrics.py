@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.bench.metrics import (
+from lab.bench.metrics import (
     accuracy,
     aggregate,
     average_ranks,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.bench.paired import clopper_pearson, mcnemar_interval, paired
-from engine.bench.streams import DRIFT, StreamError, interleave, resample_site
+from lab.bench.paired import clopper_pearson, mcnemar_interval, paired
+from lab.bench.streams import DRIFT, StreamError, interleave, resample_site
 
 
 def test_clopper_pearson_matches_known_values() -> None:

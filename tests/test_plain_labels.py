@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.bench.plain_labels import BEST, THRESHOLD, fitted_threshold, plain_uses
+from lab.bench.plain_labels import BEST, THRESHOLD, fitted_threshold, plain_uses
 
 
 def test_the_fitted_threshold_makes_the_fewest_errors_and_prefers_the_source_models_own() -> None:

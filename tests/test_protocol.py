@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.bench.protocol import (
+from engine.data.readers import Dataset, Item
+from lab.bench.protocol import (
     FUNDUS_FRAGMENTS,
     HISTOLOGY_FRAGMENTS,
     StreamParams,
@@ -21,7 +22,6 @@ from engine.bench.protocol import (
     fragment_lengths,
     parse_prior,
 )
-from engine.data.readers import Dataset, Item
 
 
 def _sets(sizes: dict[str, int]) -> dict[str, list[Item]]:

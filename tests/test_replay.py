@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from engine import Session, load_model
-from engine.bench.replay import PassCache, ReplayError, compute_passes, replay
-from engine.data.synth import generate_arrays
 from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig
+from lab.bench.replay import PassCache, ReplayError, compute_passes, replay
+from lab.synth.generate import generate_arrays
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo" / "model.safetensors"
 # Settings that make this short stream exercise every path (the identity holds for any setting).

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from engine.bench.adversarial import adversarial_site
 from engine.review.ladder import (
     LABEL_FREE,
     NOT_BETTER,
@@ -19,8 +18,9 @@ from engine.review.ladder import (
     SiteImages,
     SiteLadder,
 )
-from engine.review.reviewer import review_stream
 from engine.review.sampling import SamplingSequence
+from lab.bench.adversarial import adversarial_site
+from lab.reviewer import review_stream
 
 STREAMS = 300  # per adversarial order (the issue asks for at least 300)
 
@@ -80,7 +80,7 @@ def test_the_e_value_is_small_under_the_null_and_large_when_the_candidate_is_bet
 def _adversarial_site(order: str, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """A site of 400 images where the ``fit`` candidate is, over all its 120 changed decisions,
     slightly *harmful* (mean z = -0.1), but the images it gets right arrive first
-    (:func:`engine.bench.adversarial.adversarial_site`); ``(margin, labels, reported)``."""
+    (:func:`lab.bench.adversarial.adversarial_site`); ``(margin, labels, reported)``."""
     margin, labels, _ = adversarial_site(order, rng)
     return margin, labels, (margin > 0).astype(np.int64)
 

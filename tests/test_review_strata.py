@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.review.reviewer import _sites, review_stream
+from lab.reviewer import _sites, review_stream
 
 
 def _split_site_stream(seed: int = 0) -> dict[str, np.ndarray]:

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from engine import Session, load_model
-from engine.bench.replay import SourcePasses, compute_passes, replay
-from engine.data.synth import generate_arrays, site_names
 from engine.methods.idipt_plus import IDiPTPlusConfig, Observation, OperatingPoint, _operating_point
 from engine.methods.idipt_plus._split import SplitSettings, split_due, split_test
 from engine.methods.idipt_plus._state import load_operating_point, operating_point_state
+from lab.bench.replay import SourcePasses, compute_passes, replay
+from lab.synth.generate import generate_arrays, site_names
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 MODELS = {  # the shipped models: histology for the histology kinds, fundus for the eye's

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site
-from engine.bench.streams import help_then_harm
-from engine.bench.suite import Recipe, SuiteError
-from engine.bench.suite_stream import StreamJob, noisy, site_sequences, told_sites
-from engine.bench.tuning import choose, parse_grid
 from engine.cli import main as cli
 from engine.data.readers import open_dataset
-from engine.data.synth import generate_arrays, write_synth
+from lab.bench.shifts import FAMILIES, LEVELS, corrupt, draw_site
+from lab.bench.streams import help_then_harm
+from lab.bench.suite import Recipe, SuiteError
+from lab.bench.suite_stream import StreamJob, noisy, site_sequences, told_sites
+from lab.bench.tuning import choose, parse_grid
+from lab.synth.generate import generate_arrays, write_synth
 
 RECIPE = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "safe-adaptation-1.json"
 

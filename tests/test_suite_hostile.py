@@ -23,10 +23,10 @@ import pytest
 
 import engine.model.card as card_module
 import engine.model.source_reference as reference_module
-from engine.bench.recipe import RECIPE_FIELDS, REQUIRED
-from engine.bench.suite import Recipe, SuiteError, prepare, run_stream, stream_jobs
 from engine.cli import main as cli
 from engine.run.lock import LockedError
+from lab.bench.recipe import RECIPE_FIELDS, REQUIRED
+from lab.bench.suite import Recipe, SuiteError, prepare, run_stream, stream_jobs
 
 TINY: dict[str, object] = {
     "name": "tiny",
@@ -235,7 +235,7 @@ def test_data_cut_short_or_of_another_size_is_generated_again(tmp_path: Path, ge
 
 
 def test_one_suite_at_a_time_per_work_folder(tmp_path: Path, generated: Path) -> None:
-    from engine.bench.suite_work import WorkFolder
+    from lab.bench.suite_work import WorkFolder
 
     recipe, work = _work(tmp_path, generated)
     with WorkFolder(work, "f2tta bench-suite other"), pytest.raises(LockedError, match="in use by process"):

@@ -10,16 +10,9 @@ import pytest
 from PIL import Image
 
 from engine.cli import main as cli_main
-from engine.data import (
-    KINDS,
-    SynthError,
-    generate_arrays,
-    open_dataset,
-    site_names,
-    split_dataset,
-    write_synth,
-)
-from engine.data.synth import get_spec
+from engine.data import open_dataset, split_dataset
+from lab.synth import KINDS, SynthError, generate_arrays, site_names, write_synth
+from lab.synth.generate import get_spec
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "demo" / "model.safetensors"
 

@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from engine.cli import main as cli_main
-from engine.data import SynthError, _oct, generate_arrays, open_dataset, site_names, write_synth
-from engine.data.synth import get_spec
+from engine.data import open_dataset
+from lab.synth import SynthError, _oct, generate_arrays, site_names, write_synth
+from lab.synth.generate import get_spec
 
 #: Every (kind, site set) pair that exists.
 SETS = [("histo", "v1"), ("fundus", "v1"), ("lesion", "v1"), ("oct", "v1")] + [

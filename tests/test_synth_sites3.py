@@ -1,7 +1,7 @@
 """The third site set (histo, lesion, fundus ``--sites v3``) and OCT's second (``oct --sites v2``).
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
-one measurable property per site that its mechanism sets (``engine/data/_histo_v3.py``,
+one measurable property per site that its mechanism sets (``lab/synth/_histo_v3.py``,
 ``_fundus_v3.py``, ``_oct_v2.py``).
 """
 
@@ -16,7 +16,7 @@ import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import site_names
+from lab.synth import site_names
 
 NEW = [("histo", "v3"), ("lesion", "v3"), ("fundus", "v3"), ("oct", "v2")]
 

@@ -1,7 +1,7 @@
 """The fourth site set (histo, lesion, fundus ``--sites v4``) and OCT's third (``oct --sites v3``).
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
-one measurable property per site that its mechanism sets (``engine/data/_histo_v4.py``,
+one measurable property per site that its mechanism sets (``lab/synth/_histo_v4.py``,
 ``_fundus_v4.py``, ``_oct_v3.py``). Every set is pinned in test_synth_sites5.py.
 """
 
@@ -16,8 +16,8 @@ import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import site_names
-from engine.data._optics import blur_yx
+from lab.synth import site_names
+from lab.synth._optics import blur_yx
 
 NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
 

@@ -1,7 +1,7 @@
 """The fifth site set (histo, lesion, fundus ``--sites v5``) and OCT's fourth (``oct --sites v4``).
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
-one measurable property per site that its mechanism sets (``engine/data/_histo_v5.py``,
+one measurable property per site that its mechanism sets (``lab/synth/_histo_v5.py``,
 ``_fundus_v5.py``, ``_oct_v4.py``). Every set is pinned by its labels and its images' statistics.
 """
 
@@ -16,10 +16,10 @@ import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import SynthError, generate_arrays, site_names
-from engine.data._optics import blur_yx
-from engine.data._site_sets import KIND_SITE_SETS
-from engine.data.synth import get_spec
+from lab.synth import SynthError, generate_arrays, site_names
+from lab.synth._optics import blur_yx
+from lab.synth._site_sets import KIND_SITE_SETS
+from lab.synth.generate import get_spec
 
 NEW = [("histo", "v5"), ("lesion", "v5"), ("fundus", "v5"), ("oct", "v4")]
 

@@ -1,7 +1,7 @@
 """The sixth site set (histo, lesion, fundus ``--sites v6``) and OCT's fifth (``oct --sites v5``).
 
 Nothing here runs a model on a target site: the sites are compared by statistics of their images,
-one measurable property per site that its mechanism sets (``engine/data/_histo_v6.py``,
+one measurable property per site that its mechanism sets (``lab/synth/_histo_v6.py``,
 ``_fundus_v6.py``, ``_oct_v5.py``). The sets are pinned with every other set in
 ``tests/data/site_set_pins.json`` (checked by ``test_synth_sites5.py``).
 """
@@ -18,10 +18,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from site_set_checks import Check, higher, lower, lum
 
 from engine.cli import main as cli_main
-from engine.data import SynthError, generate_arrays, site_names
-from engine.data._histo_v6 import _wavelet_compress
-from engine.data._oct_v5 import _drifting_psf, _spread
-from engine.data.synth import get_spec
+from lab.synth import SynthError, generate_arrays, site_names
+from lab.synth._histo_v6 import _wavelet_compress
+from lab.synth._oct_v5 import _drifting_psf, _spread
+from lab.synth.generate import get_spec
 
 NEW = [("histo", "v6"), ("lesion", "v6"), ("fundus", "v6"), ("oct", "v5")]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.cli import main as cli_main
-from engine.data import DatasetError, open_dataset, split_dataset, write_synth
+from engine.data import DatasetError, open_dataset, split_dataset
 from engine.model.card import load_model
 from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import load_reference
@@ -27,6 +27,7 @@ from engine.training import (
     recipe_config,
     train_source,
 )
+from lab.synth import write_synth
 
 TINY = {"patch_size": 8, "depth": 1, "embed_dim": 32, "num_heads": 2}
 

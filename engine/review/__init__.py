@@ -11,7 +11,7 @@ err together at most ``alpha`` (error control is per site). A promoted rule deci
 its certificate covers: later images join through blocks of their own, certified together with
 the first by one e-process per comparison (:mod:`~engine.review.union`).
 The marks are kept bound to their site (:mod:`~engine.review.marks`); the benchmark's simulated
-reviewer draws reviews as the ladder asks (:mod:`~engine.review.reviewer`). The revert rule's
+reviewer draws reviews as the ladder asks (:mod:`~lab.reviewer`). The revert rule's
 constants: :mod:`~engine.review.rule`, from :mod:`~engine.review.sequence`'s betting sequences.
 
 Plain numpy and the standard library, no torch: the app, the CLI and reports can use it alone.

@@ -35,7 +35,7 @@ Departures from ``idipt`` (each also in ``docs/method.md``, "I-DiPT+"):
   of a site that truly is 95 % one class.
 
 Every decision depends only on the image's source pass and the earlier images' source passes, so
-``engine.bench.replay`` can replay it for any stream order and setting from cached source passes.
+``lab.bench.replay`` can replay it for any stream order and setting from cached source passes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """From a source pass to what the operating point sees (:class:`Observation`), in float64 numpy.
 
-The live method and the benchmark's replay (``engine.bench.replay``) both call
+The live method and the benchmark's replay (``lab.bench.replay``) both call
 :meth:`ReferenceArrays.observe` on the same float32 numbers of the source pass (logits,
 pre-logit features, block 1's per-channel token statistics), so they compute the same
 observation bit for bit.

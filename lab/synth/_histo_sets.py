@@ -1,0 +1,64 @@
+"""What every later histology site set shares: site1 from the first set, the tissue of each kind.
+
+A later set (``_histo_v2.py``, ``_histo_v3.py``, ``_histo_v4.py``) supplies only how its target
+sites draw an image from a patch's optical-density layers; :func:`specs` pairs that with the histo
+and the lesion tissue and with the first set's site1, which is drawn exactly as the first set draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from lab.synth import _histo, _lesion
+from lab.synth._drawing import SynthSpec
+from lab.synth._histo import _CANONICAL, HistoSite, Tissue
+
+TissueFn = Callable[[np.random.Generator, int, int, float], Tissue]
+#: (rng, the patch's layers, a target site, size) -> the stored uint8 image.
+DrawFn = Callable[[np.random.Generator, Tissue, Any, int], np.ndarray]
+FirstFn = Callable[[np.random.Generator, int, HistoSite, int], np.ndarray]
+
+
+def histo_tissue(rng: np.random.Generator, label: int, size: int, f: float) -> Tissue:
+    """The histo kind's tissue of class ``label`` at ``f`` image px per canonical px."""
+    return _histo.tissue(rng, _histo.atypia(rng, label), size, f)
+
+
+def renderer(
+    tissue: TissueFn, first: FirstFn, draw: DrawFn
+) -> Callable[[np.random.Generator, int, Any, int], np.ndarray]:
+    """A kind's renderer: site1 as the first set draws it, a target site's tissue through ``draw``."""
+
+    def render(rng: np.random.Generator, label: int, site: Any, size: int) -> np.ndarray:
+        if isinstance(site, HistoSite):  # site1 of the first set
+            return first(rng, label, site, size)
+        layers = tissue(rng, label, size, size / _CANONICAL * site.scale)
+        return draw(rng, layers, site, size)
+
+    return render
+
+
+def specs(sites: Sequence[Any], draw: DrawFn, description: str, site_set: str) -> dict[str, SynthSpec]:
+    """The histo and the lesion spec of a later set (by kind): site1 and ``sites``, drawn with ``draw``."""
+    histo = SynthSpec(
+        kind="histo",
+        classes=_histo.SPEC.classes,
+        positive_class=_histo.SPEC.positive_class,
+        sites=(_histo.SITES[0], *sites),
+        render=renderer(histo_tissue, _histo.render, draw),
+        description=_histo.SPEC.description + description,
+        site_set=site_set,
+    )
+    lesion = SynthSpec(
+        kind="lesion",
+        classes=_lesion.SPEC.classes,
+        positive_class=_lesion.SPEC.positive_class,
+        sites=(_histo.SITES[0], *sites),
+        render=renderer(_lesion.lesion_tissue, _lesion.render, draw),
+        description=_lesion.SPEC.description + description,
+        site_set=site_set,
+    )
+    return {"histo": histo, "lesion": lesion}
