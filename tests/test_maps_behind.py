@@ -1,4 +1,4 @@
-"""Decisions first, maps behind (issue 28 item 4; ``engine/run/behind.py``, ``docs/method.md``).
+"""Decisions first, maps behind (issue 28 item 4; ``engine/run/stream.py``, ``docs/method.md``).
 
 For a method that decides from the source pass (I-DiPT+, SourceOnly) the stream loop records every
 decision first and makes the uncertainty maps afterwards, in order and in the same batches. What

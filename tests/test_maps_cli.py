@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 from support import random_images
 
-import engine.run.behind
+import engine.run.stream
 from engine.cli import main as cli_main
 from tests.cli_helpers import before_step, read_rows, run_argv
 
@@ -46,7 +46,7 @@ def test_maps_left_pending_by_a_failed_run_are_made_by_the_next(
     def broken(session: object, images: object) -> list[object]:
         raise RuntimeError("a device error while mapping")
 
-    monkeypatch.setattr(engine.run.behind, "map_batch", broken)
+    monkeypatch.setattr(engine.run.stream, "map_batch", broken)
     assert cli_main(argv) == 1, "a failure of the map step fails the run"
     rows = read_rows(out)
     assert len(rows) == 6 and {r["map"] for r in rows} == {"pending"}

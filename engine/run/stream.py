@@ -32,7 +32,15 @@ on ``readers`` threads, ``read_ahead`` items ahead of the model (:func:`engine.r
 
 **Maps behind** (``maps="behind"``, methods that decide from the source pass): every pending item
 is decided first (rows appended at decision speed, their map pending), then the decided items are
-read again, in order and in the same batches, for their map step (:mod:`engine.run.behind`).
+read again for their map step: through the same bounded reader as the decisions (a few batches read
+ahead, never the whole slide kept decoded) and in the same batches, so the maps are the ones the
+inline step gives. Each map is appended to the journal as the item's row with its map (the last
+copy of a row is the one read back) and yields :class:`Mapped`; an item that cannot be read again
+keeps its decision and yields :class:`MapSkipped`, its row saying ``unreadable``; so does a picture
+whose file changed since its decision (the content fingerprint recorded with the decision,
+:func:`same_picture`): a map is never made from another picture than the one decided. A failure of
+the map step ends the run as a failed decision step does (the map is made again by the next run).
+Maps an earlier run left pending are made before the decisions (inline) or after them (behind).
 """
 
 from __future__ import annotations
@@ -42,16 +50,18 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from engine.errors import F2TTAError
+from engine.errors import F2TTAError, ImageReadError
+from engine.io.content import same_content
 from engine.io.sources import StreamItem
 from engine.run.batch import is_out_of_memory
-from engine.run.behind import map_phase, queue_pending_maps
 from engine.run.journal import Journal
+from engine.run.maps import MapResult, map_batch, with_map
 from engine.run.outcomes import (
     Failed,
     Mapped,
@@ -66,6 +76,7 @@ from engine.run.outcomes import (
 from engine.run.reading import (
     Decoded,
     Picture,
+    Read,
     Reader,
     Skipped,
     TileReader,
@@ -75,7 +86,7 @@ from engine.run.reading import (
     skip_for,
     tile_reader,
 )
-from engine.run.rows import PredictionRow, make_row, without_map
+from engine.run.rows import MAP_PENDING, MAP_UNREADABLE, PredictionRow, make_row, without_map
 from engine.run.session import Session
 from engine.run.step import StepResult
 
@@ -105,6 +116,10 @@ _TRIAL_STEPS = 2
 #: Where the uncertainty maps are made: with each decision, or behind all of them.
 MAPS = ("behind", "inline")
 T = TypeVar("T")
+
+
+class GoneError(LookupError):
+    """A decided item that is no longer in its source (a file removed since it was decided)."""
 
 
 class StreamRun:
@@ -181,7 +196,7 @@ class StreamRun:
         self.map_queue: deque[tuple[StreamItem, PredictionRow]] = deque()
         self.missing: set[str] = set()  # keys of queued items no longer in the source
         if journal is not None and method.has_map_step:
-            queue_pending_maps(self, journal, items)
+            self._queue_pending_maps(journal, items)
         self._since_save = 0
         self._ended = False  # a failure or a save error ended the run (no further step)
         self._stop = threading.Event()
@@ -208,11 +223,11 @@ class StreamRun:
         (maps an earlier run left pending: after the decisions, or before them when inline)."""
         try:
             if not self.behind:
-                yield from map_phase(self)
+                yield from self._maps()
             if not self._ended:
                 yield from self._decisions()
             if self.behind and not self._ended:
-                yield from map_phase(self)
+                yield from self._maps()
         finally:
             if isinstance(self.reader, TileReader):
                 self.reader.close()
@@ -222,38 +237,96 @@ class StreamRun:
 
     def _decisions(self) -> Iterator[Outcome]:
         """Read, step (or decide) and record the pending items in batches."""
-        decoded = read_ahead(self.pending, self.read, self.readers, self.read_ahead)
         queue = self.session.method.has_map_step and self.behind
+
+        def decided(item: StreamItem, read: Read, step: StepResult) -> Iterator[Outcome]:
+            row = make_row(item, step, self.session.card.classes, self.positive_class, read.content)
+            if queue:
+                row = without_map(row)
+            if (error := self.record(item, self._add_row, row)) is not None:
+                yield error
+                return
+            if queue:
+                self.map_queue.append((item, row))
+            self.summary.processed += 1
+            yield Predicted(item, row, step, read.picture)
+
+        def unreadable(item: StreamItem, exc: Exception) -> Iterator[Outcome]:
+            skip = skip_for(item, exc)
+            self._record_skip(skip)
+            yield skip
+
+        yield from self._in_batches(self.pending, self.read, self._step, self.site_of, decided, unreadable)
+
+    def _maps(self) -> Iterator[Outcome]:
+        """The map step of every item in :attr:`map_queue`, in order (see the module notes)."""
+        queue = self.map_queue
+        if not queue or self.ended_by_request():
+            return
+        rows = {item.key: row for item, row in queue}
+        decided_content = {item.key: row.content for item, row in queue}  # read on the reading threads
+
+        def read(item: StreamItem) -> Decoded:
+            if item.key in self.missing:
+                return GoneError("no longer in the source")
+            return same_picture(item, self.read(item), decided_content[item.key])
+
+        def step(pixels: list[np.ndarray], _sites: list[str | None]) -> list[MapResult]:
+            return map_batch(self.session, pixels)
+
+        def mapped(item: StreamItem, read: Read, result: MapResult) -> Iterator[Outcome]:
+            queue.popleft()
+            row = with_map(rows.pop(item.key), result)
+            if (error := self.record(item, self._add_map, row, None)) is not None:
+                yield error
+                return
+            self.summary.mapped += 1
+            yield Mapped(item, row, result, read.picture)
+
+        def unreadable(item: StreamItem, exc: Exception) -> Iterator[Outcome]:
+            queue.popleft()
+            reason = skip_for(item, exc).reason
+            row = replace(rows.pop(item.key), map_status=MAP_UNREADABLE)
+            if (error := self.record(item, self._add_map, row, reason)) is not None:
+                yield error
+                return
+            logger.warning("%s: no uncertainty map (%s); its decision is kept", item.name, reason)
+            self.summary.maps_skipped += 1
+            yield MapSkipped(item, row, reason)
+
+        items = [item for item, _ in queue]
+        yield from self._in_batches(items, read, step, lambda _: None, mapped, unreadable)
+
+    def _in_batches(
+        self,
+        items: Sequence[StreamItem],
+        read: Callable[[StreamItem], Decoded],
+        call: Callable[[list[np.ndarray], list[str | None]], list[T]],
+        site_of: Callable[[StreamItem], str | None],
+        each: Callable[[StreamItem, Read, T], Iterator[Outcome]],
+        unreadable: Callable[[StreamItem, Exception], Iterator[Outcome]],
+    ) -> Iterator[Outcome]:
+        """``items`` read ahead on the reading threads, ``call`` on the readable ones' pixels a batch
+        at a time, then in order ``each`` item's outcomes with its result (``unreadable``'s for one
+        that could not be read); a save or a pause between batches. The run ends at a failed call
+        (its item and those after it are read again by the next run) or a row that cannot be written."""
+        decoded = read_ahead(items, read, self.readers, self.read_ahead)
         try:
             while not self.ended_by_request():
                 chunk = self.gather(decoded)
                 if not chunk:
                     break
                 readable = [i for i, (_, d) in enumerate(chunk) if not isinstance(d, Exception)]
-                pixels = [d[1] for _, d in chunk if not isinstance(d, Exception)]
-                sites = [self.site_of(item) for item, d in chunk if not isinstance(d, Exception)]
-                steps, failure = self.batched(self._step, pixels, sites)
-                # Up to the image whose step failed (it and what follows are read again next run).
-                cut = len(chunk) if failure is None else readable[len(steps)]
-                results = iter(steps)
+                pixels = [d.pixels for _, d in chunk if not isinstance(d, Exception)]
+                sites = [site_of(item) for item, d in chunk if not isinstance(d, Exception)]
+                results, failure = self.batched(call, pixels, sites)
+                # Up to the item whose call failed (it and what follows are read again next run).
+                cut = len(chunk) if failure is None else readable[len(results)]
+                done = iter(results)
                 for item, d in chunk[:cut]:
-                    if isinstance(d, Exception):
-                        skip = skip_for(item, d)
-                        self._record_skip(skip)
-                        yield skip
-                        continue
-                    step = next(results)
-                    row = make_row(item, step, self.session.card.classes, self.positive_class, d.content)
-                    if queue:
-                        row = without_map(row)
-                    error = self.record(item, self._add_row, row)
-                    if error is not None:
-                        yield error
+                    yield from unreadable(item, d) if isinstance(d, Exception) else each(item, d, next(done))
+                    if self._ended:
                         return
-                    if queue:
-                        self.map_queue.append((item, row))
-                    self.summary.processed += 1
-                    yield Predicted(item, row, step, d[0])
                 if failure is not None:
                     yield self.fail(chunk[cut][0], failure)
                     return
@@ -271,6 +344,25 @@ class StreamRun:
             self.journal.add_row(self.source_id, row)
         if self.on_row is not None:
             self.on_row(row)
+
+    def _add_map(self, row: PredictionRow, unreadable: str | None) -> None:
+        if self.journal is not None:
+            self.journal.add_map(self.source_id, row, unreadable)
+
+    def _queue_pending_maps(self, journal: Journal, items: Sequence[StreamItem]) -> None:
+        """Queue the decided items an earlier run left without their map, with their rows."""
+        keys = journal.source(self.source_id).pending_maps()
+        if not keys:
+            return
+        by_key = {item.key: item for item in items}
+        rows = {row.key: row for row in journal.rows(self.source_id) if row.map_status == MAP_PENDING}
+        for key in keys:
+            row = rows[key]
+            item = by_key.get(key)
+            if item is None:  # no longer in the source: its map step finds nothing to read
+                self.missing.add(key)
+                item = StreamItem(row.position, key, row.name)
+            self.map_queue.append((item, row))
 
     def record(self, item: StreamItem, write: Callable[..., None], *args: Any) -> Saved | None:
         """``write(*args)`` (a row); a :class:`Saved` with the error that ends the run, if it fails."""
@@ -395,3 +487,18 @@ class StreamRun:
     def read(self, item: StreamItem) -> Decoded:
         """The item as read and as the model's pixels (on a reading thread), or why it cannot be."""
         return decode(self.reader, self.session.prepare, item, self.keep_images)
+
+
+def same_picture(item: StreamItem, decoded: Decoded, decided: str) -> Decoded:
+    """``decoded``, or why it cannot have the map of the decision made on the picture whose content
+    fingerprint is ``decided``: the file was replaced or changed since (the fingerprints differ), so a
+    map made now would be of another picture than the one decided."""
+    if isinstance(decoded, Exception) or not decided or not decoded.content:
+        return decoded
+    if same_content(decided, decoded.content):
+        return decoded
+    reason = (
+        "the file changed since its decision (replaced or rewritten): its decision is of the picture as it "
+        "was then, and no map is made from the new one"
+    )
+    return ImageReadError(f"{item.name}: {reason}", reason=reason)
