@@ -82,14 +82,16 @@ if TYPE_CHECKING:
     from engine.review.ladder import NOT_BETTER, PROMOTED
     from engine.review.marks import MarkError, ReviewMark
     from engine.run.batch import MAX_BATCH, default_batch
-    from engine.run.certify import certificates_json
+    from engine.run.certificates import Certificate, SiteCertificates, site_certificates
     from engine.run.decisions import decision_summary, describe_decision
     from engine.run.geojson import tiles_geojson, tiles_geojson_bytes
     from engine.run.guard import GuardConfig, GuardEvent
     from engine.run.inputs import input_notes, processed_here
     from engine.run.journal import Journal, in_recorded_order
     from engine.run.lock import LockedError
-    from engine.run.review import SiteReview, what_adapting_changed
+    from engine.run.review import SiteReview
+    from engine.run.review_outlook import ANSWERS_WHEN_CLEARLY_BETTER, outlook
+    from engine.run.review_parts import PartRule
     from engine.run.rows import (
         CSV_COLUMNS,
         MAP_PENDING,
@@ -137,6 +139,7 @@ if TYPE_CHECKING:
     )
     from engine.util.jsonlines import KeyedJsonLines
     from engine.util.text import shown
+    from engine.vocabulary import DecisionPath, Rule, Verdict
 
 #: Each exported name -> (module, name in that module), imported on first use.
 _LAZY: dict[str, tuple[str, str]] = {
@@ -209,9 +212,16 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PROMOTED": ("engine.review.ladder", "PROMOTED"),
     "MarkError": ("engine.review.marks", "MarkError"),
     "ReviewMark": ("engine.review.marks", "ReviewMark"),
-    "certificates_json": ("engine.run.certify", "certificates_json"),
+    "Certificate": ("engine.run.certificates", "Certificate"),
+    "SiteCertificates": ("engine.run.certificates", "SiteCertificates"),
+    "site_certificates": ("engine.run.certificates", "site_certificates"),
     "SiteReview": ("engine.run.review", "SiteReview"),
-    "what_adapting_changed": ("engine.run.review", "what_adapting_changed"),
+    "outlook": ("engine.run.review_outlook", "outlook"),
+    "ANSWERS_WHEN_CLEARLY_BETTER": ("engine.run.review_outlook", "ANSWERS_WHEN_CLEARLY_BETTER"),
+    "PartRule": ("engine.run.review_parts", "PartRule"),
+    "DecisionPath": ("engine.vocabulary", "DecisionPath"),
+    "Rule": ("engine.vocabulary", "Rule"),
+    "Verdict": ("engine.vocabulary", "Verdict"),
     "MAX_BATCH": ("engine.run.batch", "MAX_BATCH"),
     "default_batch": ("engine.run.batch", "default_batch"),
     "tiles_geojson": ("engine.run.geojson", "tiles_geojson"),
@@ -281,6 +291,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ANSWERS_WHEN_CLEARLY_BETTER",
     "CSV_COLUMNS",
     "DEFAULT_METHOD",
     "IMAGE_EXTENSIONS",
@@ -296,7 +307,9 @@ __all__ = [
     "UNDECIDED",
     "VERDICTS",
     "VERIFIED",
+    "Certificate",
     "CertificateError",
+    "DecisionPath",
     "F2TTAError",
     "F2TTAWarning",
     "Failed",
@@ -324,6 +337,7 @@ __all__ = [
     "NotApplicableError",
     "NotRegularOutputError",
     "Outcome",
+    "PartRule",
     "Paused",
     "Picture",
     "Predicted",
@@ -332,11 +346,13 @@ __all__ = [
     "PromptedViT",
     "Reader",
     "ReviewMark",
+    "Rule",
     "RunSummary",
     "Saved",
     "SchemaError",
     "Session",
     "SettingsMismatchError",
+    "SiteCertificates",
     "SiteReview",
     "Skipped",
     "Slide",
@@ -353,10 +369,10 @@ __all__ = [
     "Tile",
     "TilePlan",
     "UnsafeFileError",
+    "Verdict",
     "__version__",
     "atomic_write_bytes",
     "build_config",
-    "certificates_json",
     "check_class_sorted",
     "check_output",
     "check_source",
@@ -382,6 +398,7 @@ __all__ = [
     "open_append",
     "open_folder",
     "open_slide_source",
+    "outlook",
     "parse_label",
     "predictions_csv",
     "processed_here",
@@ -398,11 +415,11 @@ __all__ = [
     "save_model",
     "select_device",
     "shown",
+    "site_certificates",
     "source_hash",
     "subfolder_warning",
     "tile_reader",
     "tiles_geojson",
     "tiles_geojson_bytes",
     "tissue_mask",
-    "what_adapting_changed",
 ]

@@ -62,7 +62,7 @@ def test_keyboard_reviews_from_the_queue_promote_the_candidate_the_site_favours(
     shown = [table.proxy.mapToSource(table.proxy.index(r, 0)).row() for r in range(table.proxy.rowCount())]
     assert shown == sorted(ranks, key=ranks.__getitem__) and shown != sorted(shown), "random order"
     reviewed = []
-    while "source-review-1" not in window.banners.items:
+    while "source-review" not in window.banners.items:
         row = table.selected_row()
         assert row is not None and len(reviewed) < len(ranks)
         reviewed.append(row.position)
@@ -70,14 +70,15 @@ def test_keyboard_reviews_from_the_queue_promote_the_candidate_the_site_favours(
         (
             window.commands.confirm if labels[row.position] == row.prediction else window.commands.correct
         ).trigger()
-    banner = window.banners.items["source-review-1"].banner
-    assert banner.text.startswith("The fit candidate decides this site: better on")
+    banner = window.banners.items["source-review"].banner
+    assert banner.text.startswith("The best-fit threshold decides this folder: ")
     model = table.model
-    changed = next(i for i in range(N) if model.row_at(i).decision_path == "reviewed")
-    assert model.index(changed, GROUP_COLUMN).data() == "review: fit candidate"
+    changed = next(i for i in range(N) if model.row_at(i).prediction != c.model.raw_rows[i].prediction)
+    assert model.row_at(changed).decision_path == "reviewed"
+    assert model.index(changed, GROUP_COLUMN).data() == "review: best-fit threshold"
     assert model.row_at(changed).prediction != c.model.raw_rows[changed].prediction
     assert window.certificates.lines[0].verdict == "promoted"
-    assert window.certificates.table.item(0, VERDICT_COLUMN).text() == "promoted"
+    assert window.certificates.table.item(0, VERDICT_COLUMN).text() == "better, in use"
 
     # Undo and redo from the Edit menu: the promotion goes and comes back.
     assert window.commands.undo.isEnabled() and window.commands.undo.text().startswith(
@@ -96,8 +97,7 @@ def test_keyboard_reviews_from_the_queue_promote_the_candidate_the_site_favours(
     assert data is not None
     _, text = read_pdf_text(write_pdf(tmp_path / "report.pdf", data))
     assert "Review certificates" in text and "uniformly random sample" in text
-    assert "the fit candidate decides this site: better on the" in text
-    assert "Path reviewed : the folder's reviews put another rule in use" in text
+    assert "The best-fit threshold decides this folder:" in text and "showed it better on the" in text
 
 
 def test_the_pdf_says_the_decisions_are_unverified_where_nothing_was_certified(
@@ -110,5 +110,5 @@ def test_the_pdf_says_the_decisions_are_unverified_where_nothing_was_certified(
     assert data is not None
     _, text = read_pdf_text(write_pdf(tmp_path / "report.pdf", data))
     assert "Nothing was certified" in text and "is unverified" in text
-    assert "the fit candidate is under review on the" in text
+    assert "The best-fit threshold is under review on the" in text
     assert CLASSES[0] in text

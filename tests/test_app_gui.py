@@ -187,7 +187,7 @@ def test_export_all_report_kinds(studio: Studio, tmp_path: Path, qtbot: object) 
         ended.state_fingerprint,  # type: ignore[attr-defined]
         "vit_tiny_patch16_224",
         "mc_passes 2",
-        "Accuracy, adapted model",
+        "Accuracy, as decided",
         "Per-class results",
         "Sensitivity",
         "Confusion matrix",

@@ -22,7 +22,7 @@ def test_the_row_count_follows_the_rows_a_filter_shows(qtbot) -> None:  # type: 
     table.set_filter(RowFilter(mode="unreviewed"))
     assert table.count_label.text() == "1 row"
     table.model.replace_row(0, sample_row(0), ReviewNote("✓ confirmed tumor", "Confirmed by Ada"))
-    assert table.proxy.rowCount() == 0 and table.count_label.text() == "0 of 1 row"
+    assert table.proxy.rowCount() == 0 and table.count_label.text() == "0 of 1 row: every image is reviewed"
 
 
 def test_the_collapse_banner_counts_every_row_when_the_run_pauses(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -111,25 +111,26 @@ def test_the_pdfs_changes_table_names_who_decided_not_the_path() -> None:
     paths = ["not-accepted", "awaiting-review", "accepted", "source-like"]
     rows = tuple(sample_row(k, decision_path=p, site_group=k) for k, p in enumerate(paths))
     html = "".join(b.html for b in change_blocks(report_data(rows)))
-    assert "Decided by" in html and "site threshold" in html and "source model · awaiting review" in html
+    assert "Decided by" in html and "site threshold (unreviewed)" in html
+    assert "original model · awaiting review" in html
     assert not [p for p in paths if f">{p}<" in html], html
 
 
 def test_a_row_the_reviews_rule_changed_does_not_say_adaptation_changed_it(qtbot) -> None:  # type: ignore[no-untyped-def]
     """Its tooltip said "adaptation changed the prediction" above "decided normal as it arrived; the
     site's reviews put the fit candidate in use, which decides otherwise"."""
-    from app.core.certificates import REVIEWED_PATH
     from app.views.table_view import PredictionTable
+    from engine.vocabulary import DecisionPath
 
     table = PredictionTable()
     qtbot.addWidget(table)
     reason = "decided normal as it arrived; the site's reviews put the fit candidate in use"
     table.model.append_rows(
-        [sample_row(0, pred=1, src=0, decision_path=REVIEWED_PATH, decision_reason=reason)]
+        [sample_row(0, pred=1, src=0, decision_path=DecisionPath.REVIEWED, decision_reason=reason)]
     )
     tip = table.model.index(0, 1).data(3)  # ToolTipRole
-    assert "adaptation changed" not in tip and "the rule the reviews put in use changed it" in tip
-    assert "source model: normal" in tip and tip.endswith(reason)
+    assert "adaptation changed" not in tip and "the rule your answers showed better changed it" in tip
+    assert "original model: normal" in tip and tip.endswith(reason)
 
 
 def test_a_blank_review_column_leaves_its_room_to_the_file_names(qtbot) -> None:  # type: ignore[no-untyped-def]

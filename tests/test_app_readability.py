@@ -135,7 +135,7 @@ def test_table_tooltips_keep_their_line_breaks(qtbot: object) -> None:
     qtbot.addWidget(table)  # type: ignore[attr-defined]
     table.model.append_rows([sample_row(0, name="two\nlines.png")])
     tip = plain_tooltip(table.model.index(0, 1).data(Qt.ItemDataRole.ToolTipRole))
-    assert "\\n" + "adapted" not in tip and "\nadapted: tumor" in tip, "a line break, not a visible \\n"
+    assert "\\n" + "decision" not in tip and "\ndecision: tumor" in tip, "a line break, not a visible \\n"
     assert "two\\nlines.png" in tip, "a line break inside a name stays visible as an escape"
 
 
@@ -180,13 +180,20 @@ def test_the_item_name_keeps_room_in_a_narrow_table_and_fills_a_wide_one(qtbot: 
 def test_decided_by_names_who_decides_not_the_path(qtbot: object) -> None:
     """The Decided by column says who decided each row (the source model, the site's threshold), not
     I-DiPT+'s path names; the path's reason stays in the row's tooltip."""
-    from app.views.table_model import DECIDED_BY, GROUP_COLUMN
+    from app.views.table_model import GROUP_COLUMN
     from engine.methods.idipt_plus import PATHS
+    from engine.vocabulary import DecisionPath
 
-    assert set(DECIDED_BY) == set(PATHS)
+    assert set(PATHS) <= set(DecisionPath)  # each of the method's paths is worded
     table = PredictionTable()
     qtbot.addWidget(table)  # type: ignore[attr-defined]
     paths = ["not-accepted", "awaiting-review", "source-like", "accepted", ""]
     table.model.append_rows([sample_row(k, decision_path=p) for k, p in enumerate(paths)])
     shown = [table.model.index(k, GROUP_COLUMN).data() for k in range(len(paths))]
-    assert shown == ["source model", "source model · awaiting review", "source model", "site threshold", ""]
+    assert shown == [
+        "original model",
+        "original model · awaiting review",
+        "original model",
+        "site threshold (unreviewed)",
+        "",
+    ]

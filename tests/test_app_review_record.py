@@ -11,9 +11,9 @@ import csv
 import io
 import json
 
-from app.core.certificates import REVIEWED_PATH
 from app.reports.files import config_document, reviews_bytes
 from app.reports.pdf_reviews import review_blocks
+from engine.vocabulary import DecisionPath
 from tests.review_rows import CLASSES
 from tests.test_app_site_review import _processed, _review_until_decided
 
@@ -28,7 +28,9 @@ def test_confirmed_and_corrected_follow_the_decision_on_screen_everywhere(tmp_pa
     after = next(
         i
         for i, r in enumerate(c.model.rows)
-        if r.decision_path == REVIEWED_PATH and r.key not in c.model.marks
+        if r.decision_path == DecisionPath.REVIEWED
+        and r.prediction != rows[i].prediction
+        and r.key not in c.model.marks
     )
     shown = c.model.rows[after].prediction
     assert shown != rows[after].prediction, "the screen shows the promoted decision, not the arrived one"
@@ -89,14 +91,14 @@ def test_a_mark_stays_in_the_queue_view_above_the_images_still_to_review(qtbot) 
     rows = [sample_row(i, pred=0) for i in range(6)]
     table.model.append_rows(rows)
     order = [4, 1, 3]
-    table.set_queue(queue_state(order, "operating point"))
+    table.set_queue(queue_state(order))
 
     def review(position: int, label: int) -> None:  # as the controller: the row's mark, then the queue
         table.model.replace_row(
             position, rows[position], ReviewNote(f"✎ normal → {label}", "Corrected by Ada")
         )
         order.remove(position)
-        table.set_queue(queue_state(order, "operating point"))
+        table.set_queue(queue_state(order))
 
     def shown() -> list[int]:
         return [table.proxy.mapToSource(table.proxy.index(r, 0)).row() for r in range(table.proxy.rowCount())]

@@ -17,7 +17,7 @@ from controller_fakes import FakeView, ended, opened, reopened, results_of
 
 from app.control.controller import Controller
 from app.core import advice
-from app.core.certificates import REVIEWED_PATH
+from app.core.certificates import decided_by
 from app.core.projects import DEFAULT_PROJECT
 from app.reports.files import config_document, csv_bytes, reviews_bytes
 from app.reports.pdf_sections import certificate_blocks
@@ -25,6 +25,7 @@ from engine import PredictionRow
 from engine.io.sources import source_hash
 from engine.run.certify import certify, marks_from_file
 from engine.run.review import SiteReview
+from engine.vocabulary import DecisionPath
 from tests.review_rows import CLASSES, site_rows
 from tests.test_site_review_parts import split_rows
 
@@ -98,8 +99,8 @@ def test_reviews_promote_a_stronger_candidate_everywhere_and_for_good(tmp_path: 
     c.on_window_queue_requested()
     reviewed = _review_until_decided(c, view, labels)
     assert c.model.desk.rule == "fit" and len(reviewed) < 40
-    banner = next(b for (b,) in view.of("show_banner") if b.key.startswith("source-review-"))
-    assert banner.level == "info" and banner.text.startswith("The fit candidate decides this site: better on")
+    banner = next(b for (b,) in view.of("show_banner") if b.key == "source-review")
+    assert banner.level == "info" and banner.text.startswith("The best-fit threshold decides this folder: ")
     lines = view.last("set_certificates")[0]
     tested = [(line.candidate, line.verdict) for line in lines if line.disagreements]
     assert tested[0] == ("fit", "promoted") and all(v == "open" for _, v in tested[1:]), "the next one starts"
@@ -109,7 +110,7 @@ def test_reviews_promote_a_stronger_candidate_everywhere_and_for_good(tmp_path: 
     for i, shown in enumerate(c.model.rows):
         assert shown.prediction == int(rows[i].source_margin > fit)
         if shown.prediction != rows[i].prediction:
-            assert shown.decision_path == REVIEWED_PATH and "decided" in shown.decision_reason
+            assert shown.decision_path == DecisionPath.REVIEWED and "decided" in shown.decision_reason
     after = c.model.stats.summary().adapted_correct
     assert after > before, "the statistics follow the promoted decisions"
     assert c.model.raw_rows == rows, "the engine's rows are kept as they were"
@@ -120,15 +121,15 @@ def test_reviews_promote_a_stronger_candidate_everywhere_and_for_good(tmp_path: 
     document = json.loads(json.dumps(config_document(data), default=str))
     assert document["summary"]["rule_in_use"] == "fit"
     assert document["summary"]["decided_by_review_images"] == sum(
-        r.decision_path == REVIEWED_PATH for r in c.model.rows
+        r.decision_path == DecisionPath.REVIEWED for r in c.model.rows
     )
     assert next(c["verdict"] for c in document["certificates"] if c["disagreements"]) == "promoted"
     predictions = list(csv.DictReader(io.StringIO(csv_bytes(data.raw_rows).decode())))
-    changed = next(i for i, r in enumerate(c.model.rows) if r.decision_path == REVIEWED_PATH)
-    assert predictions[changed]["decision_path"] == REVIEWED_PATH
+    changed = next(i for i, r in enumerate(c.model.rows) if r.decision_path == DecisionPath.REVIEWED)
+    assert predictions[changed]["decision_path"] == DecisionPath.REVIEWED
     assert predictions[changed]["ground_truth"] == rows[changed].truth_label, "the dataset's truth"
     html = "".join(block.html for block in certificate_blocks(data))
-    assert "uniformly random sample" in html and "promoted" in html
+    assert "uniformly random sample" in html and "better, in use" in html
 
     # reviews.csv, given to f2tta run's review, certifies the same rule on the same rows.
     marks_csv = tmp_path / "reviews.csv"
@@ -149,7 +150,9 @@ def test_reviews_promote_a_stronger_candidate_everywhere_and_for_good(tmp_path: 
     # A restart: the marks and the comparison's start are read back; the rule holds.
     again, view2, _, _ = reopened(tmp_path, rows, N)
     assert again.model.desk.rule == "fit" and not view2.logged("warning")
-    assert any(b.key == "source-review-rule" for (b,) in view2.of("show_banner"))
+    assert any(
+        b.key == "source-review" and "decides this folder" in b.text for (b,) in view2.of("show_banner")
+    )
     assert [r.prediction for r in again.model.rows] == [r.prediction for r in c.model.rows]
 
 
@@ -161,7 +164,7 @@ def test_an_undo_takes_the_promotion_back_and_the_redo_makes_it_again(tmp_path: 
     c.on_window_undo_requested()
     assert c.model.desk.rule == "operating point"
     assert [r.prediction for r in c.model.rows] == [r.prediction for r in rows], "as the images arrived"
-    assert any(key.startswith("source-review-") for (key,) in view.of("dismiss_banner"))
+    assert any(key == "source-review" for (key,) in view.of("dismiss_banner"))
     assert any("open again" in m for m in view.logged("info"))
     assert view.last("select_row") == (reviewed[-1],)
     assert _queue(view)[0] == reviewed[-1], "the undone image is the queue's next again"
@@ -216,9 +219,10 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
     for i, shown in enumerate(c.model.rows):
         assert shown.prediction == int(decisions[i])
         if i in part.positions and shown.prediction != rows[i].prediction:
-            assert shown.decision_path == REVIEWED_PATH
-            assert f"reviews of part {promoted + 1} of 3 of this folder put the {rule} candidate" in (
-                shown.decision_reason
+            assert shown.decision_path == DecisionPath.REVIEWED
+            assert (
+                f"reviews of part {promoted + 1} of 3 of this folder put {rule.words}"
+                in shown.decision_reason
             )
             margin = rows[i].source_margin
             assert margin is not None
@@ -226,13 +230,14 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
         elif desk.rule_of(i)[0] == "operating point":  # a part no review moved: as it was decided
             assert shown == rows[i] or shown.prediction == rows[i].prediction
     # the folder's rule names every part's (the restart banner and the report say it so)
-    assert desk.rule.startswith("part 1 of 3 (") and f"the {rule} candidate decides" in desk.rule
-    banner = advice.review_rule(desk.rule, n)
-    assert banner.text.startswith(f"The reviews of this folder's parts decide its {n} images: part 1 of 3")
-    queue_state = view.last("set_queue")[0]
-    reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == REVIEWED_PATH]
+    document = desk.document()
+    assert document is not None and document.rule_in_use is None  # the parts' rules differ
+    assert document.decides.startswith("part 1 of 3 (") and f"{rule.words} decides" in document.decides
+    banner = advice.review_rule(document.decides)
+    assert banner.text.startswith("Part 1 of 3 (")
+    reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == DecisionPath.REVIEWED]
     assert reviewed_rows, "the promoted part changed some decisions"
-    assert queue_state.rules[reviewed_rows[0]] == f"{rule} candidate (part {promoted + 1} of 3)"
+    assert decided_by(c.model.rows[reviewed_rows[0]]) == f"review: {rule.short} (part {promoted + 1} of 3)"
 
 
 def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tmp_path: Path) -> None:
@@ -266,6 +271,6 @@ def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tm
         c.on_window_review_requested(queue[0], int(labels[queue[0]]))
         answered += 1
         assert answered < 80
-    covered = [i for i in provisional if c.model.rows[i].decision_path == REVIEWED_PATH]
+    covered = [i for i in provisional if c.model.rows[i].decision_path == DecisionPath.REVIEWED]
     assert covered == provisional, "a block of the later images covered them: the rows are the candidate's"
     assert all(c.model.reported(i).prediction == c.model.rows[i].prediction for i in provisional)

@@ -62,7 +62,7 @@ def test_each_site_gets_the_rows_of_its_own_run_and_the_summary_counts_them(
         assert int(row["images"]) == int(row["processed"]) == int(row["processed_now"]) == len(rows)
         counts = {c: sum(r["prediction"] == c for r in rows) for c in ("normal", "tumor")}
         assert row["decisions"] == f"normal {counts['normal']}; tumor {counts['tumor']}"
-        assert row["decided_by"] == "the source model"
+        assert row["decided_by"] == "the original model"
         assert Path(row["state"]) == state / "sites" / site
         assert (Path(row["state"]) / "journal.json").is_file(), "an ordinary f2tta run state per site"
         if inp != folder:

@@ -79,7 +79,8 @@ def test_a_step_decision_reaches_the_row_its_json_and_its_csv() -> None:
     assert cells["decision_path"] == "accepted" and cells["site_group"] == "2"
     assert float(cells["decision_threshold"]) == -3.25 and cells["changed_by_adaptation"] == "1"
     line = describe_decision(row)
-    assert line.startswith("decided by the source model at its site's threshold -3.25") and "(site 2)" in line
+    assert line.startswith("decided by the site threshold, unreviewed (-3.25 on the original model's score)")
+    assert "(site 2)" in line
     plain = _row(1, 0, 0, None)  # a method without decision records: nothing added
     assert "decision_path" not in plain.to_json() and describe_decision(plain) == ""
 
@@ -112,6 +113,6 @@ def test_the_tables_tooltip_says_where_a_decision_came_from() -> None:
 
     row = _row(3, 1, 0, 1, "accepted", 4, -2.5)
     tip = PredictionTableModel._tooltip(row)
-    assert "adaptation changed the prediction" in tip
-    assert "decided by the source model at its site's threshold -2.50 on the margin (site 4)" in tip
+    assert "adaptation changed the original model's call" in tip
+    assert "decided by the site threshold, unreviewed (-2.50 on the original model's score) (site 4)" in tip
     assert "decided by" not in PredictionTableModel._tooltip(_row(1, 0, 0, None))

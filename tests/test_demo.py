@@ -52,7 +52,7 @@ def _check_the_answers_line(text: str) -> int:
     given = {
         line.split(":")[0]: int(line.split(":")[1].split()[0])
         for line in text.splitlines()
-        if re.match(r"site\d: \d+ answer\(s\); now .* decides this site$", line)
+        if re.match(r"site\d: \d+ answer\(s\); now .* decides this folder$", line)
     }
     assert sorted(given) == [f"site{i}" for i in range(1, 6)]
     each = ", ".join(f"{site} {n}" for site, n in given.items())

@@ -19,6 +19,7 @@ from engine.methods.idipt_plus import (
 )
 from engine.review.ladder import DEFAULT_CANDIDATES, GUARDED, PROMOTED, SOURCE_RULE
 from engine.run.review import SiteReview, what_adapting_changed
+from engine.vocabulary import Rule
 
 
 def test_the_default_holds_an_accepted_operating_point_for_review() -> None:
@@ -55,14 +56,16 @@ def test_the_guarded_candidate_is_promoted_only_by_reviews_and_the_source_decide
     review = SiteReview(None, "folder-a", 2)
     review.open(rows)
     source = np.array([r.source_prediction for r in rows])
-    assert review.rule_in_use == SOURCE_RULE
+    assert review.in_use()[0].rule == SOURCE_RULE
     assert np.array_equal(review.decisions(), source)
     sentence = what_adapting_changed(rows, review.decisions())
-    assert sentence.startswith("adapting changed no decision yet") and "+2 on the source margin" in sentence
+    assert sentence.startswith(
+        "adapting changed no decision yet: the site threshold passed its safety checks"
+    )
     assert review_all(review, labels) > 0
     promoted = [c for c in review.comparisons() if c.verdict == PROMOTED]
     assert [c.candidate for c in promoted] == [GUARDED]
-    assert review.rule_in_use == GUARDED
+    assert review.in_use()[0].rule == GUARDED
     after = review.decisions()
     assert np.mean(after == labels) > np.mean(source == labels)
 
@@ -72,7 +75,7 @@ def test_an_operating_point_reported_without_review_is_named_as_the_rule_in_use(
     rows = [dataclasses.replace(r, decision_path=ACCEPTED, decision_threshold=2.0) for r in rows]
     review = SiteReview(None, "folder-b", 2)
     review.open(rows)
-    assert review.rule_in_use == "operating point"
+    assert review.in_use()[0].rule == Rule.LABEL_FREE
 
 
 def test_a_row_decided_by_a_promoted_threshold_shows_that_thresholds_confidence() -> None:
@@ -81,7 +84,7 @@ def test_a_row_decided_by_a_promoted_threshold_shows_that_thresholds_confidence(
     rows, _ = site_rows(shift=2.0)
     row = next(r for r in rows if r.source_margin is not None and 0.5 < r.source_margin < 1.5)
     assert row.source_prediction == 1  # the source calls it tumour; the promoted threshold +2.0 does not
-    shown = reviewed_row(row, 0, "fit", 1, ("normal", "tumor"), threshold=2.0)
+    shown = reviewed_row(row, 0, Rule.FIT, 1, ("normal", "tumor"), threshold=2.0)
     expected = 1.0 / (1.0 + math.exp(-(row.source_margin - 2.0)))  # P(tumour) measured from the threshold
     assert shown.prediction == 0 and math.isclose(shown.positive_prob, expected)
     assert math.isclose(shown.confidence, 1.0 - expected) and shown.confidence > 0.5

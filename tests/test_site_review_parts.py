@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from app.core.certificates import comparison_lines, rule_name, rule_short
+from engine.methods.idipt_plus import CANDIDATES
 from engine.review.marks import BLOCK_KEY, START_KEY, MarkStore, marks_path
+from engine.run.certificates import site_certificates
 from engine.run.certify import certificates_json, write_certified
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
+from engine.vocabulary import Rule
 from tests.review_rows import CLASSES, review_all, site_rows
 
 
@@ -124,29 +126,38 @@ def test_the_certificates_and_the_certified_csv_say_which_part(tmp_path: Path) -
     review.open(rows)
     review_all(review, labels)
     data = certificates_json(review)
-    assert data["rule_in_use"].startswith("part 1 of 3 (60 images): ")
-    assert "part 2 of 3 (140 images): " in data["rule_in_use"]
-    assert "part 3 of 3 (70 images): " in data["rule_in_use"]
+    assert data["rule_in_use"] in ("by part", "source") or data["rule_in_use"] in CANDIDATES
+    assert [(p["part"], p["images"]) for p in data["parts"]] == [
+        ("part 1 of 3", 60),
+        ("part 2 of 3", 140),
+        ("part 3 of 3", 70),
+    ]
+    for part in data["parts"]:  # each part's rule by its identifier, and in words
+        assert part["rule"] in ("source", *CANDIDATES)
+        assert (
+            f"{part['part']} ({part['images']} images): {Rule(part['rule']).words} decides" in data["decides"]
+        )
     parts = {c["part"] for c in data["comparisons"]}
     assert parts <= {"part 1 of 3 (60 images)", "part 2 of 3 (140 images)", "part 3 of 3 (70 images)"}
     assert len(parts) >= 2
     for c in data["comparisons"]:  # each certificate speaks of its part's images
         images = int(c["part"].split("(")[1].split()[0])
-        assert c["covers_images"] == images and f"of the first {images} images" in c["says"]
         short = c["part"].partition(" (")[0]
-        assert f"of the first {images} images of {short}" in c["says"]
-        assert "this site" not in c["says"], "a part's certificate never speaks for the whole folder"
-    lines = comparison_lines(data)  # the app's certificates table names each line's part
-    assert {line.what.partition(", ")[2] for line in lines} == {p.partition(" (")[0] for p in parts}
+        assert c["covers_images"] == images and f"among the first {images} of {short}" in c["says"]
+        assert "this folder" not in c["says"].replace(f"{short} of this folder", ""), (
+            "a part's certificate never speaks for the whole folder"
+        )
+    lines = site_certificates(review).certificates  # the app's certificates table names each line's part
+    assert {line.part.partition(" (")[0] for line in lines} == {p.partition(" (")[0] for p in parts}
     certified, _ = write_certified(tmp_path / "out.csv", review, CLASSES)
     with certified.open(newline="") as fh:
         table = list(csv.DictReader(fh))
-    names = {0: "part 1 of 3 (60 images)", 3: "part 2 of 3 (140 images)", 4: "part 3 of 3 (70 images)"}
+    names = {0: "part 1 of 3", 3: "part 2 of 3", 4: "part 3 of 3"}
+    in_use = {p["part"]: p["rule"] for p in data["parts"]}
     for row, group in zip(table, groups, strict=True):
-        assert row["rule"].startswith(names[int(group)] + ": ") and row["rule"].endswith(" decides")
-    # the app's words pass a part's sentence on as it is (not "the part 1 of 3 ... candidate")
-    assert rule_name(data["rule_in_use"]) == data["rule_in_use"]
-    assert rule_short(table[0]["rule"]) == table[0]["rule"]
+        assert row["part"] == names[int(group)] and row["rule"] in ("source", *CANDIDATES)
+        if row["coverage"] == "covered":  # a row its part's certificate covers: that part's rule
+            assert row["rule"] == in_use[row["part"]]
 
 
 def test_a_site_of_one_unit_reads_as_before() -> None:
@@ -154,12 +165,8 @@ def test_a_site_of_one_unit_reads_as_before() -> None:
     review = SiteReview(None, "/data/folder", 2)
     review.open(rows)
     review_all(review, labels)
-    assert len(review.parts) == 1 and review.rule_in_use in (
-        "fit",
-        "source",
-        "operating point",
-        "shift",
-        "prior",
-    )
+    (in_use,) = review.in_use()
+    assert len(review.parts) == 1 and in_use.rule in ("fit", "source", "shift", "prior") and not in_use.part
     document = certificates_json(review)
-    assert "part" not in json.dumps(document["comparisons"]) and "part" not in document["rule_in_use"]
+    assert "part" not in json.dumps(document["comparisons"]) and document["parts"] == []
+    assert document["rule_in_use"] == in_use.rule

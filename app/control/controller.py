@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import SlideSource
+from app._engine import Certificate, SlideSource
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
@@ -31,7 +31,6 @@ from app.control.view import View
 from app.core import advice, notices
 from app.core.applicability import Collapse, model_kind, model_wide
 from app.core.caches import MessageThrottle
-from app.core.certificates import ComparisonLine
 from app.core.filters import PredictionRow
 from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest, RunEnded
 from app.core.open_session import OpenSession
@@ -101,6 +100,7 @@ class Controller:
         m.collapse_changed.connect(lambda found: self._note_collapse(found, log=False))
         m.queue_changed.connect(view.set_queue)
         m.certificates_changed.connect(view.set_certificates)
+        m.outlook_changed.connect(view.set_outlook)
         m.review_decided.connect(self._note_decided)
 
     # -- phase and messages -------------------------------------------------------------------
@@ -209,7 +209,7 @@ class Controller:
         if not self.running:
             self.model.flush(force=True)
 
-    def _note_decided(self, line: ComparisonLine) -> None:
+    def _note_decided(self, line: Certificate) -> None:
         """A comparison of the site's review was decided: say so where the user acts, and in the log."""
         banner = advice.review_decided(line)
         self.log(banner.level, banner.text)

@@ -209,8 +209,9 @@ class SessionController:
             self.status.log(level, text)
         for level, text in model.desk.take_notes():  # marks that could not be used, and why
             self.status.log(level, text)
-        if model.desk.rule != "operating point":  # the reviews' rule holds after a restart
-            self.view.show_banner(advice.review_rule(model.desk.rule, len(model.rows)))
+        document = model.desk.document()
+        if document is not None and model.desk.moved_rules:  # the reviews' rule holds after a restart
+            self.view.show_banner(advice.review_rule(document.decides))
         self.view.set_undo_texts("", "")
         self._check_source(opened)
         hint = "Select a row to show its image" if opened.restored_rows else "Press Start (F5) to process"

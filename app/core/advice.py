@@ -12,9 +12,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from app._engine import FolderSource, GateWarning, SlideSource, Source
+from app._engine import Certificate, FolderSource, GateWarning, SlideSource, Source
 from app.core.applicability import KIND_NAMES, Collapse, Kind
-from app.core.certificates import PART_RULE, ComparisonLine, decided_text, is_warning, rule_name
+from app.core.certificates import decided_text, is_warning
 from app.core.notices import Banner
 
 SOURCE_KEYS = "source-"  # banners about the open source start with this (cleared when another opens)
@@ -171,10 +171,12 @@ def _demo_action(images: Kind | None, model: Kind | None, demos: set[str]) -> tu
 
 
 def review_key(number: int) -> str:
-    return f"{SOURCE_KEYS}review-{number}"
+    """The banner of the site's review: one at a time, whichever comparison was decided last (an
+    older one's sentence would say another rule decides; ``number`` is kept for the callers)."""
+    return f"{SOURCE_KEYS}review"
 
 
-def review_decided(line: ComparisonLine) -> Banner:
+def review_decided(line: Certificate) -> Banner:
     """A comparison of the site's review was decided (a revert is a warning; the others are news)."""
     return Banner(
         review_key(line.number),
@@ -184,15 +186,11 @@ def review_decided(line: ComparisonLine) -> Banner:
     )
 
 
-def review_rule(rule: str, images: int) -> Banner:
-    """On opening: the site's reviews put another rule than adapting's own in use (in a folder split
-    in parts, ``rule`` names each part's)."""
-    text = (
-        f"The reviews of this folder's parts decide its {images} images: {rule}."
-        if rule.startswith(PART_RULE)
-        else f"The reviews of this folder put {rule_name(rule)} in use: its {images} images are shown as it decides them."
-    )
-    return Banner(f"{SOURCE_KEYS}review-rule", "info", text, (("show-certificates", "Show certificates"),))
+def review_rule(decides: str) -> Banner:
+    """On opening: the site's reviews put another rule than adapting's own in use; ``decides`` says
+    which (``SiteCertificates.decides``: "the best-fit threshold decides this folder", or each part's)."""
+    text = f"{decides[:1].upper()}{decides[1:]}, as your answers in its review certified."
+    return Banner(review_key(0), "info", text, (("show-certificates", "Show certificates"),))
 
 
 def exported(directory: str, names: Sequence[str]) -> Banner:

@@ -16,7 +16,7 @@ __all__ = ["FILTER_MODES", "PredictionRow", "RowFilter", "make_row", "uncertaint
 FILTER_MODES: dict[str, str] = {
     "all": "All images",
     "queue": "Review queue (random order)",
-    "changed": "Changed by adaptation",
+    "changed": "Changed from the original model",
     "low_confidence": "Low confidence",
     "wrong": "Wrong (vs. ground truth)",
     "confident_errors": "Confident errors",
@@ -27,6 +27,20 @@ FILTER_MODES: dict[str, str] = {
     "events": "Guard events / skipped updates",
 }
 CONFIDENT = 0.9  # a wrong prediction at or above this confidence is a "confident error"
+#: Why a filter shows no row although the table has some (the row count says it): an empty view
+#: said "0 of 160 rows" and nothing else (issue 38).
+EMPTY_WHY: dict[str, str] = {
+    "queue": "nothing waits for review (Q says why)",
+    "changed": "every decision is the original model's",
+    "low_confidence": "every decision is confident",
+    "wrong": "no labelled image is wrong",
+    "confident_errors": "no confident error",
+    "fixed": "no labelled image was fixed",
+    "uncertain": "no uncertainty values (maps pending, or the method makes none)",
+    "unreviewed": "every image is reviewed",
+    "reviewed": "no image is reviewed yet",
+    "events": "the guard never acted",
+}
 
 
 @dataclass(frozen=True)

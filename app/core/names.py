@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
+from app._engine import ANSWERS_WHEN_CLEARLY_BETTER as ANSWERS_WHEN_CLEARLY_BETTER  # the guide's "about 7"
 from app._engine import DEFAULT_METHOD, ModelCard, get_method_class
-
-#: About how many answers in the review queue show a site rule better when it clearly is (every
-#: answer on its side): what the welcome page and the Quick guide promise. Measured, not chosen:
-#: tests/test_guide_words.py reviews generated 600-image sites with the engine's own ladder and
-#: checks this figure against the answers it took.
-ANSWERS_WHEN_CLEARLY_BETTER = 7
-
-#: What decided a row, by its decision path (I-DiPT+'s; other methods record none and show
-#: nothing): who decides first, so that nobody reads a path name as a decider (the table's Decided
-#: by column and the PDF's changes table).
-DECIDED_BY = {
-    "source-like": "source model",
-    "not-accepted": "source model",
-    "awaiting-review": "source model · awaiting review",
-    "accepted": "site threshold",
-}
 
 # The two token sets uncertainty-oriented masking selects, in words (the paper's T_U and T_R).
 UNCERTAIN_TOKENS = "Uncertain patches (masked)"

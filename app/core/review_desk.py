@@ -22,15 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import PredictionRow, ReviewMark, SiteReview, certificates_json, shown, what_adapting_changed
-from app.core.certificates import (
-    ComparisonLine,
-    QueueState,
-    comparison_lines,
-    decided,
-    queue_state,
-    rule_short,
+from app._engine import (
+    Certificate,
+    PartRule,
+    PredictionRow,
+    ReviewMark,
+    Rule,
+    SiteCertificates,
+    SiteReview,
+    outlook,
+    shown,
+    site_certificates,
 )
+from app.core.certificates import QueueState, queue_state
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,9 @@ class ReviewDesk:
         self.review: SiteReview | None = None
         self._decisions: np.ndarray | None = None
         self._certified = np.zeros(0, dtype=np.int64)
+        self._named: list[Rule] = []  # each row's certified rule as people are told it
         self._decided: set[int] = set()  # comparisons (by number) already announced
-        self._fresh: list[ComparisonLine] = []  # decided since they were last taken
+        self._fresh: list[Certificate] = []  # decided since they were last taken
         self._undone: list[int] = []  # announced, then taken back by an undo, since last taken
 
     # -- opening and rows ----------------------------------------------------------------------
@@ -63,7 +68,7 @@ class ReviewDesk:
         self.review = SiteReview(folder, source_id, classes, seed)
         self.review.open(rows)
         self._decisions = None
-        self._decided = {line.number for line in self.lines() if decided(line)}
+        self._decided = {line.number for line in self.lines() if line.verdict.decided}
         self._fresh, self._undone = [], []
 
     def add_rows(self, rows: Sequence[PredictionRow]) -> None:
@@ -148,68 +153,62 @@ class ReviewDesk:
             return QueueState({})
         review = self.review
         # Images marked already are used when the random order reaches them: nothing to do there.
-        order = [i for i in review.queue() if review.rows[i].key not in review.marks]
-        rules: dict[int, str] = {}
-        if len(review.parts) > 1:  # a folder split in parts: each row's own part's rule
-            for i in range(len(review.rows)):
-                rule, _, part = review.rule_of(i)
-                rules[i] = f"{rule_short(rule)} ({part})"
-        return queue_state(order, review.rule_in_use, rules)
+        return queue_state([i for i in review.queue() if review.rows[i].key not in review.marks])
 
     def why_empty(self) -> str:
         """Why the queue is empty (the status bar's sentence; it reads every row, so it is asked
         for only when the reviewer opens an empty queue)."""
         if self.review is None:
             return "nothing to review: no folder or slide is open"
-        if self.review.ladder.active is None and not self.review.comparisons() and self.review.rows:
-            what = what_adapting_changed(self.review.rows)
-            return (
-                f"nothing to review: {what}"
-                if what.startswith("adapting changed no")
-                else self.review.why_empty()
-            )
         return self.review.why_empty()
 
     # -- decisions and certificates ------------------------------------------------------------
     @property
-    def rule(self) -> str:
-        """The rule the site's reviews left in use ("operating point": adapting as it decided); for
-        a folder split in parts whose reviews moved some part's rule, every part's, in one sentence
-        ("part 1 of 2 (80 images): the source model decides; ...")."""
+    def rule(self) -> Rule:
+        """The ladder's rule in use (of the part the queue serves next, in a folder the method
+        split): :data:`Rule.LABEL_FREE` until a review moves it (:meth:`in_use` says it for people)."""
+        return self.review.ladder.current if self.review is not None else Rule.LABEL_FREE
+
+    def in_use(self) -> tuple[PartRule, ...]:
+        """The rule that decides each part of the site now (one entry for a folder of one part)."""
         if self.review is None:
-            return "operating point"
-        if len(self.review.parts) > 1 and self.moved_rules:
-            return self.review.rule_in_use
-        return self.review.ladder.current
+            return ()
+        return self.review.in_use()
 
     @property
-    def rules_key(self) -> tuple[tuple[str, float, int, int], ...]:
+    def rules_key(self) -> tuple[tuple[Rule, float, int, int], ...]:
         """Every part's rule in use, threshold and the images its rules certify and show: changes
         exactly when some part's rule moves or its coverage grows (a folder split in parts moves
         one part's rule while the queue serves another)."""
         return self.review.rules_key() if self.review is not None else ()
 
     @property
-    def moved_rules(self) -> tuple[tuple[int, str, float], ...]:
+    def moved_rules(self) -> tuple[tuple[int, Rule, float], ...]:
         """The parts whose reviews moved their rule, with the rule and its threshold: a part still
         at the label-free rule shows its rows as they were decided, whether or not it exists yet."""
         return tuple(
-            (k, rule, t) for k, (rule, t, _, _) in enumerate(self.rules_key) if rule != "operating point"
+            (k, rule, t) for k, (rule, t, _, _) in enumerate(self.rules_key) if rule != Rule.LABEL_FREE
         )
 
-    def rule_of(self, index: int) -> tuple[str, float, str]:
+    def rule_of(self, index: int) -> tuple[Rule, float, str]:
         """``(rule, threshold, part)`` whose call the row at ``index`` is shown with (its part's: a
         folder the method split has one rule per part; part empty when the folder is one part);
         a promoted rule's call where no certificate covers the row yet is provisional
         (:meth:`provisional`)."""
         if self.review is None:
-            return "operating point", math.nan, ""
+            return Rule.LABEL_FREE, math.nan, ""
         return self.review.rule_of(index, shown=True)
 
-    def certified_rule_of(self, index: int) -> tuple[str, float, str]:
+    def named_rule(self, index: int) -> Rule:
+        """The rule that decides the row at ``index`` in reports, as people are told it (the
+        label-free rule is the original model where the method reported nothing with it)."""
+        self.decisions()
+        return self._named[index] if 0 <= index < len(self._named) else Rule.SOURCE
+
+    def certified_rule_of(self, index: int) -> tuple[Rule, float, str]:
         """``(rule, threshold, part)`` that decides the row at ``index`` in reports (certified)."""
         if self.review is None:
-            return "operating point", math.nan, ""
+            return Rule.LABEL_FREE, math.nan, ""
         return self.review.rule_of(index)
 
     def provisional_rows(self) -> np.ndarray:
@@ -227,6 +226,7 @@ class ReviewDesk:
         if self._decisions is None or len(self._decisions) != len(self.review.rows):
             self._decisions = self.review.shown()
             self._certified = self.review.decisions()
+            self._named = self.review.row_rules()
         return self._decisions
 
     def certified(self) -> np.ndarray:
@@ -239,18 +239,22 @@ class ReviewDesk:
         shown = self.decisions()
         return 0 <= index < len(shown) and bool(shown[index] != self._certified[index])
 
-    def document(self) -> dict[str, object]:
-        """The certificates as ``f2tta run`` writes them (``certificates.json``; e-BH within the site)."""
-        if self.review is None:
-            return {"comparisons": []}
-        return certificates_json(self.review)
+    def document(self) -> SiteCertificates | None:
+        """The certificates as ``f2tta run`` writes them (``OUT.certificates.json``); None: no folder is open."""
+        return site_certificates(self.review) if self.review is not None else None
 
-    def lines(self) -> list[ComparisonLine]:
-        return comparison_lines(self.document()) if self.review is not None else []
+    def sentence(self, classes: Sequence[str]) -> str:
+        """What decides this folder now and what reviewing could change, in one plain sentence
+        (the engine's :func:`~engine.run.review_outlook.outlook`; empty: no folder is open)."""
+        return outlook(self.review).sentence(classes) if self.review is not None else ""
+
+    def lines(self) -> list[Certificate]:
+        document = self.document()
+        return list(document.certificates) if document is not None else []
 
     def _note_decided(self) -> None:
         lines = self.lines()
-        now = {line.number for line in lines if decided(line)}
+        now = {line.number for line in lines if line.verdict.decided}
         gone = self._decided - now  # an undo took a decision back: it is announced again when made
         self._undone.extend(sorted(gone))
         self._decided -= gone
@@ -259,7 +263,7 @@ class ReviewDesk:
                 self._decided.add(line.number)
                 self._fresh.append(line)
 
-    def take_decided(self) -> list[ComparisonLine]:
+    def take_decided(self) -> list[Certificate]:
         """The comparisons decided since the last call (for the banner and the log)."""
         fresh, self._fresh = self._fresh, []
         return fresh

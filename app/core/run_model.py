@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import KindTally, PredictionRow, ReviewMark, SlideSource, Source
+from app._engine import Certificate, DecisionPath, KindTally, PredictionRow, ReviewMark, SlideSource, Source
 from app.core.applicability import Collapse, CollapseWatch, Kind, collapse_due
 from app.core.caches import LruCache
-from app.core.certificates import PROVISIONAL_PATH, ComparisonLine, QueueState
+from app.core.certificates import QueueState
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.messages import ItemResult
@@ -91,8 +91,11 @@ class RunModel(Truths):
         self.collapse_noted: Notifier[Collapse] = Notifier()
         self.collapse_changed: Notifier[Collapse] = Notifier()  # its figures, as more rows came
         self.queue_changed: Notifier[QueueState] = Notifier()  # the review queue and the groups' verdicts
-        self.certificates_changed: Notifier[list[ComparisonLine]] = Notifier()
-        self.review_decided: Notifier[ComparisonLine] = Notifier()  # a comparison of the site decided
+        self.certificates_changed: Notifier[list[Certificate]] = Notifier()
+        self.review_decided: Notifier[Certificate] = Notifier()  # a comparison of the site decided
+        # What decides the folder now and what reviewing could change (the engine's outlook).
+        self.outlook_changed: Notifier[str] = Notifier()
+        self._outlook = ""
 
     # -- opening ---------------------------------------------------------------------------------
     def open(
@@ -157,12 +160,14 @@ class RunModel(Truths):
         self._moved = self.desk.moved_rules
         self._add_rows(rows, new=False)
         self.flush(force=True)
+        self._say_outlook()
 
     def close(self) -> None:
         self.desk.close()  # its review files saved and let go of first: nothing is written after this
         self.source, self.pending, self.selected, self.rows, self.raw_rows = None, 0, None, [], []
         self.tally, self.watch = FigureTally(self.classes), CollapseWatch()
         self._unshown, self._cells, self.overlays = [], [], {}
+        self._say_outlook()
 
     # -- results ---------------------------------------------------------------------------------
     def start_run(self, counters: bool = True) -> None:
@@ -254,6 +259,14 @@ class RunModel(Truths):
             if self.rows:
                 self.metrics_changed.emit(self.figures())
             self.certificates_changed.emit(self.desk.lines())
+            self._say_outlook()
+
+    def _say_outlook(self) -> None:
+        """The sentence of what decides the folder now, when it changed (the status area, the Metrics tab)."""
+        text = self.desk.sentence(self.classes) if self.source is not None else ""
+        if text != self._outlook:
+            self._outlook = text
+            self.outlook_changed.emit(text)
 
     def _check_collapse(self, force: bool = False) -> None:
         """Note a one-class collapse once per source, checked every few new rows, and on every new
@@ -310,6 +323,7 @@ class RunModel(Truths):
         self._queue_dirty = False
         self.queue_changed.emit(self.desk.queue_state())
         self.certificates_changed.emit(self.desk.lines())
+        self._say_outlook()
 
     def start_queue(self) -> QueueState:
         """The review queue, a comparison started on the images so far when none is open."""
@@ -317,6 +331,7 @@ class RunModel(Truths):
         self._sync_rule()
         self.queue_changed.emit(queue)
         self.certificates_changed.emit(self.desk.lines())
+        self._say_outlook()
         return queue
 
     def _sync_rule(self) -> None:
@@ -326,7 +341,7 @@ class RunModel(Truths):
             self.review_decided.emit(line)
         if self.desk.moved_rules == self._moved:
             # the same rules: rows whose call a certificate now covers (or no longer does) change
-            shown = [i for i, row in enumerate(self.rows) if row.decision_path == PROVISIONAL_PATH]
+            shown = [i for i, row in enumerate(self.rows) if row.decision_path == DecisionPath.PROVISIONAL]
             now = self.desk.provisional_rows()
             changed = set(shown) ^ set(np.flatnonzero(now[: len(self.rows)]).tolist())
             if changed:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from app._engine import ReviewMark
+from app._engine import DecisionPath, ReviewMark, Rule
 from app.core.applicability import Collapse, CollapseWatch
-from app.core.certificates import PROVISIONAL_PATH, provisional_words, reviewed_row
+from app.core.certificates import provisional_words, reviewed_row
 from app.core.figure_tally import FigureTally
 from app.core.figures import Figures
 from app.core.filters import PredictionRow
@@ -109,30 +109,43 @@ class Truths:
 
     def effective(self, row: PredictionRow) -> PredictionRow:
         """``row`` as shown: decided by the rules the site's reviews put in use where they moved it
-        (a promoted rule's call marked provisional where no certificate covers the row yet); the
-        dataset's label as ground truth, the review mark only where the dataset labels nothing (a
-        mark that disagrees with the label is kept beside it, never in its place)."""
+        (a :class:`~app.core.certificates.ReviewedRow` naming its rule; a promoted rule's call
+        marked provisional where no certificate covers the row yet); the dataset's label as ground
+        truth, the review mark only where the dataset labels nothing (a mark that disagrees with
+        the label is kept beside it, never in its place)."""
         if self.desk.has(row.key):
             index = self.desk.index_of(row.key)
             rule, threshold, part = self.desk.rule_of(index)
-            if rule != "operating point":
-                decision = int(self.desk.decisions()[index])
-                provisional = ""
-                if self.desk.provisional(index):
-                    below = self.desk.certified_rule_of(index)[0]
-                    reported = int(self.desk.certified()[index])
-                    provisional = provisional_words(row, decision, reported, rule, below, self.classes, False)
-                row = reviewed_row(
-                    row, decision, rule, self.stats.positive_class, self.classes, threshold, part, provisional
-                )
+            if rule != Rule.LABEL_FREE:  # the reviews moved this part's rule
+                row = self._reviewed(row, index, rule, threshold, part)
         return self._with_truth(row)
+
+    def _reviewed(
+        self, row: PredictionRow, index: int, rule: Rule, threshold: float, part: str
+    ) -> PredictionRow:
+        """``row`` once its part's reviews moved the rule: the promoted rule's call, provisional
+        where no certificate covers it yet; where the rule in use calls it as the rule below it
+        does and no certificate covers it, the rule below it decides it (as reports say), and the
+        row says both (it no longer says it awaits review)."""
+        decision = int(self.desk.decisions()[index])
+        positive = self.stats.positive_class
+        if self.desk.provisional(index):
+            below, reported = self.desk.named_rule(index), int(self.desk.certified()[index])
+            words = provisional_words(row, decision, reported, rule, below, self.classes, False)
+            return reviewed_row(row, decision, rule, positive, self.classes, threshold, part, words)
+        certified, threshold, part = self.desk.certified_rule_of(index)
+        if certified != Rule.LABEL_FREE:
+            return reviewed_row(row, decision, certified, positive, self.classes, threshold, part)
+        return reviewed_row(
+            row, decision, self.desk.named_rule(index), positive, self.classes, part=part, in_use=rule
+        )
 
     def reported(self, index: int) -> PredictionRow:
         """The row at ``index`` as reports give it: what the certificates cover. A provisional row
         gets the decision of the rule under the promoted one (the source model, by default), its
         provisional call named in the reason; every other row is as shown."""
         shown = self.rows[index]
-        if shown.decision_path != PROVISIONAL_PATH:
+        if shown.decision_path != DecisionPath.PROVISIONAL:
             return shown
         raw = self.raw_rows[index]
         at = self.desk.index_of(raw.key)
@@ -140,14 +153,20 @@ class Truths:
         decision = int(self.desk.certified()[at])
         row = (
             raw
-            if rule == "operating point"
+            if rule == Rule.LABEL_FREE
             else reviewed_row(raw, decision, rule, self.stats.positive_class, self.classes, threshold, part)
         )
         words = provisional_words(
-            raw, shown.prediction, decision, self.desk.rule_of(at)[0], rule, self.classes, True
+            raw,
+            shown.prediction,
+            decision,
+            self.desk.rule_of(at)[0],
+            self.desk.named_rule(at),
+            self.classes,
+            True,
         )
         return self._with_truth(
-            dataclasses.replace(row, decision_path=PROVISIONAL_PATH, decision_reason=words)
+            dataclasses.replace(row, decision_path=DecisionPath.PROVISIONAL, decision_reason=words)
         )
 
     def _with_truth(self, row: PredictionRow) -> PredictionRow:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app._engine import SlideSource
+from app._engine import SlideSource, source_hash
 from app._engine import __version__ as engine_version
 from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
@@ -161,7 +161,6 @@ def collect_report_data(
         dataclasses.replace(shown, ground_truth=raw.ground_truth, truth_label=raw.truth_label)
         for shown, raw in zip(rows, model.raw_rows, strict=True)
     )
-    review = model.desk.document()
     return ReportData(
         rows=tuple(rows),
         summary=model.stats.summary(),
@@ -207,10 +206,9 @@ def collect_report_data(
         weights_sha256=info.weights_sha256,
         label_notes=tuple(model.checks.values()),
         hyperparameters=hyperparameters(info.method),
-        certificates=tuple(review.get("comparisons", ())),  # type: ignore[arg-type]
-        review_rule=model.desk.rule,
-        rule_in_use=str(review.get("rule_in_use", model.desk.rule)),
-        site=str(review.get("site", "")),
+        certificates=model.desk.document(),
+        sentence=model.desk.sentence(classes),
+        site=source_hash(source.source_id),
     )
 
 

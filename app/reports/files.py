@@ -21,15 +21,16 @@ import numpy as np
 
 from app import RESEARCH_NOTICE, __version__
 from app._engine import (
+    DecisionPath,
     PredictionRow,
     ReviewMark,
+    SiteCertificates,
     atomic_write_bytes,
     decision_summary,
     escape_cell,
     predictions_csv,
     shown,
 )
-from app.core.certificates import PROVISIONAL_PATH, REVIEWED_PATH
 from app.core.clinical import ClinicalMetrics
 from app.core.figures import GATE_CAPTION, REVIEWED
 from app.core.overlay import Overlay
@@ -136,9 +137,8 @@ class ReportData:
     weights_sha256: str = ""  # the checkpoint file's SHA-256 recorded in the card (checked at load)
     label_notes: tuple[str, ...] = ()  # applicability warnings shown when the source opened
     hyperparameters: tuple[tuple[str, str, str], ...] = ()  # (name, default, meaning) of the method's fields
-    certificates: tuple[dict[str, Any], ...] = ()  # the site's comparisons (engine certificates_json)
-    review_rule: str = "operating point"  # the rule the site's reviews left in use
-    rule_in_use: str = "source"  # what decides the site now, as people are told it (SiteReview.rule_in_use)
+    certificates: SiteCertificates | None = None  # the site's certificates (as OUT.certificates.json)
+    sentence: str = ""  # what decides the folder now and what reviewing could change (engine outlook)
     site: str = ""  # the source's hash: the reviews.csv's site column (f2tta run --reviews checks it)
     # Files of this project's own earlier reports of this source that this export does not write:
     # they go (no old tiles.geojson beside a folder's reports). Nothing else this export did not
@@ -286,6 +286,7 @@ def guard_events(rows: tuple[PredictionRow, ...] | list[PredictionRow]) -> list[
 
 def config_document(data: ReportData) -> dict[str, Any]:
     s = data.summary
+    review = data.certificates.to_json() if data.certificates is not None else {}
     return {
         "notice": RESEARCH_NOTICE,
         "created": data.created,
@@ -324,11 +325,15 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "skipped_updates": s.skipped_updates,
             "reviewed": len(data.marks),
             "reviews": data.review.document(),  # confirmed, corrected, agreement and against what
-            "decided_by_review_images": sum(1 for r in data.rows if r.decision_path == REVIEWED_PATH),
+            "decided_by_review_images": sum(1 for r in data.rows if r.decision_path == DecisionPath.REVIEWED),
             # a promoted rule's call on them is provisional (no certificate covers them yet): the
             # reported decision is the rule's below it, and the reason names the call
-            "provisional_images": sum(1 for r in data.rows if r.decision_path == PROVISIONAL_PATH),
-            "rule_in_use": data.review_rule,
+            "provisional_images": sum(1 for r in data.rows if r.decision_path == DecisionPath.PROVISIONAL),
+            # the rule's identifier (as OUT.certificates.json: "source" until a review moves it;
+            # "by part" where a split folder's parts differ) and who decides, in words
+            "rule_in_use": str(review["rule_in_use"]) if review else "source",
+            "decides": str(review["decides"]) if review else "",
+            "outlook": data.sentence,
         },
         "metrics": _with_truth(metrics_document(data.metrics), data.metrics_truth),
         "reviewed_metrics": _with_truth(metrics_document(data.reviewed_metrics), REVIEWED),
@@ -344,7 +349,7 @@ def config_document(data: ReportData) -> dict[str, Any]:
         ],
         "review_marks": review_marks(data),
         "adaptation_changes": decision_summary(data.rows),
-        "certificates": list(data.certificates),
+        "certificates": list(review["comparisons"]) if review else [],
         "errors": list(data.errors),
     }
 

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from app import APP_NAME
-from app.core.certificates import PART_RULE, rule_name
 from app.core.clinical import CONFIDENT
 from app.core.figures import DATASET, REVIEWED
 from app.core.overlay import PROB_COLORS, PROB_STOPS
@@ -64,6 +63,11 @@ def title_block(data: ReportData) -> Block:
         f"<h1 style='font-size:16pt; margin-bottom:2px'>{esc(APP_NAME)} report: {breakable(name)}</h1>"
         + notice()
         + f"<p style='color:{MUTED}'>Created {esc(data.created)} · {esc(versions)}</p>"
+        + (
+            f"<p style='background:#eef3fb; padding:4px'><b>{esc(data.sentence)}</b></p>"
+            if data.sentence
+            else ""
+        )
     )
 
 
@@ -79,7 +83,7 @@ def summary_block(data: ReportData) -> Block:
         ("Model", data.model_summary or data.model_description or data.card.get("arch", "")),
         ("Method", data.method_label or data.method),
         ("Images processed", s.images),
-        ("Changed by adaptation", share(s.changed)),
+        ("Changed from the original model's call", share(s.changed)),
         ("Predicted positive", share(s.positive)),
         ("Mean confidence", "n/a" if not math.isfinite(s.mean_confidence) else f"{s.mean_confidence:.3f}"),
         ("Low-confidence predictions", s.low_confidence),
@@ -92,8 +96,8 @@ def summary_block(data: ReportData) -> Block:
                 "Figures measured against",
                 f"{data.metrics_truth} ({m.labelled} images{f', {origin}' if origin else ''})",
             ),
-            ("Accuracy, adapted model", pct(m.accuracy) + _reverted_note(data)),
-            ("Accuracy, source model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
+            ("Accuracy, as decided", pct(m.accuracy) + _reverted_note(data)),
+            ("Accuracy, original model", pct(float(np.trace(m.source_confusion)) / m.labelled)),
             (f"Confident errors (confidence ≥ {CONFIDENT:.1f})", m.confident_errors),
         ]
         r = data.reviewed_metrics
@@ -104,12 +108,13 @@ def summary_block(data: ReportData) -> Block:
     else:
         pairs.append(("Ground truth", "not available"))
     pairs.append(("Reviewed", data.review.sentence()))
-    if data.certificates:
-        decided = [c for c in data.certificates if c["verdict"] != "open"]
+    document = data.certificates
+    if document is not None and document.certificates:
+        decided = [c for c in document.certificates if c.verdict.decided]
         pairs.append(
             (
                 "Review certificates",
-                f"{len(decided)} of {len(data.certificates)} comparisons decided; in use: {rule_name(data.rule_in_use)}",
+                f"{len(decided)} of {len(document.certificates)} comparisons decided; {document.decides}",
             )
         )
     pairs += [
@@ -122,11 +127,12 @@ def summary_block(data: ReportData) -> Block:
 
 def _reverted_note(data: ReportData) -> str:
     """Where the reviews put another rule in use, the figures are those of the decisions reported."""
-    if data.review_rule.startswith(PART_RULE):  # a folder split in parts: the summary names each part's rule
+    document = data.certificates
+    if document is None or not any(p.rule.by_review for p in document.parts):
+        return ""
+    if len(document.parts) > 1:  # a folder split in parts: the summary names each part's rule
         return " (each part decided by the rule its reviews certified)"
-    if data.review_rule != "operating point":
-        return f" (decided by {rule_name(data.review_rule)}, as the reviews certified)"
-    return ""
+    return f" (decided by {document.parts[0].rule.words}, as your answers certified)"
 
 
 def slide_map_block(data: ReportData, width: int) -> Block | None:

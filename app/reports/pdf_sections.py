@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app._engine import decision_summary, get_method_class, list_methods
-from app.core.certificates import REVIEWED_PATH, rule_name
-from app.core.names import DECIDED_BY
+from app._engine import DecisionPath, decision_summary, get_method_class, list_methods
 from app.reports.files import ReportData, guard_events
 from app.reports.pdf_html import Block, breakable, chunked, esc, grid_table, h2, pct
 
@@ -150,7 +148,7 @@ def change_blocks(data: ReportData) -> list[Block]:
         body.append(
             [
                 "none" if e["group"] is None else str(e["group"]),
-                esc(_decided_by(str(e["path"]))),
+                esc(_decided_by(str(e["path"]), data)),
                 str(e["images"]),
                 str(e["changed"]),
                 str(e["fixed"]) if labelled else "n/a",
@@ -158,13 +156,13 @@ def change_blocks(data: ReportData) -> list[Block]:
             ]
         )
     intro = (
-        "<p>Each decision is the source model's, or the source model's margin against its site "
-        "group's operating point where every guard accepted one (<i>site threshold</i>). Fixed and "
-        "broken count labelled images only."
+        "<p>Each decision is the original model's, or its score cut at the site group's threshold where "
+        "every safety check accepted one and it was reported without review (<i>site threshold "
+        "(unreviewed)</i>). Fixed and broken count labelled images only."
         + (
-            " <i>Review</i>: the folder's reviews put another rule in use; it decides these images "
-            "(see Review certificates)."
-            if any(e["path"] == REVIEWED_PATH for e in entries)
+            " <i>Review</i>: the rule your answers showed better decides these images (see Review "
+            "certificates)."
+            if any(e["path"] == DecisionPath.REVIEWED for e in entries)
             else ""
         )
         + "</p>"
@@ -177,71 +175,79 @@ def change_blocks(data: ReportData) -> list[Block]:
     )
 
 
-def _decided_by(path: str) -> str:
+def _decided_by(path: str, data: ReportData) -> str:
     """Who decided the images of a decision path, in the table's words (never the path's name)."""
-    if path == REVIEWED_PATH:
-        return "review: the rule the reviews put in use"
-    return DECIDED_BY.get(path, path or "the method")
+    document = data.certificates
+    if path in (DecisionPath.REVIEWED, DecisionPath.PROVISIONAL):
+        rule = document.rule_in_use if document is not None else None
+        words = (
+            f"review: {rule.short}" if rule is not None else "review: the rule each part's answers certified"
+        )
+        return words + (
+            " · provisional (reported with the rule below it)" if path == DecisionPath.PROVISIONAL else ""
+        )
+    try:
+        return DecisionPath(path).words if path else "the method"
+    except ValueError:  # a path of a method this app does not know
+        return path
 
 
 # -- review certificates -----------------------------------------------------------------------
-def _bounds(c: dict[str, Any]) -> str:
-    lower, upper = c.get("lower"), c.get("upper")
-    if not c["reviews"] or lower is None or upper is None:
-        return "not measured"
-    return f"{float(lower):+.2f} … {float(upper):+.2f}"
-
-
-def _what(c: dict[str, Any]) -> str:
-    return (
-        "adapting (the operating point)"
-        if c["candidate"] == "operating point"
-        else f"the {c['candidate']} candidate"
-    )
-
-
 def certificate_blocks(data: ReportData) -> list[Block]:
     """What the folder's reviews certified: each comparison of its ladder, tested on a uniformly
-    random sample of the images it changes, its bounds, verdict and scope; where nothing was
-    certified, that the decisions are unverified."""
-    comparisons = [c for c in data.certificates if c["disagreements"]]
-    if not comparisons:
+    random sample of the images it changes, what it showed and what it decides, in words; its
+    level and bounds in a details table after it. Where nothing was certified, that the decisions
+    are unverified."""
+    document = data.certificates
+    comparisons = [c for c in document.certificates if c.disagreements] if document is not None else []
+    if document is None or not comparisons:
         return []
-    reviews = sum(int(c["reviews"]) for c in comparisons)
+    reviews = sum(c.reviews for c in comparisons)
     body = [
         [
             str(i + 1),
-            esc(_what(c)),
-            str(c["covers_images"]),
-            str(c["disagreements"]),
-            str(c["reviews"]),
-            f"{100 * float(c['level']):.1f} %".replace(".0 %", " %"),
-            _bounds(c),
-            f"<b>{esc(c['verdict'])}</b>",
+            esc(c.candidate.short + (f", {c.part.partition(' (')[0]}" if c.part else "")),
+            str(c.covers),
+            str(c.disagreements),
+            str(c.reviews),
+            f"<b>{esc(c.verdict_words)}</b>",
         ]
         for i, c in enumerate(comparisons)
     ]
-    certified = [c for c in comparisons if c["verdict"] != "open"]
+    certified = [c for c in comparisons if c.verdict.decided]
     html = (
-        "<p>Each comparison tests whether a rule is better than the one in use on the images it would "
-        "decide otherwise, from a reviewer's marks on a <b>uniformly random sample</b> of them "
-        f"({reviews} reviews used in all); each is tested at a smaller error level than the one before, "
-        "so the certificates of this folder are wrong together with probability at most 5 % (control is "
-        "per folder). <i>Verified</i>: adapting helps. <i>Promoted</i>: a stronger candidate decides the "
-        "images its certificate covers. <i>Reverted</i>: adapting harms; the source model decides. "
-        "<i>Not better</i>: the candidate is not used. Bounds: the mean gain per changed decision (+1: every "
-        "change a fix). A certificate covers the images its comparison was frozen on and the later images "
-        "reviews of their own covered; images that arrived after it and are not covered yet are reported "
-        "with the rule below it. Reviews never change the label-free adaptation itself. Rule in use: "
-        f"<b>{esc(rule_name(data.rule_in_use))}</b>.</p>"
+        "<p>Each comparison asks whether a rule is better than the one in use on the images it would call "
+        "otherwise, from your answers about a <b>uniformly random sample</b> of them "
+        f"({reviews} answers used in all). <i>Better, in use</i>: it decides the images its certificate "
+        "covers; images that arrived after it and are not covered yet are reported with the rule below it. "
+        "<i>Better, replaced</i>: a later rule your answers showed better decides instead. <i>Worse, turned "
+        "back</i>: the original model decides. <i>Not shown better</i>: the rule is not used. The "
+        "certificates of this folder are wrong together with probability at most 5 % (control is per "
+        "folder; levels and bounds: Certificate details). Reviews never change the label-free adaptation "
+        f"itself. Now <b>{esc(document.decides)}</b>.</p>"
     )
     if not certified:
         html += (
             "<p><b>Nothing was certified</b>: no comparison was decided, so every decision in this "
             "report that adapting changed is unverified.</p>"
         )
-    head = ["#", "Tests", "Images", "To review", "Reviews", "Level", "Gain bounds", "Verdict"]
+    head = ["#", "Rule tested", "Images", "Calls otherwise", "Answers", "Verdict"]
     html += grid_table(head, body)
-    items = "".join(f"<li>{esc(str(c['says']))}</li>" for c in comparisons)
+    items = "".join(f"<li>{esc(c.says[:1].upper() + c.says[1:])}.</li>" for c in comparisons)
     html += f"<ul style='margin-top:2px'>{items}</ul>"
-    return [Block(h2("Review certificates") + html)]
+    details = [
+        [
+            str(i + 1),
+            f"{100 * c.level:.1f} %".replace(".0 %", " %"),
+            c.bounds,
+            esc(c.details),
+        ]
+        for i, c in enumerate(comparisons)
+    ]
+    detail_html = (
+        "<p>The statistics behind each comparison: the confidence level it is tested at (each at a smaller "
+        "error level than the one before), bounds on the mean gain per changed decision (+1: every change "
+        "a fix, −1: every change an error), the evidence and the rule's frozen threshold.</p>"
+        + grid_table(["#", "Level", "Gain bounds", "Details"], details)
+    )
+    return [Block(h2("Review certificates") + html), Block(h2("Certificate details") + detail_html)]

@@ -78,6 +78,7 @@ class Panes:
         column.setSpacing(0)
         column.addWidget(views.banners)
         column.addWidget(self.main_split, 1)
+        column.addWidget(views.outlook)
         self._before_large: tuple[list[int], list[int]] | None = None  # the splits' sizes before
 
     def pane(self, name: str) -> QWidget:

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QHeaderView,
     QLabel,
     QTableWidget,
@@ -15,51 +16,57 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app._engine import PROMOTED, REVERTED, VERIFIED
-from app.core.certificates import ComparisonLine
+from app._engine import Certificate, Verdict
 from app.views._plain import plain_tooltip
 
 HEADERS = (
-    ("#", "The comparison's place in this folder's review (each is tested at a smaller error level)"),
+    ("#", "The comparison's place in this folder's review"),
+    ("Rule tested", "The rule your answers compare with the one in use (its tooltip says what it does)"),
+    ("Images", "The folder's first images it was compared on (its certificate's reach, once it is in use)"),
     (
-        "Tests",
-        "What is tested against the rule in use: adapting itself (the operating point), or a candidate",
+        "Calls otherwise",
+        "Of those, the images it calls otherwise than the rule in use (some are asked in the queue)",
     ),
-    ("Images", "The folder's first images it was frozen on when it started"),
-    (
-        "To review",
-        "Of those, the images it decides otherwise than the rule in use (a random sample is reviewed)",
-    ),
-    ("Reviews", "Reviews used, in the comparison's random order"),
-    (
-        "Gain per changed decision",
-        "Confidence bounds on the mean gain per changed decision (+1: every change a fix, −1: every change an error)",
-    ),
+    ("Answers", "Your answers it used, in its random order"),
     (
         "Verdict",
-        "verified · promoted: decides the images its certificate covers · reverted: the source model decides "
-        "· not better",
+        "better, in use: it decides the images its certificate covers · better, replaced: a later "
+        "rule your answers showed better decides instead · worse, turned back · not shown better: not used",
     ),
-    ("What it says", "The verdict with its confidence level and the images it covers"),
+    ("What your answers showed", "What the comparison showed and what it decides"),
+    ("Level", "Details: the confidence level it is tested at (each comparison at a smaller error level)"),
+    (
+        "Gain bounds",
+        "Details: confidence bounds on the mean gain per changed decision (+1: every change a fix, "
+        "−1: every change an error)",
+    ),
 )
 INTRO = (
-    "Each comparison tests, on a uniformly random sample of the images it would change, whether a rule "
-    "is better than the one in use. Verified: adapting helps. Promoted: a stronger candidate decides the "
-    "images its certificate covers; images that arrive later show its call as provisional until the queue's "
-    "answers cover them. Reverted: adapting harms; the source model decides. Not better: it is not used. "
-    "Q opens the review queue (it covers later images first, then starts the next comparison)."
+    "Each line compares a rule with the one in use, from your answers about images chosen at random among "
+    "those it would call otherwise. Better, in use: it decides this folder's images its certificate covers; "
+    "images that arrive later show its call as provisional until your answers cover them. Worse, turned "
+    "back: the original model decides. Not shown better: it is not used. Q opens the review queue."
 )
-INK = {VERIFIED: QColor(30, 130, 60), PROMOTED: QColor(30, 130, 60), REVERTED: QColor(179, 38, 30)}
-VERDICT_COLUMN = 6
+INK = {
+    Verdict.VERIFIED: QColor(30, 130, 60),
+    Verdict.PROMOTED: QColor(30, 130, 60),
+    Verdict.REVERTED: QColor(179, 38, 30),
+}
+VERDICT_COLUMN = 5
+DETAIL_COLUMNS = (7, 8)  # shown with "Show details"
 
 
 class CertificatesView(QWidget):
-    """One line per comparison (see :class:`~app.core.certificates.ComparisonLine`)."""
+    """One line per comparison (an engine :class:`~engine.run.certificates.Certificate`); the
+    statistics (level, bounds) are details, shown on request."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.intro = QLabel(INTRO)
         self.intro.setWordWrap(True)
+        self.details = QCheckBox("Show details (levels, bounds)")
+        self.details.setToolTip(plain_tooltip("The statistics behind each line: its level and gain bounds"))
+        self.details.toggled.connect(self._show_details)
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -71,36 +78,49 @@ class CertificatesView(QWidget):
             self.table.setHorizontalHeaderItem(col, item)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(len(HEADERS) - 1, QHeaderView.ResizeMode.Stretch)
-        self.lines: list[ComparisonLine] = []
+        header.setSectionResizeMode(6, QHeaderView.ResizeMode.Stretch)
+        self.lines: list[Certificate] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.intro)
+        layout.addWidget(self.details)
         layout.addWidget(self.table, 1)
+        self._show_details(False)
 
-    def set_lines(self, lines: list[ComparisonLine]) -> None:
+    def _show_details(self, on: bool) -> None:
+        for col in DETAIL_COLUMNS:
+            self.table.setColumnHidden(col, not on)
+
+    def set_lines(self, lines: list[Certificate]) -> None:
         self.lines = list(lines)
         self.table.setRowCount(len(lines))
         for r, line in enumerate(lines):
             share = f" ({line.disagreements / line.covers:.0%})" if line.covers else ""
-            verdict = line.verdict
+            what = line.candidate.short + (f", {line.part.partition(' (')[0]}" if line.part else "")
             values = (
                 str(line.number),
-                line.what,
+                what,
                 str(line.covers),
                 f"{line.disagreements}{share}",
                 str(line.reviews),
+                line.verdict_words,
+                line.says[:1].upper() + line.says[1:],
+                f"{100 * line.level:.1f} %".replace(".0 %", " %"),
                 line.bounds,
-                verdict,
-                line.says,
             )
             for col, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 if col in (0, 2, 3, 4):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if col == len(values) - 1:
-                    item.setToolTip(plain_tooltip(value))
-                if col == VERDICT_COLUMN and line.verdict in INK:
+                if col == 1:
+                    item.setToolTip(plain_tooltip(f"{line.candidate.short}: {line.candidate.means}"))
+                if col == 6:
+                    item.setToolTip(plain_tooltip(f"{value}\n\nDetails: {line.details}"))
+                if (
+                    col == VERDICT_COLUMN
+                    and line.verdict in INK
+                    and (line.in_use or line.verdict != Verdict.PROMOTED)
+                ):
                     item.setForeground(QBrush(INK[line.verdict]))
                     font = item.font()
                     font.setBold(True)

@@ -21,8 +21,8 @@ from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import QWidget
 
 from app import APP_NAME
-from app._engine import FieldInfo
-from app.core.certificates import ComparisonLine, QueueState
+from app._engine import Certificate, FieldInfo
+from app.core.certificates import QueueState
 from app.core.figures import Figures
 from app.core.filters import PredictionRow, RowFilter
 from app.core.notices import Banner
@@ -275,8 +275,14 @@ class MainWindow(WindowBase):
     def set_queue(self, queue: QueueState) -> None:
         self.table.set_queue(queue)  # the review queue's order and the groups' verdicts
 
-    def set_certificates(self, lines: list[ComparisonLine]) -> None:
+    def set_certificates(self, lines: list[Certificate]) -> None:
         self.certificates.set_lines(lines)  # the review certificates per site group
+
+    def set_outlook(self, text: str) -> None:
+        """What decides the open folder now and what reviewing could change (empty: nothing open)."""
+        self.views.outlook.setText(text)
+        self.views.outlook.setVisible(bool(text))
+        self.metrics.set_outlook(text)
 
     def set_reviewer(self, name: str) -> None:
         self.status_parts.reviewer_label.set_full_text(

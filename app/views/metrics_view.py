@@ -113,7 +113,7 @@ class FigureSet(QFrame):
         self.caption.setVisible(gate)
         self.setStyleSheet("FigureSet { border-left: 4px solid #b3261e; }" if gate else "")
         text = (
-            f"accuracy {_pct(metrics.accuracy)} (source model "
+            f"accuracy {_pct(metrics.accuracy)} (original model "
             f"{_pct(float(metrics.source_confusion.trace()) / metrics.labelled)}) · "
             f"confident errors (≥ {CONFIDENT:.1f}): {metrics.confident_errors}"
         )
@@ -197,6 +197,10 @@ class MetricsView(QWidget):
         super().__init__(parent)
         self.summary = QLabel(NO_TRUTH)
         self.summary.setWordWrap(True)
+        self.outlook = plain_label("")  # what decides the folder now (the status area's sentence)
+        self.outlook.setWordWrap(True)
+        self.outlook.setStyleSheet("font-weight: bold;")
+        self.outlook.setVisible(False)
         self.gate = plain_label("")  # the warnings name folders and classes
         self.gate.setWordWrap(True)
         self.gate.setStyleSheet(GATE_STYLE)
@@ -222,6 +226,7 @@ class MetricsView(QWidget):
         self.dataset.head.addWidget(self.errors_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.outlook)
         layout.addWidget(self.gate)
         layout.addWidget(self.summary)
         layout.addWidget(self.sets_area, 1)
@@ -269,19 +274,27 @@ class MetricsView(QWidget):
         self.summary.setText(text + ". A review mark never changes the dataset's label.")
         self._fit_lines()
 
+    def set_outlook(self, text: str) -> None:
+        """What decides the folder now and what reviewing could change (empty: nothing is open)."""
+        self.outlook.setText(text)
+        self.outlook.setVisible(bool(text))
+        self._fit_lines()
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit_lines()
 
     def _fit_lines(self) -> None:
-        """The gate's warning and the summary line take the height of their wrapped text at the
-        tab's width: a wrapped label's own size hint assumes a narrow width, which left ~80 px of
-        empty space above the figures at 1920×1080."""
+        """The sentence, the gate's warning and the summary line take the height of their wrapped
+        text at the tab's width: a wrapped label's own size hint assumes a narrow width, which left
+        ~80 px of empty space above the figures at 1920×1080."""
+        width = self.width() - 8  # the layout's margins
+        if width > 0 and self.outlook.text():
+            self.outlook.setFixedHeight(self.outlook.heightForWidth(width))
         if self.figures is None or not self.figures.any:
             self.summary.setMinimumHeight(0)
             self.summary.setMaximumHeight(16_777_215)  # the empty state fills the tab
             return
         for label in (self.gate, self.summary):
-            width = self.width() - 8  # the layout's margins
             if width > 0:
                 label.setFixedHeight(label.heightForWidth(width))

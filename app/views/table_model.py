@@ -16,10 +16,9 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QBrush, QColor
 
-from app._engine import describe_decision, shown
-from app.core.certificates import PROVISIONAL_PATH, REVIEWED_PATH, QueueState, rule_short
+from app._engine import DecisionPath, describe_decision, shown
+from app.core.certificates import QueueState, decided_by
 from app.core.filters import PredictionRow, RowFilter
-from app.core.names import DECIDED_BY
 from app.core.run_items import ReviewNote
 from app.core.uncertainty import UncertaintyRanks
 
@@ -38,18 +37,19 @@ COLUMNS = (
 HEADER_TIPS = (
     "Arrival order within this folder or slide (1 = first image)",
     "File, or the slide tile's grid row and column (its level-0 position in the tooltip)",
-    "The decision: adapting's, as the image arrived, or the rule the folder's reviews put in use",
-    "The adapted model's confidence in its prediction",
-    "The frozen source model's prediction (→: adaptation changed it)",
-    "What decided the image as it arrived: the source model (its own threshold; '· awaiting review': "
-    "its site's operating point moved, and decides once reviews certify it) or the site's threshold "
-    "(an operating point reported without review); or 'review:' the rule the folder's reviews put "
-    "in use (a promoted candidate, or the source model after a revert; the Certificates tab says why); "
-    "'· provisional': the rule's call on an image that arrived after the images your answers covered, "
-    "which reports give with the rule below it until your answers cover it. The row's tooltip gives the reason",
+    "The decision: the original model's, or that of the rule your answers in the review queue showed better",
+    "Confidence in the decision",
+    "The original model's call, the model as it was trained (→: the decision differs from it)",
+    "Who decides the image: the original model ('· awaiting review': a site threshold passed its safety "
+    "checks, and decides once your answers show it better), the site threshold (unreviewed: reported "
+    "without review), or 'review:' the rule your answers showed better (best-fit threshold, site "
+    "threshold, appearance correction, class-balance correction, adapted network (I-DiPT); the "
+    "Certificates tab says what they showed). '· provisional': the rule's call on an image that arrived "
+    "after the images your answers covered; reports give the rule below it until your answers cover it. "
+    "The row's tooltip gives the reason",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
-    "Adapted prediction against the ground truth",
+    "The decision against the ground truth",
     "Your review mark, as you made it: ✓ you confirmed the decision on screen; ✎ you corrected it "
     "(the decision on screen → your class). Its tooltip says who and when",
 )
@@ -86,7 +86,7 @@ class PredictionTableModel(QAbstractTableModel):
         self._reviews: dict[int, ReviewNote] = {}  # the review column by row
         self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
-        self.queue = QueueState({})  # the review queue's order and the rule in use
+        self.queue = QueueState({})  # the review queue's order
         self.in_arrival_order = True  # the rows' positions ascend: "#" sorts as the rows are kept
 
     def rowCount(self, parent: Index | None = None) -> int:
@@ -113,7 +113,7 @@ class PredictionTableModel(QAbstractTableModel):
             shown = self._rows[row]
             return MAP_WORDS.get(shown.map_status) or self.uncertainty.band(shown.uncertainty)
         if column == GROUP_COLUMN:
-            return self._decided_by(row, self._rows[row])
+            return decided_by(self._rows[row])
         return self._texts[row][column]
 
     def cell(self, row: int, column: int) -> Cell:
@@ -156,15 +156,14 @@ class PredictionTableModel(QAbstractTableModel):
     @staticmethod
     def _tooltip(row: PredictionRow) -> str:
         tip = f"#{row.position + 1} {shown(row.name)} (CSV index {row.index}, counted from 0)"
-        reviewed = row.decision_path in (REVIEWED_PATH, PROVISIONAL_PATH)
-        shown_as = "decision" if reviewed else "adapted"  # the review's rule
-        tip += f"\n{shown_as}: {row.prediction_label} ({row.confidence:.3f})"
-        tip += f"\nsource model: {row.source_label} ({row.source_confidence:.3f})"
+        reviewed = row.decision_path in (DecisionPath.REVIEWED, DecisionPath.PROVISIONAL)
+        tip += f"\ndecision: {row.prediction_label} ({row.confidence:.3f})"
+        tip += f"\noriginal model: {row.source_label} ({row.source_confidence:.3f})"
         if row.changed:  # who changed it: "adaptation" read wrong beside the reviews' rule's reason
             tip += (
-                "\nthe rule the reviews put in use changed it"
+                "\nthe rule your answers showed better changed it"
                 if reviewed
-                else "\nadaptation changed the prediction"
+                else "\nadaptation changed the original model's call"
             )
         if reviewed:  # what adapting decided, and why the review's rule decides (or calls it, provisionally)
             tip += f"\n{row.decision_reason}"
@@ -211,7 +210,7 @@ class PredictionTableModel(QAbstractTableModel):
         if col == 3:
             return row.confidence
         if col == GROUP_COLUMN:
-            return row.decision_path
+            return decided_by(row)
         if col == 6:
             return row.uncertainty if math.isfinite(row.uncertainty) else -1.0
         return PredictionTableModel._display(row, col)
@@ -265,18 +264,8 @@ class PredictionTableModel(QAbstractTableModel):
             )
 
     def set_queue(self, queue: QueueState) -> None:
-        """The review queue's order and the rule the folder's reviews left in use (the Decided by column)."""
-        changed = queue.rule != self.queue.rule or queue.rules != self.queue.rules
+        """The review queue's order (the rows name the rule that decides them: the Decided by column)."""
         self.queue = queue
-        if changed and self._rows:
-            self.dataChanged.emit(self.index(0, GROUP_COLUMN), self.index(len(self._rows) - 1, GROUP_COLUMN))
-
-    def _decided_by(self, index: int, row: PredictionRow) -> str:
-        if row.decision_path == REVIEWED_PATH:
-            return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)}"
-        if row.decision_path == PROVISIONAL_PATH:  # a promoted rule's call no certificate covers yet
-            return f"review: {self.queue.rules.get(index) or rule_short(self.queue.rule)} · provisional"
-        return DECIDED_BY.get(row.decision_path, row.decision_path)
 
     @property
     def has_reviews(self) -> bool:

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.certificates import QueueState
-from app.core.filters import FILTER_MODES, PredictionRow, RowFilter
+from app.core.filters import EMPTY_WHY, FILTER_MODES, PredictionRow, RowFilter
 from app.views.table_cells import TableCells
 from app.views.table_model import REVIEW_COLUMN, PredictionFilterProxy, PredictionTableModel
 
@@ -393,4 +393,8 @@ class PredictionTable(QWidget):
     def _update_count(self) -> None:
         shown, total = self.proxy.rowCount(), self.model.rowCount()
         rows = "row" if total == 1 else "rows"
-        self.count_label.setText(f"{total} {rows}" if shown == total else f"{shown} of {total} {rows}")
+        text = f"{total} {rows}" if shown == total else f"{shown} of {total} {rows}"
+        filtered = self.proxy.row_filter
+        if not shown and total and not filtered.text and filtered.mode in EMPTY_WHY:
+            text += f": {EMPTY_WHY[filtered.mode]}"  # an empty view says why
+        self.count_label.setText(text)

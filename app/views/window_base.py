@@ -14,7 +14,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from app.views._plain import ask_yes_no
+from app.views._plain import ask_yes_no, plain_label
 from app.views.banner import BannerBar
 from app.views.certificates_view import CertificatesView
 from app.views.image_view import ImageView
@@ -39,6 +39,15 @@ class Views:
         self.log = LogView()
         self.banners = BannerBar()
         self.welcome = WelcomePanel()
+        # What decides the open folder now and what reviewing could change: always in view, above
+        # the status bar (the engine's outlook sentence; hidden while nothing is open).
+        self.outlook = plain_label("")
+        self.outlook.setWordWrap(True)
+        self.outlook.setObjectName("outlook")
+        self.outlook.setStyleSheet(
+            "QLabel#outlook { background: #eef3fb; border-top: 1px solid #c5d3ea; padding: 3px 6px; }"
+        )
+        self.outlook.setVisible(False)
 
 
 class WindowBase(QMainWindow):

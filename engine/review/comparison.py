@@ -16,17 +16,26 @@ call while the folder arrives, reported with the rule below it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from engine.review.sampling import SamplingSequence
+from engine.vocabulary import BlockEnd, Rule, Verdict
 
-OPEN, VERIFIED, REVERTED, PROMOTED, NOT_BETTER = "open", "verified", "reverted", "promoted", "not better"
-COVERED, STOPPED = "covered", "stopped"  # how an extension block ended
-SOURCE_RULE, LABEL_FREE = "source", "operating point"
-PROMPTED = "prompted"
-GUARDED = "guarded"  # the label-free operating point as a candidate (the method's default: review first)
+# The names the ladder has always used, as members of the shared vocabulary (engine.vocabulary).
+OPEN, VERIFIED, REVERTED, PROMOTED, NOT_BETTER = (
+    Verdict.OPEN,
+    Verdict.VERIFIED,
+    Verdict.REVERTED,
+    Verdict.PROMOTED,
+    Verdict.NOT_BETTER,
+)
+COVERED, STOPPED = BlockEnd.COVERED, BlockEnd.STOPPED  # how an extension block ended
+SOURCE_RULE, LABEL_FREE = Rule.SOURCE, Rule.LABEL_FREE
+PROMPTED = Rule.PROMPTED
+GUARDED = Rule.GUARDED  # the label-free operating point as a candidate (the method's default: review first)
 
 
 @dataclass
@@ -47,7 +56,7 @@ class Block:
     order: list[int]
     sequence: SamplingSequence
     reviewed: list[int] = field(default_factory=list)
-    state: str = OPEN
+    state: Verdict | BlockEnd = OPEN
 
     @property
     def next_position(self) -> int | None:
@@ -78,15 +87,15 @@ class Comparison:
     """
 
     index: int
-    candidate: str
+    candidate: Rule
     threshold: float
     population: int
     before: np.ndarray
     after: np.ndarray
     alpha: float
     blocks: list[Block] = field(default_factory=list)
-    below: tuple[str, float] = (SOURCE_RULE, float("nan"))
-    verdict: str = OPEN
+    below: tuple[Rule, float] = (SOURCE_RULE, float("nan"))
+    verdict: Verdict = OPEN
     coverage: int = 0
     extending: bool = True
 
@@ -136,44 +145,67 @@ class Comparison:
         """Evidence that the candidate is better on its first block (an e-value)."""
         return self.sequence.e_value(0.0)
 
-    def describe(self, total: int, part: str = "") -> str:
-        """One sentence: the verdict, its level and scope (``total``: the site's images now, or
-        its part's, when ``part`` names the part of a split folder it is about: "part 2 of 3")."""
-        level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
-        what = {LABEL_FREE: "the operating point", GUARDED: "the site's operating point"}.get(
-            self.candidate, f"the {self.candidate} candidate"
-        )
+    def describe(
+        self, total: int, part: str = "", replaced_by: Rule | None = None, label_free: bool = False
+    ) -> str:
+        """One sentence for people: what the reviews showed about the rule and what it decides
+        (levels and bounds: :meth:`details`). ``total``: the site's images now, or its part's, when
+        ``part`` names the part of a split folder it is about ("part 2 of 3"); ``replaced_by``: the
+        rule a later promotion put in use above this promoted one (it then decides no longer);
+        ``label_free``: the method reported label-free decisions here (else A1 is the source model's)."""
+        what = self.candidate.words
+        answers = len(self.blocks[0].reviewed) if self.blocks else 0
+        counted = f"{answers} answer{'s' if answers != 1 else ''}"
         n, d = self.population, self.disagreements
-        scope = f"the {d} changed decision{'s' if d != 1 else ''} of the first {n} images"
+        scope = f"the {d} image{'s' if d != 1 else ''} it calls otherwise among the first {n}"
         scope += f" of {part}" if part else ""
-        where = f"{part} of this folder" if part else "this site"
-        counts = f" ({len(self.blocks[0].reviewed) if self.blocks else 0} reviewed)"
-        if self.sequence.exhausted:
-            level, counts = "known exactly", " (every one reviewed)"
+        where = f"{part} of this folder" if part else "this folder"
         if self.verdict == VERIFIED:
-            return f"{what} is better on {scope}, {level}{counts}"
+            return f"{what} is better: {counted} showed it on {scope}"
+        if self.verdict == PROMOTED and replaced_by is not None:
+            return f"{what} was shown better by {counted} on {scope}; {replaced_by.words} replaced it"
         if self.verdict == PROMOTED:
-            return f"{what} decides {where}: better on {scope}, {level}{counts}{self._reach(total)}"
+            below = self.below[0] if label_free or self.below[0] != LABEL_FREE else SOURCE_RULE
+            return f"{what} decides {where}: {counted} showed it better on {scope}{self._reach(total, below)}"
         if self.verdict == REVERTED:
-            return f"{what} was turned back: it does harm on {scope}{counts}; the source model decides"
+            return f"{what} was turned back: {counted} showed it does harm on {scope}; {SOURCE_RULE.words} decides"
         if self.verdict == NOT_BETTER:
-            return f"{what} was not shown better on {scope}{counts}; it is not used"
-        return f"{what} is under review on {scope}{counts}"
+            return f"{what} was not shown better on {scope} ({counted}); it is not used"
+        return f"{what} is under review on {scope} ({counted} so far)"
 
-    def _reach(self, total: int) -> str:
+    def details(self) -> str:
+        """The statistics behind :meth:`describe`: level, bounds, evidence, the frozen threshold."""
+        level = f"{100 * (1 - self.alpha):.1f} %".replace(".0 %", " %")
+        reviews = len(self.reviewed)
+        if self.sequence.exhausted:
+            text = "known exactly (every changed decision reviewed)"
+        elif reviews:
+            lower, upper = self.sequence.lower(self.alpha), self.sequence.upper(self.alpha)
+            text = f"tested at {level}: gain per changed decision between {lower:+.2f} and {upper:+.2f}"
+        else:
+            text = f"tested at {level}: nothing measured yet"
+        evidence = self.e_value()
+        if math.isfinite(evidence):
+            text += f"; evidence (e-value) {evidence:.3g}"
+        if self.candidate.is_threshold and math.isfinite(self.threshold):
+            text += f"; threshold {self.threshold:+.3g} on the original model's score margin"
+        return text
+
+    def _reach(self, total: int, below: Rule) -> str:
         """What a promoted candidate covers beyond its first block, and what it does not."""
         more = len(self.blocks) - 1
         text = ""
         if self.coverage > self.population:
-            blocks = f" ({more} later block{'s' if more != 1 else ''} reviewed)" if more else ""
+            blocks = f" (with {more} later block{'s' if more != 1 else ''} answered)" if more else ""
             text = f"; its certificate now covers the first {self.coverage} images{blocks}"
         left = total - max(self.coverage, 0)
         if left > 0:
             images = f"{left} later image{'s' if left != 1 else ''}"
             if self.extending:
-                text += f"; {images} not covered yet: provisional until reviews cover them"
-            else:
                 text += (
-                    f"; {images} not covered: it was not shown better on them, the rule below it decides them"
+                    f"; {images} not covered yet: shown with its call provisionally, reported as "
+                    f"{below.words} decides them until answers cover them"
                 )
+            else:
+                text += f"; {images} not covered: it was not shown better on them, {below.words} decides them"
         return text

@@ -64,8 +64,9 @@ from engine.review.comparison import (
 )
 from engine.review.images import SiteImages, rule_decisions, site_seed
 from engine.review.sampling import SamplingSequence
+from engine.vocabulary import Rule
 
-DEFAULT_CANDIDATES = ("fit", "shift", "prior", GUARDED, PROMPTED)
+DEFAULT_CANDIDATES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, GUARDED, PROMPTED)
 
 __all__ = [
     "COVERED",
@@ -100,7 +101,7 @@ class LadderRule:
     min_reviews: int = 3  # reviews before A1 can be reverted
     patience: int = 4  # reviews after which a candidate that has not been right more often is given up
     extension_patience: int = 8  # the same for a promoted candidate's later block
-    candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order (Rule identifiers)
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha / 2**j``."""
@@ -121,7 +122,7 @@ class SiteLadder:
         self.rule = rule if rule is not None else LadderRule()
         self.seed = seed
         self.comparisons: list[Comparison] = []
-        self.current = LABEL_FREE  # the rule in use: LABEL_FREE, SOURCE_RULE or a candidate's name
+        self.current: Rule = LABEL_FREE  # the rule in use: LABEL_FREE, SOURCE_RULE or a candidate
         self.current_threshold = math.nan
         self.next_index = 1  # the index the next comparison gets (never reused)
         self.frozen: list[tuple[Comparison, int]] = []  # blocks frozen, (comparison, block number)
@@ -129,7 +130,7 @@ class SiteLadder:
 
     # -- the rules in use ----------------------------------------------------------------------
     @property
-    def base(self) -> tuple[str, float]:
+    def base(self) -> tuple[Rule, float]:
         """The rule before any promotion: A1 (the label-free decisions), or A0 after a revert."""
         reverted = any(c.candidate == LABEL_FREE and c.verdict == REVERTED for c in self.comparisons)
         return (SOURCE_RULE if reverted else LABEL_FREE), math.nan
@@ -166,7 +167,7 @@ class SiteLadder:
 
     def _walk(
         self, images: SiteImages, certified_only: bool
-    ) -> tuple[np.ndarray, list[tuple[str, float, int]]]:
+    ) -> tuple[np.ndarray, list[tuple[Rule, float, int]]]:
         """Every image's decision along the chain, and the layers: the base rule over every image,
         then each chain member with its reach (the first images it decides): its coverage, or
         (shown, while it extends) every image the one below reaches."""
@@ -178,12 +179,35 @@ class SiteLadder:
             c.coverage = self.coverage(c, images)
             if certified_only or not c.extending:
                 reach = min(reach, c.coverage)
+            else:  # shown beyond its coverage while later images look like the covered ones
+                reach = min(reach, self.alike(c, images))
             if reach > 0:
                 out[:reach] = rule_decisions(images, c.candidate, c.threshold, reach)
             layers.append((c.candidate, c.threshold, reach))
         return out, layers
 
-    def layers(self, images: SiteImages, shown: bool = False) -> list[tuple[str, float, int]]:
+    def alike(self, c: Comparison, images: SiteImages, delta: float = 0.05) -> int:
+        """How far ``c``'s call is shown beyond its coverage (provisionally): up to the first later
+        image where the source model's calls no longer look like those on the images its blocks
+        were frozen on (a label-free check of the certificate's extrapolation: a slide read in
+        scan order reaches its tumour region, a drifting mix drifts; ``docs/review-certificates.md``,
+        "Shown and reported"). The share of the reference's most common source call among the
+        later images is tested against the reference's with a confidence sequence for each (a
+        normal-mixture boundary for a bounded mean, at ``delta`` each); the images from the first
+        that breaks it on are shown with the rule below."""
+        n, start = len(images), max(c.coverage, 0)
+        if start >= n or c.frozen == 0:
+            return n
+        reference = images.source[: c.frozen]
+        common = int(np.bincount(reference).argmax())
+        p0 = float(np.mean(reference == common))
+        later = np.cumsum(images.source[start:n] == common)
+        m = np.arange(1, n - start + 1, dtype=np.float64)
+        band = _boundary(m, delta) / m + _boundary(np.float64(c.frozen), delta) / c.frozen
+        broken = np.flatnonzero(np.abs(later / m - p0) > band)
+        return n if broken.size == 0 else start + int(broken[0])
+
+    def layers(self, images: SiteImages, shown: bool = False) -> list[tuple[Rule, float, int]]:
         """``(rule, threshold, reach)`` from the base up: image ``i`` is decided by the last layer
         whose reach exceeds ``i`` (certified; ``shown``: as a reader is shown it)."""
         return self._walk(images, certified_only=not shown)[1]
@@ -206,6 +230,15 @@ class SiteLadder:
         """The images every rule in use covers (a new candidate is started on these only)."""
         return self._walk(images, certified_only=True)[1][-1][2]
 
+    def upcoming(self, images: SiteImages) -> tuple[Rule, np.ndarray, np.ndarray] | None:
+        """What :meth:`start` would freeze on ``images`` if asked now, without starting it: the
+        candidate, the decisions it would be tested against and its own, on the images the rules
+        in use cover; None when a comparison is open or nothing is left to test. Read-only."""
+        if self.active is not None:
+            return None
+        plan = self._plan(images.head(self.reach(images)))
+        return None if plan is None else (plan[1][0], plan[1][2], plan[1][3])
+
     # -- starting comparisons and blocks -------------------------------------------------------
     @property
     def active(self) -> Comparison | None:
@@ -217,17 +250,17 @@ class SiteLadder:
 
     def _plan(
         self, images: SiteImages
-    ) -> tuple[list[Comparison], tuple[str, float, np.ndarray, np.ndarray]] | None:
+    ) -> tuple[list[Comparison], tuple[Rule, float, np.ndarray, np.ndarray]] | None:
         """The candidates with nothing to test before the next one that has, and that one's
         ``(name, threshold, before, after)`` (None: none has anything to test)."""
         n = len(images)
         if n == 0:
             return None
         tried = {c.candidate for c in self.comparisons}
-        steps: list[tuple[str, float]] = []
+        steps: list[tuple[Rule, float]] = []
         if LABEL_FREE not in tried and self.current == LABEL_FREE:
             steps.append((LABEL_FREE, math.nan))
-        for name in self.rule.candidates:
+        for name in map(Rule, self.rule.candidates):
             if name in tried or name == self.current:
                 continue
             if name == PROMPTED:
@@ -426,3 +459,12 @@ class SiteLadder:
 def tested(ladders: Sequence[SiteLadder]) -> list[Comparison]:
     """Every comparison with at least one disagreement, across sites."""
     return [c for ladder in ladders for c in ladder.comparisons if c.disagreements]
+
+
+def _boundary(m: np.ndarray | np.float64, delta: float, rho: float = 1.0) -> np.ndarray:
+    """A time-uniform bound on ``|sum of m centred values in [0, 1]|`` at error ``delta`` (two-sided):
+    the normal-mixture boundary of a sub-Gaussian sum with variance proxy ``m / 4`` (Robbins; Howard
+    et al. 2021), holding at every ``m`` at once."""
+    v = np.asarray(m, dtype=np.float64) / 4.0
+    bound: np.ndarray = np.sqrt(2.0 * (v + rho) * np.log(np.sqrt((v + rho) / rho) * 2.0 / delta))
+    return bound

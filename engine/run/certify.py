@@ -14,12 +14,14 @@ The journal and the predictions CSV stay the label-free record; the certified de
 their own files beside ``--out``:
 
 * ``<out>.certified.csv``: per image the decision as made, the source model's, the certified
-  decision, the rule that decided it, whether a certificate covers it and, where a promoted rule
-  calls it otherwise but no certificate covers it yet, that provisional call;
-* ``<out>.certificates.json``: per comparison its candidate, the images it was frozen on and those
-  its certificate covers, its blocks, reviews, bounds, e-value, verdict and one sentence with its
-  level and scope. Error control is per folder (per part of a folder the method split): the
-  ladder's levels add up to at most 5 % there (``docs/review-certificates.md``, "One error rule").
+  decision, the rule that decided it (its identifier: ``source``, ``fit``, ...), whether a
+  certificate covers it, where a promoted rule calls it otherwise but no certificate covers it
+  yet that provisional call, and the part of a split folder it belongs to;
+* ``<out>.certificates.json``: the rule in use and, per comparison, its candidate, the images it
+  was frozen on and those its certificate covers, its blocks, reviews, bounds, e-value, verdict,
+  one sentence for people and one with the statistics (:mod:`engine.run.certificates`). Error
+  control is per folder (per part of a folder the method split): the ladder's levels add up to
+  at most 5 % there (``docs/review-certificates.md``, "One error rule").
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,19 +37,26 @@ from engine.errors import F2TTAError
 from engine.io.sources import source_hash
 from engine.io.tables import table_rows
 from engine.review.marks import MarkError, parse_time
+from engine.run.certificates import site_certificates
 from engine.run.outputs import certified_paths
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow, escape_cell, unescape_cell
 from engine.util.atomic import atomic_write_bytes
+from engine.vocabulary import Coverage
 
 #: Columns the reviews file must have (the app's ``reviews.csv`` has these and more).
 REVIEW_FILE_COLUMNS = ("item", "review", "reviewed_at")
 SITE_COLUMN = "site"  # the folder's identity (its source hash) in files the app writes now
-CERTIFIED_COLUMNS = ("index", "item", "as_decided", "source", "certified", "rule", "coverage", "provisional")
-COVERED, PROVISIONAL = "covered", "provisional"  # a row's coverage: a certificate covers it, or not yet
-CONTROL = (
-    "per folder: the certificates of one folder (of one part, where the method split it) are wrong "
-    "together with probability at most 5 %; a project of many folders can hold a wrong one"
+CERTIFIED_COLUMNS = (
+    "index",
+    "item",
+    "as_decided",
+    "source",
+    "certified",
+    "rule",
+    "coverage",
+    "provisional",
+    "part",
 )
 
 
@@ -202,9 +210,9 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CERTIFIED_COLUMNS)
-    rules = review.row_rules()  # with its part's name when the site was split in parts
-    for row, certified, call, rule, state in zip(
-        rows, decided, shown, rules, row_coverage(review), strict=True
+    rules, parts = review.row_rules(), review.row_parts()
+    for row, certified, call, rule, state, part in zip(
+        rows, decided, shown, rules, row_coverage(review), parts, strict=True
     ):
         writer.writerow(
             [
@@ -213,9 +221,10 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
                 classes[row.prediction],
                 classes[row.source_prediction],
                 classes[int(certified)],
-                rule,
-                state,
-                classes[int(call)] if state == PROVISIONAL else "",
+                str(rule),
+                str(state),
+                classes[int(call)] if state == Coverage.PROVISIONAL else "",
+                part,
             ]
         )
     certified_path, certificates = certified_paths(out_csv)
@@ -225,61 +234,17 @@ def write_certified(out_csv: Path, review: SiteReview, classes: Sequence[str]) -
     return certified_path, certificates
 
 
-def row_coverage(review: SiteReview) -> list[str]:
-    """Per row: :data:`COVERED` where a promoted rule decides it under a certificate,
-    :data:`PROVISIONAL` where a promoted rule calls it otherwise but no certificate covers it yet
-    (reported with the rule below), "" where no review rule is involved."""
+def row_coverage(review: SiteReview) -> list[Coverage]:
+    """Per row: covered where a promoted rule decides it under a certificate, provisional where a
+    promoted rule calls it otherwise but no certificate covers it yet (reported with the rule
+    below), none where no rule of the reviews decides it."""
     provisional = review.provisional()
-    out = []
-    for i in range(len(review.rows)):
-        rule = review.rule_of(i)[0]
-        out.append(
-            PROVISIONAL if provisional[i] else COVERED if rule not in ("source", "operating point") else ""
-        )
-    return out
+    return [
+        Coverage.PROVISIONAL if provisional[i] else Coverage.COVERED if rule.by_review else Coverage.NONE
+        for i, rule in enumerate(review.row_rules())
+    ]
 
 
 def certificates_json(review: SiteReview) -> dict[str, Any]:
-    """The site's comparisons as the certificates file and the reports give them."""
-    comparisons = review.comparisons()
-
-    def number(value: float) -> float | None:
-        return round(value, 6) if math.isfinite(value) else None
-
-    return {
-        "site": source_hash(review.source_id),
-        "images": len(review.rows),
-        "rule_in_use": review.rule_in_use,
-        "provisional_images": int(review.provisional().sum()),
-        "error_control": CONTROL,
-        "comparisons": [
-            {
-                **({"part": part} if part else {}),  # a site split in parts: each comparison is about one
-                "number": c.index,
-                "candidate": c.candidate,
-                "threshold": number(c.threshold),
-                "population": c.population,
-                "covers_images": c.covered,
-                "disagreements": c.disagreements,
-                "reviews": len(c.reviewed),
-                "level": 1.0 - c.alpha,
-                "lower": number(c.sequence.lower(c.alpha)),
-                "upper": number(c.sequence.upper(c.alpha)),
-                "e_value": number(c.e_value()),
-                "verdict": c.verdict,
-                "blocks": [
-                    {
-                        "images": [b.start, b.end],
-                        "disagreements": len(b.order),
-                        "reviews": len(b.reviewed),
-                        "state": b.state,
-                    }
-                    for b in c.blocks
-                ],
-                "covers_later_images": c.extending,
-                "says": review.describe(c),
-            }
-            for c in comparisons
-            for part in [review.part_of(c)[0]]
-        ],
-    }
+    """The site's certificates as ``OUT.certificates.json`` gives them (:mod:`engine.run.certificates`)."""
+    return site_certificates(review).to_json()

@@ -25,7 +25,6 @@ from engine.run.certify import certify, marks_from_file, write_certified
 from engine.run.lock import LockedError
 from engine.run.outputs import config_path, geojson_path
 from engine.run.review import SiteReview, what_adapting_changed
-from engine.run.review_parts import rule_words
 from engine.run.runner import (
     EXIT_FAILED,
     EXIT_NOT_APPLICABLE,
@@ -308,7 +307,7 @@ def _review(job: FolderJob, task: SiteTask, result: SiteResult) -> None:
             used, unknown_items, unknown_classes = marks_from_file(task.reviews, review, classes)
             certify(review)
             write_certified(task.out, review, classes)
-            verdicts = [f"{c.candidate} {c.verdict}" for c in review.comparisons()]
+            verdicts = [f"{c.candidate.words}: {c.verdict.words}" for c in review.comparisons()]
             result.review = (
                 f"{used} mark(s) of {task.reviews.name} used"
                 + (f", {unknown_items} naming no image of this site" if unknown_items else "")
@@ -322,8 +321,12 @@ def _review(job: FolderJob, task: SiteTask, result: SiteResult) -> None:
             )
         decisions = review.decisions()
         result.decisions = {name: int((decisions == k).sum()) for k, name in enumerate(classes)}
-        rule = review.rule_in_use
-        result.decided_by = rule_words(rule) if len(review.parts) <= 1 else rule
+        in_use = review.in_use()
+        result.decided_by = (
+            in_use[0].rule.words
+            if len(in_use) == 1
+            else "; ".join(f"{p.part} ({p.images} images): {p.rule.words}" for p in in_use)
+        )
         result.adapting = what_adapting_changed(rows, decisions)
     finally:
         review.close()

@@ -10,27 +10,28 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.run.rows import PredictionRow
+from engine.vocabulary import DecisionPath
 
 
 def describe_decision(row: PredictionRow) -> str:
     """One line for people: what decided the row (empty when the method records none).
 
-    The reported decision of I-DiPT+ is always the source model's: at its own threshold, or at the
-    threshold its site's operating point moved to; the line says which, and why.
+    The reported decision of I-DiPT+ is always the source (original) model's: at its own threshold,
+    or at the threshold its site's operating point moved to; the line says which, and why.
     """
     if not row.decision_path:
         return ""
     where = f" (site {row.site_group})" if row.site_group is not None else ""
     threshold = row.decision_threshold
-    if row.decision_path == "accepted" and threshold:
-        what = f"the source model at its site's threshold {threshold:+.2f} on the margin{where}"
-    elif row.decision_path == "source-like":
-        what = "the source model at its own threshold (the image looks like the source site)"
+    if row.decision_path == DecisionPath.ACCEPTED and threshold:
+        what = f"the site threshold, unreviewed ({threshold:+.2f} on the original model's score){where}"
+    elif row.decision_path == DecisionPath.SOURCE_LIKE:
+        what = "the original model (the image looks like the training site's)"
     else:
-        what = f"the source model at its own threshold{where}"
+        what = f"the original model{where}"
     reason = (
         f": {row.decision_reason}"
-        if row.decision_reason and row.decision_reason not in (row.decision_path, "accepted")
+        if row.decision_reason and row.decision_reason not in (row.decision_path, DecisionPath.ACCEPTED)
         else ""
     )
     return f"decided by {what}{reason}"

@@ -31,21 +31,31 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, LadderRule, SiteImages, SiteLadder
+from engine.review.ladder import (
+    LABEL_FREE,
+    PROMOTED,
+    SOURCE_RULE,
+    Comparison,
+    LadderRule,
+    SiteImages,
+    SiteLadder,
+)
 from engine.review.marks import BlockRecord, MarkError, MarkStore, ReviewMark, now
 from engine.run.review_blocks import record_of, replay
 from engine.run.review_parts import (
+    Decider,
+    PartRule,
     ReviewPart,
+    decides_words,
     part_label,
     part_name,
-    parts_rule,
-    rule_words,
     served,
     serving_order,
     site_images,
     what_adapting_changed,
 )
 from engine.run.rows import MAP_PENDING, PredictionRow
+from engine.vocabulary import Rule
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,7 @@ class SiteReview:
 
     A site decided in more than one unit (a folder the method split in two parts) keeps one
     ladder per unit (:mod:`engine.run.review_parts`); :attr:`ladder` is then the ladder of the part
-    the queue serves next, and :attr:`rule_in_use` names each part's rule.
+    the queue serves next, and :meth:`in_use` names each part's rule.
 
     Args:
         folder: the project's review folder (None: nothing is kept on disk).
@@ -90,7 +100,7 @@ class SiteReview:
         self.parts: list[ReviewPart] = []
         self._loaded: dict[int | None, list[BlockRecord]] = {}  # block records read, by part group
         self._noted: set[str] = set()  # set-aside records already named in a note
-        self._cache: dict[tuple[int, bool], list[tuple[str, float, int]]] = {}  # each part's layers
+        self._cache: dict[tuple[int, bool], list[tuple[Rule, float, int]]] = {}  # each part's layers
         self._row_parts: dict[int, tuple[int, int]] = {}
         self._images: dict[int, SiteImages] = {}  # by part number
         self._undo: list[MarkChange] = []
@@ -177,35 +187,43 @@ class SiteReview:
         self.parts.append(part)
         return part
 
-    @property
-    def rule_in_use(self) -> str:
-        """The rule that decides the site now, as people are told it: the ladder's, except that
+    def in_use(self) -> tuple[PartRule, ...]:
+        """The rule that decides each part now, as people are told it: the ladder's, except that
         where no operating point was reported without review (review first, the default) and no
-        review moved the rule, that is the source model (:data:`SOURCE_RULE`). A site of several
-        parts says each part's (``part 1 of 2 (80 images): the source model decides; ...``)."""
-        if len(self.parts) > 1:
-            return parts_rule(self.parts, self.rows)
-        return self.parts[0].rule(self.rows) if self.parts else SOURCE_RULE
+        review moved the rule, that is the source model (:data:`SOURCE_RULE`). A site of one part
+        has one entry, its part named by no name."""
+        if not self.parts:
+            return (PartRule("", len(self.rows), SOURCE_RULE),)
+        several = len(self.parts) > 1
+        return tuple(
+            PartRule(part_label(self.parts, p) if several else "", len(p.positions), p.rule(self.rows))
+            for p in self.parts
+        )
 
-    def row_rules(self, shown: bool = False) -> list[str]:
-        """The rule that decides each row (certified; ``shown``: as a reader is shown it), by the
-        ladder's names ("source" where no rule was put in use), with its part's name when the site
-        has several (``part 2 of 3 (140 images): the fit candidate decides``)."""
-        out = [""] * len(self.rows)
+    def row_rules(self, shown: bool = False) -> list[Rule]:
+        """The rule that decides each row (certified; ``shown``: as a reader is shown it), the
+        label-free rule read as the source model where the method reported no decision with it."""
+        out = [SOURCE_RULE] * len(self.rows)
         for k, part in enumerate(self.parts):
             layers = self._layers(k, shown)
             label_free = part.label_free(self.rows)
             for local, i in enumerate(part.positions):
                 rule = _layer_at(layers, local)[0]
-                rule = SOURCE_RULE if rule == LABEL_FREE and not label_free else rule
-                out[i] = (
-                    f"{part_name(self.parts, part)}: {rule_words(rule)} decides"
-                    if len(self.parts) > 1
-                    else rule
-                )
+                out[i] = SOURCE_RULE if rule == LABEL_FREE and not label_free else rule
         return out
 
-    def rules_key(self) -> tuple[tuple[str, float, int, int], ...]:
+    def row_parts(self) -> list[str]:
+        """Each row's part's short name ("part 2 of 3"; empty when the site has one part)."""
+        if len(self.parts) <= 1:
+            return [""] * len(self.rows)
+        out = [""] * len(self.rows)
+        for part in self.parts:
+            label = part_label(self.parts, part)
+            for i in part.positions:
+                out[i] = label
+        return out
+
+    def rules_key(self) -> tuple[tuple[Rule, float, int, int], ...]:
         """Each part's rule in use, its threshold and the images its rules certify and show:
         changes exactly when some part's rule moves or its coverage grows."""
         return tuple(
@@ -218,19 +236,18 @@ class SiteReview:
             for k, p in enumerate(self.parts)
         )
 
-    def rule_of(self, index: int, shown: bool = False) -> tuple[str, float, str]:
-        """``(rule, threshold, part)`` that decides the row at ``index`` (certified; ``shown``: as a
-        reader is shown it): the ladder's name of the highest rule in use that decides it
-        ("operating point" where no review moved the rule), the rule's threshold on the source
-        margin (nan: not a threshold rule) and the part's short name ("part 2 of 3"; empty when
-        the site has one part)."""
+    def rule_of(self, index: int, shown: bool = False) -> Decider:
+        """What decides the row at ``index`` (certified; ``shown``: as a reader is shown it): the
+        highest rule in use that decides it (:data:`LABEL_FREE` where no review moved the rule),
+        the rule's threshold on the source margin (nan: not a threshold rule) and the part's short
+        name ("part 2 of 3"; empty when the site has one part)."""
         k, local = self._where()[index]
         part = self.parts[k]
         label = part_label(self.parts, part) if len(self.parts) > 1 else ""
         rule, threshold, _ = _layer_at(self._layers(k, shown), local)
-        return rule, threshold, label
+        return Decider(rule, threshold, label)
 
-    def _layers(self, k: int, shown: bool) -> list[tuple[str, float, int]]:
+    def _layers(self, k: int, shown: bool) -> list[tuple[Rule, float, int]]:
         key = (k, shown)
         if key not in self._cache:
             self._cache[key] = self.parts[k].ladder.layers(self.images(k), shown)
@@ -245,9 +262,17 @@ class SiteReview:
         return self._row_parts
 
     def describe(self, comparison: Comparison) -> str:
-        """The comparison's sentence, naming its part when the site was split (``Comparison.describe``)."""
+        """The comparison's sentence (``Comparison.describe``), naming its part when the site was
+        split, and the rule that replaced it where a later promotion did (one rule decides)."""
         name, images = self.part_of(comparison)
-        return comparison.describe(images, name.partition(" (")[0])
+        part = next((p for p in self.parts if any(c is comparison for c in p.ladder.comparisons)), None)
+        replaced = None
+        if part is not None and comparison.verdict == PROMOTED:
+            chain = part.ladder.chain()
+            if any(c is comparison for c in chain) and chain[-1] is not comparison:
+                replaced = chain[-1].candidate
+        label_free = part is not None and part.label_free(self.rows)
+        return comparison.describe(images, name.partition(" (")[0], replaced, label_free)
 
     def part_of(self, comparison: Comparison) -> tuple[str, int]:
         """``(name, images)`` of the part a comparison is about (name empty: the site has one part)."""
@@ -376,6 +401,11 @@ class SiteReview:
             self._record_frozen(k)
         return None
 
+    def upcoming(self, k: int) -> tuple[Rule, np.ndarray, np.ndarray] | None:
+        """What the queue would start next in part ``k`` if asked now, without starting it (the
+        candidate, the decisions it would be tested against and its own: ``SiteLadder.upcoming``)."""
+        return self.parts[k].ladder.upcoming(self._decided_and_mapped(k))
+
     def _decided_and_mapped(self, k: int) -> SiteImages:
         """The images a block may be frozen on: those before the first whose map (and I-DiPT's
         prompted decision) is still pending, so a block never changes when maps arrive."""
@@ -440,7 +470,8 @@ class SiteReview:
         return [c for p in self.parts for c in p.ladder.comparisons if c.disagreements]
 
     def why_empty(self) -> str:
-        """One sentence: why there is nothing to review at this site (empty when there is)."""
+        """One sentence: why there is nothing to review at this site (empty when there is). Read
+        by the review queue's empty view, the status bar and ``f2tta run``."""
         if any(p.ladder.active is not None for p in self.parts):
             return ""
         if not self.rows:
@@ -448,13 +479,31 @@ class SiteReview:
         images = self.images()
         if images.threshold is None and images.prompted is None:
             return (
-                "nothing to review: adaptation changes no decision of this folder (the model has more than two "
-                "classes or the run kept no source margins)"
+                "nothing to review: no other rule can decide this folder's images (the model has more "
+                "than two classes, or the run kept no source margins)"
             )
-        return (
-            "nothing left to review: every candidate of this folder was tested, or none decides any of its "
-            f"{len(images)} images differently from the rule in use"
-        )
+        if not any(len(self._decided_and_mapped(k)) for k in range(len(self.parts))):
+            return "nothing to review yet: the review starts on images whose uncertainty maps are made"
+        decider = decides_words(self.in_use())
+        tested = [c for p in self.parts for c in p.ladder.comparisons if c.disagreements]
+        same = [
+            c.candidate
+            for p in self.parts
+            for c in p.ladder.comparisons
+            if not c.disagreements and c.candidate != LABEL_FREE  # A1 changed nothing: no rule to name
+        ]
+        said = []
+        if tested:
+            said.append(
+                "your answers settled every rule that decides some image differently ("
+                + "; ".join(f"{c.candidate.words}: {c.verdict.words}" for c in tested)
+                + ")"
+            )
+        if same:
+            said.append(f"{_listed([r.words for r in same])} would decide every image as it is decided now")
+        if not said:
+            said.append("no other rule has a threshold for this folder yet (too few images so far)")
+        return f"nothing left to review: {decider}; {'; '.join(said)}"
 
     def close(self) -> None:
         if self._store is not None:
@@ -468,7 +517,12 @@ class SiteReview:
 __all__ = ["MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]
 
 
-def _layer_at(layers: Sequence[tuple[str, float, int]], local: int) -> tuple[str, float, int]:
+def _listed(words: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _layer_at(layers: Sequence[tuple[Rule, float, int]], local: int) -> tuple[Rule, float, int]:
     """The highest layer whose reach covers the image at ``local`` (the base reaches every one)."""
     for layer in reversed(layers):
         if layer[2] > local:

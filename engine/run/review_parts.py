@@ -20,24 +20,44 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from engine.methods.idipt_plus import ACCEPTED, AWAITING_REVIEW, THRESHOLD_CANDIDATES
+from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
 from engine.run.rows import PredictionRow
-
-RULE_WORDS = {
-    SOURCE_RULE: "the source model",
-    LABEL_FREE: "the label-free operating point",
-    "guarded": "the site's operating point (certified)",
-}
+from engine.vocabulary import Rule
 
 
-def rule_words(rule: str) -> str:
-    """A rule of a ladder as a sentence fragment ("the source model", "the fit candidate")."""
-    return RULE_WORDS.get(rule, f"the {rule} candidate")
+class Decider(NamedTuple):
+    """What decides one row: the rule, its threshold on the source margin (nan: not a threshold
+    rule) and its part's short name ("part 2 of 3"; empty when the site has one part)."""
+
+    rule: Rule
+    threshold: float
+    part: str
+
+
+@dataclass(frozen=True)
+class PartRule:
+    """The rule that decides one part of a site now (the site's only part: ``part`` empty)."""
+
+    part: str  # "part 2 of 3"
+    images: int
+    rule: Rule
+
+    def to_json(self) -> dict[str, object]:
+        return {"part": self.part, "images": self.images, "rule": str(self.rule)}
+
+
+def decides_words(in_use: Sequence[PartRule]) -> str:
+    """Who decides the site now, in words: "the best-fit threshold decides this folder"; a site
+    split in parts names each part's ("part 1 of 2 (80 images): the original model decides; ...")."""
+    if len(in_use) == 1:
+        return f"{in_use[0].rule.words} decides this folder"
+    return "; ".join(f"{p.part} ({p.images} images): {p.rule.words} decides" for p in in_use)
 
 
 def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
@@ -107,8 +127,9 @@ class ReviewPart:
         """Whether the method reported a label-free decision here (the operating point accepted)."""
         return any(rows[i].decision_path == ACCEPTED for i in self.positions)
 
-    def rule(self, rows: Sequence[PredictionRow]) -> str:
-        """The rule that decides it now, as people are told it (``SiteReview.rule_in_use``)."""
+    def rule(self, rows: Sequence[PredictionRow]) -> Rule:
+        """The rule that decides it now, as people are told it (``SiteReview.in_use``): the
+        ladder's, the label-free rule read as the source model where it reported no decision."""
         current = self.ladder.current
         return SOURCE_RULE if current == LABEL_FREE and not self.label_free(rows) else current
 
@@ -139,12 +160,6 @@ def part_name(parts: Sequence[ReviewPart], part: ReviewPart) -> str:
     return f"{part_label(parts, part)} ({len(part.positions)} images)"
 
 
-def parts_rule(parts: Sequence[ReviewPart], rows: Sequence[PredictionRow]) -> str:
-    """The rule of every part in one sentence: ``part 1 of 2 (80 images): the source model decides;
-    part 2 of 2 (131 images): the fit candidate decides``."""
-    return "; ".join(f"{part_name(parts, p)}: {rule_words(p.rule(rows))} decides" for p in parts)
-
-
 def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray | None = None) -> str:
     """One sentence for a site: how many decisions adapting changed, or why it changed none.
 
@@ -160,19 +175,19 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
     changed = int(np.sum(final != source))
     if changed:
         return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
-    reason = rows[-1].decision_reason
-    if reason.endswith(AWAITING_REVIEW):
-        proposal = reason.partition("; ")[0]
+    last = rows[-1]
+    if last.decision_path == HELD:
         return (
-            f"adapting changed no decision yet: {proposal}, and the source model decides until "
-            "reviews of this folder certify it or another candidate"
+            "adapting changed no decision yet: the site threshold passed its safety checks, and the "
+            "original model decides until reviews of this folder show it or another rule better"
         )
-    if reason.startswith("too few images"):
+    reason = last.decision_reason
+    if reason.startswith("too few images"):  # the method's own reason; it names how many are needed
         needed = reason.partition("(")[2].rstrip(")")
         return f"adapting changed no decision: {needed}; this folder has {len(rows)}"
     if reason:
         return (
-            f"adapting changed no decision: the site's operating point was not accepted ({reason}), "
-            "so the source model's decisions stand"
+            f"adapting changed no decision: the site threshold was not accepted ({reason}), "
+            "so the original model's decisions stand"
         )
-    return "adapting changed no decision: the method records no decision path, its decisions are the source model's"
+    return "adapting changed no decision: the method records no decision path, its decisions are the original model's"

@@ -30,7 +30,9 @@ import math
 
 import numpy as np
 
-FIT, SHIFT, PRIOR, GUARDED, PROMPTED = "fit", "shift", "prior", "guarded", "prompted"
+from engine.vocabulary import Rule
+
+FIT, SHIFT, PRIOR, GUARDED, PROMPTED = Rule.FIT, Rule.SHIFT, Rule.PRIOR, Rule.GUARDED, Rule.PROMPTED
 THRESHOLD_CANDIDATES = (FIT, SHIFT, PRIOR, GUARDED)
 CANDIDATES = (*THRESHOLD_CANDIDATES, PROMPTED)
 EM_ITERATIONS = 100

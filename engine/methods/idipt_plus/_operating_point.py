@@ -33,13 +33,16 @@ from engine.methods.idipt_plus._fit import Fit, OperatingPointSettings, agreed_t
 from engine.methods.idipt_plus._groups import SiteGroups
 from engine.methods.idipt_plus._split import SplitSettings, make_parts, nearer_part, split_due, split_test
 from engine.methods.idipt_plus._units import Unit
+from engine.vocabulary import DecisionPath
 
-SOURCE_LIKE = "source-like"
-ACCEPTED = "accepted"
-NOT_ACCEPTED = "not-accepted"
-HELD = "awaiting-review"  # accepted, not reported until reviews certify it (review first)
+SOURCE_LIKE = DecisionPath.SOURCE_LIKE
+ACCEPTED = DecisionPath.ACCEPTED
+NOT_ACCEPTED = DecisionPath.NOT_ACCEPTED
+HELD = DecisionPath.HELD  # accepted, not reported until reviews certify it (review first)
 PATHS = (SOURCE_LIKE, ACCEPTED, NOT_ACCEPTED, HELD)
-AWAITING_REVIEW = "it decides once reviews certify it"  # ends the reason of a decision held for review
+AWAITING_REVIEW = (
+    "it decides once your answers show it better"  # ends the reason of a decision held for review
+)
 KEPT_ESTIMATES = 4  # the last pessimistic estimates a unit keeps
 
 
@@ -94,8 +97,8 @@ class Decision:
         if self.path != ACCEPTED:
             return self
         reason = (
-            f"the site's operating point ({self.threshold:+.3g} on the source margin) passed its guards; "
-            f"{AWAITING_REVIEW}"
+            f"the site threshold ({self.threshold:+.3g} on the original model's score) passed its safety "
+            f"checks; {AWAITING_REVIEW}"
         )
         return replace(self, path=HELD, threshold=0.0, reason=reason)
 

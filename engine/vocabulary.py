@@ -1,0 +1,173 @@
+"""The review's vocabulary, typed and shared by the engine, ``f2tta``, the app and the reports.
+
+Rules of a site's review ladder, the verdicts of its comparisons, how a later block ended, the
+decision path a method records per image and whether a certificate covers a row: each is a
+:class:`enum.StrEnum` whose value is the identifier files keep (the journal, the marks file,
+``OUT.certified.csv``, ``OUT.certificates.json``, ``run_config.json``), so files written before
+read back unchanged and a member equals its identifier. Code compares members, never message
+text; what people read comes from the members' own words.
+
+The rules' names are a clinician's (issue 38): the source model is *the original model*; the
+label-free operating point, guarded, is *the site threshold*; ``fit`` (the mixture's own threshold,
+unguarded) the *best-fit threshold*; ``shift`` (the site's features moved back toward the source
+site's) the *appearance correction*; ``prior`` the *class-balance correction*; ``prompted``
+*the adapted network (I-DiPT)*. Levels, bounds and margins go to details views and appendices.
+
+Plain standard library: every layer of the engine may import it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Rule(StrEnum):
+    """A rule that can decide a site's images (the ladder's rungs and candidates)."""
+
+    SOURCE = "source"  # A0: the source model's own decisions
+    LABEL_FREE = "operating point"  # A1: the label-free operating point, reported without review
+    FIT = "fit"
+    SHIFT = "shift"
+    PRIOR = "prior"
+    GUARDED = "guarded"  # the operating point once its guards accept it, as a candidate
+    PROMPTED = "prompted"  # I-DiPT's prompted decision
+
+    @property
+    def words(self) -> str:
+        """The rule in a sentence: "the original model", "the best-fit threshold"."""
+        return f"the {_NAMES[self][0]}"
+
+    @property
+    def short(self) -> str:
+        """The rule in a table cell: "original model", "best-fit threshold"."""
+        return _NAMES[self][0]
+
+    @property
+    def means(self) -> str:
+        """What the rule does, in one clause for a tooltip or a details view."""
+        return _NAMES[self][1]
+
+    @property
+    def by_review(self) -> bool:
+        """Whether only a review can put this rule in use (every candidate; not A0 or A1)."""
+        return self not in (Rule.SOURCE, Rule.LABEL_FREE)
+
+    @property
+    def is_threshold(self) -> bool:
+        """Whether the rule is a threshold on the source margin (its threshold means something)."""
+        return self in THRESHOLD_RULES
+
+
+THRESHOLD_RULES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, Rule.GUARDED)
+
+_NAMES: dict[Rule, tuple[str, str]] = {
+    Rule.SOURCE: ("original model", "the model as it was trained, before it saw this site"),
+    Rule.LABEL_FREE: (
+        "site threshold (unreviewed)",
+        "the site threshold as adapting set it, reported without any review (the method's "
+        "report_operating_point setting)",
+    ),
+    Rule.GUARDED: (
+        "site threshold",
+        "the original model's score cut at a threshold moved to this site's images once five safety "
+        "checks passed, with a safety margin",
+    ),
+    Rule.FIT: (
+        "best-fit threshold",
+        "the original model's score cut where this site's images fall into two groups, without the "
+        "site threshold's safety margin",
+    ),
+    Rule.SHIFT: (
+        "appearance correction",
+        "the site's image features moved back toward the training site's (colour, stain, texture), "
+        "then decided by the original model",
+    ),
+    Rule.PRIOR: (
+        "class-balance correction",
+        "the original model's decision moved by how common each class is at this site, estimated "
+        "without labels",
+    ),
+    Rule.PROMPTED: (
+        "adapted network (I-DiPT)",
+        "I-DiPT's own decision: the network with prompts adapted to this site's images",
+    ),
+}
+
+
+class Verdict(StrEnum):
+    """Where a comparison of the ladder stands (its first block's state too)."""
+
+    OPEN = "open"
+    VERIFIED = "verified"  # A1 against A0: adapting helps
+    REVERTED = "reverted"  # A1 against A0: adapting harms, the source model decides
+    PROMOTED = "promoted"  # a candidate is better than the rule in use, and decides what it covers
+    NOT_BETTER = "not better"
+
+    @property
+    def words(self) -> str:
+        """The verdict for people ("better, in use"; "not shown better")."""
+        return _VERDICT_WORDS[self]
+
+    @property
+    def decided(self) -> bool:
+        return self is not Verdict.OPEN
+
+
+_VERDICT_WORDS = {
+    Verdict.OPEN: "under review",
+    Verdict.VERIFIED: "better",
+    Verdict.REVERTED: "worse, turned back",
+    Verdict.PROMOTED: "better, in use",
+    Verdict.NOT_BETTER: "not shown better",
+}
+
+
+class BlockEnd(StrEnum):
+    """How a later block of a promoted comparison ended."""
+
+    COVERED = "covered"  # certified together with the blocks before it
+    STOPPED = "stopped"  # it showed no gain: the candidate decides nothing beyond its coverage
+
+
+class DecisionPath(StrEnum):
+    """Where a row's decision came from (I-DiPT+'s paths, and the two a site's review adds)."""
+
+    SOURCE_LIKE = "source-like"  # the image looks like the source site: the source model decides
+    ACCEPTED = "accepted"  # the site threshold, reported without review
+    NOT_ACCEPTED = "not-accepted"  # no site threshold accepted: the source model decides
+    HELD = "awaiting-review"  # the site threshold passed its guards; the source model decides until reviews
+    REVIEWED = "reviewed"  # the rule the site's reviews put in use decides it (the app and the reports)
+    PROVISIONAL = "provisional"  # a promoted rule's call that no certificate covers yet
+
+    @property
+    def words(self) -> str:
+        """Who decided, in a table cell ("original model", "site threshold (unreviewed)")."""
+        return _PATH_WORDS[self]
+
+
+_PATH_WORDS = {
+    DecisionPath.SOURCE_LIKE: "original model",
+    DecisionPath.NOT_ACCEPTED: "original model",
+    DecisionPath.HELD: "original model · awaiting review",
+    DecisionPath.ACCEPTED: "site threshold (unreviewed)",
+    DecisionPath.REVIEWED: "review",
+    DecisionPath.PROVISIONAL: "review · provisional",
+}
+
+
+class Coverage(StrEnum):
+    """Whether a certificate covers a row's decision (``OUT.certified.csv``'s ``coverage``)."""
+
+    NONE = ""  # no rule of the reviews decides it
+    COVERED = "covered"  # a promoted rule decides it under its certificate
+    PROVISIONAL = "provisional"  # a promoted rule calls it otherwise; reports give the rule below it
+
+
+__all__ = [
+    "THRESHOLD_RULES",
+    "BlockEnd",
+    "Coverage",
+    "DecisionPath",
+    "Rule",
+    "Verdict",
+]

@@ -1,0 +1,120 @@
+"""One plain sentence: what decides a folder now and what reviewing could change (issue 38, item 1).
+
+Before any review nothing said what decides or what reviewing could change; after a certificate
+nothing said what it changed. The sentence is the engine's (``engine/run/review_outlook.py``),
+read by the app's status area and Metrics tab, the PDF's first page and ``f2tta run``'s last line.
+Every count below is computed here from the rows and the labels, not read back from the sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from engine.run.review import SiteReview
+from engine.run.review_outlook import ANSWERS_WHEN_CLEARLY_BETTER, FROM_THE_TERMINAL, outlook
+from engine.run.rows import PredictionRow
+from tests.review_rows import CLASSES, site_rows
+
+
+def _labelled(n: int = 160, seed: int = 0) -> tuple[list[PredictionRow], np.ndarray]:
+    rows, labels = site_rows(n, shift=2.0, seed=seed)
+    rows = [
+        dataclasses.replace(r, ground_truth=int(y), truth_label=CLASSES[int(y)])
+        for r, y in zip(rows, labels, strict=True)
+    ]
+    return rows, labels
+
+
+def _fit_calls(rows: list[PredictionRow]) -> tuple[np.ndarray, np.ndarray]:
+    margin = np.array([r.source_margin for r in rows])
+    fit = next(t for name, t in rows[0].candidates if name == "fit")
+    return np.array([r.source_prediction for r in rows]), (margin > fit).astype(int)
+
+
+def test_before_any_review_it_says_who_decides_and_what_the_next_rule_would_change() -> None:
+    rows, _ = _labelled()
+    review = SiteReview(None, "/data/demo", 2)
+    review.open(rows)
+    source, fit = _fit_calls(rows)
+    # the source model over-calls tumour: the best-fit threshold calls some of them normal
+    assert not np.any((source == 0) & (fit == 1))
+    changed = int(np.sum(source != fit))
+    assert changed > ANSWERS_WHEN_CLEARLY_BETTER
+    assert outlook(review).sentence(CLASSES) == (
+        f"The original model decides all {len(rows)} images. The best-fit threshold would call {changed} of "
+        f"the {len(rows)} images normal instead of tumor; answering about {ANSWERS_WHEN_CLEARLY_BETTER} of "
+        "them in the review queue (Q) shows whether it is better."
+    )
+    assert review.comparisons() == [], "saying it starts nothing"
+    terminal = outlook(review).sentence(CLASSES, where=FROM_THE_TERMINAL)
+    assert "in the app's review queue (Q), or given with f2tta run --reviews" in terminal
+
+
+def test_while_answers_come_it_counts_them_and_after_the_certificate_says_what_changed() -> None:
+    rows, labels = _labelled()
+    review = SiteReview(None, "/data/demo", 2)
+    review.open(rows)
+    index = review.next_item()
+    assert index is not None
+    review.set_mark(rows[index].key, int(labels[index]), "ana")
+    text = outlook(review).sentence(CLASSES)
+    assert (
+        "your 1 answer so far has not shown whether it is better: about 6 more in the review queue (Q)"
+        in text
+    )
+    answers = 1
+    while review.ladder.current == "operating point" and (index := review.next_item()) is not None:
+        review.set_mark(rows[index].key, int(labels[index]), "ana")
+        answers += 1
+    assert review.ladder.current == "fit"
+    source = np.array([r.source_prediction for r in rows])
+    decided = review.decisions()
+    changed = int(np.sum(decided != source))
+    right = int(np.sum((decided != source) & (labels == 0)))
+    text = outlook(review).sentence(CLASSES)
+    assert text.startswith(
+        f"The best-fit threshold decides this folder: your {answers} answers showed it is better; {changed} "
+        f"images changed from tumor to normal, {right} of them normal in the dataset's labels."
+    ), text
+
+
+def test_images_that_arrive_after_the_answers_are_counted_as_provisional() -> None:
+    rows, labels = _labelled(240, seed=1)
+    review = SiteReview(None, "/data/demo", 2)
+    review.open(rows[:80])
+    while review.ladder.current == "operating point" and (index := review.next_item()) is not None:
+        review.set_mark(rows[index].key, int(labels[index]), "ana")
+    review.add_rows(rows[80:])
+    provisional = int(review.provisional().sum())
+    assert provisional > 0
+    text = outlook(review).sentence(CLASSES)
+    assert (
+        f" {provisional} images that arrived after your answers are shown with its call, provisionally; "
+        in text
+    )
+
+
+def test_where_reviewing_cannot_change_anything_it_says_why() -> None:
+    rows, labels = _labelled(120)
+    review = SiteReview(None, "/data/demo", 2)
+    review.open(rows)
+    while (index := review.next_item()) is not None:
+        review.set_mark(rows[index].key, int(labels[index]), "ana")
+    assert (
+        outlook(review)
+        .sentence(CLASSES)
+        .endswith(
+            "Every other rule that calls some image otherwise has been tested; more answers cannot change them."
+        )
+    )
+    many = [dataclasses.replace(r, source_margin=None, candidates=()) for r in rows]
+    review = SiteReview(None, "/data/three classes", 3)
+    review.open(many)
+    assert "No other rule can decide these images (the model has more than two classes" in outlook(
+        review
+    ).sentence(("a", "b", "c"))
+    assert outlook(SiteReview(None, "/data/empty", 2)).sentence(CLASSES) == (
+        "No image of this folder has been processed yet."
+    )
