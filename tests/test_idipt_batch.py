@@ -1,4 +1,4 @@
-"""I-DiPT on a batch (``engine/methods/idipt/_batched.py``, ``docs/method.md``, "Batches").
+"""I-DiPT on a batch (``IDiPT.adapt_batch_with_source``, ``docs/method.md``, "Batches").
 
 What the batched step promises, each checked against the paper's per-image step
 (:meth:`IDiPT.adapt_with_source`, which a batch of one still takes):
@@ -21,7 +21,6 @@ from support import random_images
 
 from engine import Session
 from engine.methods.idipt import IDiPT, IDiPTConfig
-from engine.methods.idipt._batched import batched_step
 from engine.methods.parts.fft import low_freq_amplitude
 
 CONFIGS = [
@@ -62,7 +61,7 @@ def test_a_batch_of_one_through_the_batched_code_is_the_papers_step(
     for img in random_images(8, size=32, seed=4):  # the bank (3) fills: PGD and the graphs run
         x = paper.preprocess(img)
         expected, _ = _method(paper).adapt_with_source(x)
-        got = batched_step(_method(batched), x)
+        got, _ = _method(batched).adapt_batch_with_source(x)
         assert torch.allclose(got.logits, expected.logits, atol=1e-5, rtol=0)
         assert torch.equal(got.source_logits, expected.source_logits)
         assert expected.uncertainty is not None and got.uncertainty is not None

@@ -1,7 +1,7 @@
 """I-DiPT (Image-level Disentangled Prompt Tuning): the method and its parts.
 
-* :mod:`._method` -- :class:`IDiPT` (the paper's step, the state); :mod:`._config` -- :class:`IDiPTConfig`;
-* :mod:`._batched` -- the step of a batch of several images (``docs/method.md``, "Batches");
+* :mod:`._method` -- :class:`IDiPT` (the paper's step, the step of a batch of several images
+  (``docs/method.md``, "Batches"), the state); :mod:`._config` -- :class:`IDiPTConfig`;
 * :mod:`._bank` -- the prompt bank (FIFO of frequency keys and prompts, similarity weights ω);
 * :mod:`._graph` -- the two distillation graphs of PGD.
 

@@ -51,7 +51,6 @@ from engine.config import setting
 from engine.methods.base import MethodOutput, register_method
 from engine.methods.decision import DecisionRecord
 from engine.methods.idipt import IDiPT, IDiPTConfig
-from engine.methods.idipt._batched import batched_adapt
 from engine.methods.idipt_plus._fit import OperatingPointSettings
 from engine.methods.idipt_plus._observe import ReferenceArrays
 from engine.methods.idipt_plus._operating_point import NOT_ACCEPTED, Decision, OperatingPoint
@@ -288,7 +287,7 @@ class IDiPTPlus(IDiPT):
         if not self.config.prompted_candidate:
             return self._source_step(x)
         if x.shape[0] > 1:
-            return batched_adapt(self, x)
+            return self.adapt_batch_with_source(x)
         return self.adapt_with_source(x)
 
     def _decide_from(self, source: SourcePass, prompted: list[int] | None) -> MethodOutput:
