@@ -29,7 +29,7 @@ from engine.methods import DEFAULT_METHOD
 from engine.model.card import read_card
 from engine.run.journal import Journal
 from engine.run.review import SiteReview, what_adapting_changed
-from engine.run.review_parts import rule_words
+from engine.run.review_parts import decides_words
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
 from lab.synth import write_synth
@@ -173,9 +173,8 @@ def _print_sites(reviews: dict[str, SiteReview], source_domain: str) -> _Tally:
 
 
 def _decider(review: SiteReview) -> str:
-    """Who decides the site now, in words ("the shift candidate"; each part's for a split site)."""
-    rule = review.rule_in_use
-    return rule if rule.startswith("part ") else f"{rule_words(rule)} decides this site"
+    """Who decides the site now, in words ("the appearance correction decides this folder"; each part's)."""
+    return decides_words(review.in_use())
 
 
 def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: str, before: _Tally) -> None:
