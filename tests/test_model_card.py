@@ -207,6 +207,28 @@ def test_std_zero_card_built_in_code_is_refused(tiny_model_path: Path) -> None:
         load_model(tiny_model_path, card=card)  # gave NaN confidences and exit code 0 before
 
 
+def test_the_schema_checks_every_field_of_a_card() -> None:
+    """The schema (``engine/model/card_schema.py``) reads a card's values by field name: a field
+    added to :class:`ModelCard` that it does not check would pass unbounded."""
+    import dataclasses
+    from collections import UserDict
+
+    from engine.model.card_schema import check_card
+
+    class Read(UserDict[str, object]):
+        def __init__(self, values: dict[str, object]) -> None:
+            super().__init__(values)
+            self.read: set[str] = set()
+
+        def __getitem__(self, key: str) -> object:
+            self.read.add(key)
+            return super().__getitem__(key)
+
+    values = Read(vars(TINY_CARD))
+    check_card(values)
+    assert values.read == {f.name for f in dataclasses.fields(ModelCard)}
+
+
 def test_card_nested_100000_deep_is_refused(tiny_model_path: Path, tmp_path: Path) -> None:
     checkpoint = card_beside(tiny_model_path, tmp_path)
     card = json.loads((tmp_path / "m.json").read_text())

@@ -85,7 +85,7 @@ class ModelCard:
                 raise ModelLoadError(f"{origin}: missing field(s) {', '.join(missing)}")
         try:
             card = cls(**card_fields(data))
-            check_card(card)
+            check_card(vars(card))
         except SchemaError as exc:
             raise ModelLoadError(f"{origin}: invalid field: {exc}") from exc
         return card
@@ -97,7 +97,7 @@ class ModelCard:
             ModelLoadError: naming the first field out of bounds.
         """
         try:
-            check_card(self)
+            check_card(vars(self))
         except SchemaError as exc:
             raise ModelLoadError(f"{origin}: invalid field: {exc}") from exc
 

@@ -1,14 +1,17 @@
-"""What a model card may contain: the type and the bounds of every field (issue 13).
+"""The model card's schema: the type and the bounds of every field a card may hold (issue 13).
 
 A card is untrusted: a wrong type gave tracebacks, ``std = [0, 0, 0]`` NaN confidences, and an
-``img_size`` of 20 000 or a ``depth`` of 3 000 a multi-GB model. :func:`card_fields` turns parsed
-JSON into checked constructor arguments and :func:`check_card` checks a card however it was made.
+``img_size`` of 20 000 or a ``depth`` of 3 000 a multi-GB model. The schema works on a card's
+values, by field name, wherever they come from: :func:`card_fields` turns parsed JSON into checked
+constructor arguments of :class:`engine.model.card.ModelCard`, and :func:`check_card` checks the
+values of a card however it was made (from JSON or in code).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 import timm
 
@@ -21,32 +24,6 @@ from engine.util.bounded_json import (
     require_object,
     require_str,
 )
-
-
-class CardFields(Protocol):
-    """The fields of :class:`engine.model.card.ModelCard` that are checked (no import: no cycle)."""
-
-    @property
-    def arch(self) -> str: ...
-    @property
-    def classes(self) -> tuple[str, ...]: ...
-    @property
-    def img_size(self) -> int: ...
-    @property
-    def mean(self) -> tuple[float, float, float]: ...
-    @property
-    def std(self) -> tuple[float, float, float]: ...
-    @property
-    def source_domain(self) -> str: ...
-    @property
-    def mpp(self) -> float | None: ...
-    @property
-    def positive_class(self) -> int: ...
-    @property
-    def training(self) -> dict[str, Any]: ...
-    @property
-    def model_kwargs(self) -> dict[str, Any]: ...
-
 
 MAX_CLASSES = 10_000
 MAX_NAME = 256  # characters of a class name, architecture or domain
@@ -172,41 +149,42 @@ def card_fields(data: object) -> dict[str, Any]:
     return fields
 
 
-def check_card(card: CardFields) -> None:
-    """Raise :class:`SchemaError` naming the first field of ``card`` that is of the wrong type or out of bounds."""
-    require_str(card.arch, "arch", MAX_NAME, empty=False)
-    if not timm.is_model(card.arch):
-        raise SchemaError(f"arch {card.arch!r} is not a timm architecture")
-    if not 2 <= len(card.classes) <= MAX_CLASSES:
-        raise SchemaError(f"classes: needs 2 to {MAX_CLASSES} class names, got {len(card.classes)}")
-    for i, name in enumerate(card.classes):
+def check_card(card: Mapping[str, Any]) -> None:
+    """Raise :class:`SchemaError` naming the first of a card's values (each field by its name, as
+    ``vars(card)`` gives them) that is of the wrong type or out of bounds."""
+    arch, classes = require_str(card["arch"], "arch", MAX_NAME, empty=False), card["classes"]
+    if not timm.is_model(arch):
+        raise SchemaError(f"arch {arch!r} is not a timm architecture")
+    if not 2 <= len(classes) <= MAX_CLASSES:
+        raise SchemaError(f"classes: needs 2 to {MAX_CLASSES} class names, got {len(classes)}")
+    for i, name in enumerate(classes):
         require_str(name, f"classes[{i}]", MAX_NAME, empty=False)
         if not name.isprintable():  # a newline or bidi control forges console lines and report cells
             raise SchemaError(f"classes[{i}] = {name!r} holds a control or formatting character")
-    if len(set(card.classes)) != len(card.classes):
-        raise SchemaError(f"classes: names must be distinct, got {list(card.classes)}")
+    if len(set(classes)) != len(classes):
+        raise SchemaError(f"classes: names must be distinct, got {list(classes)}")
     # Labels and class folders are matched ignoring case: 'normal' and 'NORMAL' would be one class.
     seen: dict[str, str] = {}
-    for name in card.classes:
+    for name in classes:
         other = seen.setdefault(name.casefold(), name)
         if other != name:
             raise SchemaError(
                 f"classes: {other!r} and {name!r} differ only in case; labels are matched ignoring case, "
                 "so class names must differ in more than case"
             )
-    _bounded("img_size", card.img_size)
+    _bounded("img_size", card["img_size"])
     for key in ("mean", "std"):
-        values = getattr(card, key)
+        values = card[key]
         if len(values) != 3:
             raise SchemaError(f"{key} needs three values (one per RGB channel), got {len(values)}")
         for i, v in enumerate(values):
             _bounded(key, v, f"{key}[{i}]")
-    require_str(card.source_domain, "source_domain", MAX_NAME)
-    if card.mpp is not None:
-        _bounded("mpp", card.mpp)
-    require_int(card.positive_class, "positive_class", 0, len(card.classes) - 1)
-    check_training(require_object(card.training, "training"))
-    for key, value in require_object(card.model_kwargs, "model_kwargs").items():
+    require_str(card["source_domain"], "source_domain", MAX_NAME)
+    if card["mpp"] is not None:
+        _bounded("mpp", card["mpp"])
+    require_int(card["positive_class"], "positive_class", 0, len(classes) - 1)
+    check_training(require_object(card["training"], "training"))
+    for key, value in require_object(card["model_kwargs"], "model_kwargs").items():
         _check_kwarg(key, value)
 
 
