@@ -49,7 +49,7 @@ def test_before_any_review_it_says_who_decides_and_what_the_next_rule_would_chan
     )
     assert review.comparisons() == [], "saying it starts nothing"
     terminal = outlook(review).sentence(CLASSES, where=FROM_THE_TERMINAL)
-    assert "in the app's review queue (Q), or given with f2tta run --reviews" in terminal
+    assert "in the app's review queue (Q) or with f2tta run --reviews shows whether" in terminal
 
 
 def test_while_answers_come_it_counts_them_and_after_the_certificate_says_what_changed() -> None:

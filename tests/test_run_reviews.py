@@ -229,3 +229,47 @@ def test_another_folders_reviews_with_the_same_names_are_refused(tmp_path: Path)
     with pytest.raises(ReviewFileError, match="another folder"):
         marks_from_file(pasted, review, CLASSES)
     assert review.marks == {}, "nothing of the refused files was used"
+
+
+def _journal_rows(model: Path, state: Path, folder: Path) -> tuple[str, list]:  # type: ignore[type-arg]
+    from engine.io.sources import open_folder
+    from engine.run.journal import Journal
+    from engine.run.session import Session
+
+    source_id = open_folder(folder, CLASSES).source_id
+    journal = Journal(state, "test")
+    try:
+        journal.restore(Session(model, method="idipt+"))
+        return source_id, journal.rows(source_id)
+    finally:
+        journal.close()
+
+
+def test_a_reviewed_run_ends_with_the_folders_sentence_from_its_reviews(
+    tiny_model_path: Path, folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, finding 9: a reviewed folder's run ended with "adapting changed no decision yet ...
+    until reviews certify" (read from its rows without their marks) above the certificates and
+    beside a certified.csv that changed decisions. Its last line is now the folder's sentence, made
+    from the review its marks left, as the app's is."""
+    from engine.run.review_outlook import FROM_THE_TERMINAL, outlook
+
+    site = source_hash(str(folder.resolve()))
+    reviews = tmp_path / "reviews.csv"
+    reviews.write_text(
+        f"item,review,reviewed_at,site\nimg0.png,normal,2026-11-26T10:00:00+01:00,{site}\n", encoding="utf-8"
+    )
+    state = tmp_path / "state"
+    assert (
+        cli_main(run_argv(tiny_model_path, folder, tmp_path / "out.csv", state, "--reviews", str(reviews)))
+        == 0
+    )
+    lines = capsys.readouterr().err.strip().splitlines()
+    source_id, rows = _journal_rows(tiny_model_path, state, folder)
+    review = SiteReview(None, source_id, 2)
+    review.open(rows)
+    marks_from_file(reviews, review, CLASSES)
+    certify(review)
+    assert lines[-1] == outlook(review).sentence(CLASSES, where=FROM_THE_TERMINAL)
+    assert lines[-1].startswith("The original model decides all 6 images.")
+    assert not [line for line in lines if line.startswith("adapting changed")], "one sentence, at the end"

@@ -31,7 +31,8 @@ from engine.run.certify import (
     write_certified,
 )
 from engine.run.outputs import config_path, geojson_path, skipped_path
-from engine.run.review import SiteReview, what_adapting_changed
+from engine.run.review import SiteReview
+from engine.run.review_outlook import FROM_THE_TERMINAL, outlook
 from engine.run.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -350,21 +351,15 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
             "the next run will take them",
             file=sys.stderr,
         )
-    if summary.failure is None:
-        rows = job.journal.rows(job.source.source_id)
-        review = SiteReview(None, job.source.source_id, len(job.session.card.classes))
-        review.open(rows)
-        line = what_adapting_changed(rows, review.decisions())
-        if line.startswith("adapting changed ") and not line.startswith("adapting changed no"):
-            line += " (as the report decides them: each image by its site's latest operating point)"
-        print(line, file=sys.stderr)
-    certified = summary.failure is not None or _certify(job, args)
+    review = None if summary.failure is not None else _certify(job, args)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
     if isinstance(job.source, SlideSource):
         code = max(code, _write_geojson(job, args.out))
     if code:
         print(f"{'stopped' if code == EXIT_INTERRUPTED else 'error'}: {shown(why)}", file=sys.stderr)
-    return code if code or certified else EXIT_FAILED
+    elif review is not None:  # one last line: who decides the folder now and what reviewing could change
+        print(outlook(review).sentence(job.session.card.classes, where=FROM_THE_TERMINAL), file=sys.stderr)
+    return code if code or summary.failure is not None or review is not None else EXIT_FAILED
 
 
 def _write_geojson(job: FolderJob, out: Path) -> int:
@@ -378,12 +373,11 @@ def _write_geojson(job: FolderJob, out: Path) -> int:
     return 0
 
 
-def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
-    """Apply ``--reviews`` (or the project's own marks, with ``--state PROJECT``) to the run's rows;
-    False (said why) when that failed after the run."""
+def _certify(job: FolderJob, args: argparse.Namespace) -> SiteReview | None:
+    """The site's review of the run's rows, with ``--reviews`` (or the project's own marks, with
+    ``--state PROJECT``) applied and its certified decisions written beside ``--out``; None (said
+    why) when that failed after the run."""
     folder = project_review_folder(args.state)
-    if args.reviews is None and folder is None:
-        return True
     classes = job.session.card.classes
     review = SiteReview(folder if args.reviews is None else None, job.source.source_id, len(classes))
     try:
@@ -400,7 +394,7 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
                 file=sys.stderr,
             )
         elif not review.marks:
-            return True
+            return review  # nothing to certify: the original model's decisions (or adapting's) stand
         else:
             mine = sum(key in review.index for key in review.marks)
             elsewhere = len(review.marks) - mine
@@ -416,7 +410,7 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
             f"could not be applied: {shown(exc)}",
             file=sys.stderr,
         )
-        return False
+        return None
     finally:
         review.close()
     for comparison in review.comparisons():
@@ -424,4 +418,4 @@ def _certify(job: FolderJob, args: argparse.Namespace) -> bool:
     if not review.comparisons():
         print(f"  {review.why_empty()}", file=sys.stderr)
     print(f"certified decisions: {shown(certified)}; certificates: {shown(certificates)}", file=sys.stderr)
-    return True
+    return review

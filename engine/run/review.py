@@ -501,8 +501,11 @@ class SiteReview:
             )
         if same:
             said.append(f"{_listed([r.words for r in same])} would decide every image as it is decided now")
-        if not said:
-            said.append("no other rule has a threshold for this folder yet (too few images so far)")
+        if not said and not images.candidates and images.prompted is None:
+            why = self.rows[-1].decision_reason  # the method proposed no rule here, and says why
+            said.append(f"adapting proposed no other rule for this folder{f' ({why})' if why else ''}")
+        elif not said:  # the rules it proposed call every image as the rule in use does
+            said.append("no other rule would decide any of its images differently")
         return f"nothing left to review: {decider}; {'; '.join(said)}"
 
     def close(self) -> None:

@@ -39,7 +39,7 @@ from engine.vocabulary import Rule
 ANSWERS_WHEN_CLEARLY_BETTER = 7
 #: Where the app asks the reviewer's answers; ``f2tta run`` says where else they come from.
 IN_THE_APP = "in the review queue (Q)"
-FROM_THE_TERMINAL = "in the app's review queue (Q), or given with f2tta run --reviews"
+FROM_THE_TERMINAL = "in the app's review queue (Q) or with f2tta run --reviews"
 
 
 @dataclass(frozen=True)
@@ -204,9 +204,12 @@ def _nothing(review: SiteReview) -> str:
         )
     if any(c.disagreements for p in review.parts for c in p.ladder.comparisons):
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."
-    if any(p.ladder.comparisons for p in review.parts):
-        return "No other rule would call any of them otherwise, so reviewing cannot change them."
-    return "No other rule can be tested yet (too few images so far)."
+    if not images.candidates and images.prompted is None:  # the method proposed no rule here
+        why = review.rows[-1].decision_reason
+        because = f" ({why})" if why else ""
+        return f"Adapting proposed no other rule for this folder{because}, so reviewing cannot change them."
+    # the rules it proposed call every image as it is decided now (or none has a threshold yet)
+    return "No other rule would call any of them otherwise, so reviewing cannot change them."
 
 
 def _changes(before: np.ndarray, after: np.ndarray, truth: np.ndarray) -> tuple[Change, ...]:
