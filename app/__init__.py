@@ -1,4 +1,5 @@
-"""F²TTA Studio: review images from a new site while the model adapts to it (PySide6 desktop app).
+"""F²TTA Studio: review images from a new site (PySide6 desktop app); the original model decides each
+image until the reviewer's answers show a rule fitted to the site is better.
 
 The app follows the ndv/napari split (``docs/architecture.md``), one package per role:
 

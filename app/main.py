@@ -62,7 +62,10 @@ def missing_xcb_libraries() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="f2tta-studio",
-        description=f"{APP_NAME}: review images from a new site while the model adapts to it.",
+        description=(
+            f"{APP_NAME}: review images from a new site. The original model decides each image until "
+            "your answers in the review queue show a rule fitted to the site is better."
+        ),
     )
     parser.add_argument("path", nargs="?", type=Path, help="a folder of images or a slide to open")
     parser.add_argument("--model", help="checkpoint (.safetensors) with its model card .json beside it")

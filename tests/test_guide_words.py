@@ -54,3 +54,17 @@ def test_docs_app_says_how_many_images_the_demo_sets_hold() -> None:
     for kind, words in (("histology", "histology patches"), ("fundus", "fundus photographs")):
         images = sum(1 for p in (REPO / "resources" / "demo-sets" / kind).iterdir() if p.suffix == ".jpg")
         assert f"{images} generated {words}" in text, (kind, images)
+
+
+def test_the_command_lines_help_and_the_package_say_review_first() -> None:
+    """app/main.py's --help and the app package's docstring said "while the model adapts to it"."""
+    import app
+    from app.main import build_parser
+
+    for where, text in {"--help": build_parser().description or "", "app": app.__doc__ or ""}.items():
+        plain = " ".join(text.split())
+        assert not [old for old in OLD_DESIGN if old in plain] and "adapts to it" not in plain, where
+        assert (
+            "The original model decides each image" in plain
+            or "the original model decides each image" in plain
+        ), where

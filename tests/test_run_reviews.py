@@ -273,3 +273,26 @@ def test_a_reviewed_run_ends_with_the_folders_sentence_from_its_reviews(
     assert lines[-1] == outlook(review).sentence(CLASSES, where=FROM_THE_TERMINAL)
     assert lines[-1].startswith("The original model decides all 6 images.")
     assert not [line for line in lines if line.startswith("adapting changed")], "one sentence, at the end"
+
+
+def test_a_marks_recorded_decision_is_the_one_on_screen_when_the_file_says_it(tmp_path: Path) -> None:
+    """The app's reviews.csv says what was on screen when each mark was made (``shown``) and who
+    made it; marks_from_file recorded the decision the fresh review shows now and no reviewer, so
+    a correction made after a promotion read as made on the original model's call."""
+    rows, _ = site_rows(10)
+    review = SiteReview(None, "folder", 2)
+    review.open(rows)
+    first = next(r for r in rows if r.prediction == 1)  # tumour as it arrived
+    second = next(r for r in rows if r.prediction == 0)  # normal
+    path = tmp_path / "reviews.csv"
+    site = source_hash("folder")
+    path.write_text(
+        "item,shown,review,reviewed_at,reviewer,site\n"
+        f"{first.name},normal,normal,2026-11-26T10:00:00+01:00,Dr Ada,{site}\n"  # on screen: a promoted rule's normal
+        f"{second.name},,tumor,2026-11-26T10:01:00+01:00,,{site}\n",  # an older export: no shown, no reviewer
+        encoding="utf-8",
+    )
+    marks_from_file(path, review, CLASSES)
+    ada, older = review.marks[first.key], review.marks[second.key]
+    assert (ada.prediction, ada.label, ada.reviewer, ada.confirmed) == (0, 0, "Dr Ada", True)
+    assert (older.prediction, older.label, older.reviewer) == (0, 1, ""), "the decision shown now, as before"

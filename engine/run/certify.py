@@ -105,7 +105,8 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
     """Put the marks of a reviews file into ``review`` (in the order they were made, as times);
     returns ``(used, naming no image of this run, with a class the model does not have)``.
 
-    The last mark of an item wins. The file must say which folder its marks were made on (its
+    The last mark of an item wins, with who made it and the decision on screen then (its
+    ``reviewer`` and ``shown`` columns, where the file has them). The file must say which folder its marks were made on (its
     ``site`` column, as the app's export writes it) and be this folder's; where it gives an
     image's place in the arrival order (``position``) or the fingerprint of the picture reviewed
     (``content``), they must be this run's (issue 42: a reviews file of another folder with the
@@ -129,12 +130,12 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
             f"{path}: no {', '.join(missing)} column: it cannot be told which folder and images these marks "
             "were made on (export reviews.csv again from the app)"
         )
-    optional = [c for c in ("position", "content") if c in names]
+    optional = [c for c in ("position", "content", "shown", "reviewer") if c in names]
     at = {c: names.index(c) for c in (*REVIEW_FILE_COLUMNS, SITE_COLUMN, *optional)}
     rows = {row.name: row for row in review.rows}
     class_index = {c: i for i, c in enumerate(classes)}
     site = source_hash(review.source_id)
-    latest: dict[str, tuple[Any, int, int]] = {}
+    latest: dict[str, tuple[Any, int, int, int | None, str]] = {}
     unknown_items = unknown_classes = 0
     try:
         for line, cells in lines:
@@ -160,11 +161,19 @@ def marks_from_file(path: Path, review: SiteReview, classes: Sequence[str]) -> t
                 except MarkError as exc:
                     raise ReviewFileError(f"{path}, line {line}: {exc}") from exc
                 if item not in latest or when >= latest[item][0]:
-                    latest[item] = (when, line, label)
+                    shown = (
+                        class_index.get(unescape_cell(cells[at["shown"]]).strip()) if "shown" in at else None
+                    )
+                    reviewer = unescape_cell(cells[at["reviewer"]]).strip() if "reviewer" in at else ""
+                    latest[item] = (when, line, label, shown, reviewer)
     except F2TTAError as exc:
         raise ReviewFileError(str(exc)) from exc
-    for item, (when, _, label) in sorted(latest.items(), key=lambda kv: (kv[1][0], kv[1][1])):
-        review.set_mark(rows[item].key, label, at=when.isoformat())
+    for item, (when, _, label, shown, reviewer) in sorted(
+        latest.items(), key=lambda kv: (kv[1][0], kv[1][1])
+    ):
+        # the decision on screen when the mark was made, as the app's reviews.csv records it
+        # (``shown``); a file without it: the decision shown now
+        review.set_mark(rows[item].key, label, reviewer, when.isoformat(), shown)
     return len(latest), unknown_items, unknown_classes
 
 

@@ -282,9 +282,11 @@ class SiteReview:
         return "", len(self.rows)
 
     def set_mark(
-        self, key: str, label: int | None, reviewer: str = "", at: str | None = None
+        self, key: str, label: int | None, reviewer: str = "", at: str | None = None, shown: int | None = None
     ) -> MarkChange | None:
         """Mark the image ``key`` as of class ``label`` (None: clear its mark); None when nothing changes.
+        ``shown``: the decision on screen when the mark was made, where a record says it (a
+        reviews file's ``shown`` column); None: the decision shown now.
 
         Raises:
             MarkError: the image is not one of the site's, or the class is not the model's.
@@ -295,7 +297,8 @@ class SiteReview:
         before = self.marks.get(key)
         if (before is None and label is None) or (before is not None and before.label == label):
             return None
-        shown = self.decision(self.index[key])
+        if shown is None or not 0 <= shown < self.classes:
+            shown = self.decision(self.index[key])
         after = None if label is None else ReviewMark(key, label, shown, at or now(), reviewer)
         self._apply(key, after)
         change = MarkChange(key, before, after)
