@@ -18,8 +18,7 @@ import pytest
 from engine.review.ladder import PROMOTED, LadderRule
 from engine.review.marks import BLOCK_KEY, START_KEY, MarkStore, marks_path
 from engine.run.review import SiteReview
-from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack, site_rows
-from lab.reviewer import review_stream
+from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack, review_site, site_rows
 from tests.review_rows import review_all
 from tests.review_rows import site_rows as shifted_rows
 
@@ -36,21 +35,8 @@ def test_a_review_mid_run_never_leaves_the_folder_worse_than_the_source_model(or
         worse = provisional = 0
         for seed in range(MID_RUN_STREAMS):
             margin, labels, _ = adversarial_site(order, np.random.default_rng([seed, 17]))
-            reported = (margin > 0).astype(np.int64)
             n = margin.shape[0]
-            out = review_stream(
-                reported,
-                reported,
-                margin,
-                np.zeros(n),
-                {"fit": np.ones(n)},
-                np.zeros(n, dtype=np.int64),
-                labels,
-                20,
-                review_at=at,
-                rule=LadderRule(candidates=("fit",)),
-                seed=seed,
-            )
+            out = review_site(margin, labels, 20, seed, at)
             worse += out.counts.accuracy < out.counts.source_accuracy
             provisional += int(out.provisional.sum())
             before = int(np.ceil(at * n))
@@ -202,3 +188,35 @@ def test_a_block_is_bound_to_the_pictures_it_covers(tmp_path: Path) -> None:
     assert again.next_item() is not None
     assert any("are not the ones it was frozen on" in n for n in again.take_notes())
     assert again.ladder.active is not None and again.ladder.active.index > first.index
+
+
+def test_provisional_calls_stop_where_later_images_stop_looking_like_the_covered_ones() -> None:
+    """A slide read in scan order reaches its tumour region after the review: the source model's
+    calls change there, so the promoted rule's provisional calls stop (the rule below is shown)
+    soon after; the same images in no particular order are shown provisionally to the end.
+    Label-free: what it cannot see (an adversary arranging only the labels) stays provisional,
+    and reports never use a provisional call either way."""
+    from engine.review.ladder import SiteImages, SiteLadder
+
+    rng = np.random.default_rng(5)
+    n, region = 600, 420
+    labels = np.r_[np.zeros(region, np.int64), np.ones(n - region, np.int64)]  # the region last
+    margin = np.where(labels == 1, rng.normal(3.0, 1.5, n), rng.normal(-1.0, 1.5, n))
+    for order in ("scan", "shuffled"):
+        at = np.arange(n) if order == "scan" else rng.permutation(n)
+        m, y = margin[at], labels[at]
+        source = (m > 0).astype(np.int64)
+        images = SiteImages(source, source, m, np.zeros(n), {"fit": np.full(n, 1.0)})
+        ladder = SiteLadder("slide", LadderRule(candidates=("fit",)))
+        marks: dict[int, int] = {}
+        while (c := ladder.active or ladder.open_next(images.head(240))) is not None:
+            position = c.next_position
+            assert position is not None
+            marks[position] = int(y[position])
+            ladder.review(marks)
+        (fit,) = ladder.chain()
+        reach = ladder.alike(fit, images)
+        if order == "scan":
+            assert region <= reach < region + 60, reach  # stopped within 60 images of the region
+        else:
+            assert reach == n, reach

@@ -67,6 +67,7 @@ from engine.review.sampling import SamplingSequence
 from engine.vocabulary import Rule
 
 DEFAULT_CANDIDATES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, GUARDED, PROMPTED)
+WINDOW = 50  # later images whose source calls are compared with the covered ones' (SiteLadder.alike)
 
 __all__ = [
     "COVERED",
@@ -193,19 +194,26 @@ class SiteLadder:
         scan order reaches its tumour region, a drifting mix drifts; ``docs/review-certificates.md``,
         "Shown and reported"). The share of the reference's most common source call among the
         later images is tested against the reference's with a confidence sequence for each (a
-        normal-mixture boundary for a bounded mean, at ``delta`` each); the images from the first
-        that breaks it on are shown with the rule below."""
+        normal-mixture boundary for a bounded mean, at ``delta`` each), and so is its share among
+        the last :data:`WINDOW` images (Hoeffding, ``delta`` shared over the windows); the images
+        from the first that breaks either on are shown with the rule below."""
         n, start = len(images), max(c.coverage, 0)
         if start >= n or c.frozen == 0:
             return n
         reference = images.source[: c.frozen]
         common = int(np.bincount(reference).argmax())
         p0 = float(np.mean(reference == common))
-        later = np.cumsum(images.source[start:n] == common)
+        hits = (images.source[start:n] == common).astype(np.float64)
+        later = np.cumsum(hits)
         m = np.arange(1, n - start + 1, dtype=np.float64)
-        band = _boundary(m, delta) / m + _boundary(np.float64(c.frozen), delta) / c.frozen
-        broken = np.flatnonzero(np.abs(later / m - p0) > band)
-        return n if broken.size == 0 else start + int(broken[0])
+        slack = _boundary(np.float64(c.frozen), delta) / c.frozen  # the reference's own uncertainty
+        broken = np.abs(later / m - p0) > _boundary(m, delta) / m + slack
+        if m.size >= WINDOW:  # and the last WINDOW images, for a change that the running mean dilutes
+            window = np.convolve(hits, np.ones(WINDOW), mode="valid") / WINDOW
+            bound = math.sqrt(math.log(2.0 * m.size / delta) / (2.0 * WINDOW)) + slack
+            broken[WINDOW - 1 :] |= np.abs(window - p0) > bound
+        first = np.flatnonzero(broken)
+        return n if first.size == 0 else start + int(first[0])
 
     def layers(self, images: SiteImages, shown: bool = False) -> list[tuple[Rule, float, int]]:
         """``(rule, threshold, reach)`` from the base up: image ``i`` is decided by the last layer
