@@ -306,8 +306,9 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
 
-    from engine import DEFAULT_METHOD, get_method_class, select_device
+    from engine import DEFAULT_METHOD, get_method_class
     from engine.run.batch import default_batch
+    from engine.util.device import select_device
 
     device = select_device(args.device)
     slide = args.slide

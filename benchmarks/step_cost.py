@@ -31,9 +31,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import IDiPTConfig, LoadedModel, MethodOutput, ModelCard, Session, select_device
+from engine import LoadedModel, MethodOutput, ModelCard, Session
+from engine.methods import IDiPTConfig
 from engine.methods.idipt_plus import IDiPTPlus, IDiPTPlusConfig, Observation
 from engine.model.source_reference import fit_reference
+from engine.util.device import select_device
 
 
 def _sync(device: torch.device) -> None:

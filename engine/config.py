@@ -1,6 +1,6 @@
 """Config dataclass fields as data: listing, help, bounds and text-to-value coercion in one place.
 
-Every frozen config dataclass of the engine (the methods' configs, :class:`~engine.GuardConfig`)
+Every frozen config dataclass of the engine (the methods' configs, :class:`~engine.run.guard.GuardConfig`)
 declares its fields with :func:`setting`, which keeps the field's help text (and optional bounds)
 in ``dataclasses.Field.metadata``. The command line (``--set KEY=VALUE``, ``f2tta methods NAME``),
 the benchmark's sweeps and the app's settings dialog all read fields through :func:`fields_of`

@@ -21,10 +21,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import IDiPTConfig, Session
+from engine import Session
 from engine.config import build_config, parse_assignments
 from engine.data import open_dataset
 from engine.data.readers import read_array
+from engine.methods import IDiPTConfig
 from lab.bench.protocol import StreamParams, dataset_stream, default_fragments
 from lab.synth import generate_arrays
 

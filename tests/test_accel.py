@@ -16,7 +16,8 @@ import pytest
 import torch
 from support import random_images
 
-from engine import PromptedViT, Session, load_model
+from engine import Session, load_model
+from engine.model.prompted_vit import PromptedViT
 from engine.run.accel import CompiledForward, autocast_dtype, compile_forward
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")

@@ -15,7 +15,7 @@ from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio
 
 from app.core.settings import AppSettings
-from engine import MAX_BATCH
+from engine.run.batch import MAX_BATCH
 
 
 def _rows(studio: Studio, folder: Path, project: str, batch: int) -> list[dict[str, object]]:

@@ -16,8 +16,9 @@ from app.core.run_items import image_title
 from app.core.run_maps import MapsCount
 from app.core.run_model import RunModel
 from app.worker.results import item_result
-from engine import MAP_PENDING, FolderSource, Mapped, MapSkipped, PredictionRow, StreamItem
+from engine import FolderSource, Mapped, MapSkipped, PredictionRow, StreamItem
 from engine.run.maps import MapResult
+from engine.run.rows import MAP_PENDING
 
 CLASSES = ("normal", "tumor")
 

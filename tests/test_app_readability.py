@@ -22,7 +22,9 @@ from app.views.metrics_view import MetricsView
 from app.views.plots_view import PlotsView
 from app.views.table_model import UNCERTAINTY_COLUMN
 from app.views.table_view import ITEM_MIN_CHARS, PredictionTable
-from engine import fields_of, list_methods, method_config_class
+from engine import list_methods
+from engine.config import fields_of
+from engine.methods import method_config_class
 
 
 def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
@@ -192,7 +194,7 @@ def test_decided_by_names_who_decides_not_the_path(qtbot: object) -> None:
     shown = [table.model.index(k, GROUP_COLUMN).data() for k in range(len(paths))]
     assert shown == [
         "original model",
-        "original model · awaiting review",
+        "original model",
         "original model",
         "site threshold (unreviewed)",
         "",

@@ -11,7 +11,7 @@ from app_studio import read_pdf_text
 
 from app.reports.files import config_document, write_csv
 from app.reports.qupath import geojson_document
-from engine import CSV_COLUMNS
+from engine.run.rows import CSV_COLUMNS
 
 
 # -- reports ----------------------------------------------------------------------------------

@@ -134,7 +134,8 @@ def test_guard_events_and_skipped_updates_reach_the_log_and_every_report(
 ) -> None:
 
     import app.worker.opening
-    from engine import GuardConfig, Session
+    from engine import Session
+    from engine.run.guard import GuardConfig
 
     # A two-image window in which any majority counts as collapse: the real guard acts after
     # images 1, 3 and 5 (first recovering, then resetting because the collapse "came back").

@@ -15,7 +15,7 @@ import pytest
 from app_fixtures import aperio_slide, make_slide
 from app_studio import RUN_TIMEOUT_MS, Studio, settle
 
-from engine import Slide
+from engine.io.slides import Slide
 
 SVS = aperio_slide()
 needs_svs = pytest.mark.skipif(

@@ -21,15 +21,10 @@ from app.core.progress import ProgressMeter, format_duration
 from app.core.projects import ProjectError, ProjectStore, check_name, studio_home
 from app.core.settings import AppSettings, clean_overrides, config_fields, load_settings, save_settings
 from app.core.stats import RunStatistics, segment_size_for
-from engine import (
-    GuardEvent,
-    SourceError,
-    StateError,
-    StepResult,
-    StreamItem,
-    open_folder,
-    parse_label,
-)
+from engine import StateError, StreamItem, open_folder
+from engine.io.sources import SourceError, parse_label
+from engine.run.guard import GuardEvent
+from engine.run.step import StepResult
 
 
 # -- phases and progress ----------------------------------------------------------------------
@@ -334,7 +329,7 @@ def test_project_rows_of_the_older_layout_move_into_the_journal(
 
 # -- settings ---------------------------------------------------------------------------------
 def test_settings_round_trip_and_method_fields(tmp_path: Path) -> None:
-    from engine import method_config_class
+    from engine.methods import method_config_class
 
     s = AppSettings(model="m.safetensors", method_config={"mc_passes": 3}, low_confidence=0.7)
     save_settings(s, tmp_path / "s.json")

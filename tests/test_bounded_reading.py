@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import engine.util.bounded_json as bounded
-from engine import SourceError, open_folder
+from engine import open_folder
+from engine.io.sources import SourceError
 from engine.util.bounded_json import loads_bounded, nesting_depth
 
 CLASSES = ("normal", "tumor")

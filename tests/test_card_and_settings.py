@@ -16,10 +16,11 @@ import pytest
 import torch
 from support import TINY_CARD, card_beside
 
-from engine import GuardConfig, ModelLoadError, load_model, save_model
+from engine import ModelLoadError, load_model, save_model
 from engine.cli import main as cli_main
 from engine.config import fields_of, parse_assignments
 from engine.methods.base import list_methods, method_config_class
+from engine.run.guard import GuardConfig
 
 HUGE = 10**400  # a 400-digit integer: valid JSON, beyond any float
 

@@ -14,10 +14,12 @@ import pytest
 from PIL import Image
 from support import random_images
 
-from engine import CSV_COLUMNS, DEFAULT_METHOD, Predicted, Session, StepResult
+from engine import DEFAULT_METHOD, Predicted, Session
 from engine.cli import main as cli_main
+from engine.run.rows import CSV_COLUMNS
 from engine.run.runner import open_folder_job
 from engine.run.state import read_state
+from engine.run.step import StepResult
 from tests.cli_helpers import read_rows, run_argv
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,19 +15,12 @@ from pathlib import Path
 import pytest
 from app_fixtures import aperio_slide, make_slide
 
-from engine import (
-    Journal,
-    Predicted,
-    Session,
-    Slide,
-    StreamRun,
-    load_model,
-    open_slide_source,
-    tile_reader,
-    tiles_geojson,
-)
+from engine import Journal, Predicted, Session, StreamRun, load_model, open_slide_source
 from engine.cli import main as f2tta
+from engine.io.slides import Slide
+from engine.run.geojson import tiles_geojson
 from engine.run.rows import PredictionRow
+from engine.run.stream import tile_reader
 
 SVS = aperio_slide()
 needs_svs = pytest.mark.skipif(

@@ -26,20 +26,18 @@ from engine import (
     FolderSource,
     Mapped,
     Predicted,
-    Reader,
     Session,
-    Slide,
     SlideSource,
     StreamRun,
     list_images,
     open_folder,
     open_slide_source,
-    read_item,
-    tile_reader,
 )
+from engine.io.slides import Slide
 from engine.io.sources import source_hash
 from engine.run.journal import ROWS_DIR
 from engine.run.state import has_state, read_state
+from engine.run.stream import Reader, read_item, tile_reader
 from tests.cli_helpers import read_rows, run_argv
 
 REPO = Path(__file__).resolve().parents[1]

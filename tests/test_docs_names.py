@@ -56,8 +56,6 @@ def _stale_dotted(name: str) -> str | None:
         module = _module_file(".".join(parts[:cut]))
         if module is not None:
             rest = parts[cut:]
-            if module == ROOT / "app" / "_engine.py":  # re-exports engine.__all__
-                module = ROOT / "engine" / "__init__.py"
             if rest and not _defines(module.read_text(encoding="utf-8"), rest[0]):
                 return f"{name} ({rest[0]} is not in {module.relative_to(ROOT)})"
             return None

@@ -14,8 +14,9 @@ import pytest
 import torch
 from support import random_images
 
-from engine import PrefixPrompts, PromptedViT, Session, list_methods, load_model
+from engine import Session, list_methods, load_model
 from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig
+from engine.model.prompted_vit import PrefixPrompts, PromptedViT
 from lab.bench.replay import compute_passes, replay
 from lab.synth.generate import generate_arrays
 from tests.test_methods import _config

@@ -9,10 +9,10 @@ import pytest
 import torch
 from support import random_images
 
-from engine import GuardConfig, IDiPTConfig, Session
-from engine.methods import base
+from engine import Session
+from engine.methods import IDiPTConfig, base
 from engine.methods.base import MethodOutput, TTAMethod
-from engine.run.guard import CollapseGuard
+from engine.run.guard import CollapseGuard, GuardConfig
 
 
 class _Collapsing(TTAMethod):

@@ -27,8 +27,8 @@ from app.core import recent
 from app.core.advice import SESSION_KEYS
 from app.core.projects import ProjectStore
 from app.core.settings import AppSettings, load_settings, save_settings
-from engine import KeyedJsonLines
 from engine.review.marks import MarkStore, ReviewMark
+from engine.util.jsonlines import KeyedJsonLines
 
 DEEP = "[" * 200_000  # 200 kB: json.loads recursed once a level
 DEEP_SMALL = "[" * 60_000  # under profile.json's size limit: refused for its depth

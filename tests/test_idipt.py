@@ -10,10 +10,12 @@ import pytest
 import torch
 from support import random_images
 
-from engine import IDiPT, IDiPTConfig, PromptedViT, Session, load_model
+from engine import Session, load_model
+from engine.methods import IDiPT, IDiPTConfig
 from engine.methods.idipt import PromptBank
 from engine.methods.parts.fft import low_freq_amplitude, low_freq_window
 from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
+from engine.model.prompted_vit import PromptedViT
 
 
 def _session(path: Path, seed: int = 0, **cfg: object) -> Session:

@@ -12,7 +12,6 @@ from support import random_images
 from engine import (
     ImageReadError,
     Journal,
-    LockedError,
     Predicted,
     Saved,
     Session,
@@ -22,6 +21,7 @@ from engine import (
     StreamRun,
     open_folder,
 )
+from engine.run.lock import LockedError
 from engine.run.record import parse_record
 
 

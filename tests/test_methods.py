@@ -371,7 +371,8 @@ def test_patch_hog_is_normalised_per_cell() -> None:
 
 
 def test_session_takes_the_method_of_its_config_or_the_default(tiny_model_path: Path) -> None:
-    from engine import DEFAULT_METHOD, IDiPTConfig, Session
+    from engine import DEFAULT_METHOD, Session
+    from engine.methods import IDiPTConfig
     from engine.methods.tent import TentConfig
 
     assert Session(tiny_model_path, method_config=IDiPTConfig(bank_size=2)).method_name == "idipt"

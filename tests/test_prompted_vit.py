@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import PrefixPrompts, PromptedViT, load_model
+from engine import load_model
 from engine.errors import ModelLoadError
+from engine.model.prompted_vit import PrefixPrompts, PromptedViT
 
 
 @pytest.fixture

@@ -23,13 +23,14 @@ from app_fixtures import write_pyramid
 from cli_helpers import read_rows, run_argv
 from PIL import Image
 
-from engine import Journal, Session, StreamRun, open_folder, open_slide_source, read_item, tile_reader
+from engine import Journal, Session, StreamRun, open_folder, open_slide_source
 from engine.cli import main as f2tta
 from engine.io.slides import Slide
 from engine.io.sources import same_place_other_slide
 from engine.methods.idipt_plus import IDiPTPlusConfig
 from engine.run.inputs import input_notes
 from engine.run.outcomes import Mapped, MapSkipped, Predicted
+from engine.run.stream import read_item, tile_reader
 
 SIDE, TIFF_TILE = 512, 128
 CLASSES = ("normal", "tumor")

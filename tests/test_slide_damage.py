@@ -14,9 +14,9 @@ import pytest
 from app_fixtures import make_slide, write_pyramid
 
 import engine.io.slides as slides
-from engine import Journal, Session, StreamRun, open_slide_source, tile_reader
+from engine import Journal, Session, StreamRun, open_slide_source
 from engine.io.slides import Slide, SlideError
-from engine.run.stream import skip_for
+from engine.run.stream import skip_for, tile_reader
 
 SIDE = 2048  # level-0 side of the generated slide (its overview is read from level 1)
 TIFF_TILE = 128  # its TIFF tiles

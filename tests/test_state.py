@@ -15,7 +15,8 @@ import pytest
 import torch
 from support import TINY_CARD, random_images
 
-from engine import IDiPTConfig, Session, StateError, save_model
+from engine import Session, StateError, save_model
+from engine.methods import IDiPTConfig
 from engine.run.state import STATE_FILE, read_state
 
 
