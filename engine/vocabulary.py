@@ -148,10 +148,10 @@ class DecisionPath(StrEnum):
 _PATH_WORDS = {
     DecisionPath.SOURCE_LIKE: "original model",
     DecisionPath.NOT_ACCEPTED: "original model",
-    DecisionPath.HELD: "original model · awaiting review",
+    DecisionPath.HELD: "original model",  # its site threshold awaits review: the row's reason says so
     DecisionPath.ACCEPTED: "site threshold (unreviewed)",
-    DecisionPath.REVIEWED: "review",
-    DecisionPath.PROVISIONAL: "review · provisional",
+    DecisionPath.REVIEWED: "your answers' rule",
+    DecisionPath.PROVISIONAL: "your answers' rule · provisional",
 }
 
 

@@ -75,7 +75,7 @@ def test_keyboard_reviews_from_the_queue_promote_the_candidate_the_site_favours(
     model = table.model
     changed = next(i for i in range(N) if model.row_at(i).prediction != c.model.raw_rows[i].prediction)
     assert model.row_at(changed).decision_path == "reviewed"
-    assert model.index(changed, GROUP_COLUMN).data() == "review: best-fit threshold"
+    assert model.index(changed, GROUP_COLUMN).data() == "best-fit threshold"
     assert model.row_at(changed).prediction != c.model.raw_rows[changed].prediction
     assert window.certificates.lines[0].verdict == "promoted"
     assert window.certificates.table.item(0, VERDICT_COLUMN).text() == "better, in use"

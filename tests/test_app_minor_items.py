@@ -112,7 +112,7 @@ def test_the_pdfs_changes_table_names_who_decided_not_the_path() -> None:
     rows = tuple(sample_row(k, decision_path=p, site_group=k) for k, p in enumerate(paths))
     html = "".join(b.html for b in change_blocks(report_data(rows)))
     assert "Decided by" in html and "site threshold (unreviewed)" in html
-    assert "original model · awaiting review" in html
+    assert "original model (a site threshold awaits review)" in html
     assert not [p for p in paths if f">{p}<" in html], html
 
 

@@ -237,7 +237,7 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
     assert banner.text.startswith("Part 1 of 3 (")
     reviewed_rows = [i for i in part.positions if c.model.rows[i].decision_path == DecisionPath.REVIEWED]
     assert reviewed_rows, "the promoted part changed some decisions"
-    assert decided_by(c.model.rows[reviewed_rows[0]]) == f"review: {rule.short} (part {promoted + 1} of 3)"
+    assert decided_by(c.model.rows[reviewed_rows[0]]) == f"{rule.short} (part {promoted + 1} of 3)"
 
 
 def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tmp_path: Path) -> None:

@@ -31,10 +31,9 @@ class ReviewedRow(PredictionRow):
 
     @property
     def decided_by(self) -> str:
-        """``review: best-fit threshold`` (``(part 2 of 3)``; ``· provisional`` for a provisional
-        call); a rule no review put in use is named alone (``original model``)."""
-        text = f"review: {self.rule.short}" if self.rule.by_review else self.rule.short
-        text += f" ({self.part})" if self.part else ""
+        """``best-fit threshold`` (``(part 2 of 3)``; ``· provisional`` for a provisional call): the
+        rule's own name says a review put it in use (only answers put these rules in use)."""
+        text = self.rule.short + (f" ({self.part})" if self.part else "")
         return text + (" · provisional" if self.decision_path == DecisionPath.PROVISIONAL else "")
 
 

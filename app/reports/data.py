@@ -87,7 +87,7 @@ def caption(
         f"#{row.position + 1} {row.name}",
         f"Predicted: {row.prediction_label} ({row.confidence:.2f})",
         truth_line(dataset, origin, reviewer),
-        f"Source model: {row.source_label} ({row.source_confidence:.2f})",
+        f"Original model: {row.source_label} ({row.source_confidence:.2f})",
         f"Shown as: {why}",
     )
 

@@ -59,8 +59,8 @@ def metrics_blocks(
         "Sensitivity",
         "Specificity",
         "Precision",
-        "Sensitivity, source model",
-        "Specificity, source model",
+        "Sensitivity, original model",
+        "Specificity, original model",
     ]
     body = [
         [esc(a.name), str(a.support), *_metric_cells(a), pct(b.sensitivity), pct(b.specificity)]
@@ -115,8 +115,8 @@ def confusion_block(m: ClinicalMetrics, title: str) -> Block:
         return _confusions_block(m, title)
     side = (
         "<table cellspacing='0' cellpadding='0'><tr>"
-        f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'Adapted model')}</td><td width='24'></td>"
-        f"<td valign='top'>{confusion_html(m.source_confusion, m.classes, 'Source model')}</td></tr></table>"
+        f"<td valign='top'>{confusion_html(m.confusion, m.classes, 'As decided')}</td><td width='24'></td>"
+        f"<td valign='top'>{confusion_html(m.source_confusion, m.classes, 'Original model')}</td></tr></table>"
     )
     note = f"<p style='color:{MUTED}'>Percentages are shares of each row (of the images of that class).</p>"
     return Block(h2(f"Confusion matrix: {_lower(title)}") + side + note)
@@ -125,7 +125,7 @@ def confusion_block(m: ClinicalMetrics, title: str) -> Block:
 def _confusions_block(m: ClinicalMetrics, title: str) -> Block:
     """The most frequent confusions of each model, for more classes than a matrix can show."""
     parts = []
-    for name, matrix in (("Adapted model", m.confusion), ("Source model", m.source_confusion)):
+    for name, matrix in (("As decided", m.confusion), ("Original model", m.source_confusion)):
         pairs = top_confusions(matrix, m.classes)
         body = [[esc(t), esc(p), str(n)] for t, p, n in pairs] or [["–", "–", "0"]]
         parts.append(f"<p><b>{name}</b></p>" + grid_table(["Truth", "Predicted", "Images"], body))

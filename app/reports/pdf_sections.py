@@ -181,11 +181,16 @@ def _decided_by(path: str, data: ReportData) -> str:
     if path in (DecisionPath.REVIEWED, DecisionPath.PROVISIONAL):
         rule = document.rule_in_use if document is not None else None
         words = (
-            f"review: {rule.short}" if rule is not None else "review: the rule each part's answers certified"
+            f"{rule.short} (your answers' rule)"
+            if rule is not None
+            else "the rule each part's answers certified"
         )
-        return words + (
+        provisional = (
             " · provisional (reported with the rule below it)" if path == DecisionPath.PROVISIONAL else ""
         )
+        return words + provisional
+    if path == DecisionPath.HELD:
+        return "original model (a site threshold awaits review)"
     try:
         return DecisionPath(path).words if path else "the method"
     except ValueError:  # a path of a method this app does not know

@@ -56,9 +56,9 @@ class PlotsView(QWidget):
         self.running.setDownsampling(auto=True, mode="peak")
         # The adapted line is wide and the source line dashed and thin on top of it, so where the
         # two agree both stay visible (the adapted colour shows between the dashes).
-        self.adapted_curve = self.running.plot(pen=pg.mkPen(ADAPTED_COLOR, width=3.5), name="adapted")
+        self.adapted_curve = self.running.plot(pen=pg.mkPen(ADAPTED_COLOR, width=3.5), name="as decided")
         self.source_curve = self.running.plot(
-            pen=pg.mkPen(SOURCE_COLOR, width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine), name="source"
+            pen=pg.mkPen(SOURCE_COLOR, width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine), name="original model"
         )
         self.source_curve.setZValue(2)
         # Mean confidence on a right-hand axis of its own, linked in x.
@@ -78,8 +78,10 @@ class PlotsView(QWidget):
         self.confidence_curve = pg.PlotCurveItem(pen=pg.mkPen(CONFIDENCE_COLOR, width=1.5))
         self.confidence_view.addItem(self.confidence_curve)
         item.vb.sigResized.connect(self._sync_confidence_view)
-        self.adapted_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=ADAPTED_COLOR, name="adapted")
-        self.source_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=SOURCE_COLOR, name="source")
+        self.adapted_bars = pg.BarGraphItem(x=[], height=[], width=1, brush=ADAPTED_COLOR, name="as decided")
+        self.source_bars = pg.BarGraphItem(
+            x=[], height=[], width=1, brush=SOURCE_COLOR, name="original model"
+        )
         self.segments.addItem(self.adapted_bars)
         self.segments.addItem(self.source_bars)
         for plot in (self.running, self.segments):

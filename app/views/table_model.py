@@ -40,13 +40,12 @@ HEADER_TIPS = (
     "The decision: the original model's, or that of the rule your answers in the review queue showed better",
     "Confidence in the decision",
     "The original model's call, the model as it was trained (→: the decision differs from it)",
-    "Who decides the image: the original model ('· awaiting review': a site threshold passed its safety "
-    "checks, and decides once your answers show it better), the site threshold (unreviewed: reported "
-    "without review), or 'review:' the rule your answers showed better (best-fit threshold, site "
+    "Who decides the image: the original model, the site threshold (unreviewed: reported without "
+    "review), or the rule your answers in the review queue showed better (best-fit threshold, site "
     "threshold, appearance correction, class-balance correction, adapted network (I-DiPT); the "
     "Certificates tab says what they showed). '· provisional': the rule's call on an image that arrived "
     "after the images your answers covered; reports give the rule below it until your answers cover it. "
-    "The row's tooltip gives the reason",
+    "The row's tooltip gives the reason (for example, that a site threshold awaits your review)",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
     "Ground truth: a review mark, else the folder's labels",
     "The decision against the ground truth",

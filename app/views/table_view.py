@@ -110,7 +110,7 @@ class PredictionTable(QWidget):
         header.setMinimumSectionSize(30)
         # Widths from the font, not pixels: the columns fit the table's 790 px of a 1280-px screen.
         em = self.table.fontMetrics().horizontalAdvance("0")
-        widths = (4, 0, 8, 5, 8, 13, 6, 7, 12, 18)  # the group: "262 · undecided" whole
+        widths = (4, 0, 8, 5, 8, 17, 6, 7, 12, 18)  # Decided by: "best-fit threshold" whole
         for col, chars in enumerate(widths):
             if chars:
                 self.table.setColumnWidth(col, em * chars + 10)
