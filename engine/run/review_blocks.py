@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from engine.review.ladder import Block, Comparison, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
-from engine.run.rows import PredictionRow
+from engine.run.rows import CANDIDATE_DECIMALS, PredictionRow
 
 
 def items_hash(rows: Sequence[PredictionRow], start: int, end: int) -> str:
@@ -71,9 +71,12 @@ def _matches(record: BlockRecord, block: Block, rows: Sequence[PredictionRow]) -
 
 
 def _threshold_matches(record: BlockRecord, c: Comparison) -> bool:
+    """The recorded threshold is the one frozen now, up to the journal's rounding of a row's
+    candidates (a block recorded before rows in memory were rounded as the journal keeps them)."""
     if record.threshold is None:
         return not math.isfinite(c.threshold) or not record.bound
-    return math.isfinite(c.threshold) and abs(c.threshold - record.threshold) <= 1e-9 * max(
+    rounding = 0.5 * 10.0**-CANDIDATE_DECIMALS
+    return math.isfinite(c.threshold) and abs(c.threshold - record.threshold) <= rounding + 1e-9 * max(
         1.0, abs(c.threshold)
     )
 

@@ -63,6 +63,7 @@ LEGACY_CSV_HEADERS = (LEGACY_CSV_COLUMNS, CSV_COLUMNS[:26])
 #: :attr:`PredictionRow.map_status` of a row decided before its uncertainty map was made (the map
 #: step runs behind the decisions), and of one whose image could not be read again for it.
 MAP_PENDING, MAP_UNREADABLE = "pending", "unreadable"
+CANDIDATE_DECIMALS = 6  # a candidate's threshold is kept to this many decimals (rows in memory too)
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # File names that are not valid UTF-8 (possible on Linux) round-trip through the CSVs byte for byte.
 CSV_ERRORS = "surrogateescape"
@@ -154,7 +155,7 @@ class PredictionRow:
                 data.pop(key)
         if self.candidates:
             data["candidates"] = {
-                name: (round(v, 6) if math.isfinite(v) else None) for name, v in self.candidates
+                name: (kept(v) if math.isfinite(v) else None) for name, v in self.candidates
             }
         else:
             data.pop("candidates")
@@ -259,9 +260,17 @@ def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
         "decision_threshold": float(decision.threshold),
         "decision_reason": decision.reason,
         "source_margin": float(decision.margin) if math.isfinite(decision.margin) else None,
-        "candidates": decision.candidates,
+        # as the journal keeps them (to_json): a comparison frozen on the rows in memory freezes the
+        # threshold a reopened project reads back (a block recorded on the unrounded one was set
+        # aside on reopening, and with it the certificate)
+        "candidates": tuple((name, kept(value)) for name, value in decision.candidates),
         "prompted_prediction": decision.prompted if decision.prompted >= 0 else None,
     }
+
+
+def kept(value: float) -> float:
+    """A candidate's threshold as the journal keeps it (6 decimals; nan stays nan)."""
+    return round(float(value), CANDIDATE_DECIMALS) if math.isfinite(value) else math.nan
 
 
 def escape_cell(text: str) -> str:
