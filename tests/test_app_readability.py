@@ -35,9 +35,9 @@ def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
     view.set_extent(8, 2)
     view.set_data(stats.plot_data())
     title = view.segments.getPlotItem().titleLabel.text
-    assert "■ adapted" in title and "■ source" in title, title
+    assert "■ as decided" in title and "■ original model" in title, title
     view.set_data(None, labelled=False)  # cleared for the next source: the key stays
-    assert "■ adapted" in view.segments.getPlotItem().titleLabel.text
+    assert "■ as decided" in view.segments.getPlotItem().titleLabel.text
 
 
 def test_with_nothing_open_the_bars_are_not_per_1_images(qtbot: object) -> None:

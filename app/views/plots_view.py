@@ -21,14 +21,14 @@ def _hex(rgb: tuple[int, int, int]) -> str:
 
 
 KEY = (
-    f"<span style='color:{_hex(ADAPTED_COLOR)}'>━ adapted</span>&nbsp; "
-    f"<span style='color:{_hex(SOURCE_COLOR)}'>╍ source</span>&nbsp; "
+    f"<span style='color:{_hex(ADAPTED_COLOR)}'>━ as decided</span>&nbsp; "
+    f"<span style='color:{_hex(SOURCE_COLOR)}'>╍ original model</span>&nbsp; "
     f"<span style='color:{_hex(CONFIDENCE_COLOR)}'>━ mean confidence (right axis)</span>"
 )
 # The bar chart's key (as the running plot's): the adapted model's bar left of the source model's.
 BAR_KEY = (
-    f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ adapted</span>&nbsp; "
-    f"<span style='color:{_hex(SOURCE_COLOR)}'>■ source</span>"
+    f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ as decided</span>&nbsp; "
+    f"<span style='color:{_hex(SOURCE_COLOR)}'>■ original model</span>"
 )
 GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
