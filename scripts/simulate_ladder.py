@@ -42,8 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.review.ladder import PROMOTED, LadderRule
 from engine.review.sampling import SamplingSequence
-from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack
-from lab.reviewer import ReviewedStream, review_stream
+from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack, review_site
 
 RULE = LadderRule(candidates=("fit",))
 
@@ -55,28 +54,8 @@ def site(
     return adversarial_site(order, rng, n, d, right)
 
 
-def reviewed(
-    margin: np.ndarray, labels: np.ndarray, budget: int, seed: int, at: float = 1.0
-) -> ReviewedStream:
-    n = margin.shape[0]
-    reported = (margin > 0).astype(np.int64)
-    return review_stream(
-        reported,
-        reported,
-        margin,
-        np.zeros(n),
-        {"fit": np.ones(n)},
-        np.zeros(n, dtype=np.int64),
-        labels,
-        budget,
-        review_at=at,
-        rule=RULE,
-        seed=seed,
-    )
-
-
 def ladder_promotes(margin: np.ndarray, labels: np.ndarray, budget: int, seed: int) -> bool:
-    out = reviewed(margin, labels, budget, seed)
+    out = review_site(margin, labels, budget, seed)
     return any(c.verdict == PROMOTED for c in out.ladders[0].comparisons)
 
 
@@ -119,7 +98,7 @@ def main() -> int:
             worse = shown = provisional = 0
             for s in range(streams):
                 margin, labels, _ = site(order, 54, np.random.default_rng([s, 17]))
-                out = reviewed(margin, labels, 20, s, at)
+                out = review_site(margin, labels, 20, s, at)
                 worse += out.counts.accuracy < out.counts.source_accuracy
                 shown += out.online_counts.accuracy < out.online_counts.source_accuracy
                 provisional += int(out.provisional.sum())
@@ -184,7 +163,7 @@ def main() -> int:
     online_gain, retro_gain, worse_online = [], [], 0
     for s in range(streams):
         margin, labels, _ = site("uniform", 96, np.random.default_rng([s, 43]))
-        out = reviewed(margin, labels, 20, s, 0.5)
+        out = review_site(margin, labels, 20, s, 0.5)
         online_gain.append(out.online_counts.accuracy - out.online_counts.source_accuracy)
         retro_gain.append(out.counts.accuracy - out.counts.source_accuracy)
         worse_online += out.online_counts.accuracy < out.online_counts.source_accuracy

@@ -32,6 +32,7 @@ import numpy as np
 from engine.review.ladder import PROMOTED, LadderRule
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
+from lab.reviewer import ReviewedStream, review_stream
 
 ORDERS = ("help-then-harm", "drift", "scan-region-last")
 
@@ -68,6 +69,29 @@ def adversarial_site(
         raise ValueError(f"unknown order {order!r}; expected one of {(*ORDERS, 'uniform')}")
     labels[changed] = np.where(is_right, 0, 1)
     return margin, labels, changed
+
+
+def review_site(
+    margin: np.ndarray, labels: np.ndarray, budget: int, seed: int, at: float = 1.0
+) -> ReviewedStream:
+    """One such site (its source margins and true classes) through the simulated reviewer: the
+    source model decides, the ``fit`` candidate changes every positive decision, and a reviewer
+    comes once ``at`` of the images have arrived with ``budget`` answers (queue drawn from ``seed``)."""
+    n = margin.shape[0]
+    reported = (margin > 0).astype(np.int64)
+    return review_stream(
+        reported,
+        reported,
+        margin,
+        np.zeros(n),
+        {"fit": np.ones(n)},
+        np.zeros(n, dtype=np.int64),
+        labels,
+        budget,
+        review_at=at,
+        rule=LadderRule(candidates=("fit",)),
+        seed=seed,
+    )
 
 
 def site_rows(margin: np.ndarray, candidates: dict[str, float]) -> list[PredictionRow]:

@@ -68,18 +68,25 @@ def review_units(rec: JobRecords, known_sites: bool) -> tuple[np.ndarray, np.nda
     return unit, rec.domain.astype(np.int64)
 
 
+def _ladder_inputs(rec: JobRecords) -> tuple[bool, dict[str, np.ndarray], np.ndarray | None]:
+    """What a site's ladder is given from one stream's records: whether its images are two-class
+    (a source margin each), each threshold candidate's thresholds (none when they are not) and
+    I-DiPT's prompted classes (None when none was recorded)."""
+    two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
+    candidates: dict[str, np.ndarray] = (
+        {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
+        if two_class
+        else {}
+    )
+    return two_class, candidates, rec.prompted if bool((rec.prompted >= 0).any()) else None
+
+
 def simulate(
     rec: JobRecords, budget: int, review_at: float = 1.0, seed: int = 0, known_sites: bool = False
 ) -> ReviewedStream:
     """One stream's records reviewed with ``budget`` answers per site (or site group, free-form)."""
     unit, site = review_units(rec, known_sites)
-    two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
-    candidates = (
-        {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
-        if two_class
-        else {}
-    )
-    prompted = rec.prompted if bool((rec.prompted >= 0).any()) else None
+    two_class, candidates, prompted = _ladder_inputs(rec)
     return review_stream(
         rec.preds,
         rec.source_preds,
@@ -101,13 +108,7 @@ def plain_of(
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """One stream's plain uses of ``budget`` labels per site (``lab.bench.plain_labels``)."""
     unit, site = review_units(rec, known_sites)
-    two_class = bool(np.isfinite(rec.margin).all()) and rec.margin.size > 0
-    candidates = (
-        {name: rec.candidates[:, k].astype(np.float64) for k, name in enumerate(THRESHOLD_CANDIDATES)}
-        if two_class
-        else {}
-    )
-    prompted = rec.prompted if bool((rec.prompted >= 0).any()) else None
+    _, candidates, prompted = _ladder_inputs(rec)
     return plain_uses(
         rec.source_preds,
         rec.margin.astype(np.float64),
