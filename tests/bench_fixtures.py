@@ -17,6 +17,26 @@ from lab.bench import BenchSettings
 DOMAINS = ("site1", "site2", "site3")
 
 
+#: A suite recipe small enough for a test (``f2tta bench-suite``): one kind, one model, 20 images a
+#: site; each test changes what it is about.
+TINY_RECIPE: dict[str, object] = {
+    "name": "tiny",
+    "kinds": [{"kind": "histo", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
+    "training_seeds": [1],
+    "train_per_site": 60,
+    "eval_per_site": 60,
+    "size": 32,
+    "source": "site1",
+    "epochs": 2,
+    "patience": 2,
+    "mixes": [0.5, "drift"],
+    "deltas": [1.0],
+    "images_per_site": 20,
+    "stream_seed": 0,
+    "methods": ["source", "idipt+", "foa-shift"],
+}
+
+
 def site_model_at(path: Path) -> Path:
     """The tiny random ViT, trained (so to speak) on site1, saved at ``path``."""
     torch.manual_seed(1)

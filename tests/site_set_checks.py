@@ -1,4 +1,4 @@
-"""What the tests of every later site set check (``test_synth_sites3.py``, ``test_synth_sites4.py``).
+"""What the tests of every later site set check (``test_synth_sites3.py`` to ``test_synth_sites6.py``).
 
 Nothing here runs a model: a set is checked by its site names, its site1, determinism, both classes
 at every site, and one measurable property per target site that two samples of site1 do not show.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from lab.synth import generate_arrays, site_names
 from lab.synth._site_sets import KIND_SITE_SETS
@@ -171,3 +172,60 @@ def shows_mechanisms(kind: str, sites: str, checks: Mapping[str, Check]) -> None
 if __name__ == "__main__":  # python tests/site_set_checks.py KIND SET [--replace]
     args = [a for a in sys.argv[1:] if a != "--replace"]
     _write_pins(args[0], args[1], "--replace" in sys.argv)
+
+
+def site_set_tests(
+    new: list[tuple[str, str]], properties: Mapping[tuple[str, str], Mapping[str, Check]]
+) -> tuple[Callable[[str, str], None], ...]:
+    """The three tests a later site set's file runs on each of its ``(kind, sites)`` in ``new``, with
+    ``properties`` the check of each target site: its site names and site1, its determinism and both
+    classes, and each target site's mechanism. A test file assigns them to its own ``test_`` names."""
+    each_set = pytest.mark.parametrize(("kind", "sites"), new)
+
+    @each_set
+    def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
+        keeps_site1_and_adds_new_sites(kind, sites, list(properties[(kind, sites)]))
+
+    @each_set
+    def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
+        deterministic_with_both_classes(kind, sites)
+
+    @each_set
+    def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
+        shows_mechanisms(kind, sites, properties[(kind, sites)])
+
+    return (
+        test_new_set_keeps_site1_and_adds_four_new_sites,
+        test_new_set_is_deterministic_with_both_classes,
+        test_each_new_site_shows_its_mechanism,
+    )
+
+
+def synth_cli(
+    out: Path, kind: str, sites: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, Any], str]:
+    """``f2tta synth KIND --sites SITES`` into ``out`` (two images a class a site, 32 px): it exits 0,
+    says what it wrote, and its ``synth.json`` names the set and its sites; that file's content and
+    what the command printed."""
+    from engine.cli import main as cli_main
+
+    args = [
+        "synth",
+        kind,
+        "--out",
+        str(out),
+        "--sites",
+        sites,
+        "--per-domain",
+        "2",
+        "--size",
+        "32",
+        "--workers",
+        "1",
+    ]
+    assert cli_main(args) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote 10 {kind} ({sites} sites) images" in printed
+    meta: dict[str, Any] = json.loads((out / "synth.json").read_text())
+    assert meta["site_set"] == sites and list(meta["sites"]) == site_names(kind, sites)
+    return meta, printed

@@ -41,3 +41,22 @@ def random_images(n: int, size: int = 40, seed: int = 0) -> list[np.ndarray]:
 
 class ModalDialogInTest(AssertionError):
     """A test opened a modal dialog nobody answers: it would block until the test timeout."""
+
+
+def referenced_copy(model: Path, path: Path) -> Path:
+    """``model`` (a checkpoint and its card) copied to ``path`` with a source reference fitted on
+    40 random images of two sites, so I-DiPT+'s operating point runs on it."""
+    import torch
+
+    from engine import Session, load_model
+    from engine.model.source_reference import fit_reference, reference_path, save_reference
+
+    shutil.copy(model, path)
+    shutil.copy(model.with_suffix(".json"), path.with_suffix(".json"))
+    loaded = load_model(path)
+    session = Session(loaded, method="source")
+    x = torch.cat([session.preprocess(img) for img in random_images(40, size=32, seed=9)])
+    y = torch.arange(40) % 2
+    ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
+    save_reference(ref, reference_path(path), {"test": True})
+    return path

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from bench_fixtures import bench_settings
 
-from engine import load_model
 from engine.cli import main as cli_main
 from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
 from lab.bench import plan_bench, run_plan
@@ -45,21 +42,11 @@ def test_known_sites_give_each_domain_one_site_and_its_ladder_reviews(
 ) -> None:
     """``--known-sites``: every domain's images are one unit of I-DiPT+ (the app's folder), in the
     free-form arrival order; without it no image founds a group alone."""
-    from support import random_images
+    from support import referenced_copy
 
-    from engine.model.source_reference import fit_reference, reference_path, save_reference
-    from engine.run.session import Session
     from lab.bench.reviews import review_budgets
 
-    model = tmp_path / "ref.safetensors"
-    shutil.copy(site_model, model)
-    shutil.copy(site_model.with_suffix(".json"), model.with_suffix(".json"))
-    loaded = load_model(model)
-    session = Session(loaded, method="source")
-    x = torch.cat([session.preprocess(img) for img in random_images(40, size=32, seed=9)])
-    y = torch.arange(40) % 2
-    ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
-    save_reference(ref, reference_path(model), {"test": True})
+    model = referenced_copy(site_model, tmp_path / "ref.safetensors")
     known = run_plan(
         plan_bench(bench_settings(bench_data, model, methods=("idipt+",), seeds=(0,), known_sites=True))
     )

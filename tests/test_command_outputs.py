@@ -16,28 +16,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from bench_fixtures import write_dataset
+from bench_fixtures import TINY_RECIPE, write_dataset
 from support import TINY_CARD
 
 from engine.cli import main as cli
 from engine.model.card import save_model
 
-RECIPE = {
-    "name": "tiny",
-    "kinds": [{"kind": "histo", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
-    "training_seeds": [1],
-    "train_per_site": 60,
-    "eval_per_site": 60,
-    "size": 32,
-    "source": "site1",
-    "epochs": 2,
-    "patience": 2,
-    "mixes": [0.5],
-    "deltas": [1.0],
-    "images_per_site": 20,
-    "stream_seed": 0,
-    "methods": ["source", "idipt+"],
-}
+RECIPE = TINY_RECIPE | {"mixes": [0.5], "methods": ["source", "idipt+"]}
 
 
 def _is_fifo(path: Path) -> bool:

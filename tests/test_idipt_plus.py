@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from support import random_images
+from support import random_images, referenced_copy
 
 from engine import Session, get_method_class, load_model
 from engine.errors import StateError
@@ -27,10 +27,8 @@ from engine.model.prompted_vit import PromptedViT
 from engine.model.source_reference import (
     ReferenceError,
     find_reference,
-    fit_reference,
     load_reference,
     reference_path,
-    save_reference,
 )
 from engine.run.step import saved_config
 
@@ -41,17 +39,7 @@ SETTINGS = IDiPTPlusConfig().operating_point_settings()
 @pytest.fixture(scope="module")
 def referenced_model(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model copied with a source reference fitted on random images."""
-    folder = tmp_path_factory.mktemp("referenced")
-    path = folder / "tiny.safetensors"
-    shutil.copy(tiny_model_path, path)
-    shutil.copy(tiny_model_path.with_suffix(".json"), path.with_suffix(".json"))
-    loaded = load_model(path)
-    session = Session(loaded, method="source")
-    x = torch.cat([session.preprocess(img) for img in random_images(40, size=32, seed=9)])
-    y = torch.arange(40) % 2
-    ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
-    save_reference(ref, reference_path(path), {"test": True})
-    return path
+    return referenced_copy(tiny_model_path, tmp_path_factory.mktemp("referenced") / "tiny.safetensors")
 
 
 def test_reference_round_trips_and_names_its_model(referenced_model: Path) -> None:

@@ -15,21 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from support import random_images
+from support import random_images, referenced_copy
 
 from engine import Session
 from engine.errors import ImageReadError
 from engine.io.sources import StreamItem
 from engine.methods.idipt_plus import IDiPTPlusConfig
-from engine.model.card import load_model
-from engine.model.source_reference import fit_reference, reference_path, save_reference
 from engine.run.journal import Journal
 from engine.run.outcomes import Mapped, MapSkipped, Predicted, Saved
 from engine.run.rows import MAP_PENDING, MAP_UNREADABLE, PredictionRow, map_cell
@@ -70,16 +66,7 @@ MAP_FIELDS = ("uncertainty", "update_skipped", "prompted_prediction")
 @pytest.fixture(scope="module")
 def referenced_model(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model with a source reference (so I-DiPT+'s operating point runs)."""
-    path = tmp_path_factory.mktemp("referenced") / "tiny.safetensors"
-    shutil.copy(tiny_model_path, path)
-    shutil.copy(tiny_model_path.with_suffix(".json"), path.with_suffix(".json"))
-    loaded = load_model(path)
-    session = Session(loaded, method="source")
-    x = torch.cat([session.preprocess(img) for img in random_images(40, size=32, seed=9)])
-    y = torch.arange(40) % 2
-    ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
-    save_reference(ref, reference_path(path), {"test": True})
-    return path
+    return referenced_copy(tiny_model_path, tmp_path_factory.mktemp("referenced") / "tiny.safetensors")
 
 
 def _session(model: Path, **overrides: object) -> Session:

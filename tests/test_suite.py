@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_fixtures import TINY_RECIPE
 
 from engine.cli import main as cli
 from engine.data.readers import open_dataset
@@ -21,22 +22,7 @@ RECIPE = Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "safe-a
 
 
 def _tiny(tmp_path: Path, **changes: object) -> Path:
-    recipe = {
-        "name": "tiny",
-        "kinds": [{"kind": "histo", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
-        "training_seeds": [1],
-        "train_per_site": 60,
-        "eval_per_site": 60,
-        "size": 32,
-        "source": "site1",
-        "epochs": 2,
-        "patience": 2,
-        "mixes": [0.5, "drift"],
-        "deltas": [1.0],
-        "images_per_site": 20,
-        "stream_seed": 0,
-        "methods": ["source", "idipt+", "foa-shift"],
-    } | changes
+    recipe = TINY_RECIPE | changes
     path = tmp_path / "recipe.json"
     path.write_text(json.dumps(recipe), encoding="utf-8")
     return path

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_fixtures import TINY_RECIPE
 
 import engine.model.card as card_module
 import engine.model.source_reference as reference_module
@@ -28,28 +29,12 @@ from engine.run.lock import LockedError
 from lab.bench.recipe import RECIPE_FIELDS, REQUIRED
 from lab.bench.suite import Recipe, SuiteError, prepare, run_stream, stream_jobs
 
-TINY: dict[str, object] = {
-    "name": "tiny",
-    "kinds": [{"kind": "histo", "train_seed": 5, "eval_seed": 6, "fragments": 4}],
-    "training_seeds": [1],
-    "train_per_site": 60,
-    "eval_per_site": 60,
-    "size": 32,
-    "source": "site1",
-    "epochs": 2,
-    "patience": 2,
-    "mixes": [0.5, "drift"],
-    "deltas": [1.0],
-    "images_per_site": 20,
-    "stream_seed": 0,
-    "methods": ["source", "idipt+", "foa-shift"],
-}
 MODEL = "histo-5-s1"
 
 
 def _recipe(tmp_path: Path, text: str | None = None, **changes: object) -> Path:
     path = tmp_path / "recipe.json"
-    path.write_text(text if text is not None else json.dumps(TINY | changes), encoding="utf-8")
+    path.write_text(text if text is not None else json.dumps(TINY_RECIPE | changes), encoding="utf-8")
     return path
 
 
@@ -80,7 +65,7 @@ def test_a_hostile_recipe_is_refused_with_a_message_before_any_work(
 def test_every_field_of_the_table_is_typed_and_named_when_wrong(tmp_path: Path, field: str) -> None:
     with pytest.raises(SuiteError, match=field):
         Recipe.load(_recipe(tmp_path, **{field: {"an": "object"}}))
-    without = {k: v for k, v in TINY.items() if k != field}
+    without = {k: v for k, v in TINY_RECIPE.items() if k != field}
     row = next(f for f in RECIPE_FIELDS if f.name == field)
     if row.default is REQUIRED:
         with pytest.raises(SuiteError, match=f"'{field}' is missing"):
@@ -99,7 +84,7 @@ def test_every_field_of_the_table_is_typed_and_named_when_wrong(tmp_path: Path, 
         ({"training_seeds": [10**400]}, "an integer of 401 digits"),
         ({"source": "site9"}, "'site9' is not a site of histo"),
         ({"mixes": [0.9], "images_per_site": 40}, "raise eval_per_site"),
-        ({"kinds": [TINY["kinds"][0], {**TINY["kinds"][0], "train_seed": 7}]}, "named twice"),  # type: ignore[index]
+        ({"kinds": [TINY_RECIPE["kinds"][0], {**TINY_RECIPE["kinds"][0], "train_seed": 7}]}, "named twice"),  # type: ignore[index]
         (
             {
                 "train_per_site": 50_000,

@@ -7,16 +7,12 @@ one measurable property per site that its mechanism sets (``lab/synth/_histo_v3.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
-
-from engine.cli import main as cli_main
-from lab.synth import site_names
 
 NEW = [("histo", "v3"), ("lesion", "v3"), ("fundus", "v3"), ("oct", "v2")]
 
@@ -106,31 +102,15 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
 }
 
 
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-    checks.deterministic_with_both_classes(kind, sites)
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+(
+    test_new_set_keeps_site1_and_adds_four_new_sites,
+    test_new_set_is_deterministic_with_both_classes,
+    test_each_new_site_shows_its_mechanism,
+) = checks.site_set_tests(NEW, PROPERTY)
 
 
 def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
-    assert cli_main(["synth", "fundus", "--out", str(tmp_path / "f"), "--sites", "v3", *base]) == 0
-    out = capsys.readouterr().out
-    assert "v3site5: " in out and "wrote 10 fundus (v3 sites) images" in out
-    meta = json.loads((tmp_path / "f" / "synth.json").read_text())
-    assert meta["site_set"] == "v3" and list(meta["sites"]) == site_names("fundus", "v3")
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v2", *base]) == 0
-    assert "wrote 10 oct (v2 sites) images" in capsys.readouterr().out
-    assert json.loads((tmp_path / "o" / "synth.json").read_text())["sites"]["v2site2"]["format"] == "jpeg"
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
-    assert "oct has no site set v6" in capsys.readouterr().err
-    assert not (tmp_path / "p" / "site1").exists()
+    _, printed = checks.synth_cli(tmp_path / "f", "fundus", "v3", capsys)
+    assert "v3site5: " in printed
+    meta, _ = checks.synth_cli(tmp_path / "o", "oct", "v2", capsys)
+    assert meta["sites"]["v2site2"]["format"] == "jpeg"

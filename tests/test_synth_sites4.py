@@ -7,7 +7,6 @@ one measurable property per site that its mechanism sets (``lab/synth/_histo_v4.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,6 @@ import pytest
 import site_set_checks as checks
 from site_set_checks import Check, higher, lower, lum
 
-from engine.cli import main as cli_main
-from lab.synth import site_names
 from lab.synth._optics import blur_yx
 
 NEW = [("histo", "v4"), ("lesion", "v4"), ("fundus", "v4"), ("oct", "v3")]
@@ -143,30 +140,16 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
 }
 
 
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-    checks.deterministic_with_both_classes(kind, sites)
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+(
+    test_new_set_keeps_site1_and_adds_four_new_sites,
+    test_new_set_is_deterministic_with_both_classes,
+    test_each_new_site_shows_its_mechanism,
+) = checks.site_set_tests(NEW, PROPERTY)
 
 
 def test_cli_fourth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
-    assert cli_main(["synth", "histo", "--out", str(tmp_path / "h"), "--sites", "v4", *base]) == 0
-    out = capsys.readouterr().out
-    assert "v4site5: " in out and "wrote 10 histo (v4 sites) images" in out
-    meta = json.loads((tmp_path / "h" / "synth.json").read_text())
-    assert meta["site_set"] == "v4" and list(meta["sites"]) == site_names("histo", "v4")
+    meta, printed = checks.synth_cli(tmp_path / "h", "histo", "v4", capsys)
+    assert "v4site5: " in printed
     assert meta["sites"]["v4site5"]["format"] == "jpeg" and meta["sites"]["v4site3"]["format"] == "png"
     assert len(list((tmp_path / "h" / "v4site4").rglob("*.jpg"))) == 2
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v3", *base]) == 0
-    assert "wrote 10 oct (v3 sites) images" in capsys.readouterr().out
-    assert json.loads((tmp_path / "o" / "synth.json").read_text())["site_set"] == "v3"
+    checks.synth_cli(tmp_path / "o", "oct", "v3", capsys)

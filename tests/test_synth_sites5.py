@@ -7,7 +7,6 @@ one measurable property per site that its mechanism sets (``lab/synth/_histo_v5.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -197,19 +196,11 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
 }
 
 
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-    checks.deterministic_with_both_classes(kind, sites)
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+(
+    test_new_set_keeps_site1_and_adds_four_new_sites,
+    test_new_set_is_deterministic_with_both_classes,
+    test_each_new_site_shows_its_mechanism,
+) = checks.site_set_tests(NEW, PROPERTY)
 
 
 def test_sensor_pattern_is_the_cameras_not_the_images() -> None:
@@ -227,25 +218,15 @@ def test_unknown_and_missing_sets_are_refused() -> None:
 
 
 def test_cli_fifth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
-    assert cli_main(["synth", "histo", "--out", str(tmp_path / "h"), "--sites", "v5", *base]) == 0
-    assert "wrote 10 histo (v5 sites) images" in capsys.readouterr().out
-    meta = json.loads((tmp_path / "h" / "synth.json").read_text())
-    assert meta["site_set"] == "v5" and list(meta["sites"]) == site_names("histo", "v5")
+    checks.synth_cli(tmp_path / "h", "histo", "v5", capsys)
     assert len(list((tmp_path / "h" / "v5site5").rglob("*.png"))) == 2
-    assert cli_main(["synth", "fundus", "--out", str(tmp_path / "f"), "--sites", "v5", *base]) == 0
-    assert meta_format(tmp_path / "f", "v5site3") == "jpeg"
-    capsys.readouterr()
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v4", *base]) == 0
-    assert "wrote 10 oct (v4 sites) images" in capsys.readouterr().out
+    meta, _ = checks.synth_cli(tmp_path / "f", "fundus", "v5", capsys)
+    assert meta["sites"]["v5site3"]["format"] == "jpeg"
+    checks.synth_cli(tmp_path / "o", "oct", "v4", capsys)
+    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
     assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
     assert "oct has no site set v6" in capsys.readouterr().err
     assert not (tmp_path / "p" / "site1").exists()
     with pytest.raises(SystemExit):  # argparse refuses a set that does not exist at all
         cli_main(["synth", "fundus", "--out", str(tmp_path / "q"), "--sites", "v7"])
     assert "invalid choice: 'v7'" in capsys.readouterr().err
-
-
-def meta_format(out: Path, site: str) -> str:
-    fmt: str = json.loads((out / "synth.json").read_text())["sites"][site]["format"]
-    return fmt

@@ -8,7 +8,6 @@ one measurable property per site that its mechanism sets (``lab/synth/_histo_v6.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +16,9 @@ import site_set_checks as checks
 from numpy.lib.stride_tricks import sliding_window_view
 from site_set_checks import Check, higher, lower, lum
 
-from engine.cli import main as cli_main
-from lab.synth import SynthError, generate_arrays, site_names
+from lab.synth import generate_arrays
 from lab.synth._histo_v6 import _wavelet_compress
 from lab.synth._oct_v5 import _drifting_psf, _spread
-from lab.synth.generate import get_spec
 
 NEW = [("histo", "v6"), ("lesion", "v6"), ("fundus", "v6"), ("oct", "v5")]
 
@@ -164,19 +161,11 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
 }
 
 
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-    checks.keeps_site1_and_adds_new_sites(kind, sites, list(PROPERTY[(kind, sites)]))
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-    checks.deterministic_with_both_classes(kind, sites)
-
-
-@pytest.mark.parametrize(("kind", "sites"), NEW)
-def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-    checks.shows_mechanisms(kind, sites, PROPERTY[(kind, sites)])
+(
+    test_new_set_keeps_site1_and_adds_four_new_sites,
+    test_new_set_is_deterministic_with_both_classes,
+    test_each_new_site_shows_its_mechanism,
+) = checks.site_set_tests(NEW, PROPERTY)
 
 
 def test_the_wavelet_codec_is_a_codec() -> None:
@@ -212,28 +201,9 @@ def test_the_annotated_eye_follows_the_disc() -> None:
     assert any(right) and not all(right), "both eyes occur"
 
 
-def test_unknown_and_missing_sets_are_refused() -> None:
-    with pytest.raises(SynthError, match="oct has no site set v6; its site sets are v1, v2, v3, v4, v5"):
-        get_spec("oct", "v6")
-    with pytest.raises(SynthError, match=r"unknown site set 'v7'; choose one of v1, v2, v3, v4, v5, v6"):
-        get_spec("histo", "v7")
-
-
 def test_cli_sixth_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["--per-domain", "2", "--size", "32", "--workers", "1"]
-    assert cli_main(["synth", "lesion", "--out", str(tmp_path / "h"), "--sites", "v6", *base]) == 0
-    assert "wrote 10 lesion (v6 sites) images" in capsys.readouterr().out
-    meta = json.loads((tmp_path / "h" / "synth.json").read_text())
-    assert meta["site_set"] == "v6" and list(meta["sites"]) == site_names("lesion", "v6")
+    checks.synth_cli(tmp_path / "h", "lesion", "v6", capsys)
     assert len(list((tmp_path / "h" / "v6site4").rglob("*.png"))) == 2
-    assert cli_main(["synth", "fundus", "--out", str(tmp_path / "f"), "--sites", "v6", *base]) == 0
-    assert json.loads((tmp_path / "f" / "synth.json").read_text())["sites"]["v6site4"]["format"] == "jpeg"
-    capsys.readouterr()
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "o"), "--sites", "v5", *base]) == 0
-    assert "wrote 10 oct (v5 sites) images" in capsys.readouterr().out
-    assert cli_main(["synth", "oct", "--out", str(tmp_path / "p"), "--sites", "v6", *base]) == 1
-    assert "oct has no site set v6" in capsys.readouterr().err
-    assert not (tmp_path / "p" / "site1").exists()
-    with pytest.raises(SystemExit):  # argparse refuses a set that does not exist at all
-        cli_main(["synth", "histo", "--out", str(tmp_path / "q"), "--sites", "v7"])
-    assert "invalid choice: 'v7'" in capsys.readouterr().err
+    meta, _ = checks.synth_cli(tmp_path / "f", "fundus", "v6", capsys)
+    assert meta["sites"]["v6site4"]["format"] == "jpeg"
+    checks.synth_cli(tmp_path / "o", "oct", "v5", capsys)
