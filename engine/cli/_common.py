@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import parse_assignments
 from engine.methods import DEFAULT_METHOD, list_methods, method_config, method_config_class
+
+if TYPE_CHECKING:
+    from engine.run.session import Session
 
 
 def add_model_argument(parser: argparse.ArgumentParser) -> None:
@@ -53,3 +56,32 @@ def method_config_from_args(args: argparse.Namespace) -> Any:
     """
     overrides = parse_assignments(method_config_class(args.method), args.set)
     return method_config(args.method, overrides)
+
+
+def session_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options a session is opened with, as a run's arguments give them (a cohort hands them to
+    every site): the method, the device, the seed, the precision and ``--compile``."""
+    return {
+        "method": args.method,
+        "device": args.device,
+        "seed": args.seed,
+        "precision": args.precision,
+        "compiled": args.compile,
+    }
+
+
+def session_from_args(args: argparse.Namespace) -> tuple[Session, Any, int]:
+    """The session a run opens from its arguments (the model, the method with its ``--set``, the
+    device, seed, precision and ``--compile``), the method's config and the batch size (``--batch``,
+    or the device's default for the method).
+
+    Raises:
+        F2TTAError, ValueError, KeyError, OSError: the model, the method or a setting cannot be used.
+    """
+    from engine.run.batch import default_batch
+    from engine.run.session import Session  # torch: only when a command runs
+
+    config = method_config_from_args(args)
+    session = Session(args.model, method_config=config, **session_options(args))
+    batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
+    return session, config, batch

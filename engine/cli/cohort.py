@@ -23,10 +23,10 @@ from typing import Any
 from tqdm import tqdm
 
 from engine._omp import usable_cpus
-from engine.cli._common import method_config_from_args
+from engine.cli._common import session_from_args, session_options
 from engine.errors import F2TTAError
 from engine.io.cohort import CohortError, CohortInput, cohort_inputs
-from engine.run.batch import MAX_BATCH, default_batch
+from engine.run.batch import MAX_BATCH
 from engine.run.cohort_pool import Stopper, run_processes, run_ray, run_serial
 from engine.run.cohort_site import SiteResult, SiteSettings, SiteTask
 from engine.run.cohort_state import (
@@ -38,7 +38,6 @@ from engine.run.cohort_state import (
     write_summary,
 )
 from engine.run.runner import EXIT_INTERRUPTED, EXIT_USAGE, journal_dir
-from engine.run.session import Session
 from engine.util.text import shown
 
 #: Seconds between two writes of the cohort's record and summary while sites finish.
@@ -125,17 +124,7 @@ def _settings(args: argparse.Namespace) -> SiteSettings:
     Raises:
         F2TTAError, ValueError, KeyError, OSError: the model, the method or a setting cannot be used.
     """
-    config = method_config_from_args(args)
-    probe = Session(
-        args.model,
-        method=args.method,
-        method_config=config,
-        device=args.device,
-        seed=args.seed,
-        precision=args.precision,
-        compiled=args.compile,
-    )
-    batch = args.batch if args.batch is not None else default_batch(probe.device, probe.max_batch)
+    _, config, batch = session_from_args(args)
     threads = args.threads
     if threads is None and args.ray is not None:
         threads = 1
@@ -147,12 +136,8 @@ def _settings(args: argparse.Namespace) -> SiteSettings:
     record["cohort_inputs"] = [str(p) for p in args.input]
     return SiteSettings(
         model=args.model,
-        method=args.method,
         method_config=config,
-        device=args.device,
-        seed=args.seed,
-        precision=args.precision,
-        compiled=args.compile,
+        **session_options(args),
         batch=batch,
         maps=args.maps,
         save_every=args.save_every,

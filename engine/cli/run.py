@@ -15,14 +15,14 @@ from engine.cli import cohort
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
-    method_config_from_args,
+    session_from_args,
 )
 from engine.errors import F2TTAError
 from engine.io.arrival import ORDERS
 from engine.io.sources import DEFAULT_MIN_TISSUE, SlideSource, arrived_since
 from engine.model.gate import NotApplicableError
 from engine.run.accel import PRECISIONS
-from engine.run.batch import MAX_BATCH, default_batch
+from engine.run.batch import MAX_BATCH
 from engine.run.certify import (
     certify,
     check_reviews_file,
@@ -46,7 +46,6 @@ from engine.run.runner import (
     write_geojson,
     write_run_config,
 )
-from engine.run.session import Session
 from engine.run.stream import MAPS, Mapped, MapSkipped, Predicted, Skipped
 from engine.util.text import shown
 
@@ -165,19 +164,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> FolderJob:
-    config = method_config_from_args(args)
-    session = Session(
-        args.model,
-        method=args.method,
-        method_config=config,
-        device=args.device,
-        seed=args.seed,
-        precision=args.precision,
-        compiled=args.compile,
-    )
+    session, _, batch = session_from_args(args)
     if args.reviews is not None:  # a file that cannot be used is refused before any work
         check_reviews_file(args.reviews)
-    batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
     common: dict[str, Any] = {
         "save_every": max(1, args.save_every),
         "keep_saved_settings": not args.set,
