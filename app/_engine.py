@@ -71,6 +71,8 @@ from engine.run.inputs import input_notes as input_notes
 from engine.run.inputs import processed_here as processed_here
 from engine.run.journal import in_recorded_order as in_recorded_order
 from engine.run.review_outlook import ANSWERS_WHEN_CLEARLY_BETTER as ANSWERS_WHEN_CLEARLY_BETTER
+from engine.run.review_outlook import IN_A_REPORT as IN_A_REPORT
+from engine.run.review_outlook import IN_THE_APP as IN_THE_APP
 from engine.run.review_outlook import outlook as outlook
 from engine.run.review_parts import PartRule as PartRule
 from engine.run.rows import MAP_PENDING as MAP_PENDING

@@ -29,6 +29,7 @@ from app.reports.pdf import write_pdf
 from app.shell.wiring import window_connections
 from app.views.main_window import MainWindow
 from engine.methods.idipt_plus import AWAITING_REVIEW, HELD
+from engine.run.review_outlook import IN_A_REPORT, IN_THE_APP
 from engine.vocabulary import DecisionPath
 from tests.review_rows import CLASSES, site_rows
 
@@ -111,9 +112,9 @@ def test_the_sentence_is_in_view_and_the_rows_name_the_rule_in_use(qtbot: object
         assert row.decision_path == DecisionPath.REVIEWED and AWAITING_REVIEW not in row.decision_reason
     assert all("best-fit threshold" in r.decision_reason for r in left_alone)
 
-    data = c.report_data()
-    assert data is not None and data.sentence == after
-    assert " ".join(after.split()) in _first_page(write_pdf(tmp_path / "report.pdf", data))
+    data = c.report_data()  # the PDF's sentence: the same, but where to answer is said without the key
+    assert data is not None and data.sentence == desk.sentence(CLASSES, where=IN_A_REPORT)
+    assert " ".join(data.sentence.split()) in _first_page(write_pdf(tmp_path / "report.pdf", data))
 
     window.commands.undo.trigger()  # the promotion goes: the rows are as they arrived again
     assert desk.rule == "operating point"
@@ -138,3 +139,25 @@ def test_an_empty_queue_and_an_empty_filter_say_why(qtbot: object, tmp_path: Pat
     assert " or none " not in why, "one reason, not two"
     tested = [line for line in c.model.desk.lines() if line.disagreements]
     assert all(f"{line.candidate.words}: {line.verdict.words}" in why for line in tested)
+
+
+def test_the_pdf_says_how_to_review_without_the_apps_key(qtbot: object, tmp_path: Path) -> None:
+    """The PDF is read at a tumour board, away from the app: its sentence said 'answering about 7 of
+    them in the review queue (Q)', a key that means nothing on paper. The window keeps its key; the
+    PDF and run_config.json name the app's queue and f2tta run --reviews, with the same facts."""
+    import json
+
+    from app.reports.files import config_document
+
+    window, c, _ = _held_window(qtbot, tmp_path)
+    settle()
+    in_view = window.views.outlook.text()
+    assert "answering about 7 of them in the review queue (Q) shows whether it is better" in in_view
+    data = c.report_data()
+    assert data is not None
+    assert "(Q)" not in data.sentence
+    assert IN_A_REPORT == "in the app's review queue or with f2tta run --reviews"
+    assert data.sentence == in_view.replace(IN_THE_APP, IN_A_REPORT)
+    assert json.loads(json.dumps(config_document(data), default=str))["summary"]["outlook"] == data.sentence
+    page = _first_page(write_pdf(tmp_path / "report.pdf", data))
+    assert " ".join(data.sentence.split()) in page and "(Q)" not in page

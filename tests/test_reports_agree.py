@@ -31,7 +31,7 @@ from engine.cli import main as cli_main
 from engine.io.sources import StreamItem
 from engine.methods.decision import DecisionRecord
 from engine.run.review import SiteReview
-from engine.run.review_outlook import FROM_THE_TERMINAL, IN_THE_APP
+from engine.run.review_outlook import FROM_THE_TERMINAL, IN_A_REPORT, IN_THE_APP, WHERE_TO_ANSWER
 from engine.run.rows import PredictionRow, make_row
 from engine.run.step import StepResult
 from engine.vocabulary import DecisionPath, Rule
@@ -40,6 +40,16 @@ from tests.review_rows import site_rows
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "resources" / "demo-sets" / "histology"
 MODEL = ROOT / "resources" / "demo" / "model.safetensors"
+
+
+WHERE = "<where to answer>"
+
+
+def _facts(sentence: str) -> str:
+    """The sentence with where to answer left out: what every place must say alike."""
+    for where in sorted(WHERE_TO_ANSWER, key=len, reverse=True):
+        sentence = sentence.replace(where, WHERE)
+    return sentence
 
 
 def _pdf_text(path: Path) -> str:
@@ -135,10 +145,15 @@ def test_the_table_the_reports_and_f2tta_run_agree_on_a_reviewed_folder(
     for sentence in says:
         assert " ".join((sentence[:1].upper() + sentence[1:]).split()) in pdf
     assert f"Now {certificates['decides']}" in pdf
-    # The sentence in view: the window's, the PDF's first lines, run_config.json's and f2tta run's last line.
-    assert in_view == summary["outlook"] == data.sentence
-    assert " ".join(summary["outlook"].split()) in pdf
-    assert last.replace(FROM_THE_TERMINAL, IN_THE_APP) == summary["outlook"]
+    # The sentence in view: the window's, the PDF's first lines, run_config.json's and f2tta run's last
+    # line say the same facts; only where to answer is each place's own (the window's key Q means
+    # nothing on paper, the terminal names --reviews too).
+    assert summary["outlook"] == data.sentence
+    assert " ".join(data.sentence.split()) in pdf
+    assert _facts(in_view) == _facts(data.sentence) == _facts(last)
+    assert WHERE in _facts(in_view), "the provisional images are to be answered somewhere"
+    assert IN_THE_APP in in_view and FROM_THE_TERMINAL in last and IN_A_REPORT in data.sentence
+    assert "(Q)" not in data.sentence
 
 
 def test_a_certificate_made_in_the_session_survives_the_journals_rounding(tmp_path: Path) -> None:

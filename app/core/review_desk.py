@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from app._engine import (
+    IN_THE_APP,
     Certificate,
     PartRule,
     PredictionRow,
@@ -243,10 +244,12 @@ class ReviewDesk:
         """The certificates as ``f2tta run`` writes them (``OUT.certificates.json``); None: no folder is open."""
         return site_certificates(self.review) if self.review is not None else None
 
-    def sentence(self, classes: Sequence[str]) -> str:
+    def sentence(self, classes: Sequence[str], where: str = IN_THE_APP) -> str:
         """What decides this folder now and what reviewing could change, in one plain sentence
-        (the engine's :func:`~engine.run.review_outlook.outlook`; empty: no folder is open)."""
-        return outlook(self.review).sentence(classes) if self.review is not None else ""
+        (the engine's :func:`~engine.run.review_outlook.outlook`; empty: no folder is open);
+        ``where`` says where the reviewer answers (the window names its key Q, a report does not:
+        ``IN_A_REPORT``)."""
+        return outlook(self.review).sentence(classes, where=where) if self.review is not None else ""
 
     def lines(self) -> list[Certificate]:
         document = self.document()

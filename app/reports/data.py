@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app._engine import SlideSource, source_hash
+from app._engine import IN_A_REPORT, SlideSource, source_hash
 from app._engine import __version__ as engine_version
 from app.core.filters import PredictionRow
 from app.core.names import describe_model, method_label
@@ -207,7 +207,7 @@ def collect_report_data(
         label_notes=tuple(model.checks.values()),
         hyperparameters=hyperparameters(info.method),
         certificates=model.desk.document(),
-        sentence=model.desk.sentence(classes),
+        sentence=model.desk.sentence(classes, where=IN_A_REPORT),  # read away from the app: no key
         site=source_hash(source.source_id),
     )
 

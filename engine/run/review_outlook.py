@@ -37,9 +37,14 @@ from engine.vocabulary import Rule
 #: not chosen: tests/test_guide_words.py reviews generated 600-image sites with the engine's own
 #: ladder and checks this figure against the answers it took.
 ANSWERS_WHEN_CLEARLY_BETTER = 7
-#: Where the app asks the reviewer's answers; ``f2tta run`` says where else they come from.
+#: Where the reviewer answers, as each place says it: the window names its key; ``f2tta run`` says
+#: where else the answers come from; a report (the PDF, ``run_config.json``) is read away from the
+#: app, at a tumour board, where a key means nothing: it names the queue and the command alone.
 IN_THE_APP = "in the review queue (Q)"
 FROM_THE_TERMINAL = "in the app's review queue (Q) or with f2tta run --reviews"
+IN_A_REPORT = "in the app's review queue or with f2tta run --reviews"
+#: Every way the sentence says where to answer (what differs between places, and only that).
+WHERE_TO_ANSWER = (IN_THE_APP, FROM_THE_TERMINAL, IN_A_REPORT)
 
 
 @dataclass(frozen=True)
