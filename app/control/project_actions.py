@@ -2,8 +2,9 @@
 
 Each project remembers its model and method (``profile.json``): selecting a project selects them.
 A new project, a renamed or deleted one, a demo set and every banner's fix end in
-:meth:`SessionActions.apply_settings` (the :class:`~app.control.session_controller.SessionController`'s)
-or a request to the engine worker. A plain object, handed what it uses.
+:meth:`~app.control.session_controller.SessionController.apply_settings`
+or a request to the engine worker. A plain object, handed the controller's shared context and its
+session part.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Protocol
 
 from app._engine import SlideSource
 from app.control.project_model import model_setting
+from app.control.session_controller import SessionController
 from app.control.status import ControllerContext
 from app.core import advice, notices
 from app.core.phase import Phase
@@ -32,33 +33,16 @@ from app.core.settings import (
 )
 
 
-class SessionActions(Protocol):
-    """What project actions ask of the session controller."""
-
-    open_after_session: Path | None
-
-    def apply_settings(
-        self, settings: AppSettings, then_open: Path | None = None, reload: bool = False
-    ) -> None: ...
-    def save_settings(self) -> None: ...
-    def clear_screen(self) -> None: ...
-    def refresh_projects(self) -> None: ...
-    def remember_folder(self, kind: str, folder: Path) -> None: ...
-    def open_folder(self, path: str) -> None: ...
-    def request_reset(self) -> None: ...
-    def on_window_order_changed(self, order: str, remember: bool = True) -> None: ...
-
-
 class ProjectActions:
     """Project, settings, demo and banner-fix requests of the window.
 
     Args:
         ctx: what the controller's parts share (renames and deletions release the project in the
             worker first; the run model is closed when its project is deleted).
-        sessions: the session controller's actions (settings, sources, reset).
+        sessions: the session controller, whose settings, sources and reset the actions end in.
     """
 
-    def __init__(self, ctx: ControllerContext, sessions: SessionActions) -> None:
+    def __init__(self, ctx: ControllerContext, sessions: SessionController) -> None:
         self.ctx, self.sessions = ctx, sessions
         self.view, self.worker, self.state, self.model, self.status = (
             ctx.view,

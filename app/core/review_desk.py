@@ -15,6 +15,7 @@ images processed by then; marks continue it, and the next one starts when one is
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import numpy as np
 from app._engine import (
     IN_THE_APP,
     Certificate,
+    DecisionPath,
     PartRule,
     PredictionRow,
     ReviewMark,
@@ -35,7 +37,7 @@ from app._engine import (
     shown,
     site_certificates,
 )
-from app.core.certificates import QueueState, queue_state
+from app.core.certificates import QueueState, provisional_words, queue_state, reviewed_row
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,73 @@ class ReviewDesk:
         """Whether the row at ``index`` is shown with a promoted rule's call no certificate covers yet."""
         shown = self.decisions()
         return 0 <= index < len(shown) and bool(shown[index] != self._certified[index])
+
+    # -- rows as the reviews decide them -------------------------------------------------------
+    def row_shown(self, row: PredictionRow, classes: Sequence[str], positive: int) -> PredictionRow:
+        """``row`` as shown: decided by the rules the site's reviews put in use where they moved it
+        (a :class:`~app.core.certificates.ReviewedRow` naming its rule; a promoted rule's call
+        marked provisional where no certificate covers the row yet); the dataset's label as ground
+        truth, the review mark only where the dataset labels nothing (a mark that disagrees with
+        the label is kept beside it, never in its place). ``positive``: the slide map's class."""
+        if self.has(row.key):
+            index = self.index_of(row.key)
+            rule, threshold, part = self.rule_of(index)
+            if rule != Rule.LABEL_FREE:  # the reviews moved this part's rule
+                row = self._reviewed(row, index, (rule, threshold, part), classes, positive)
+        return self._with_truth(row, classes)
+
+    def _reviewed(
+        self,
+        row: PredictionRow,
+        index: int,
+        in_use: tuple[Rule, float, str],
+        classes: Sequence[str],
+        positive: int,
+    ) -> PredictionRow:
+        """``row`` once its part's reviews moved the rule (``in_use``: rule, threshold, part): the
+        promoted rule's call, provisional where no certificate covers it yet; where the rule in use
+        calls it as the rule below it does and no certificate covers it, the rule below it decides
+        it (as reports say), and the row says both (it no longer says it awaits review)."""
+        rule, threshold, part = in_use
+        decision = int(self.decisions()[index])
+        if self.provisional(index):
+            below, reported = self.named_rule(index), int(self.certified()[index])
+            words = provisional_words(row, decision, reported, rule, below, classes, False)
+            return reviewed_row(row, decision, rule, positive, classes, threshold, part, words)
+        certified, threshold, part = self.certified_rule_of(index)
+        if certified != Rule.LABEL_FREE:
+            return reviewed_row(row, decision, certified, positive, classes, threshold, part)
+        return reviewed_row(row, decision, self.named_rule(index), positive, classes, part=part, in_use=rule)
+
+    def row_reported(
+        self, shown: PredictionRow, raw: PredictionRow, classes: Sequence[str], positive: int
+    ) -> PredictionRow:
+        """The row shown as ``shown`` (the engine made it ``raw``) as reports give it: what the
+        certificates cover. A provisional row gets the decision of the rule under the promoted one
+        (the source model, by default), its provisional call named in the reason; every other row
+        is as shown."""
+        if shown.decision_path != DecisionPath.PROVISIONAL:
+            return shown
+        at = self.index_of(raw.key)
+        rule, threshold, part = self.certified_rule_of(at)
+        decision = int(self.certified()[at])
+        row = (
+            raw
+            if rule == Rule.LABEL_FREE
+            else reviewed_row(raw, decision, rule, positive, classes, threshold, part)
+        )
+        words = provisional_words(
+            raw, shown.prediction, decision, self.rule_of(at)[0], self.named_rule(at), classes, True
+        )
+        return self._with_truth(
+            dataclasses.replace(row, decision_path=DecisionPath.PROVISIONAL, decision_reason=words), classes
+        )
+
+    def _with_truth(self, row: PredictionRow, classes: Sequence[str]) -> PredictionRow:
+        mark = self.marks.get(row.key)
+        if mark is None or row.ground_truth is not None or not 0 <= mark.label < len(classes):
+            return row
+        return dataclasses.replace(row, ground_truth=mark.label, truth_label=classes[mark.label])
 
     def document(self) -> SiteCertificates | None:
         """The certificates as ``f2tta run`` writes them (``OUT.certificates.json``); None: no folder is open."""

@@ -1,55 +1,18 @@
-"""Maps that arrive behind the decisions (the engine's maps-behind mode): each replaces its image's
-row (the same decision, now with its uncertainty and I-DiPT's prompted decision) and brings the
-overlay, so the table, the image view and the slide map show which images have their map yet."""
+"""How many images wait for their map when maps arrive behind the decisions (the engine's
+maps-behind mode), and how long they will take: the status bar's count and time left. Each map
+replaces its image's row in :class:`~app.core.run_model.RunModel` (``_apply_maps``)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable
 
 from app._engine import MAP_PENDING, PredictionRow
 from app.core.messages import ItemResult
-from app.core.overlay import Overlay, widen_levels
-from app.core.review_desk import ReviewDesk
-
-
-class MapsHolder(Protocol):
-    """What :func:`apply_maps` updates of :class:`app.core.run_model.RunModel`."""
-
-    raw_rows: list[PredictionRow]
-    rows: list[PredictionRow]
-    selected: int | None
-    overlays: dict[int, Overlay]
-    heat_levels: tuple[float, float] | None
-    desk: ReviewDesk
-
-    def row_index(self, position: int) -> int | None: ...
-    def effective(self, row: PredictionRow) -> PredictionRow: ...
-    def select(self, position: int, keep_view: bool = False) -> None: ...
-
 
 MAPS_WINDOW = 50  # maps the maps' rate is measured over
-
-
-def apply_maps(model: MapsHolder, results: Sequence[ItemResult]) -> list[int]:
-    """Put each map's row and overlay in place; the indices of the rows that changed."""
-    changed = []
-    for result in results:
-        index = model.row_index(result.row.position)
-        if index is None:
-            continue
-        model.raw_rows[index] = result.row
-        model.rows[index] = model.effective(result.row)
-        model.overlays[result.row.position] = result.overlay
-        model.heat_levels = widen_levels(model.heat_levels, result.overlay)
-        changed.append(index)
-    model.desk.add_rows([r.row for r in results])  # the review's rows: I-DiPT's prompted decisions
-    if model.selected is not None and model.selected in {r.row.position for r in results}:
-        model.select(model.selected, keep_view=True)  # its overlay arrived
-    return changed
 
 
 def waiting(rows: Iterable[PredictionRow]) -> int:

@@ -30,13 +30,13 @@ from app.core.messages import ItemResult
 from app.core.overlay import Overlay, widen_levels
 from app.core.progress import ProgressMeter
 from app.core.review_desk import MarkChange, ReviewDesk
-from app.core.run_items import Cell, Notifier, RowChange, Selection
-from app.core.run_maps import apply_maps, waiting
-from app.core.run_truth import Truths
+from app.core.review_record import review_tally
+from app.core.run_items import Cell, Notifier, ReviewNote, RowChange, Selection, review_note
+from app.core.run_maps import waiting
 from app.core.stats import PlotData, RunStatistics, segment_size_for
 
 
-class RunModel(Truths):
+class RunModel:
     """Rows and everything else shown about the open source (owned by the UI thread).
 
     Args:
@@ -195,7 +195,26 @@ class RunModel(Truths):
         self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - len(maps), 0)
         self.progress.add(len(batch))
         if maps:
-            self._refresh(apply_maps(self, maps))
+            self._refresh(self._apply_maps(maps))
+
+    def _apply_maps(self, results: Sequence[ItemResult]) -> list[int]:
+        """Maps that arrived behind the decisions (the engine's maps-behind mode): each replaces its
+        image's row (the same decision, now with its uncertainty and I-DiPT's prompted decision)
+        and brings the overlay; the indices of the rows that changed."""
+        changed = []
+        for result in results:
+            index = self.row_index(result.row.position)
+            if index is None:
+                continue
+            self.raw_rows[index] = result.row
+            self.rows[index] = self.effective(result.row)
+            self.overlays[result.row.position] = result.overlay
+            self.heat_levels = widen_levels(self.heat_levels, result.overlay)
+            changed.append(index)
+        self.desk.add_rows([r.row for r in results])  # the review's rows: I-DiPT's prompted decisions
+        if self.selected is not None and self.selected in {r.row.position for r in results}:
+            self.select(self.selected, keep_view=True)  # its overlay arrived
+        return changed
 
     def note_failure(self, retried: bool) -> None:
         if not retried:
@@ -370,6 +389,94 @@ class RunModel(Truths):
         self._unshown = [shown.get(r.position, r) for r in self._unshown]
         self.rows_changed.emit(changes)
         self._plots_dirty = True
+
+    # -- truths: what the rows are measured against, and each row as shown ------------------------
+    @property
+    def marks(self) -> dict[str, ReviewMark]:
+        return self.desk.marks  # review marks by item key, in the order they were made
+
+    def _plot_truth(self, raw: PredictionRow) -> int | None:
+        """The truth the plots measure ``raw`` against: the dataset's where it labels any image, else the mark."""
+        if self.dataset_labelled:
+            return raw.ground_truth
+        mark = self.marks.get(raw.key)
+        return None if mark is None else mark.label
+
+    def set_gate(self, warnings: Sequence[tuple[str, str]]) -> None:
+        """The engine's applicability gate fired with ``warnings`` (``(check, message)`` pairs) for
+        this source (none: it did not); the figures shown so far are shown again, marked."""
+        self.gate = [message for _, message in warnings]
+        self.gate_checks = [check for check, _ in warnings]
+        if self.rows:
+            self.metrics_changed.emit(self.figures())
+            self.plots_changed.emit(self.plot_data())  # the plots carry the mark too
+
+    def _measure_against_dataset(self) -> None:
+        """The rows carry dataset labels after all: the plots measure against them from now on."""
+        self.dataset_labelled, self.stats.truth = True, "dataset labels"
+        self.stats.clear()
+        self.stats.extend(self.rows, [self._plot_truth(r) for r in self.raw_rows])
+
+    def plot_data(self) -> PlotData:
+        """What the plots draw, with the caption every figure carries when the gate fired."""
+        return dataclasses.replace(self.stats.plot_data(), caption=self.figures().caption)
+
+    def figures(self) -> Figures:
+        """The figures against the dataset's labels and against the reviewers' marks, kept apart,
+        with the applicability warnings that fired (the gate's and a one-class collapse)."""
+        collapsed = self.collapse is not None
+        gate = [*self.gate, *([self.collapse.text()] if self.collapse is not None else [])]
+        checks = [*self.gate_checks, *(["collapse"] if collapsed else [])]
+        return self.tally.figures(gate, checks, review_tally(self.marks.values(), self._decision_now))
+
+    def _decision_now(self, key: str) -> int | None:
+        """The decision the row of ``key`` shows now (None: no such row)."""
+        return self.rows[self.desk.index_of(key)].prediction if self.desk.has(key) else None
+
+    def _tally(self, index: int) -> None:
+        """The figures count the row at ``index`` as it is shown now (its decision, its dataset
+        label and its mark): what it counted before is taken away (O(1), see :mod:`app.core.figure_tally`)."""
+        raw = self.raw_rows[index]
+        mark = self.marks.get(raw.key)
+        self.tally.set_row(index, self.rows[index], raw.ground_truth, None if mark is None else mark.label)
+        self.watch.set_row(index, self.rows[index])
+
+    def disagreement(self, position: int, label: int) -> tuple[str, str] | None:
+        """``(dataset's class, marked class)`` when marking the image at ``position`` as ``label``
+        would disagree with its dataset label; None when it agrees, the image has no label, or the
+        image already carries that mark."""
+        index = self._row_of_position.get(position)
+        if index is None or not 0 <= label < len(self.classes):
+            return None
+        raw = self.raw_rows[index]
+        mark = self.marks.get(raw.key)
+        if (
+            raw.ground_truth is None
+            or raw.ground_truth == label
+            or (mark is not None and mark.label == label)
+        ):
+            return None
+        return raw.truth_label or str(raw.ground_truth), self.classes[label]
+
+    def effective(self, row: PredictionRow) -> PredictionRow:
+        """``row`` as shown (:meth:`ReviewDesk.row_shown`)."""
+        return self.desk.row_shown(row, self.classes, self.stats.positive_class)
+
+    def reported(self, index: int) -> PredictionRow:
+        """The row at ``index`` as reports give it (:meth:`ReviewDesk.row_reported`)."""
+        return self.desk.row_reported(
+            self.rows[index], self.raw_rows[index], self.classes, self.stats.positive_class
+        )
+
+    def review_of(self, position: int) -> ReviewNote:
+        """The review column's text and tooltip for the row at ``position``."""
+        index = self._row_of_position.get(position)
+        if index is None:
+            return ReviewNote()
+        raw = self.raw_rows[index]
+        return review_note(
+            self.marks.get(raw.key), self.classes, self.rows[index].prediction, raw.truth_label
+        )
 
     def _flush_images(self, follow: bool) -> None:
         if not self._images_dirty:

@@ -4,7 +4,7 @@ With ground truth the plots show the running accuracy of the adapted and of the 
 without it, the running positive rate (share of images predicted as the card's positive class)
 and the running mean confidence. The accuracies are measured against one truth, named in
 :attr:`PlotData.truth`: the dataset's labels where the source labels any image, else the review
-marks (:meth:`app.core.run_truth.Truths._plot_truth`). Per-segment bars show the same quantities over consecutive
+marks (:meth:`app.core.run_model.RunModel._plot_truth`). Per-segment bars show the same quantities over consecutive
 blocks of the stream, where drift and recovery are easier to see than in a cumulative curve.
 """
 
