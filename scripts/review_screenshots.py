@@ -10,9 +10,13 @@ The reviews are planned before they are made: the project's journal holds the ro
 and the queue is replayed with the engine's own ``SiteReview`` (the component the app uses), so the
 script knows which image the app selects next and which key is its true class.
 
+With ``--later`` the folder holds the first half of the demo set when it is run and reviewed;
+the other half arrives afterwards and is run: its rows are shown with the promoted candidate's
+call, marked provisional (07), until the queue's answers on them cover them (08).
+
 Usage::
 
-    python scripts/review_screenshots.py [OUT_DIR] [--size 1280x800]
+    python scripts/review_screenshots.py [OUT_DIR] [--size 1280x800] [--mixed | --later]
 
 Needs what ``scripts/app_screenshots.py`` needs (its notes list the packages).
 """
@@ -72,8 +76,31 @@ def plan(folder: Path, home: Path, classes: tuple[str, ...]) -> tuple[list[int],
         if any(c.verdict != "open" for c in review.comparisons()):
             break
         index = review.next_item()
-    print(f"planned {len(keys)} reviews of a queue of {queued}; rule in use after them: {review.rule_in_use}")
+    print(f"planned {len(keys)} reviews of a queue of {queued}; rule in use after them: {review.in_use()}")
     return keys, queued
+
+
+def plan_cover(folder: Path, home: Path, classes: tuple[str, ...]) -> list[int]:
+    """The digit keys that answer the queue until no row is provisional, replayed on a copy of the
+    project's review folder (the project itself is not touched)."""
+    truth = {r["file"]: classes.index(r["label"]) for r in csv.DictReader((folder / "labels.csv").open())}
+    source = open_folder(folder, classes)
+    (review_dir,) = home.glob("profiles/*/review")
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = shutil.copytree(review_dir, Path(scratch) / "review")
+        review = SiteReview(copy, source.source_id, len(classes))
+        review.open(journal_rows(home, source.source_id))
+        keys: list[int] = []
+        while review.provisional().any() and len(keys) < MAX_REVIEWS:
+            index = review.next_item()
+            if index is None:
+                break
+            label = truth[review.rows[index].name]
+            keys.append(label + 1)
+            review.set_mark(review.rows[index].key, label)
+        review.close()
+    print(f"planned {len(keys)} more reviews; provisional rows left: {int(review.provisional().sum())}")
+    return keys
 
 
 def mixed_folder(demo: Path, folder: Path) -> Path:
@@ -118,6 +145,11 @@ def main() -> int:
         help="a folder that mixes the demo set with 120 generated images of another histology site "
         "(v1 site4), interleaved: the method splits it in parts, each reviewed on its own",
     )
+    parser.add_argument(
+        "--later",
+        action="store_true",
+        help="the folder's second half arrives after the review: its rows are provisional until covered",
+    )
     args = parser.parse_args()
     out: Path = args.out / args.size
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +161,13 @@ def main() -> int:
             if args.mixed
             else shutil.copytree(demo, tmp / "site2-histology")
         )
+        later: list[str] = []
+        if args.later:  # the second half waits outside the folder until the review is done
+            names = sorted(p.name for p in folder.iterdir() if p.suffix != ".csv")
+            later = names[len(names) // 2 :]
+            (tmp / "later").mkdir()
+            for name in later:
+                (folder / name).rename(tmp / "later" / name)
         home = tmp / "home"
         display = Display(97, args.size)
         try:
@@ -155,6 +194,24 @@ def main() -> int:
             display.capture(out / "05_after_undo.png")
             display.key("ctrl+shift+z")
             app.quit()
+            if args.later:
+                for name in later:
+                    (tmp / "later" / name).rename(folder / name)
+                app = App(display, home, [str(folder), "--run"])
+                app.wait_log("Run finished")
+                app.focus()
+                display.capture(out / "07_later_images_provisional.png")
+                app.quit()
+                more = plan_cover(folder, home, ("normal", "tumor"))
+                app = App(display, home, [str(folder)])
+                app.wait_log("earlier session")
+                app.focus()
+                display.key("q")
+                for key in more:
+                    display.key(str(key), delay_ms=30)
+                time.sleep(1.0)
+                display.capture(out / "08_later_images_covered.png")
+                app.quit()
             app = App(display, home, [str(folder), "--export", str(out / "report")])
             app.wait_log("Reports written")
             display.capture(out / "06_reopened_reports_written.png")

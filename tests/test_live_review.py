@@ -220,3 +220,30 @@ def test_provisional_calls_stop_where_later_images_stop_looking_like_the_covered
             assert region <= reach < region + 60, reach  # stopped within 60 images of the region
         else:
             assert reach == n, reach
+
+
+def test_where_provisional_calls_stop_does_not_move_as_more_images_arrive() -> None:
+    """Once the check has stopped a rule's provisional calls at an image, later arrivals never
+    move that stop: a row shown with the rule below is not shown provisionally again. With one
+    level for every window, set by how many later images there were, the stop moved as the
+    folder grew (458 -> 459 after 510 images on this slide)."""
+    from engine.review.ladder import SiteImages, SiteLadder
+
+    rng = np.random.default_rng(0)
+    n, region = 600, 420
+    labels = np.r_[np.zeros(region, np.int64), np.ones(n - region, np.int64)]  # the region last
+    margin = np.where(labels == 1, rng.normal(0.6, 1.5, n), rng.normal(-1.0, 1.5, n))
+    source = (margin > 0).astype(np.int64)
+    images = SiteImages(source, source, margin, np.zeros(n), {"fit": np.full(n, 1.0)})
+    ladder = SiteLadder("slide", LadderRule(candidates=("fit",)))
+    marks: dict[int, int] = {}
+    while (c := ladder.active or ladder.open_next(images.head(240))) is not None:
+        position = c.next_position
+        assert position is not None
+        marks[position] = int(labels[position])
+        ladder.review(marks)
+    (fit,) = ladder.chain()
+    stops = {k: ladder.alike(fit, images.head(k)) for k in range(250, n + 1, 5)}
+    stopped = [reach for k, reach in stops.items() if reach < k]
+    assert stopped, "the region stops the provisional calls"
+    assert set(stopped) == {stopped[0]}, stopped

@@ -195,7 +195,8 @@ class SiteLadder:
         "Shown and reported"). The share of the reference's most common source call among the
         later images is tested against the reference's with a confidence sequence for each (a
         normal-mixture boundary for a bounded mean, at ``delta`` each), and so is its share among
-        the last :data:`WINDOW` images (Hoeffding, ``delta`` shared over the windows); the images
+        the last :data:`WINDOW` images (Hoeffding, the window ending at the i-th later image at
+        ``delta / (i (i + 1))``, so no window's verdict changes as more images arrive); the images
         from the first that breaks either on are shown with the rule below."""
         n, start = len(images), max(c.coverage, 0)
         if start >= n or c.frozen == 0:
@@ -210,7 +211,8 @@ class SiteLadder:
         broken = np.abs(later / m - p0) > _boundary(m, delta) / m + slack
         if m.size >= WINDOW:  # and the last WINDOW images, for a change that the running mean dilutes
             window = np.convolve(hits, np.ones(WINDOW), mode="valid") / WINDOW
-            bound = math.sqrt(math.log(2.0 * m.size / delta) / (2.0 * WINDOW)) + slack
+            ends = m[WINDOW - 1 :]  # the window ending at the i-th later image is tested at delta / (i (i + 1))
+            bound = np.sqrt(np.log(2.0 * ends * (ends + 1.0) / delta) / (2.0 * WINDOW)) + slack
             broken[WINDOW - 1 :] |= np.abs(window - p0) > bound
         first = np.flatnonzero(broken)
         return n if first.size == 0 else start + int(first[0])
