@@ -12,12 +12,14 @@ vignetting, field-of-view size, blur, sensor noise and JPEG quality.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from lab.synth._drawing import SynthSpec, finish, smooth_noise
+from lab.synth._drawing import SynthSpec, finish, later_set, smooth_noise
 
 CLASSES = ("glaucoma", "normal")  # sorted, as the readers order them: label 0 is glaucoma
 NORMAL_CDR = (0.15, 0.45)  # range of the vertical cup-to-disc ratio of normal eyes
@@ -186,3 +188,17 @@ SPEC = SynthSpec(
     description="fundus-like photographs; glaucoma = large cup-to-disc ratio; sites differ in illumination, "
     "colour cast, contrast/gamma, vignetting, field size, blur, noise and JPEG quality",
 )
+
+#: How a later site's camera stores an eye: ``camera(rng, eye, site, size)``, a uint8 image.
+Camera = Callable[[np.random.Generator, Eye, Any, int], np.ndarray]
+
+
+def later_fundus_set(sites: tuple[Any, ...], camera: Camera, description: str, site_set: str) -> SynthSpec:
+    """A later fundus site set: site1 as the first set draws it, and ``sites``, each an eye drawn at
+    site1's scale (only the camera changes) seen through ``camera``."""
+    field = SITES[0].field
+
+    def target(rng: np.random.Generator, label: int, site: Any, size: int) -> np.ndarray:
+        return camera(rng, eye(rng, label, field, size), site, size)
+
+    return later_set(SPEC, sites, target, description, site_set)

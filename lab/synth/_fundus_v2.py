@@ -25,9 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from lab.synth import _fundus
-from lab.synth._drawing import later_set, pixel_grid
-from lab.synth._fundus import Eye, eye
+from lab.synth._drawing import pixel_grid
+from lab.synth._fundus import Eye, later_fundus_set
 from lab.synth._optics import blur_yx, chroma_noise, f32, quantise, ramp, unsharp
 
 Vec3 = tuple[float, float, float]
@@ -74,9 +73,6 @@ SITES: tuple[FundusSiteV2, ...] = (
                  1.0, 5.0, 1.35, 1.4, 0.4, 2.0, 0.0, 55),
 )
 # fmt: on
-_FIELD = _fundus.SITES[0].field  # the anatomy keeps site1's scale: only the camera changes
-
-
 def _reflex(rng: np.random.Generator, size: int) -> np.ndarray:
     """A corneal reflex (a bright spot near the centre) and a lens reflex (part of a ring), (size, size)."""
     yy, xx = pixel_grid(size)
@@ -183,15 +179,9 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV2, size: int) -> n
     return quantise(np.clip(rgb, 0.0, 1.0) * _mask(e, site, size)[..., None])
 
 
-def target(rng: np.random.Generator, label: int, site: FundusSiteV2, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the second set."""
-    return camera(rng, eye(rng, label, _FIELD, size), site, size)
-
-
-SPEC = later_set(
-    _fundus.SPEC,
+SPEC = later_fundus_set(
     SITES,
-    target,
+    camera,
     (
         "; second site set: a smartphone adapter with reflexes, a red/green laser ophthalmoscope, cataract "
         "through a small pupil, a camera with aggressive sharpening and tone processing"

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from lab.synth import _fundus
-from lab.synth._drawing import later_set, pixel_grid, smooth_noise
-from lab.synth._fundus import Eye, eye
+from lab.synth._drawing import pixel_grid, smooth_noise
+from lab.synth._fundus import Eye, later_fundus_set
 from lab.synth._optics import blur_yx, f32, quantise, sample
 
 Vec3 = tuple[float, float, float]
@@ -65,9 +64,6 @@ SITES: tuple[FundusSiteV3, ...] = (
                  1.05, 1.0, 0.5, 2.0, 80),
 )
 # fmt: on
-_FIELD = _fundus.SITES[0].field  # the anatomy keeps site1's scale: only the camera changes
-
-
 def _choroid_vessels(rng: np.random.Generator, size: int) -> np.ndarray:
     """0-1 map of the choroid's large vessels: broad, wavy tubes along the zero lines of a smooth field."""
     field = smooth_noise(rng, size, 5)
@@ -151,15 +147,9 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV3, size: int) -> n
     return quantise(rgb * e.inside[..., None])
 
 
-def target(rng: np.random.Generator, label: int, site: FundusSiteV3, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the third set."""
-    return camera(rng, eye(rng, label, _FIELD, size), site, size)
-
-
-SPEC = later_set(
-    _fundus.SPEC,
+SPEC = later_fundus_set(
     SITES,
-    target,
+    camera,
     (
         "; third site set: red-free monochrome, scanned faded colour slides, near-infrared reflectance, "
         "an interlaced low-resolution video camera"

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.synth import _fundus
-from lab.synth._drawing import later_set, pixel_grid
-from lab.synth._fundus import Eye, eye
+from lab.synth._drawing import pixel_grid
+from lab.synth._fundus import Eye, later_fundus_set
 from lab.synth._optics import blur_yx, f32, quantise, sample
 
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
@@ -58,9 +57,6 @@ SITES: tuple[FundusSiteV4, ...] = (
     FundusSiteV4("v4site5", 0.0, 0.0, 0.0, 1.0, 0.0, 0.8, 1.0, 0.4, 2.0, 80),
 )
 # fmt: on
-_FIELD = _fundus.SITES[0].field  # the anatomy keeps site1's scale: only the camera changes
-
-
 def _geometry(e: Eye, site: FundusSiteV4) -> tuple[np.ndarray, np.ndarray]:
     """The eye's colour and field mask as stored: squeezed horizontally and barrel-distorted."""
     size = e.rgb.shape[0]
@@ -131,15 +127,9 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV4, size: int) -> n
     return quantise(np.clip(rgb * site.gain + noise, 0.0, 1.0) * inside[..., None])
 
 
-def target(rng: np.random.Generator, label: int, site: FundusSiteV4, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the fourth set."""
-    return camera(rng, eye(rng, label, _FIELD, size), site, size)
-
-
-SPEC = later_set(
-    _fundus.SPEC,
+SPEC = later_fundus_set(
     SITES,
-    target,
+    camera,
     (
         "; fourth site set: rolling-shutter flicker bands, motion blur with a ghost image, a squeezed "
         "(anamorphic) frame with barrel distortion, local contrast normalisation"

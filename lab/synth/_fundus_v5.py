@@ -23,9 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.synth import _fundus
-from lab.synth._drawing import later_set, pixel_grid
-from lab.synth._fundus import Eye, eye
+from lab.synth._drawing import pixel_grid
+from lab.synth._fundus import Eye, later_fundus_set
 from lab.synth._optics import blur_yx, f32, quantise, sample
 
 Vec3 = tuple[float, float, float]
@@ -59,9 +58,6 @@ SITES: tuple[FundusSiteV5, ...] = (
     FundusSiteV5("v5site5", (0.45, 0.45, 0.45), 0.0, 0.0, (0.0, 0.0), 2.2, 2.5, 0.004, 0.4, 3.0, None),
 )
 # fmt: on
-_FIELD = _fundus.SITES[0].field  # the anatomy keeps site1's scale: only the camera changes
-
-
 def _bloom(rgb: np.ndarray, amount: float) -> np.ndarray:
     """Saturated light spilling round the saturated areas (a sensor's blooming), then clipped."""
     size = rgb.shape[0]
@@ -127,15 +123,9 @@ def camera(rng: np.random.Generator, e: Eye, site: FundusSiteV5, size: int) -> n
     return quantise(np.clip(rgb, 0.0, 1.0))
 
 
-def target(rng: np.random.Generator, label: int, site: FundusSiteV5, size: int) -> np.ndarray:
-    """One (size, size, 3) uint8 fundus image of class ``label`` at a target site of the fifth set."""
-    return camera(rng, eye(rng, label, _FIELD, size), site, size)
-
-
-SPEC = later_set(
-    _fundus.SPEC,
+SPEC = later_fundus_set(
     SITES,
-    target,
+    camera,
     (
         "; fifth site set: a red channel saturated by a bright flash, a halftone print scanned, a two-capture "
         "montage with a seam, a high-gain sensor with column offsets and hot pixels"

@@ -8,6 +8,7 @@ and the lesion tissue and with the first set's site1, which is drawn exactly as 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,20 @@ TissueFn = Callable[[np.random.Generator, int, int, float], Tissue]
 #: (rng, the patch's layers, a target site, size) -> the stored uint8 image.
 DrawFn = Callable[[np.random.Generator, Tissue, Any, int], np.ndarray]
 FirstFn = Callable[[np.random.Generator, int, HistoSite, int], np.ndarray]
+Vec3 = tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class StainedSite:
+    """What a site of the fourth and of the fifth set begins with: its name, its two stains and its
+    light (each set's site adds how it prepares, images and stores a section)."""
+
+    name: str
+    h_vector: Vec3  # nuclear stain's optical density per R, G, B (normalised)
+    h_strength: float
+    e_vector: Vec3  # the counterstain on cytoplasm and stroma
+    e_strength: float
+    light: Vec3  # light through empty glass after white balance, 0-1 per channel
 
 
 def histo_tissue(rng: np.random.Generator, label: int, size: int, f: float) -> Tissue:

@@ -27,22 +27,14 @@ import numpy as np
 
 from lab.synth._drawing import pixel_grid
 from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
-from lab.synth._histo_sets import specs
+from lab.synth._histo_sets import StainedSite, specs
 from lab.synth._optics import blur_yx, f32, quantise, ramp, sample
-
-Vec3 = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
-class HistoSiteV4:
+class HistoSiteV4(StainedSite):
     """How one site of the fourth set prepares, stains and images a section."""
 
-    name: str
-    h_vector: Vec3  # nuclear stain's optical density per R, G, B (normalised)
-    h_strength: float
-    e_vector: Vec3  # the counterstain on cytoplasm and stroma
-    e_strength: float
-    light: Vec3  # light through empty glass after white balance, 0-1 per channel
     photons: float  # fluorescence: photons per pixel at full emission (0: transmitted light)
     bleach: float  # fluorescence: relative loss of emission across the field (photobleaching)
     bubble_probability: float  # share of patches with an air bubble under the coverslip

@@ -26,22 +26,14 @@ from PIL import Image
 
 from lab.synth._drawing import pixel_grid
 from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
-from lab.synth._histo_sets import specs
+from lab.synth._histo_sets import StainedSite, Vec3, specs
 from lab.synth._optics import blur_yx, f32, quantise
-
-Vec3 = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
-class HistoSiteV5:
+class HistoSiteV5(StainedSite):
     """How one site of the fifth set prepares, stains, images and stores a section."""
 
-    name: str
-    h_vector: Vec3  # nuclear stain's optical density per R, G, B (normalised)
-    h_strength: float
-    e_vector: Vec3  # the counterstain on cytoplasm and stroma
-    e_strength: float
-    light: Vec3  # light through empty glass after white balance, 0-1 per channel
     phase: float  # phase contrast: darkening per unit of optical path (0: brightfield)
     template: tuple[Vec3, Vec3] | None  # colour normalisation: log-intensity mean and sd per channel
     pigment_probability: float  # share of patches with formalin pigment
