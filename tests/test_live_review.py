@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.review.comparison import Comparison
 from engine.review.ladder import PROMOTED, LadderRule
 from engine.review.marks import BLOCK_KEY, START_KEY, MarkStore, marks_path
 from engine.run.review import SiteReview
+from engine.run.rows import PredictionRow
 from lab.bench.adversarial import ORDERS, adversarial_site, reroll_attack, review_site, site_rows
 from tests.review_rows import review_all
 from tests.review_rows import site_rows as shifted_rows
@@ -148,14 +150,20 @@ def test_a_rewritten_start_cannot_decide_beyond_the_images_it_covers(tmp_path: P
     assert int(np.sum(final != source)) == 1 and np.mean(final == labels) >= np.mean(source == labels)
 
 
-def test_an_edited_block_record_is_set_aside_and_its_level_is_never_reused(tmp_path: Path) -> None:
-    rows, _ = shifted_rows(200)
-    review = SiteReview(tmp_path, "folder", 2)
+def _first_comparison(folder: Path, rows: list[PredictionRow]) -> Comparison:
+    """The comparison the queue starts on ``rows``, its block recorded in ``folder``, the review closed."""
+    review = SiteReview(folder, "folder", 2)
     review.open(rows)
     assert review.next_item() is not None
     first = review.ladder.active
     assert first is not None
     review.close()
+    return first
+
+
+def test_an_edited_block_record_is_set_aside_and_its_level_is_never_reused(tmp_path: Path) -> None:
+    rows, _ = shifted_rows(200)
+    first = _first_comparison(tmp_path, rows)
     path = marks_path(tmp_path, "folder")
     records = [json.loads(line) for line in path.read_text().splitlines()]
     block = next(r for r in records if r["k"].startswith(BLOCK_KEY))
@@ -176,12 +184,7 @@ def test_a_block_is_bound_to_the_pictures_it_covers(tmp_path: Path) -> None:
     the recorded block another block: it is set aside, never used for the new picture."""
     rows, _ = shifted_rows(200)
     rows = [dataclasses.replace(r, content=f"c{i}") for i, r in enumerate(rows)]
-    review = SiteReview(tmp_path, "folder", 2)
-    review.open(rows)
-    assert review.next_item() is not None
-    first = review.ladder.active
-    assert first is not None
-    review.close()
+    first = _first_comparison(tmp_path, rows)
     replaced = [dataclasses.replace(r, content="other") if r.position == 7 else r for r in rows]
     again = SiteReview(tmp_path, "folder", 2)
     again.open(replaced)
