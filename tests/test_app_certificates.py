@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app_studio import read_pdf_text
+from app_studio import read_pdf_text, settle
 from controller_fakes import FakeTicker, FakeWorker, ended, folder, results_of, session_info
 
 from app.control.controller import Controller
@@ -112,3 +112,63 @@ def test_the_pdf_says_the_decisions_are_unverified_where_nothing_was_certified(
     assert "Nothing was certified" in text and "is unverified" in text
     assert "The best-fit threshold is under review on the" in text
     assert CLASSES[0] in text
+
+
+def _sentence_fits(window: MainWindow) -> list[str]:
+    """The sentences of the Certificates tab's 'What your answers showed' column that do not fit
+    their cell whole (wrapped at the cell's width), with the room each needs and has."""
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QStyle
+
+    from app.views.certificates_view import SHOWED_COLUMN
+
+    table = window.certificates.table
+    metrics = QFontMetrics(table.font())
+    margin = (
+        table.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, table) + 1
+    )  # as Qt's delegate
+    cut = []
+    for r in range(table.rowCount()):
+        text = table.item(r, SHOWED_COLUMN).text()
+        rect = table.visualRect(table.model().index(r, SHOWED_COLUMN))
+        assert rect.width() > 0 and table.viewport().rect().contains(rect.topLeft()), "the cell is in view"
+        needed = metrics.boundingRect(
+            QRect(0, 0, rect.width() - 2 * margin, 10_000), int(Qt.TextFlag.TextWordWrap), text
+        )
+        if needed.height() > rect.height() or rect.right() > table.viewport().width():
+            cut.append(f"{text!r}: needs {needed.height()} px, has {rect.height()} px")
+    return cut
+
+
+def test_the_certificates_sentence_reads_whole_at_1280_by_800(qtbot: object, tmp_path: Path) -> None:
+    """The sentence that says what a comparison showed ('... was shown better by 6 answers ...') was
+    cut at the cell's end at 1280x800 (one 22-px line in a column narrower than the sentence); its
+    tooltip alone had it whole. It wraps in its cell, whose row is as tall as the sentence."""
+    from PySide6.QtGui import QFontMetrics
+
+    from app.views.certificates_view import SHOWED_COLUMN
+
+    window, _, labels = _window_on_rows(qtbot, tmp_path)
+    window.resize(1280, 800)
+    window.show()
+    window.commands.queue.trigger()
+    while "source-review" not in window.banners.items:
+        row = window.table.selected_row()
+        assert row is not None
+        (
+            window.commands.confirm if labels[row.position] == row.prediction else window.commands.correct
+        ).trigger()
+    window.show_tab("certificates")
+    qtbot.waitExposed(window)  # type: ignore[attr-defined]
+    settle()
+    table = window.certificates.table
+    assert table.rowCount() >= 1
+    longest = max(table.item(r, SHOWED_COLUMN).text() for r in range(table.rowCount()))
+    assert QFontMetrics(table.font()).horizontalAdvance(longest) > table.columnWidth(SHOWED_COLUMN), (
+        "at 1280x800 the sentence is longer than its column: it must wrap to be read"
+    )
+    assert _sentence_fits(window) == []
+    window.certificates.details.setChecked(True)  # the details' columns take room: still whole
+    settle()
+    assert _sentence_fits(window) == []

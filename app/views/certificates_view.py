@@ -21,10 +21,10 @@ from app.views._plain import plain_tooltip
 
 HEADERS = (
     ("#", "The comparison's place in this folder's review"),
-    ("Rule tested", "The rule your answers compare with the one in use (its tooltip says what it does)"),
+    ("Rule\ntested", "The rule your answers compare with the one in use (its tooltip says what it does)"),
     ("Images", "The folder's first images it was compared on (its certificate's reach, once it is in use)"),
     (
-        "Calls otherwise",
+        "Calls\notherwise",
         "Of those, the images it calls otherwise than the rule in use (some are asked in the queue)",
     ),
     ("Answers", "Your answers it used, in its random order"),
@@ -36,7 +36,7 @@ HEADERS = (
     ("What your answers showed", "What the comparison showed and what it decides"),
     ("Level", "Details: the confidence level it is tested at (each comparison at a smaller error level)"),
     (
-        "Gain bounds",
+        "Gain\nbounds",
         "Details: confidence bounds on the mean gain per changed decision (+1: every change a fix, "
         "−1: every change an error)",
     ),
@@ -52,7 +52,9 @@ INK = {
     Verdict.PROMOTED: QColor(30, 130, 60),
     Verdict.REVERTED: QColor(179, 38, 30),
 }
+RULE_COLUMN = 1
 VERDICT_COLUMN = 5
+SHOWED_COLUMN = 6  # what the answers showed: the sentence, wrapped whole in its cell
 DETAIL_COLUMNS = (7, 8)  # shown with "Show details"
 
 
@@ -71,14 +73,23 @@ class CertificatesView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.verticalHeader().setVisible(False)
-        self.table.verticalHeader().setDefaultSectionSize(22)
+        # The sentence wraps in its cell and its row is as tall as it needs: at 1280x800 it was cut
+        # at the cell's end ("... was shown better by 6 ans..."), one 22-px line, whole only in its tooltip.
+        self.table.setWordWrap(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.table.verticalHeader().setMinimumSectionSize(22)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         for col, (text, tip) in enumerate(HEADERS):
             item = QTableWidgetItem(text)
             item.setToolTip(plain_tooltip(tip))
             self.table.setHorizontalHeaderItem(col, item)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(6, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(SHOWED_COLUMN, QHeaderView.ResizeMode.Stretch)
+        # The other columns leave the sentence its room (two-line headings; a long rule's name wraps
+        # as the sentence does), also with the details' columns shown at 1280x800.
+        header.setSectionResizeMode(RULE_COLUMN, QHeaderView.ResizeMode.Fixed)
+        header.resizeSection(RULE_COLUMN, self.fontMetrics().horizontalAdvance("best-fit threshold") + 14)
         self.lines: list[Certificate] = []
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -114,7 +125,7 @@ class CertificatesView(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if col == 1:
                     item.setToolTip(plain_tooltip(f"{line.candidate.short}: {line.candidate.means}"))
-                if col == 6:
+                if col == SHOWED_COLUMN:
                     item.setToolTip(plain_tooltip(f"{value}\n\nDetails: {line.details}"))
                 if (
                     col == VERDICT_COLUMN
