@@ -31,6 +31,11 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def add_ray_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--ray [ADDRESS]``: a Ray cluster's address, or an empty string for a local Ray instance."""
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS", help=help_text)
+
+
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method",

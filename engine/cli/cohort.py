@@ -23,7 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from engine._omp import usable_cpus
-from engine.cli._common import session_from_args, session_options
+from engine.cli._common import add_ray_argument, session_from_args, session_options
 from engine.errors import F2TTAError
 from engine.io.cohort import CohortError, CohortInput, cohort_inputs
 from engine.run.batch import MAX_BATCH
@@ -53,13 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="a cohort: run N sites at once in local processes (default: one after another here)",
     )
-    parser.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="a cohort: one Ray task per site, on the cluster at ADDRESS, or on a local Ray instance "
+    add_ray_argument(
+        parser,
+        "a cohort: one Ray task per site, on the cluster at ADDRESS, or on a local Ray instance "
         "(with --workers N CPUs) when none is given (docs/cohort.md)",
     )
     parser.add_argument(

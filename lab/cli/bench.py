@@ -8,7 +8,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from engine.cli._common import add_card_override_arguments, add_device_arguments, add_model_argument
+from engine.cli._common import (
+    add_card_override_arguments,
+    add_device_arguments,
+    add_model_argument,
+    add_ray_argument,
+)
 from engine.errors import F2TTAError
 from engine.util.files import check_outputs
 from lab.bench import BenchSettings, parse_seeds, plan_bench, run_plan
@@ -71,13 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=0, metavar="N", help="local worker processes (default: serial)"
     )
-    parser.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run the jobs on Ray: a cluster address, or a local Ray instance when none is given",
+    add_ray_argument(
+        parser, "run the jobs on Ray: a cluster address, or a local Ray instance when none is given"
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads per job (default: cores/workers)"
