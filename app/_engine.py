@@ -65,8 +65,8 @@ from engine.run.certificates import SiteCertificates as SiteCertificates
 from engine.run.certificates import site_certificates as site_certificates
 from engine.run.decisions import decision_summary as decision_summary
 from engine.run.decisions import describe_decision as describe_decision
+from engine.run.geojson import geojson_bytes as geojson_bytes
 from engine.run.geojson import tiles_geojson as tiles_geojson
-from engine.run.geojson import tiles_geojson_bytes as tiles_geojson_bytes
 from engine.run.inputs import input_notes as input_notes
 from engine.run.inputs import processed_here as processed_here
 from engine.run.journal import in_recorded_order as in_recorded_order

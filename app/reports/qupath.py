@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from app import RESEARCH_NOTICE
-from app._engine import PredictionRow, tiles_geojson, tiles_geojson_bytes
+from app._engine import PredictionRow, tiles_geojson
+from app._engine import geojson_bytes as strict_json
 
 
 def geojson_document(
@@ -33,4 +34,4 @@ def geojson_bytes(
     positive_class: int = 1,
     size: tuple[int, int] | None = None,
 ) -> bytes:
-    return tiles_geojson_bytes(rows, classes, slide, positive_class, notice=RESEARCH_NOTICE, size=size)
+    return strict_json(geojson_document(rows, classes, slide, positive_class, size))

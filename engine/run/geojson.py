@@ -132,14 +132,6 @@ def written_for(head: bytes, slide: str) -> bool:
     return head.startswith(expected.encode("ascii"))
 
 
-def tiles_geojson_bytes(
-    rows: Sequence[PredictionRow],
-    classes: Sequence[str],
-    slide: str,
-    positive_class: int = 1,
-    notice: str = RESEARCH_NOTICE,
-    size: tuple[int, int] | None = None,
-) -> bytes:
-    """:func:`tiles_geojson` as strict JSON (no NaN), ASCII, one line."""
-    document = tiles_geojson(rows, classes, slide, positive_class, notice, size)
+def geojson_bytes(document: dict[str, Any]) -> bytes:
+    """A document of :func:`tiles_geojson` as strict JSON (no NaN), ASCII, one line."""
     return (json.dumps(document, allow_nan=False) + "\n").encode("ascii")

@@ -29,7 +29,7 @@ from engine.io.sources import (
     reopen_slide,
 )
 from engine.model.gate import GateWarning, NotApplicableError, check_source
-from engine.run.geojson import tiles_geojson_bytes, written_for
+from engine.run.geojson import geojson_bytes, tiles_geojson, written_for
 from engine.run.inputs import input_notes, processed_here
 from engine.run.journal import Journal, in_recorded_order
 from engine.run.outputs import (
@@ -373,9 +373,8 @@ def write_geojson(job: FolderJob, path: Path) -> Path:
     card = job.session.card
     rows = job.journal.rows(job.source.source_id)
     size = (int(job.source.dimensions[0]), int(job.source.dimensions[1]))  # polygons end at the slide's edge
-    content = tiles_geojson_bytes(
-        rows, card.classes, str(job.source.path.resolve()), card.positive_class, size=size
-    )
+    slide = str(job.source.path.resolve())
+    content = geojson_bytes(tiles_geojson(rows, card.classes, slide, card.positive_class, size=size))
     atomic_write_bytes(path, content)
     return path
 
