@@ -211,7 +211,8 @@ class SiteLadder:
         broken = np.abs(later / m - p0) > _boundary(m, delta) / m + slack
         if m.size >= WINDOW:  # and the last WINDOW images, for a change that the running mean dilutes
             window = np.convolve(hits, np.ones(WINDOW), mode="valid") / WINDOW
-            ends = m[WINDOW - 1 :]  # the window ending at the i-th later image is tested at delta / (i (i + 1))
+            # the window ending at the i-th later image is tested at delta / (i (i + 1))
+            ends = m[WINDOW - 1 :]
             bound = np.sqrt(np.log(2.0 * ends * (ends + 1.0) / delta) / (2.0 * WINDOW)) + slack
             broken[WINDOW - 1 :] |= np.abs(window - p0) > bound
         first = np.flatnonzero(broken)
