@@ -155,6 +155,27 @@ _PATH_WORDS = {
 }
 
 
+class NoSiteRule(StrEnum):
+    """Why a method proposed no site threshold for an image (I-DiPT+'s operating point did not run):
+    the reason its rows record (``decision_reason``), read back as a member, never by its words."""
+
+    NO_REFERENCE = "no source reference"
+    SWITCHED_OFF = "operating point off"
+    MANY_CLASSES = "more than two classes"
+
+    @property
+    def words(self) -> str:
+        """The reason for people ("the model has no source reference")."""
+        return _NO_SITE_RULE_WORDS[self]
+
+
+_NO_SITE_RULE_WORDS = {
+    NoSiteRule.NO_REFERENCE: "the model has no source reference; f2tta reference makes one",
+    NoSiteRule.SWITCHED_OFF: "the site threshold is switched off in the method's settings",
+    NoSiteRule.MANY_CLASSES: "the model has more than two classes",
+}
+
+
 class Coverage(StrEnum):
     """Whether a certificate covers a row's decision (``OUT.certified.csv``'s ``coverage``)."""
 
@@ -168,6 +189,7 @@ __all__ = [
     "BlockEnd",
     "Coverage",
     "DecisionPath",
+    "NoSiteRule",
     "Rule",
     "Verdict",
 ]

@@ -104,3 +104,66 @@ def test_before_any_review_the_rule_in_use_is_the_original_model_not_the_operati
     document = site_certificates(review)
     assert document.rule_in_use == Rule.SOURCE and document.to_json()["rule_in_use"] == "source"
     assert document.decides == "the original model decides this folder"
+
+
+def test_a_model_without_a_source_reference_is_said_to_have_none() -> None:
+    """Issue 38: with a model without a source reference the app's sentence said 'No other rule would
+    call any of them otherwise' and f2tta cohort's line 'the site threshold was not accepted (no
+    source reference)'; no site threshold could be proposed at all, and the rows say why, typed."""
+    from engine.run.review_outlook import outlook
+    from engine.run.review_parts import what_adapting_changed
+    from engine.vocabulary import NoSiteRule
+    from tests.review_rows import CLASSES
+
+    rows, _ = site_rows(120)
+    rows = [
+        dataclasses.replace(
+            r, candidates=(), decision_reason=NoSiteRule.NO_REFERENCE, prompted_prediction=r.source_prediction
+        )
+        for r in rows
+    ]
+    review = SiteReview(None, "/data/no reference", 2)
+    review.open(rows)
+    assert review.next_item() is None, "nothing to review: I-DiPT calls every image as the original model"
+    why = "the model has no source reference; f2tta reference makes one"
+    assert outlook(review).sentence(CLASSES) == (
+        f"The original model decides all 120 images. Adapting proposed no site threshold for this folder "
+        f"({why}), and the adapted network (I-DiPT) calls every image as it is decided now, so reviewing "
+        "cannot change them."
+    )
+    assert f"adapting proposed no site threshold for this folder ({why})" in review.why_empty()
+    assert what_adapting_changed(rows, review.decisions()) == (
+        f"adapting changed no decision: it proposed no site threshold ({why}), and the adapted network "
+        "(I-DiPT) calls every image as the original model does"
+    )
+
+
+def test_rules_that_agree_with_the_original_model_are_not_called_too_few_images() -> None:
+    """f2tta cohort and make demo said 'adapting changed no decision: a site needs 40 before its
+    operating point is fitted; this folder has 160' where the last image's message said 'too few
+    images' (a group new with that image) although the folder's rules were fitted and call every
+    image as the original model does; the reason is read from the rules, not the message."""
+    from engine.run.review_outlook import outlook
+    from engine.run.review_parts import what_adapting_changed
+    from tests.review_rows import CLASSES
+
+    rows, _ = site_rows(160)
+    rows = [dataclasses.replace(r, candidates=(("fit", 0.0), ("shift", 0.0), ("prior", 0.0))) for r in rows]
+    rows[-1] = dataclasses.replace(
+        rows[-1], decision_reason="too few images (a site needs 40 before its operating point is fitted)"
+    )
+    review = SiteReview(None, "/data/agree", 2)
+    review.open(rows)
+    assert review.next_item() is None
+    said = [
+        what_adapting_changed(rows, review.decisions()),
+        outlook(review).sentence(CLASSES),
+        review.why_empty(),
+    ]
+    assert said[0] == (
+        "adapting changed no decision: every rule it proposed calls each image as the original model does"
+    )
+    assert said[1].endswith(
+        "No other rule would call any of them otherwise, so reviewing cannot change them."
+    )
+    assert not [s for s in said if "too few" in s or "needs 40" in s], said

@@ -47,6 +47,7 @@ from engine.run.review_parts import (
     PartRule,
     ReviewPart,
     decides_words,
+    no_site_rule,
     part_label,
     part_name,
     served,
@@ -504,9 +505,17 @@ class SiteReview:
             )
         if same:
             said.append(f"{_listed([r.words for r in same])} would decide every image as it is decided now")
-        if not said and not images.candidates and images.prompted is None:
-            why = self.rows[-1].decision_reason  # the method proposed no rule here, and says why
-            said.append(f"adapting proposed no other rule for this folder{f' ({why})' if why else ''}")
+        if not said and not images.candidates:  # the method proposed no site threshold: its typed reason
+            why = no_site_rule(self.rows)
+            reason = why.words if why is not None else self.rows[-1].decision_reason
+            because = f" ({reason})" if reason else ""
+            if images.prompted is None:
+                said.append(f"adapting proposed no other rule for this folder{because}")
+            else:
+                said.append(
+                    f"adapting proposed no site threshold for this folder{because}, and "
+                    f"{Rule.PROMPTED.words} calls every image as it is decided now"
+                )
         elif not said:  # the rules it proposed call every image as the rule in use does
             said.append("no other rule would decide any of its images differently")
         return f"nothing left to review: {decider}; {'; '.join(said)}"

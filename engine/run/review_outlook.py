@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.review.ladder import PROMOTED, REVERTED
 from engine.run.review import SiteReview
-from engine.run.review_parts import PartRule, ReviewPart, part_label, served, serving_order
+from engine.run.review_parts import PartRule, ReviewPart, no_site_rule, part_label, served, serving_order
 from engine.vocabulary import Rule
 
 #: About how many answers in the review queue show a site rule better when it clearly is (every
@@ -209,10 +209,18 @@ def _nothing(review: SiteReview) -> str:
         )
     if any(c.disagreements for p in review.parts for c in p.ladder.comparisons):
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."
-    if not images.candidates and images.prompted is None:  # the method proposed no rule here
-        why = review.rows[-1].decision_reason
-        because = f" ({why})" if why else ""
-        return f"Adapting proposed no other rule for this folder{because}, so reviewing cannot change them."
+    if not images.candidates:  # the method proposed no site threshold here: its typed reason says why
+        why = no_site_rule(review.rows)
+        reason = why.words if why is not None else review.rows[-1].decision_reason
+        because = f" ({reason})" if reason else ""
+        if images.prompted is None:
+            return (
+                f"Adapting proposed no other rule for this folder{because}, so reviewing cannot change them."
+            )
+        return (  # a model without a source reference: I-DiPT's class alone, as decided now on every image
+            f"Adapting proposed no site threshold for this folder{because}, and {Rule.PROMPTED.words} calls "
+            "every image as it is decided now, so reviewing cannot change them."
+        )
     # the rules it proposed call every image as it is decided now (or none has a threshold yet)
     return "No other rule would call any of them otherwise, so reviewing cannot change them."
 

@@ -28,7 +28,7 @@ from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
 from engine.run.rows import PredictionRow
-from engine.vocabulary import Rule
+from engine.vocabulary import NoSiteRule, Rule
 
 
 class Decider(NamedTuple):
@@ -160,8 +160,41 @@ def part_name(parts: Sequence[ReviewPart], part: ReviewPart) -> str:
     return f"{part_label(parts, part)} ({len(part.positions)} images)"
 
 
+def no_site_rule(rows: Sequence[PredictionRow]) -> NoSiteRule | None:
+    """Why the method proposed no site threshold for the site, as its rows record it (a member of
+    the vocabulary, read back by identifier; None: it records none of those reasons)."""
+    if not rows:
+        return None
+    try:
+        return NoSiteRule(rows[-1].decision_reason)
+    except ValueError:
+        return None
+
+
+def rules_calling_otherwise(images: SiteImages) -> list[Rule]:
+    """The rules the method proposed that call some image otherwise than the original model does
+    (a threshold on the source margin, where it has a value; I-DiPT's prompted class)."""
+    out: list[Rule] = []
+    if images.threshold is not None:
+        for rule, values in images.candidates.items():
+            finite = np.isfinite(values)
+            calls = (images.margin > np.where(finite, values, 0.0)).astype(np.int64)
+            if bool(np.any(finite & (calls != images.source))):
+                out.append(Rule(rule))
+    if images.prompted is not None and bool(
+        np.any((images.prompted >= 0) & (images.prompted != images.source))
+    ):
+        out.append(Rule.PROMPTED)
+    return out
+
+
 def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray | None = None) -> str:
     """One sentence for a site: how many decisions adapting changed, or why it changed none.
+
+    The reason is read from what the rows record, typed: the rules the method proposed (their
+    thresholds, I-DiPT's class), the decision path, the vocabulary's reason for proposing none; a
+    method's message is quoted, never parsed. It said "too few images" from the last row's message
+    where the folder had a rule fitted to all its images and only that image's group was new.
 
     Args:
         rows: the site's rows in arrival order.
@@ -175,19 +208,42 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
     changed = int(np.sum(final != source))
     if changed:
         return f"adapting changed {changed} of the {len(rows)} decisions of this folder"
-    last = rows[-1]
-    if last.decision_path == HELD:
+    images = site_images(rows)
+    if images.threshold is None and images.prompted is None:
+        return (
+            "adapting changed no decision: no other rule can decide these images (the model has more than "
+            "two classes, or the run kept no source margins)"
+        )
+    otherwise = rules_calling_otherwise(images)
+    if not images.candidates:  # the method's operating point did not run: no site threshold at all
+        why = no_site_rule(rows)
+        reason = why.words if why is not None else rows[-1].decision_reason
+        text = "adapting changed no decision: it proposed no site threshold" + (
+            f" ({reason})" if reason else ""
+        )
+        if images.prompted is None:
+            return text
+        if otherwise:
+            return f"{text}; {Rule.PROMPTED.words} calls some images otherwise and decides once reviews show it better"
+        return f"{text}, and {Rule.PROMPTED.words} calls every image as the original model does"
+    if rows[-1].decision_path == HELD:
         return (
             "adapting changed no decision yet: the site threshold passed its safety checks, and the "
             "original model decides until reviews of this folder show it or another rule better"
         )
-    reason = last.decision_reason
-    if reason.startswith("too few images"):  # the method's own reason; it names how many are needed
-        needed = reason.partition("(")[2].rstrip(")")
-        return f"adapting changed no decision: {needed}; this folder has {len(rows)}"
-    if reason:
+    if not otherwise:
+        fitted = bool(np.isfinite(images.candidates.get(Rule.FIT, np.full(1, math.nan))).any())
+        if not fitted:  # no site threshold fitted yet: the method says why (how many images it needs)
+            why_not = rows[-1].decision_reason
+            return (
+                f"adapting changed no decision: no site threshold is fitted to this folder's {len(rows)} images"
+                + (f" yet ({why_not})" if why_not else " yet")
+            )
         return (
-            f"adapting changed no decision: the site threshold was not accepted ({reason}), "
-            "so the original model's decisions stand"
+            "adapting changed no decision: every rule it proposed calls each image as the original model does"
         )
-    return "adapting changed no decision: the method records no decision path, its decisions are the original model's"
+    named = ", ".join(r.words for r in otherwise)
+    return (
+        f"adapting changed no decision: {named} would call some images otherwise, and the original model "
+        "decides until reviews of this folder show one of them better"
+    )

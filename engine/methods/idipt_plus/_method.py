@@ -58,6 +58,7 @@ from engine.methods.idipt_plus._state import load_operating_point, operating_poi
 from engine.methods.parts.uom import mc_dropout_uncertainty, select_tokens
 from engine.model.prompted_vit import SourcePass
 from engine.model.source_reference import SourceReference, appearance_statistics
+from engine.vocabulary import NoSiteRule
 
 logger = logging.getLogger(__name__)
 
@@ -331,12 +332,12 @@ class IDiPTPlus(IDiPT):
             diagnostics={"op_units": float(len(op.units())) if op is not None else 0.0},
         )
 
-    def _off_reason(self) -> str:
+    def _off_reason(self) -> NoSiteRule:
         if not self.config.operating_point:
-            return "operating point off"
+            return NoSiteRule.SWITCHED_OFF
         if self.reference is None:
-            return "no source reference"
-        return "more than two classes"
+            return NoSiteRule.NO_REFERENCE
+        return NoSiteRule.MANY_CLASSES
 
     def _source_step(self, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
         """The source pass and its uncertainty map, without I-DiPT's prompt tuning."""
