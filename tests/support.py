@@ -60,3 +60,22 @@ def referenced_copy(model: Path, path: Path) -> Path:
     ref = fit_reference(session.model, [(x[:20], y[:20]), (x[20:], y[20:])], 2, loaded.fingerprint)
     save_reference(ref, reference_path(path), {"test": True})
     return path
+
+
+def learnt_accuracy(kind: str, site: str) -> float:
+    """Accuracy on 200 held-out images of a generated site after training a model there with a
+    reduced recipe (20 epochs, patience 6, 480 training and 120 validation images; seeded): the
+    slow tests' check that a site's classes are learnable."""
+    import torch
+
+    from engine.training import TrainConfig, build_model, evaluate, fit
+    from lab.synth import generate_arrays
+
+    x, y = generate_arrays(kind, site, 800, seed=0)
+    t = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+    lab = torch.from_numpy(y)
+    cfg = TrainConfig(epochs=20, patience=6)
+    torch.manual_seed(0)
+    model = build_model(cfg, 2)
+    fit(model, (t[:480], lab[:480]), (t[480:600], lab[480:600]), cfg)
+    return evaluate(model, (x[600:], y[600:]))
