@@ -7,10 +7,14 @@ The fixtures ``model``, ``home`` and ``studio`` (``tests/conftest.py``) build on
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.settings import AppSettings
 from app.shell.studio_app import StudioApp
 from app.views.main_window import MainWindow
+
+if TYPE_CHECKING:
+    from app.control.controller import Controller
 
 RUN_TIMEOUT_MS = 90_000
 FAST_IDIPT = {"mc_passes": 2}  # fewer Monte-Carlo passes: same code paths, quicker on a CPU
@@ -119,3 +123,28 @@ def drain_worker(app: StudioApp) -> None:
         QMetaObject.invokeMethod(probe, "ping", Qt.ConnectionType.BlockingQueuedConnection)
     probe.deleteLater()
     settle()
+
+
+def started_window(
+    qtbot: object, home: Path, n: int, settings: AppSettings | None = None
+) -> tuple[MainWindow, Controller]:
+    """The real window wired to a controller on a fake worker, as the app wires them, with the
+    folder ``home / "site"`` of ``n`` images opened and its run started (no results yet)."""
+    from controller_fakes import FakeTicker, FakeWorker, folder, session_info
+
+    from app.control.controller import Controller
+    from app.core.open_session import OpenSession
+    from app.shell.wiring import window_connections
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    state = OpenSession(settings or AppSettings(), home, persist_settings=False)
+    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
+    for signal, handler in window_connections(window, c):
+        signal.connect(handler)
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(home))
+    c.open_folder(str(home / "site"))
+    c.sessions.on_worker_source_ready(folder(home, n))
+    c.start()
+    return window, c

@@ -13,14 +13,12 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app_studio import read_pdf_text, settle
-from controller_fakes import FakeTicker, FakeWorker, ended, folder, results_of, session_info
+from app_studio import read_pdf_text, settle, started_window
+from controller_fakes import ended, results_of
 
 from app.control.controller import Controller
-from app.core.open_session import OpenSession
 from app.core.settings import AppSettings
 from app.reports.pdf import write_pdf
-from app.shell.wiring import window_connections
 from app.views.certificates_view import VERDICT_COLUMN
 from app.views.main_window import MainWindow
 from app.views.table_model import GROUP_COLUMN
@@ -30,17 +28,7 @@ N = 120
 
 
 def _window_on_rows(qtbot: object, home: Path) -> tuple[MainWindow, Controller, list[int]]:
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    state = OpenSession(AppSettings(reviewer="Dr Ada"), home, persist_settings=False)
-    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
-    for signal, handler in window_connections(window, c):
-        signal.connect(handler)
-    c.load_session()
-    c.sessions.on_worker_session_ready(session_info(home))
-    c.open_folder(str(home / "site"))
-    c.sessions.on_worker_source_ready(folder(home, N))
-    c.start()
+    window, c = started_window(qtbot, home, N, AppSettings(reviewer="Dr Ada"))
     rows, labels = site_rows(N, seed=3)
     rows = [dataclasses.replace(r, key=f"k{i}", name=f"img{i}.png") for i, r in enumerate(rows)]
     c.on_worker_results_ready(results_of(rows))

@@ -17,16 +17,14 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app_studio import settle
-from controller_fakes import FakeTicker, FakeWorker, ended, folder, results_of, session_info
+from app_studio import settle, started_window
+from controller_fakes import ended, results_of
 
 from app.control.controller import Controller
 from app.core.certificates import decided_by
 from app.core.filters import RowFilter
-from app.core.open_session import OpenSession
 from app.core.settings import AppSettings
 from app.reports.pdf import write_pdf
-from app.shell.wiring import window_connections
 from app.views.main_window import MainWindow
 from engine.methods.idipt_plus import AWAITING_REVIEW, HELD
 from engine.run.review_outlook import IN_A_REPORT, IN_THE_APP
@@ -39,17 +37,7 @@ N = 120
 def _held_window(qtbot: object, home: Path) -> tuple[MainWindow, Controller, list[int]]:
     """The real window on a generated site decided as review first records it: each image by the
     original model, the site threshold held until answers show it better."""
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    state = OpenSession(AppSettings(reviewer="Dr Ada"), home, persist_settings=False)
-    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
-    for signal, handler in window_connections(window, c):
-        signal.connect(handler)
-    c.load_session()
-    c.sessions.on_worker_session_ready(session_info(home))
-    c.open_folder(str(home / "site"))
-    c.sessions.on_worker_source_ready(folder(home, N))
-    c.start()
+    window, c = started_window(qtbot, home, N, AppSettings(reviewer="Dr Ada"))
     rows, labels = site_rows(N, seed=3)
     reason = (
         f"the site threshold (+1.5 on the original model's score) passed its safety checks; {AWAITING_REVIEW}"
