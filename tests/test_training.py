@@ -167,19 +167,14 @@ def test_unknown_arch_and_uncached_pretrained(monkeypatch: pytest.MonkeyPatch, t
         build_model(TrainConfig(pretrained=True), 2)
 
 
+def _train_args(data: Path, source: str, out: Path) -> list[str]:
+    """f2tta train-source on ``data``'s ``source`` site at 32 px, written to ``out``."""
+    return ["train-source", "--data", str(data), "--source", source, "--out", str(out), "--img-size", "32"]
+
+
 def test_cli_train_source(tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli.safetensors"
-    args = [
-        "train-source",
-        "--data",
-        str(tiny_data),
-        "--source",
-        "site4",
-        "--out",
-        str(out),
-        "--img-size",
-        "32",
-    ]
+    args = _train_args(tiny_data, "site4", out)
     args += ["--epochs", "1", "--batch-size", "16", "--model-kwargs", json.dumps(TINY), "--seed", "3"]
     assert cli_main(args) == 0
     text = capsys.readouterr().out
@@ -321,17 +316,7 @@ def test_second_recipe_trains_and_is_recorded(tiny_data: Path, tmp_path: Path) -
 
 def test_cli_recipe(tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli.safetensors"
-    args = [
-        "train-source",
-        "--data",
-        str(tiny_data),
-        "--source",
-        "site1",
-        "--out",
-        str(out),
-        "--img-size",
-        "32",
-    ]
+    args = _train_args(tiny_data, "site1", out)
     args += ["--epochs", "1", "--batch-size", "16", "--recipe", "adamw-p16"]
     args += ["--model-kwargs", json.dumps({**TINY, "patch_size": 16})]
     assert cli_main(args) == 0
