@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine import ModelCard
+
+if TYPE_CHECKING:
+    from engine.methods.decision import DecisionRecord
+    from engine.run.step import StepResult
 
 TINY_CARD = ModelCard(
     arch="vit_tiny_patch16_224",
@@ -79,3 +84,26 @@ def learnt_accuracy(kind: str, site: str) -> float:
     model = build_model(cfg, 2)
     fit(model, (t[:480], lab[:480]), (t[480:600], lab[480:600]), cfg)
     return evaluate(model, (x[600:], y[600:]))
+
+
+def two_class_step(decision: DecisionRecord, index: int = 0, source_prediction: int = 1) -> StepResult:
+    """A method's step result for one image of a two-class model (0.3 / 0.7, called class 1) with
+    ``decision`` as its decision record; the source model called ``source_prediction`` (its
+    probabilities reversed where it called class 0)."""
+    from engine.run.step import StepResult
+
+    probs = np.array([0.3, 0.7], dtype=np.float32)
+    return StepResult(
+        index=index,
+        probs=probs,
+        prediction=1,
+        confidence=0.7,
+        source_probs=probs if source_prediction == 1 else probs[::-1].copy(),
+        source_prediction=source_prediction,
+        uncertainty=None,
+        uncertain_tokens=np.zeros(0, int),
+        reliable_tokens=np.zeros(0, int),
+        grid=(2, 2),
+        seconds=0.01,
+        decision=decision,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
+from support import two_class_step
 
 from engine.io.sources import StreamItem
 from engine.methods.decision import DecisionRecord
@@ -18,7 +18,6 @@ from engine.run.rows import (
     make_row,
     read_csv_records,
 )
-from engine.run.step import StepResult
 
 
 def _row(
@@ -54,22 +53,8 @@ def _row(
 
 
 def test_a_step_decision_reaches_the_row_its_json_and_its_csv() -> None:
-    probs = np.array([0.3, 0.7], dtype=np.float32)
     decision = DecisionRecord("accepted", group=2, threshold=-3.25, reason="accepted", group_images=80)
-    step = StepResult(
-        index=4,
-        probs=probs,
-        prediction=1,
-        confidence=0.7,
-        source_probs=probs[::-1].copy(),
-        source_prediction=0,
-        uncertainty=None,
-        uncertain_tokens=np.zeros(0, int),
-        reliable_tokens=np.zeros(0, int),
-        grid=(2, 2),
-        seconds=0.01,
-        decision=decision,
-    )
+    step = two_class_step(decision, index=4, source_prediction=0)
     row = make_row(StreamItem(4, "k", "a.png", ground_truth=1), step, ["normal", "tumor"], 1)
     assert (row.decision_path, row.site_group, row.decision_threshold) == ("accepted", 2, -3.25)
     back = PredictionRow.from_json(row.to_json())

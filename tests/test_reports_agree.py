@@ -20,8 +20,8 @@ import shutil
 import unicodedata
 from pathlib import Path
 
-import numpy as np
 import pytest
+from support import two_class_step
 
 from app.core.certificates import decided_by
 from app.core.projects import DEFAULT_PROJECT
@@ -33,7 +33,6 @@ from engine.methods.decision import DecisionRecord
 from engine.run.review import SiteReview
 from engine.run.review_outlook import FROM_THE_TERMINAL, IN_A_REPORT, IN_THE_APP, WHERE_TO_ANSWER
 from engine.run.rows import PredictionRow, make_row
-from engine.run.step import StepResult
 from engine.vocabulary import DecisionPath, Rule
 from tests.review_rows import site_rows
 
@@ -163,24 +162,10 @@ def test_a_certificate_made_in_the_session_survives_the_journals_rounding(tmp_pa
     block was set aside and the folder went back to the original model ('the candidate's threshold
     changed'). Rows in memory now hold what the journal holds, and a block recorded before that is
     matched up to the rounding."""
-    probs = np.array([0.3, 0.7], dtype=np.float32)
     decision = DecisionRecord(
         "awaiting-review", group=0, threshold=0.0, reason="", candidates=(("fit", -5.5062302350997925),)
     )
-    step = StepResult(
-        index=0,
-        probs=probs,
-        prediction=1,
-        confidence=0.7,
-        source_probs=probs,
-        source_prediction=1,
-        uncertainty=None,
-        uncertain_tokens=np.zeros(0, int),
-        reliable_tokens=np.zeros(0, int),
-        grid=(2, 2),
-        seconds=0.01,
-        decision=decision,
-    )
+    step = two_class_step(decision)
     row = make_row(StreamItem(0, "k", "a.png"), step, ["normal", "tumor"], 1)
     assert row.candidates == PredictionRow.from_json(row.to_json()).candidates == (("fit", -5.50623),)
 
