@@ -13,13 +13,22 @@ a full group is timed separately and its cost spread over the images between two
 to the step ("amortised"); the refit alone is the worst single image. Prints peak memory and the
 ratios; the last line is ``ratio R`` = I-DiPT / SourceOnly.
 
-    python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B]
+The ratio is a ratio of work where the threads have their cores: at one thread the step is 88 %
+matrix products (ViT-B/16), about 4.8 source passes of them (the two masked views of 138 tokens
+forward and back, the prompted prediction, the source pass) plus the prompt graphs. With more
+threads than free cores (torch's default on a shared machine) it is not: on this 2-core machine
+under a load of 4-5, one interleaved run measured 5.10 at one thread and 6.27 at two for the same
+code (5.12 and 5.87 for the code of c937494, when 5.13 was reported).
+``--threads`` sets torch's threads; the load average is printed at the start and at the end.
+
+    python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B] [--threads N]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import resource
 import statistics
 import sys
@@ -60,7 +69,11 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=12, help="timed steps per method")
     parser.add_argument("--batch", type=int, default=1, help="images per step (I-DiPT+: 1 whatever this is)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    print(f"load average at the start {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
 
     device = select_device(args.device)
     card = ModelCard(arch=args.arch, classes=("normal", "tumor"), img_size=args.img_size)
@@ -146,6 +159,7 @@ def main() -> None:
         f"images per second: SourceOnly {1 / med_s:.1f}, I-DiPT {1 / med_i:.1f}, I-DiPT+ {1 / amortised:.1f} "
         "(amortised)"
     )
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak process RSS {rss_mb:.0f} MiB")
     if device.type == "cuda":
