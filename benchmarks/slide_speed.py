@@ -8,8 +8,11 @@ batches (each tile read when the model needs it) and at the chosen batch B with 
 The model is the demo model (``--model``), its card given the resolution that makes its tiles
 ``--tile`` pixels of the slide, or a timm ViT with random weights (``--arch``, nothing is
 downloaded). Each configuration runs in a child process of its own (its peak RSS and, on CUDA,
-its peak GPU memory are its own) on the first ``--measure`` M tiles (default: all); one more run,
-the first method at B over the whole slide, gives the whole slide's time and peak RSS. A compiled
+its peak GPU memory are its own) on the first ``--measure`` M tiles (default: all). Then the
+whole slide end to end (``--no-whole`` leaves it out), at B with tiles read ahead: the first
+method and, when it is listed, the default, whose maps run behind its decisions as ``f2tta run``
+runs them; its line gives the plan's time, when the last decision came (tiles per second from the
+start, plan and reading included), the maps' rate behind them, the total and the peak RSS. A compiled
 forward (``--compile``) is compiled at the batch's shape before the timed run (the time it took
 is printed); a last, smaller batch in the timed tiles is compiled in the run.
 
@@ -21,10 +24,13 @@ so its decisions are those of B = 1. A method that decides from the source pass 
 (the default) also runs with its maps behind its decisions (``f2tta run --maps behind``, at B,
 read ahead): its decisions per second (reading included, until the last decision) and its maps per
 second behind them are printed, and, on the line before the last, ``speedup decisions-first S``:
-those decisions per second over B = 1 as before.
+those decisions per second over B = 1 as before. The default runs its site operating point where
+the model has a source reference (the demo model has one; a random-weights ``--arch`` model gets
+one with ``--reference N``); each of its lines says whether it was on.
 
     python benchmarks/slide_speed.py [--tiles 20000] [--tile 224] [--device cpu|cuda] [--measure M]
         [--methods source,idipt+,idipt] [--batch B] [--arch vit_base_patch16_224 --img-size 224]
+        [--reference N] [--no-whole]
 """
 
 from __future__ import annotations
@@ -267,6 +273,41 @@ def _line(label: str, r: dict[str, Any]) -> str:
     )
 
 
+def _whole_line(r: dict[str, Any]) -> str:
+    """The whole slide end to end: its plan, its decisions and, behind them, its maps."""
+    from engine import DEFAULT_METHOD
+
+    gpu = f", peak GPU {r['peak_gpu_mib']:.0f} MiB" if r["peak_gpu_mib"] is not None else ""
+    head = f"whole slide, {r['method']}"
+    if r["method"] == DEFAULT_METHOD:
+        head += ", site operating point " + ("on" if r["operating_point"] else "off (no source reference)")
+    plan = r["plan_seconds"]
+    total = plan + r["seconds"]
+    if r["maps"]:  # maps behind the decisions
+        decided = plan + r["decision_seconds"]
+        maps_rate = r["maps"] / r["map_seconds"] if r["map_seconds"] else 0.0
+        return (
+            f"{head}, maps behind, B={r['batch']}: {r['planned_tiles']} tiles planned in {plan:.1f} s; "
+            f"{r['tiles']} decided {decided:.1f} s from the start ({r['tiles'] / decided:.1f} tiles/s end to "
+            f"end, plan and reading included); {r['maps']} maps behind in {r['map_seconds']:.1f} s "
+            f"({maps_rate:.1f} maps/s); all done in {total:.1f} s; peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
+        )
+    return (
+        f"{head}, B={r['batch']}: {r['planned_tiles']} tiles planned in {plan:.1f} s, processed in "
+        f"{r['seconds']:.1f} s ({r['tiles_per_second']:.1f} tiles/s; {r['tiles'] / total:.1f} tiles/s end to "
+        f"end, plan included); peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
+    )
+
+
+def _chosen_batch(device: Any, method: str, batch: int | None) -> int:
+    """The batch a method runs at: ``batch``, or the device's default, within the method's limit."""
+    from engine import get_method_class
+    from engine.run.batch import default_batch
+
+    limit = get_method_class(method).max_batch
+    return default_batch(device, limit) if batch is None else min(batch, limit or batch)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", type=int, default=20_000, help="tissue tiles of the generated slide")
@@ -307,7 +348,6 @@ def main() -> None:
         return
 
     from engine import DEFAULT_METHOD, get_method_class
-    from engine.run.batch import default_batch
     from engine.util.device import select_device
 
     device = select_device(args.device)
@@ -347,8 +387,7 @@ def main() -> None:
     rates: dict[str, float] = {}
     first_rates: dict[str, float] = {}  # decisions first, maps behind: decisions/s over B = 1 inline
     for method in methods:
-        limit = get_method_class(method).max_batch
-        chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
+        chosen = _chosen_batch(device, method, args.batch)
         before = _run_child({**base, "method": method, "batch": 1, "read_ahead": False})
         print(_line(f"{method}, as before", before), flush=True)
         now = _run_child({**base, "method": method, "batch": chosen, "read_ahead": True})
@@ -369,16 +408,16 @@ def main() -> None:
             )
             first_rates[method] = first_rate / before["tiles_per_second"]
     if not args.no_whole:
-        first = methods[0]
-        limit = get_method_class(first).max_batch
-        chosen = default_batch(device, limit) if args.batch is None else min(args.batch, limit or args.batch)
-        whole = _run_child({**base, "method": first, "batch": chosen, "read_ahead": True, "measure": 0})
-        print(
-            f"whole slide, {first}: {whole['planned_tiles']} tiles planned in {whole['plan_seconds']:.1f} s, "
-            f"processed in {whole['seconds']:.1f} s ({whole['tiles_per_second']:.1f} tiles/s); "
-            f"peak RSS {whole['peak_rss_mib']:.0f} MiB"
-            + (f", peak GPU {whole['peak_gpu_mib']:.0f} MiB" if whole["peak_gpu_mib"] is not None else "")
-        )
+        # The first method over the whole slide and, when it is in the list, the default too: a
+        # method with a map step runs it behind its decisions, as f2tta run does by default.
+        for method in dict.fromkeys([methods[0]] + [m for m in methods if m == DEFAULT_METHOD]):
+            cls = get_method_class(method)
+            maps = "behind" if cls.decides_from_source_pass and cls.has_map_step else "inline"
+            chosen = _chosen_batch(device, method, args.batch)
+            whole = _run_child(
+                {**base, "method": method, "batch": chosen, "read_ahead": True, "measure": 0, "maps": maps}
+            )
+            print(_whole_line(whole), flush=True)
     for method in methods:
         print(f"speedup {method} {rates[method]:.2f}")
     if DEFAULT_METHOD in first_rates:
