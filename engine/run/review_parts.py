@@ -237,7 +237,7 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
             why_not = rows[-1].decision_reason
             return (
                 f"adapting changed no decision: no site threshold is fitted to this folder's {len(rows)} images"
-                + (f" yet ({why_not})" if why_not else " yet")
+                + (f" yet: {why_not}" if why_not else " yet")
             )
         return (
             "adapting changed no decision: every rule it proposed calls each image as the original model does"
