@@ -201,10 +201,12 @@ def _kill_loop(
     return done_kills
 
 
+@pytest.mark.slow  # a kill loop (43-133 s here); the default suite keeps the folder's batches
 def test_sigkill_few_points(tiny_model_path: Path, tmp_path: Path) -> None:
     assert _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=3, seed=1, programs=["cli"]) >= 1
 
 
+@pytest.mark.slow  # a kill loop (43-133 s here); the default suite keeps the folder's batches
 def test_sigkill_app_worker_and_cli_on_one_journal(tiny_model_path: Path, tmp_path: Path) -> None:
     kills = _kill_loop(tiny_model_path, tmp_path, n_images=40, kills=4, seed=3, programs=["app", "cli"])
     assert kills >= 2, "the app was killed at least once"
@@ -217,6 +219,7 @@ def test_sigkill_batches_of_a_folder(tiny_model_path: Path, tmp_path: Path) -> N
     assert kills >= 1
 
 
+@pytest.mark.slow  # a kill loop (43-133 s here); the default suite keeps the folder's batches
 def test_sigkill_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> None:
     kills = _kill_loop(
         tiny_model_path, tmp_path, 0, kills=3, seed=9, programs=["cli"], method="idipt", batch=5, slide=True
@@ -224,12 +227,14 @@ def test_sigkill_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> No
     assert kills >= 1
 
 
+@pytest.mark.slow  # a kill loop (43-133 s here); the default suite keeps the folder's batches
 def test_sigkill_maps_behind_batches_of_a_slide(tiny_model_path: Path, tmp_path: Path) -> None:
     """The default method at B = 5 on a slide: kills while deciding and while the maps follow."""
     kills = _kill_loop(tiny_model_path, tmp_path, 0, kills=4, seed=13, programs=["cli"], batch=5, slide=True)
     assert kills >= 1
 
 
+@pytest.mark.slow  # a kill loop (43-133 s here); the default suite keeps the folder's batches
 def test_sigkill_maps_inline(tiny_model_path: Path, tmp_path: Path) -> None:
     kills = _kill_loop(tiny_model_path, tmp_path, 24, kills=2, seed=17, programs=["cli"], maps="inline")
     assert kills >= 1

@@ -56,7 +56,15 @@ def _split_sites(kind: str, seed: int, n: int) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize(("kind", "n"), [("histo", 240), ("lesion", 240), ("fundus", N), ("oct", N)])
+@pytest.mark.parametrize(
+    ("kind", "n"),
+    [
+        pytest.param("histo", 240, marks=pytest.mark.slow),  # 70-100 s each here
+        pytest.param("lesion", 240, marks=pytest.mark.slow),
+        pytest.param("fundus", N, marks=pytest.mark.slow),
+        ("oct", N),
+    ],
+)
 def test_a_generated_site_of_every_kind_never_splits(kind: str, n: int) -> None:
     assert _split_sites(kind, 0, n) == []
 
@@ -87,6 +95,7 @@ def two_sites() -> tuple[list[np.ndarray], np.ndarray]:
     return [images[i] for i in order], truth
 
 
+@pytest.mark.slow  # 86 s here
 def test_a_folder_of_two_sites_splits_into_parts_that_match_them_live_as_replayed(
     two_sites: tuple[list[np.ndarray], np.ndarray],
 ) -> None:

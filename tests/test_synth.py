@@ -172,6 +172,7 @@ def _demo_accuracies(n: int = 200, seed: int = 2024) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow  # 65 s here
 @pytest.mark.skipif(not DEMO.exists(), reason="demo model not built (scripts/make_demo_model.py)")
 def test_histo_calibration_source_side() -> None:
     """Like Camelyon17 in the paper: high on the source site, a clear drop elsewhere, above chance."""
