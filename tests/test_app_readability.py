@@ -12,7 +12,9 @@ import pytest
 from app_fixtures import CLASSES, sample_row
 from app_studio import settle
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QStyleOptionViewItem
 
+from app.core.certificates import ReviewedRow
 from app.core.field_labels import field_label
 from app.core.figures import figures
 from app.core.settings import AppSettings, available_devices, method_fields
@@ -20,11 +22,12 @@ from app.core.stats import RunStatistics
 from app.core.uncertainty import UncertaintyRanks
 from app.views.metrics_view import MetricsView
 from app.views.plots_view import PlotsView
-from app.views.table_model import UNCERTAINTY_COLUMN
+from app.views.table_model import GROUP_COLUMN, UNCERTAINTY_COLUMN
 from app.views.table_view import ITEM_MIN_CHARS, PredictionTable
 from engine import list_methods
 from engine.config import fields_of
 from engine.methods import method_config_class
+from engine.vocabulary import DecisionPath, Rule
 
 
 def test_the_per_segment_bars_have_a_key(qtbot: object) -> None:
@@ -103,6 +106,26 @@ def test_names_are_cut_in_the_middle_so_their_ends_stay(qtbot: object) -> None:
     name = "glaucoma/fundus_site5_000.jpg"
     cut = view.fontMetrics().elidedText(name, view.textElideMode(), 90)
     assert cut.startswith("gl") and cut.endswith(".jpg") and "…" in cut
+
+
+def test_a_provisional_call_keeps_its_first_word_in_a_narrow_decided_by_column(qtbot: object) -> None:
+    """At 1280 px the Decided by column read "best-fit th…provisional" (the word last, cut in the
+    middle); a provisional call now reads "provisional: best-fit threshold" and is cut at its end,
+    so the cell shows that it is provisional and whose call it is; other cells keep both ends."""
+    table = PredictionTable()
+    qtbot.addWidget(table)  # type: ignore[attr-defined]
+    provisional = ReviewedRow(**vars(sample_row(0, decision_path=DecisionPath.PROVISIONAL)), rule=Rule.FIT)
+    covered = ReviewedRow(**vars(sample_row(1, decision_path=DecisionPath.REVIEWED)), rule=Rule.LABEL_FREE)
+    table.model.append_rows([provisional, covered])
+    view = table.table
+    width = view.columnWidth(GROUP_COLUMN)
+    shown = []
+    for row in range(2):
+        option = QStyleOptionViewItem()
+        view.itemDelegate().initStyleOption(option, table.proxy.index(row, GROUP_COLUMN))
+        shown.append(view.fontMetrics().elidedText(option.text, option.textElideMode, width - 8))
+    assert shown[0].startswith("provisional: best"), shown
+    assert shown[1].startswith("site thr") and shown[1].endswith("reviewed)"), shown  # both ends
 
 
 def test_an_empty_metrics_tab_has_no_headings(qtbot: object) -> None:

@@ -242,7 +242,7 @@ def test_a_folder_split_in_parts_shows_each_rows_own_parts_rule(tmp_path: Path) 
 
 def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tmp_path: Path) -> None:
     """Issue 37: the reviewer presses Q while the folder still arrives. The candidate promoted on the
-    first images calls the later ones provisionally (Decided by '· provisional', the reason says
+    first images calls the later ones provisionally (Decided by 'provisional: best-fit threshold', the reason says
     what reports give); the reports give the source model's decision there until the queue's
     block of later images covers them; then the rows are the candidate's, covered."""
     c, view, _, _ = opened(tmp_path, N)
@@ -262,6 +262,9 @@ def test_q_mid_run_shows_later_rows_provisionally_and_reports_what_is_covered(tm
         shown = c.model.rows[i]
         assert shown.prediction == int(rows[i].source_margin > fit), "the window: the candidate's call"
         assert "provisional" in shown.decision_reason and "reports give" in shown.decision_reason
+        assert decided_by(shown) == "provisional: best-fit threshold", (
+            "the word first: a narrow column keeps it"
+        )
         reported = c.model.reported(i)
         assert reported.prediction == rows[i].source_prediction, "reports: the rule below it"
         assert reported.decision_reason.startswith("reported as")

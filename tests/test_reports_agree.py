@@ -126,7 +126,7 @@ def test_the_table_the_reports_and_f2tta_run_agree_on_a_reviewed_folder(
         assert is_provisional == (reported["decision_path"] == "provisional") == (name in provisional), name
         if is_provisional:  # the window shows the promoted rule's call; the CSV names the same call
             assert line["provisional"] == on_screen.prediction_label, name
-            assert decided_by(on_screen) == f"{Rule(certificates['rule_in_use']).short} · provisional"
+            assert decided_by(on_screen) == f"provisional: {Rule(certificates['rule_in_use']).short}"
         else:
             assert line["certified"] == on_screen.prediction_label, name
             rule = Rule(line["rule"])

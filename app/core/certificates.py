@@ -31,10 +31,17 @@ class ReviewedRow(PredictionRow):
 
     @property
     def decided_by(self) -> str:
-        """``best-fit threshold`` (``(part 2 of 3)``; ``· provisional`` for a provisional call): the
-        rule's own name says a review put it in use (only answers put these rules in use)."""
+        """``best-fit threshold`` (``(part 2 of 3)``; ``provisional: best-fit threshold`` for a
+        provisional call, the word first: the table's column keeps a provisional cell's start, and
+        "best-fit th…provisional" hid it at 1280 px): the rule's own name says a review put it in
+        use (only answers put these rules in use)."""
         text = self.rule.short + (f" ({self.part})" if self.part else "")
-        return text + (" · provisional" if self.decision_path == DecisionPath.PROVISIONAL else "")
+        return f"provisional: {text}" if self.provisional else text
+
+    @property
+    def provisional(self) -> bool:
+        """Whether the rule's call is provisional (no certificate covers the row yet)."""
+        return self.decision_path == DecisionPath.PROVISIONAL
 
 
 def decided_by(row: PredictionRow) -> str:

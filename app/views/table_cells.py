@@ -15,7 +15,7 @@ from PySide6.QtGui import QBrush, QPalette
 from PySide6.QtWidgets import QStyleOptionViewItem, QWidget
 
 from app.views._plain import PlainToolTips
-from app.views.table_model import REVIEW_COLUMN, PredictionTableModel
+from app.views.table_model import PredictionTableModel
 
 HAS_DISPLAY = QStyleOptionViewItem.ViewItemFeature.HasDisplay
 ELIDE_RIGHT, ELIDE_MIDDLE = Qt.TextElideMode.ElideRight, Qt.TextElideMode.ElideMiddle
@@ -58,6 +58,8 @@ class TableCells(PlainToolTips):
         # icons): the flag is assigned, not or-ed in (enum arithmetic costs a call a cell).
         option.features = HAS_DISPLAY
         option.text = text
-        # The review mark keeps its start ("✓ confirmed · dataset: …"); names keep both ends.
-        option.textElideMode = ELIDE_RIGHT if source.column() == REVIEW_COLUMN else ELIDE_MIDDLE
+        # The review mark keeps its start ("✓ confirmed · dataset: …"), and so does a provisional
+        # call ("provisional: best-fit th…"); names keep both ends.
+        keeps_start = self._model.keeps_start(source.row(), source.column())
+        option.textElideMode = ELIDE_RIGHT if keeps_start else ELIDE_MIDDLE
         option.backgroundBrush = background if background is not None else NO_BRUSH

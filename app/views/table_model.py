@@ -17,7 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from app._engine import DecisionPath, describe_decision, shown
-from app.core.certificates import QueueState, decided_by
+from app.core.certificates import QueueState, ReviewedRow, decided_by
 from app.core.filters import PredictionRow, RowFilter
 from app.core.run_items import ReviewNote
 from app.core.uncertainty import UncertaintyRanks
@@ -43,7 +43,7 @@ HEADER_TIPS = (
     "Who decides the image: the original model, the site threshold (unreviewed: reported without "
     "review), or the rule your answers in the review queue showed better (best-fit threshold, site "
     "threshold, appearance correction, class-balance correction, adapted network (I-DiPT); the "
-    "Certificates tab says what they showed). '· provisional': the rule's call on an image that arrived "
+    "Certificates tab says what they showed). 'provisional: ': the rule's call on an image that arrived "
     "after the images your answers covered; reports give the rule below it until your answers cover it. "
     "The row's tooltip gives the reason (for example, that a site threshold awaits your review)",
     "Uncertainty ranked within this folder or slide: high = its top 10 %, low = below the median",
@@ -124,6 +124,14 @@ class PredictionTableModel(QAbstractTableModel):
         if column in (AGREEMENT_COLUMN, REVIEW_COLUMN) and data.ground_truth is not None:
             foreground = RIGHT_BRUSH if data.correct else WRONG_BRUSH
         return self.text(row, column), column in (0, 3), foreground, CHANGED_BRUSH if data.changed else None
+
+    def keeps_start(self, row: int, column: int) -> bool:
+        """Whether the cell is elided at its end (its start says the most): a review mark, and a
+        provisional row's Decided by ("provisional: best-fit th…"); other cells keep both ends."""
+        if column == REVIEW_COLUMN:
+            return True
+        data = self._rows[row]
+        return column == GROUP_COLUMN and isinstance(data, ReviewedRow) and data.provisional
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         # The delegate paints from cell(); this serves sorting, tooltips, tests and accessibility.
