@@ -164,7 +164,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from engine import Mapped, Predicted, Session, get_method_class
-    from engine.run.runner import open_slide_job
+    from engine.run.runner import JobOptions, open_slide_job
 
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])
@@ -185,9 +185,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         Path(spec["slide"]),
         work / "state",
         work / "out.csv",
-        batch=spec["batch"],
-        accept_warnings=True,
-        maps=spec.get("maps", "inline"),
+        JobOptions(batch=spec["batch"], accept_warnings=True, maps=spec.get("maps", "inline")),
     )
     planned = time.perf_counter() - start
     run = job.run

@@ -15,7 +15,7 @@ from support import random_images
 
 from engine import DEFAULT_METHOD, Predicted, Session
 from engine.cli import main as cli_main
-from engine.run.runner import EXIT_NOT_APPLICABLE, EXIT_USAGE, open_folder_job
+from engine.run.runner import EXIT_NOT_APPLICABLE, EXIT_USAGE, JobOptions, open_folder_job
 from tests.cli_helpers import read_rows
 
 
@@ -34,9 +34,8 @@ def _project(tmp_path: Path, model: Path, inp: Path) -> Path:
     project.mkdir()
     (project / "profile.json").write_text(json.dumps({"name": "Site A", "model_path": str(model)}))
     session = Session(model, method=DEFAULT_METHOD)
-    job = open_folder_job(
-        session, inp, project / "state", tmp_path / "app.csv", order="interleaved", save_every=1
-    )
+    options = JobOptions(order="interleaved", save_every=1)
+    job = open_folder_job(session, inp, project / "state", tmp_path / "app.csv", options)
     try:
         for outcome in job.run.outcomes():
             if isinstance(outcome, Predicted) and outcome.row.index >= 3:

@@ -17,7 +17,7 @@ from support import random_images
 from engine import DEFAULT_METHOD, Predicted, Session
 from engine.cli import main as cli_main
 from engine.run.rows import CSV_COLUMNS
-from engine.run.runner import open_folder_job
+from engine.run.runner import JobOptions, open_folder_job
 from engine.run.state import read_state
 from engine.run.step import StepResult
 from tests.cli_helpers import read_rows, run_argv
@@ -76,7 +76,7 @@ def test_rows_after_last_save_are_recomputed_not_duplicated(tiny_model_path: Pat
             raise Crash
 
     out, state = tmp_path / "preds.csv", tmp_path / "state"
-    job = open_folder_job(Session(tiny_model_path), inp, state, out, save_every=4)
+    job = open_folder_job(Session(tiny_model_path), inp, state, out, JobOptions(save_every=4))
     with pytest.raises(Crash):
         for outcome in job.run.outcomes():
             if isinstance(outcome, Predicted):
@@ -162,7 +162,9 @@ def test_a_folder_begun_interleaved_continues_in_that_order_without_order(
 
     state, out = tmp_path / "state", tmp_path / "out.csv"
     session = Session(tiny_model_path, method=DEFAULT_METHOD)
-    job = open_folder_job(session, inp, state, out, order="interleaved", order_seed=5, save_every=1)
+    job = open_folder_job(
+        session, inp, state, out, JobOptions(order="interleaved", order_seed=5, save_every=1)
+    )
     try:
         for outcome in job.run.outcomes():
             if isinstance(outcome, Predicted) and outcome.row.index >= 3:

@@ -10,6 +10,7 @@ from engine.config import parse_assignments
 from engine.methods import DEFAULT_METHOD, list_methods, method_config, method_config_class
 
 if TYPE_CHECKING:
+    from engine.run.runner import JobOptions
     from engine.run.session import Session
 
 
@@ -90,3 +91,21 @@ def session_from_args(args: argparse.Namespace) -> tuple[Session, Any, int]:
     session = Session(args.model, method_config=config, **session_options(args))
     batch = args.batch if args.batch is not None else default_batch(session.device, session.max_batch)
     return session, config, batch
+
+
+def job_options(args: argparse.Namespace, batch: int) -> JobOptions:
+    """How a job runs, as a run's arguments give it (a cohort hands it to every site): the order,
+    the tissue share, saving, ``--set``'s refusal of saved settings, the gate, the batch and the maps.
+    The command, the review files and a manifest are the caller's to add."""
+    from engine.run.runner import JobOptions  # torch: only when a command runs
+
+    return JobOptions(
+        order=args.order,
+        order_seed=args.order_seed,
+        min_tissue=args.min_tissue,
+        save_every=max(1, args.save_every),
+        keep_saved_settings=not args.set,
+        accept_warnings=args.accept_warnings,
+        batch=batch,
+        maps=args.maps,
+    )

@@ -23,7 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from engine._omp import usable_cpus
-from engine.cli._common import add_ray_argument, session_from_args, session_options
+from engine.cli._common import add_ray_argument, job_options, session_from_args, session_options
 from engine.errors import F2TTAError
 from engine.io.cohort import CohortError, CohortInput, cohort_inputs
 from engine.run.batch import MAX_BATCH
@@ -134,14 +134,7 @@ def _settings(args: argparse.Namespace) -> SiteSettings:
         model=args.model,
         method_config=config,
         **session_options(args),
-        batch=batch,
-        maps=args.maps,
-        save_every=args.save_every,
-        keep_saved_settings=not args.set,
-        accept_warnings=args.accept_warnings,
-        min_tissue=args.min_tissue,
-        order=args.order,
-        order_seed=args.order_seed,
+        job=job_options(args, batch),
         max_skipped=args.max_skipped,
         threads=threads,
         record=record,

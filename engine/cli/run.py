@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from engine.cli import cohort
 from engine.cli._common import (
     add_device_arguments,
     add_method_arguments,
+    job_options,
     session_from_args,
 )
 from engine.errors import F2TTAError
@@ -40,8 +42,7 @@ from engine.run.runner import (
     EXIT_USAGE,
     FolderJob,
     exit_code,
-    open_folder_job,
-    open_slide_job,
+    open_job,
     project_model,
     write_geojson,
     write_run_config,
@@ -167,27 +168,13 @@ def _open(args: argparse.Namespace) -> FolderJob:
     session, _, batch = session_from_args(args)
     if args.reviews is not None:  # a file that cannot be used is refused before any work
         check_reviews_file(args.reviews)
-    common: dict[str, Any] = {
-        "save_every": max(1, args.save_every),
-        "keep_saved_settings": not args.set,
-        "command": "f2tta run --input " + str(args.input),
-        "accept_warnings": args.accept_warnings,
-        "reviews": args.reviews is not None or project_review_folder(args.state) is not None,
-        "batch": batch,
-        "maps": args.maps,
-    }
-    if not args.input.is_dir():
-        return open_slide_job(session, args.input, args.state, args.out, min_tissue=args.min_tissue, **common)
-    return open_folder_job(
-        session,
-        args.input,
-        args.state,
-        args.out,
-        order=args.order,
-        order_seed=args.order_seed,
+    options = dataclasses.replace(
+        job_options(args, batch),
         manifest=args.manifest,
-        **common,
+        command="f2tta run --input " + str(args.input),
+        reviews=args.reviews is not None or project_review_folder(args.state) is not None,
     )
+    return open_job(session, args.input, args.state, args.out, options)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,9 @@ from engine.run.runner import (
     EXIT_NOT_APPLICABLE,
     EXIT_USAGE,
     FolderJob,
+    JobOptions,
     exit_code,
-    open_folder_job,
-    open_slide_job,
+    open_job,
     write_geojson,
     write_run_config,
 )
@@ -58,14 +58,9 @@ class SiteSettings:
     seed: int = 0
     precision: str = "auto"
     compiled: bool = False
-    batch: int = 1
-    maps: str = "behind"
-    save_every: int = 50
-    keep_saved_settings: bool = True
-    accept_warnings: bool = False
-    min_tissue: float = 0.25
-    order: str | None = None
-    order_seed: int | None = None
+    job: JobOptions = field(
+        default_factory=JobOptions
+    )  # how each site's job runs; its command and review files are the site's
     max_skipped: float = 0.5
     threads: int | None = None  # torch threads of the process that runs the site (None: as it is)
     record: dict[str, Any] = field(default_factory=dict)  # the run's arguments, for .config.json
@@ -151,28 +146,12 @@ def _open(settings: SiteSettings, task: SiteTask) -> FolderJob:
         precision=settings.precision,
         compiled=settings.compiled,
     )
-    common: dict[str, Any] = {
-        "save_every": max(1, settings.save_every),
-        "keep_saved_settings": settings.keep_saved_settings,
-        "command": f"f2tta run (cohort site {task.site}) --input {task.path}",
-        "accept_warnings": settings.accept_warnings,
-        "reviews": task.reviews is not None,
-        "batch": settings.batch,
-        "maps": settings.maps,
-    }
-    if task.kind == "slide":
-        return open_slide_job(
-            session, task.path, task.state, task.out, min_tissue=settings.min_tissue, **common
-        )
-    return open_folder_job(
-        session,
-        task.path,
-        task.state,
-        task.out,
-        order=settings.order,
-        order_seed=settings.order_seed,
-        **common,
+    options = replace(
+        settings.job,
+        command=f"f2tta run (cohort site {task.site}) --input {task.path}",
+        reviews=task.reviews is not None,
     )
+    return open_job(session, task.path, task.state, task.out, options, slide=task.kind == "slide")
 
 
 def _open_waiting(settings: SiteSettings, task: SiteTask, wait: float) -> FolderJob:

@@ -118,22 +118,57 @@ def settings_advice(exc: SettingsMismatchError, state_dir: Path) -> str:
     )
 
 
-def open_folder_job(
+@dataclass(frozen=True)
+class JobOptions:
+    """How a job runs, whatever its input (``f2tta run``'s options); what an input's kind does not
+    use is ignored (the arrival order by a slide, ``min_tissue`` by a folder).
+
+    Attributes:
+        order / order_seed / manifest: a folder's arrival order (see
+            :func:`engine.io.sources.open_folder`); None continues in the order and seed the journal
+            recorded for this folder (an app profile's interleaved order too), else file name and seed 0.
+        min_tissue: a slide's tissue share a tile needs (:func:`engine.io.sources.open_slide_source`).
+        save_every: save the state every this many images.
+        keep_saved_settings: a saved state made with other method settings is continued with
+            them (no ``--set`` given); False refuses it.
+        command: what the lock file says this process is doing.
+        accept_warnings: go on when the applicability gate fires (its warnings are kept in
+            :attr:`FolderJob.warnings`); False refuses with :class:`NotApplicableError`.
+        reviews: the run will write review certificates beside the CSV; their files are
+            checked and owned with the others (:func:`engine.run.outputs.run_files`).
+        batch: images per model step (:class:`StreamRun`'s ``batch``).
+        maps: where the uncertainty maps are made (:class:`StreamRun`'s ``maps``).
+    """
+
+    order: str | None = None
+    order_seed: int | None = None
+    manifest: Path | None = None
+    min_tissue: float = DEFAULT_MIN_TISSUE
+    save_every: int = 50
+    keep_saved_settings: bool = True
+    command: str = "f2tta run"
+    accept_warnings: bool = False
+    reviews: bool = False
+    batch: int = 1
+    maps: str = "inline"
+
+
+def open_job(
     session: Session,
-    input_dir: Path,
+    path: Path,
     state_dir: Path,
     out_csv: Path,
-    *,
-    order: str | None = None,
-    order_seed: int | None = None,
-    manifest: Path | None = None,
-    save_every: int = 50,
-    keep_saved_settings: bool = True,
-    command: str = "f2tta run",
-    accept_warnings: bool = False,
-    reviews: bool = False,
-    batch: int = 1,
-    maps: str = "inline",
+    options: JobOptions = JobOptions(),
+    slide: bool | None = None,
+) -> FolderJob:
+    """:func:`open_slide_job` when ``slide`` (None: when ``path`` is not a folder), else
+    :func:`open_folder_job`."""
+    opener = open_slide_job if (not path.is_dir() if slide is None else slide) else open_folder_job
+    return opener(session, path, state_dir, out_csv, options)
+
+
+def open_folder_job(
+    session: Session, input_dir: Path, state_dir: Path, out_csv: Path, options: JobOptions = JobOptions()
 ) -> FolderJob:
     """Open everything a run needs, refusing before any file changes when something is wrong.
 
@@ -142,32 +177,20 @@ def open_folder_job(
         input_dir: the folder of images.
         state_dir: the journal directory (created when missing), or an app profile folder.
         out_csv: the predictions CSV; ``.skipped.csv`` beside it.
-        order / order_seed / manifest: arrival order (see :func:`engine.io.sources.open_folder`);
-            None continues in the order and seed the journal recorded for this folder (an app
-            profile's interleaved order too), else file name and seed 0.
-        save_every: save the state every this many images.
-        keep_saved_settings: a saved state made with other method settings is continued with
-            them (no ``--set`` given); False refuses it.
-        command: what the lock file says this process is doing.
-        accept_warnings: go on when the applicability gate fires (its warnings are kept in
-            :attr:`FolderJob.warnings`); False refuses with :class:`NotApplicableError`.
-        reviews: the run will write review certificates beside ``out_csv``; their files are
-            checked and owned with the others (:func:`engine.run.outputs.run_files`).
-        batch: images per model step (:class:`StreamRun`'s ``batch``).
-        maps: where the uncertainty maps are made (:class:`StreamRun`'s ``maps``).
+        options: how it runs (:class:`JobOptions`).
 
     Raises:
         F2TTAError: the input, the output or the state cannot be used; the message says why.
     """
-    state_dir = journal_dir(state_dir)
-    files = run_files(out_csv, reviews)
-    check_out_before_journal(files, state_dir)
+    plan = _plan(state_dir, out_csv, options)
+    order, order_seed, manifest = options.order, options.order_seed, options.manifest
+    accept_warnings = options.accept_warnings
     # Listed before the journal is opened, so a folder that cannot be used changes no file.
     source = open_folder(input_dir, session.card.classes, order or "name", manifest, seed=order_seed or 0)
     # A folder a saved state may have begun continues in the order it was begun in, which only the
     # journal says: its class order is checked in that order, once the journal is open (a project
     # that interleaved a folder of class sub-folders was refused as "sorted by class").
-    continued = order is None and has_state(state_dir)
+    continued = order is None and has_state(plan.state_dir)
     warnings = list(_gate(source, session, accept_warnings, later=("class-sorted",) if continued else ()))
 
     def recorded(journal: Journal) -> FolderSource:
@@ -178,36 +201,11 @@ def open_folder_job(
             warnings.extend(_class_order(ordered, session, accept_warnings, warnings))
         return ordered
 
-    return _open_job(
-        session,
-        recorded,
-        read_item,
-        state_dir,
-        out_csv,
-        save_every,
-        keep_saved_settings,
-        command,
-        warnings,
-        batch,
-        maps,
-        files,
-    )
+    return _open_job(session, recorded, read_item, warnings, plan)
 
 
 def open_slide_job(
-    session: Session,
-    slide_path: Path,
-    state_dir: Path,
-    out_csv: Path,
-    *,
-    min_tissue: float = DEFAULT_MIN_TISSUE,
-    save_every: int = 50,
-    keep_saved_settings: bool = True,
-    command: str = "f2tta run",
-    accept_warnings: bool = False,
-    reviews: bool = False,
-    batch: int = 1,
-    maps: str = "inline",
+    session: Session, slide_path: Path, state_dir: Path, out_csv: Path, options: JobOptions = JobOptions()
 ) -> FolderJob:
     """:func:`open_folder_job` for a whole-slide image: its tissue tiles, cut as the app cuts them.
 
@@ -219,9 +217,8 @@ def open_slide_job(
     Raises:
         F2TTAError: the slide, the output or the state cannot be used; the message says why.
     """
-    state_dir = journal_dir(state_dir)
-    files = run_files(out_csv, reviews)
-    check_out_before_journal(files, state_dir)
+    plan = _plan(state_dir, out_csv, options)
+    state_dir = plan.state_dir
     geojson = geojson_path(out_csv)
     try:
         check_output(geojson)
@@ -230,8 +227,8 @@ def open_slide_job(
     if has_content(geojson) and not (state_dir / "journal.json").exists():
         raise OutputError(foreign_message(geojson, state_dir))
     card = session.card
-    source = open_slide_source(slide_path, card.img_size, card.mpp, min_tissue)
-    warnings = _gate(source, session, accept_warnings)
+    source = open_slide_source(slide_path, card.img_size, card.mpp, options.min_tissue)
+    warnings = _gate(source, session, options.accept_warnings)
 
     def claim(journal: Journal) -> SlideSource:
         owner = journal.output_owner(geojson)
@@ -249,20 +246,7 @@ def open_slide_job(
 
     slide = reopen_slide(source)  # refused when the file there is no longer the one planned
     try:
-        job = _open_job(
-            session,
-            claim,
-            tile_reader(slide, source.plan),
-            state_dir,
-            out_csv,
-            save_every,
-            keep_saved_settings,
-            command,
-            warnings,
-            batch,
-            maps,
-            files,
-        )
+        job = _open_job(session, claim, tile_reader(slide, source.plan), warnings, plan)
     except BaseException:
         slide.close()
         raise
@@ -306,36 +290,47 @@ def _class_order(
     return (warning,)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Where a job writes, and how it runs."""
+
+    state_dir: Path
+    out_csv: Path
+    files: tuple[Path, ...]  # every file the run writes (:func:`engine.run.outputs.run_files`), the CSV first
+    options: JobOptions
+
+
+def _plan(state_dir: Path, out_csv: Path, options: JobOptions) -> _Plan:
+    """The job's plan, its outputs checked before the journal is opened (refused: nothing changed)."""
+    state_dir = journal_dir(state_dir)
+    files = run_files(out_csv, options.reviews)
+    check_out_before_journal(files, state_dir)
+    return _Plan(state_dir, out_csv, files, options)
+
+
 def _open_job(
     session: Session,
     in_order: Callable[[Journal], Source],
     reader: Reader,
-    state_dir: Path,
-    out_csv: Path,
-    save_every: int,
-    keep_saved_settings: bool,
-    command: str,
     warnings: Sequence[GateWarning],
-    batch: int,
-    maps: str,
-    files: tuple[Path, ...],
+    plan: _Plan,
 ) -> FolderJob:
     """The journal restored into ``session``, the CSVs rewritten from it, and the run to iterate.
 
     ``in_order`` gives the source in the order to continue it in, once the journal is open (and
     may refuse it, before any output is written, or add to ``warnings``).
     """
-    journal = Journal(state_dir, command)
+    journal = Journal(plan.state_dir, plan.options.command)
     try:
         try:
-            journal.restore(session, keep_saved_settings=keep_saved_settings)
+            journal.restore(session, keep_saved_settings=plan.options.keep_saved_settings)
         except SettingsMismatchError as exc:
-            raise StateError(settings_advice(exc, state_dir)) from exc
+            raise StateError(settings_advice(exc, plan.state_dir)) from exc
         source = in_order(journal)
         journal.check_space(session)
         rows = journal.rows(source.source_id)
-        out_csv.parent.mkdir(parents=True, exist_ok=True)
-        outputs = CsvOutputs(out_csv, journal, source.source_id, rows, files[1:])
+        plan.out_csv.parent.mkdir(parents=True, exist_ok=True)
+        outputs = CsvOutputs(plan.out_csv, journal, source.source_id, rows, plan.files[1:])
     except BaseException:
         journal.close()
         raise
@@ -351,12 +346,12 @@ def _open_job(
         reader,
         source_id=source.source_id,
         journal=journal,
-        save_every=save_every,
+        save_every=plan.options.save_every,
         on_row=outputs.add_row,
         on_skip=on_skip,
         arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
-        batch=batch,
-        maps=maps,
+        batch=plan.options.batch,
+        maps=plan.options.maps,
         keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     resumed = processed_here((row.key for row in rows), source)
