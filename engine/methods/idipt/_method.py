@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -84,11 +85,44 @@ from engine.methods.idipt._graph import PromptGraph
 from engine.methods.parts.fft import low_freq_amplitude, low_freq_amplitudes
 from engine.methods.parts.losses import soft_cross_entropy
 from engine.methods.parts.uom import complement, mc_dropout_uncertainty, select_tokens
-from engine.model.prompted_vit import PrefixPrompts, SourcePass
+from engine.model.prompted_vit import PrefixPrompts, PromptedViT, SourcePass
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["IDiPT", "IDiPTConfig", "PromptMode"]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a step sees of its images before any prompt (:meth:`IDiPT._see`)."""
+
+    source: SourcePass
+    target: torch.Tensor  # ŷ_w, the source's soft prediction (B, C)
+    uncertainty: torch.Tensor  # per patch token (B, N)
+    t_u: torch.Tensor  # T_U: the most uncertain tokens
+    t_r: torch.Tensor  # T_R: the most reliable tokens
+    tokens: torch.Tensor  # the embedded tokens (B, T, C)
+
+    def masked_views(self, model: PromptedViT) -> torch.Tensor:
+        """The UoM's two views of each image, T_U masked then T_R masked: ``(2B, ...)``."""
+        n = model.num_patches
+        return torch.cat(
+            [
+                model.keep_tokens(self.tokens, complement(self.t_u, n)),
+                model.keep_tokens(self.tokens, complement(self.t_r, n)),
+            ]
+        )
+
+    def output(self, adapted: torch.Tensor, **step: Any) -> MethodOutput:
+        """The step's output: its adapted logits, what it saw, and what the ``step`` says of itself."""
+        return MethodOutput(
+            logits=adapted,
+            source_logits=self.source.logits,
+            uncertainty=self.uncertainty,
+            uncertain_tokens=self.t_u,
+            reliable_tokens=self.t_r,
+            **step,
+        )
 
 
 @register_method("idipt", "I-DiPT (paper)", bench_order=8, in_paper=True)
@@ -200,6 +234,16 @@ class IDiPT(TTAMethod):
         return carry.detach()
 
     # ------------------------------------------------------------------ one step
+    def _see(self, x: torch.Tensor) -> _Seen:
+        """Steps 1 and 2 for the images ``x``: the source pass, ŷ_w, the token uncertainty, T_U and
+        T_R, and the patch tokens the prompted passes start from (call under ``torch.no_grad``)."""
+        cfg, model = self.config, self.model
+        source = model.source_pass(x)
+        target = source.logits.softmax(dim=-1)  # ŷ_w
+        uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
+        t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
+        return _Seen(source, target, uncertainty, t_u, t_r, model.embed(x))
+
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
         """The paper's step for one image; several go through :meth:`adapt_batch_with_source`."""
@@ -216,12 +260,9 @@ class IDiPT(TTAMethod):
         gate = self.gate if cfg.prompt_mode == "gated" else None
 
         with torch.no_grad():
-            source = model.source_pass(x)
-            target = source.logits.softmax(dim=-1)  # ŷ_w
-            uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
-            t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
+            seen = self._see(x)
+            source, target, tokens = seen.source, seen.target, seen.tokens
             key = low_freq_amplitude(x[0], cfg.beta)
-            tokens = model.embed(x)
             bank_size = len(self.bank)
             use_bank = cfg.use_pgd and self.bank.full
             weights = self.bank.weights(key) if use_bank else None
@@ -235,10 +276,7 @@ class IDiPT(TTAMethod):
         prompts = PrefixPrompts.from_prompts([[hat_s], [hat_i]])
         kept = torch.ones(2, device=x.device)
         if cfg.use_uom:
-            n = model.num_patches
-            views = torch.cat(
-                [model.keep_tokens(tokens, complement(t_u, n)), model.keep_tokens(tokens, complement(t_r, n))]
-            )
+            views = seen.masked_views(model)
             logits = model.forward_tokens(views, prompts, gate)
             if cfg.consistency_target == "hard":
                 target = F.one_hot(target.argmax(dim=-1), target.shape[-1]).to(target.dtype)
@@ -310,12 +348,8 @@ class IDiPT(TTAMethod):
             "gate_mean_abs": scalars[6] if gate is not None else 0.0,
             "gate_max_abs": scalars[7] if gate is not None else 0.0,
         }
-        output = MethodOutput(
-            logits=adapted,
-            source_logits=source.logits,
-            uncertainty=uncertainty,
-            uncertain_tokens=t_u,
-            reliable_tokens=t_r,
+        output = seen.output(
+            adapted,
             diagnostics=diagnostics,
             update_skipped=update_skipped,
             views_kept=views_kept,
@@ -331,12 +365,9 @@ class IDiPT(TTAMethod):
         gate = self.gate if cfg.prompt_mode == "gated" else None
 
         with torch.no_grad():
-            source = model.source_pass(x)
-            target = source.logits.softmax(dim=-1)  # ŷ_w, (B, C)
-            uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
-            t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
+            seen = self._see(x)
+            source, target, tokens = seen.source, seen.target, seen.tokens  # target ŷ_w: (B, C)
             keys = low_freq_amplitudes(x, cfg.beta)
-            tokens = model.embed(x)
             bank_size = len(bank)
             weights = bank.weights_each(keys) if cfg.use_pgd and bank.full else None
             if weights is not None and bank.specific is not None:
@@ -348,10 +379,7 @@ class IDiPT(TTAMethod):
         hat_s, hat_i = self._enhance_each(phi_s, weights)
         source_class = source.logits.argmax(dim=-1)
         if cfg.use_uom:
-            n = model.num_patches
-            views = torch.cat(
-                [model.keep_tokens(tokens, complement(t_u, n)), model.keep_tokens(tokens, complement(t_r, n))]
-            )
+            views = seen.masked_views(model)
             logits = model.forward_tokens(views, view_prompts(hat_s, hat_i), gate)
             if cfg.consistency_target == "hard":
                 target = F.one_hot(source_class, target.shape[-1]).to(target.dtype)
@@ -405,12 +433,8 @@ class IDiPT(TTAMethod):
             gate_stats = torch.stack([gates.mean(), gates.max()]).tolist() if gate is not None else [0.0, 0.0]
 
         self.steps += batch
-        output = MethodOutput(
-            logits=adapted,
-            source_logits=source.logits,
-            uncertainty=uncertainty,
-            uncertain_tokens=t_u,
-            reliable_tokens=t_r,
+        output = seen.output(
+            adapted,
             diagnostics={
                 "bank_size": float(bank_size),
                 "gate_mean_abs": gate_stats[0],
