@@ -5,15 +5,14 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from app import APP_NAME, RESEARCH_NOTICE, __version__
+from app.views._widgets import OkDialog
 
 
-class AboutDialog(QDialog):
+class AboutDialog(OkDialog):
     def __init__(self, model_summary: str = "", parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle(f"About {APP_NAME}")
         text = (
             f"<h2>{html.escape(APP_NAME)}</h2>"
             f"<p>Version {html.escape(__version__)}</p>"
@@ -25,13 +24,10 @@ class AboutDialog(QDialog):
         )
         if model_summary:
             text += f"<p><b>Model</b><br>{html.escape(model_summary)}</p>"
-        self.label = QLabel(text)
-        self.label.setWordWrap(True)
-        self.label.setTextFormat(Qt.TextFormat.RichText)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
-        buttons.accepted.connect(self.accept)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.label)
-        layout.addWidget(buttons)
+        label = QLabel(text)
+        label.setWordWrap(True)
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        super().__init__(f"About {APP_NAME}", label, parent)
+        self.label = label
         self.setMinimumWidth(420)

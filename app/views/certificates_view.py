@@ -10,7 +10,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QHeaderView,
     QLabel,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -18,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app._engine import Certificate, Verdict
 from app.views._plain import plain_tooltip
+from app.views._widgets import read_only_table
 
 HEADERS = (
     ("#", "The comparison's place in this folder's review"),
@@ -69,10 +69,8 @@ class CertificatesView(QWidget):
         self.details = QCheckBox("Show details (levels, bounds)")
         self.details.setToolTip(plain_tooltip("The statistics behind each line: its level and gain bounds"))
         self.details.toggled.connect(self._show_details)
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = read_only_table(0, len(HEADERS))
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.verticalHeader().setVisible(False)
         # The sentence wraps in its cell and its row is as tall as it needs: at 1280x800 it was cut
         # at the cell's end ("... was shown better by 6 ans..."), one 22-px line, whole only in its tooltip.
         self.table.setWordWrap(True)

@@ -10,20 +10,11 @@ from collections.abc import Iterable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QDialog,
-    QDialogButtonBox,
-    QHeaderView,
-    QLabel,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidgetItem, QWidget
 
 from app import APP_NAME
 from app.core.names import ANSWERS_WHEN_CLEARLY_BETTER
+from app.views._widgets import OkDialog, read_only_table
 
 GUIDE = (
     f"<h3>{APP_NAME}: a day's work</h3>"
@@ -62,41 +53,29 @@ def shortcut_rows(actions: Iterable[QAction]) -> list[tuple[str, str]]:
     return rows
 
 
-class ShortcutsDialog(QDialog):
+class ShortcutsDialog(OkDialog):
     """Every keyboard shortcut of the window, read from its actions."""
 
     def __init__(self, actions: Iterable[QAction], parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Keyboard shortcuts")
         rows = shortcut_rows(actions)
-        self.table = QTableWidget(len(rows), 2)
-        self.table.setHorizontalHeaderLabels(["Action", "Keys"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        table = read_only_table(len(rows), 2)
+        table.setHorizontalHeaderLabels(["Action", "Keys"])
+        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for r, (what, keys) in enumerate(rows):
-            self.table.setItem(r, 0, QTableWidgetItem(what))
-            self.table.setItem(r, 1, QTableWidgetItem(keys))
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
-        buttons.accepted.connect(self.accept)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.table)
-        layout.addWidget(buttons)
+            table.setItem(r, 0, QTableWidgetItem(what))
+            table.setItem(r, 1, QTableWidgetItem(keys))
+        super().__init__("Keyboard shortcuts", table, parent)
+        self.table = table
         self.resize(460, 560)
 
 
-class GuideDialog(QDialog):
+class GuideDialog(OkDialog):
     """The quick guide: a day's work in six steps."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Quick guide")
-        self.label = QLabel(GUIDE)  # the app's own fixed text: no name or path in it
-        self.label.setTextFormat(Qt.TextFormat.RichText)
-        self.label.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok)
-        buttons.accepted.connect(self.accept)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.label)
-        layout.addWidget(buttons)
+        label = QLabel(GUIDE)  # the app's own fixed text: no name or path in it
+        label.setTextFormat(Qt.TextFormat.RichText)
+        label.setWordWrap(True)
+        super().__init__("Quick guide", label, parent)
+        self.label = label
         self.setMinimumWidth(560)
