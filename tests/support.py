@@ -1,5 +1,5 @@
 """What the tests share besides fixtures: the tiny model card, a card beside a copy of the tiny
-model, random images, and the error a modal dialog raises in a test.
+model, random images, a reader that fails on chosen items, and the error a modal dialog raises in a test.
 
 Tests import these from here, never from ``conftest.py``: pytest imports ``conftest`` itself (as
 ``conftest``), and ``from tests.conftest import`` imported it a second time under another name,
@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from PIL import Image
 
-from engine import ModelCard
+from engine import ImageReadError, ModelCard, StreamItem
 
 if TYPE_CHECKING:
     from engine.methods.decision import DecisionRecord
@@ -107,3 +109,20 @@ def two_class_step(decision: DecisionRecord, index: int = 0, source_prediction: 
         seconds=0.01,
         decision=decision,
     )
+
+
+def failing_reader(
+    unreadable: Collection[str], errors: Mapping[str, BaseException] | None = None
+) -> Callable[[StreamItem], Image.Image]:
+    """A stream reader of items' image files that raises, by item key, ``ImageReadError("KEY: not
+    an image")`` for the ``unreadable`` keys and ``errors[KEY]`` for the others it names."""
+
+    def reader(item: StreamItem) -> Image.Image:
+        if item.key in unreadable:
+            raise ImageReadError(f"{item.key}: not an image")
+        if errors is not None and item.key in errors:
+            raise errors[item.key]
+        assert item.path is not None
+        return Image.open(item.path).convert("RGB")
+
+    return reader

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from support import random_images
+from support import failing_reader, random_images
 
 from engine import (
     ImageReadError,
@@ -17,7 +17,6 @@ from engine import (
     Session,
     Skipped,
     StateError,
-    StreamItem,
     StreamRun,
     open_folder,
 )
@@ -72,15 +71,8 @@ def test_unreadable_is_skipped_for_good_transient_is_retried_and_model_failure_e
     transient = ImageReadError("img1.png: permission denied")
     transient.transient = True  # what the reader says of a file that may be readable later
 
-    def reader(item: StreamItem) -> Image.Image:
-        if item.key == "img0.png":
-            raise ImageReadError("img0.png: not an image")
-        if item.key == "img1.png":
-            raise transient
-        if item.key == "img2.png":
-            raise TypeError("a plugin bug")  # any exception of reading is a skip, not a crash
-        assert item.path is not None
-        return Image.open(item.path).convert("RGB")
+    # any exception of reading is a skip, not a crash (img2: a bug in a reading plugin)
+    reader = failing_reader({"img0.png"}, {"img1.png": transient, "img2.png": TypeError("a plugin bug")})
 
     session = Session(tiny_model_path)
     calls = [0]

@@ -23,10 +23,9 @@ import pytest
 import torch
 from app_fixtures import make_slide
 from PIL import Image
-from support import random_images
+from support import failing_reader, random_images
 
 from engine import (
-    ImageReadError,
     Journal,
     Predicted,
     Saved,
@@ -96,13 +95,7 @@ def test_rows_keep_arrival_order_with_unreadable_items_inside_batches(
 ) -> None:
     source = open_folder(_folder(tmp_path / "in", 11), ("normal", "tumor"))
     bad = {"img01.png", "img04.png", "img05.png", "img10.png"}
-
-    def reader(item: StreamItem) -> Image.Image:
-        if item.key in bad:
-            raise ImageReadError(f"{item.key}: not an image")
-        assert item.path is not None
-        return Image.open(item.path).convert("RGB")
-
+    reader = failing_reader(bad)
     journal = Journal(tmp_path / "st")
     run = StreamRun(
         Session(tiny_model_path, method="idipt"),
