@@ -176,6 +176,16 @@ _NO_SITE_RULE_WORDS = {
 }
 
 
+class QueueEmpty(StrEnum):
+    """Why a site's review queue has nothing to ask (:class:`engine.run.review.EmptyQueue`'s stage);
+    each place that says it words it its own way."""
+
+    NOT_PROCESSED = "not processed"  # no image of the folder has been processed yet
+    NO_OTHER_RULE = "no other rule"  # the model has more than two classes, or no source margins were kept
+    NO_MAPS_YET = "no maps yet"  # the review starts on images whose uncertainty maps are made
+    SETTLED = "settled"  # every other rule was tested, or calls every image as it is decided now
+
+
 class Coverage(StrEnum):
     """Whether a certificate covers a row's decision (``OUT.certified.csv``'s ``coverage``)."""
 

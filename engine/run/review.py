@@ -56,7 +56,7 @@ from engine.run.review_parts import (
     what_adapting_changed,
 )
 from engine.run.rows import MAP_PENDING, PredictionRow
-from engine.vocabulary import Rule
+from engine.vocabulary import QueueEmpty, Rule
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,18 @@ class MarkChange:
     key: str
     before: ReviewMark | None
     after: ReviewMark | None
+
+
+@dataclass(frozen=True)
+class EmptyQueue:
+    """Why a site's review queue is empty (:meth:`SiteReview.empty_queue`): the facts, which each
+    place words its own way (:meth:`SiteReview.why_empty`, :mod:`engine.run.review_outlook`)."""
+
+    stage: QueueEmpty
+    tested: tuple[Comparison, ...] = ()  # the comparisons with images to test, all settled
+    alike: tuple[Rule, ...] = ()  # other rules that call every image as it is decided now
+    unproposed: str | None = None  # the method proposed no site threshold: why ("": not said); None: it did
+    prompted: bool = False  # I-DiPT's own rule can decide the folder's images
 
 
 class SiteReview:
@@ -473,43 +485,63 @@ class SiteReview:
         """The comparisons that had something to test, part by part, in order."""
         return [c for p in self.parts for c in p.ladder.comparisons if c.disagreements]
 
+    def empty_queue(self) -> EmptyQueue | None:
+        """Why there is nothing to review at this site, as facts (None: there is something)."""
+        if any(p.ladder.active is not None for p in self.parts):
+            return None
+        if not self.rows:
+            return EmptyQueue(QueueEmpty.NOT_PROCESSED)
+        images = self.images()
+        if images.threshold is None and images.prompted is None:
+            return EmptyQueue(QueueEmpty.NO_OTHER_RULE)
+        mapped = any(len(self._decided_and_mapped(k)) for k in range(len(self.parts)))
+        unproposed = None
+        if not images.candidates:  # the method proposed no site threshold: its typed reason
+            why = no_site_rule(self.rows)
+            unproposed = why.words if why is not None else self.rows[-1].decision_reason
+        return EmptyQueue(
+            QueueEmpty.SETTLED if mapped else QueueEmpty.NO_MAPS_YET,
+            tested=tuple(self.comparisons()),
+            alike=tuple(  # A1 changed nothing: no rule to name
+                c.candidate
+                for p in self.parts
+                for c in p.ladder.comparisons
+                if not c.disagreements and c.candidate != LABEL_FREE
+            ),
+            unproposed=unproposed,
+            prompted=images.prompted is not None,
+        )
+
     def why_empty(self) -> str:
         """One sentence: why there is nothing to review at this site (empty when there is). Read
         by the review queue's empty view, the status bar and ``f2tta run``."""
-        if any(p.ladder.active is not None for p in self.parts):
+        empty = self.empty_queue()
+        if empty is None:
             return ""
-        if not self.rows:
+        if empty.stage is QueueEmpty.NOT_PROCESSED:
             return "nothing to review yet: no image of this folder has been processed"
-        images = self.images()
-        if images.threshold is None and images.prompted is None:
+        if empty.stage is QueueEmpty.NO_OTHER_RULE:
             return (
                 "nothing to review: no other rule can decide this folder's images (the model has more "
                 "than two classes, or the run kept no source margins)"
             )
-        if not any(len(self._decided_and_mapped(k)) for k in range(len(self.parts))):
+        if empty.stage is QueueEmpty.NO_MAPS_YET:
             return "nothing to review yet: the review starts on images whose uncertainty maps are made"
         decider = decides_words(self.in_use())
-        tested = [c for p in self.parts for c in p.ladder.comparisons if c.disagreements]
-        same = [
-            c.candidate
-            for p in self.parts
-            for c in p.ladder.comparisons
-            if not c.disagreements and c.candidate != LABEL_FREE  # A1 changed nothing: no rule to name
-        ]
         said = []
-        if tested:
+        if empty.tested:
             said.append(
                 "your answers settled every rule that decides some image differently ("
-                + "; ".join(f"{c.candidate.words}: {c.verdict.words}" for c in tested)
+                + "; ".join(f"{c.candidate.words}: {c.verdict.words}" for c in empty.tested)
                 + ")"
             )
-        if same:
-            said.append(f"{_listed([r.words for r in same])} would decide every image as it is decided now")
-        if not said and not images.candidates:  # the method proposed no site threshold: its typed reason
-            why = no_site_rule(self.rows)
-            reason = why.words if why is not None else self.rows[-1].decision_reason
-            because = f" ({reason})" if reason else ""
-            if images.prompted is None:
+        if empty.alike:
+            said.append(
+                f"{_listed([r.words for r in empty.alike])} would decide every image as it is decided now"
+            )
+        if not said and empty.unproposed is not None:
+            because = f" ({empty.unproposed})" if empty.unproposed else ""
+            if not empty.prompted:
                 said.append(f"adapting proposed no other rule for this folder{because}")
             else:
                 said.append(
@@ -529,7 +561,7 @@ class SiteReview:
         return notes
 
 
-__all__ = ["MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]
+__all__ = ["EmptyQueue", "MarkChange", "MarkError", "SiteReview", "site_images", "what_adapting_changed"]
 
 
 def _listed(words: Sequence[str]) -> str:

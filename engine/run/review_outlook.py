@@ -29,8 +29,8 @@ import numpy as np
 
 from engine.review.ladder import PROMOTED, REVERTED
 from engine.run.review import SiteReview
-from engine.run.review_parts import PartRule, ReviewPart, no_site_rule, part_label, served, serving_order
-from engine.vocabulary import Rule
+from engine.run.review_parts import PartRule, ReviewPart, part_label, served, serving_order
+from engine.vocabulary import QueueEmpty, Rule
 
 #: About how many answers in the review queue show a site rule better when it clearly is (every
 #: answer on its side): what the sentence, the welcome page and the Quick guide promise. Measured,
@@ -199,21 +199,19 @@ def _next(review: SiteReview, truth: np.ndarray) -> Step | None:
 
 def _nothing(review: SiteReview) -> str:
     """Why reviewing cannot change this folder's decisions now (empty: it can, or nothing is processed)."""
-    if not review.rows or any(p.ladder.active is not None for p in review.parts):
+    empty = review.empty_queue()
+    if empty is None or empty.stage is QueueEmpty.NOT_PROCESSED:
         return ""
-    images = review.images()
-    if images.threshold is None and images.prompted is None:
+    if empty.stage is QueueEmpty.NO_OTHER_RULE:
         return (
             "No other rule can decide these images (the model has more than two classes, or the run kept no "
             "source margins), so reviewing cannot change them."
         )
-    if any(c.disagreements for p in review.parts for c in p.ladder.comparisons):
+    if empty.tested:
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."
-    if not images.candidates:  # the method proposed no site threshold here: its typed reason says why
-        why = no_site_rule(review.rows)
-        reason = why.words if why is not None else review.rows[-1].decision_reason
-        because = f" ({reason})" if reason else ""
-        if images.prompted is None:
+    if empty.unproposed is not None:  # the method proposed no site threshold here: its typed reason says why
+        because = f" ({empty.unproposed})" if empty.unproposed else ""
+        if not empty.prompted:
             return (
                 f"Adapting proposed no other rule for this folder{because}, so reviewing cannot change them."
             )
