@@ -321,20 +321,20 @@ class SiteReview:
 
     def undo(self) -> MarkChange | None:
         """Take the last change back (None: nothing to undo). Raises OSError when it cannot be written."""
-        if not self._undo:
-            return None
-        change = self._undo[-1]
-        self._apply(change.key, change.before)
-        self._redo.append(self._undo.pop())
-        return change
+        return self._move(self._undo, self._redo, undo=True)
 
     def redo(self) -> MarkChange | None:
         """Make the last undone change again (None: nothing to redo). Raises OSError when it cannot be written."""
-        if not self._redo:
+        return self._move(self._redo, self._undo, undo=False)
+
+    def _move(self, taken: list[MarkChange], kept: list[MarkChange], undo: bool) -> MarkChange | None:
+        """The last change of ``taken`` applied (its ``before`` to undo it, its ``after`` to redo it),
+        then moved onto ``kept``; the lists are left as they were when it cannot be written."""
+        if not taken:
             return None
-        change = self._redo[-1]
-        self._apply(change.key, change.after)
-        self._undo.append(self._redo.pop())
+        change = taken[-1]
+        self._apply(change.key, change.before if undo else change.after)
+        kept.append(taken.pop())
         return change
 
     def history(self) -> tuple[str, str]:
