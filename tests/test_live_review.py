@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.review.comparison import Comparison
-from engine.review.ladder import PROMOTED, LadderRule
+from engine.review.ladder import PROMOTED, LadderRule, SiteImages, SiteLadder
 from engine.review.marks import BLOCK_KEY, START_KEY, MarkStore, marks_path
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
@@ -193,14 +193,28 @@ def test_a_block_is_bound_to_the_pictures_it_covers(tmp_path: Path) -> None:
     assert again.ladder.active is not None and again.ladder.active.index > first.index
 
 
+def _fit_reviewed(margin: np.ndarray, labels: np.ndarray) -> tuple[SiteImages, SiteLadder]:
+    """A slide's images whose source calls ``margin > 0``, with one candidate, ``fit`` (a threshold
+    of 1 on the margin); its ladder opened on the first 240 and every question answered with ``labels``."""
+    source = (margin > 0).astype(np.int64)
+    n = len(margin)
+    images = SiteImages(source, source, margin, np.zeros(n), {"fit": np.full(n, 1.0)})
+    ladder = SiteLadder("slide", LadderRule(candidates=("fit",)))
+    marks: dict[int, int] = {}
+    while (c := ladder.active or ladder.open_next(images.head(240))) is not None:
+        position = c.next_position
+        assert position is not None
+        marks[position] = int(labels[position])
+        ladder.review(marks)
+    return images, ladder
+
+
 def test_provisional_calls_stop_where_later_images_stop_looking_like_the_covered_ones() -> None:
     """A slide read in scan order reaches its tumour region after the review: the source model's
     calls change there, so the promoted rule's provisional calls stop (the rule below is shown)
     soon after; the same images in no particular order are shown provisionally to the end.
     Label-free: what it cannot see (an adversary arranging only the labels) stays provisional,
     and reports never use a provisional call either way."""
-    from engine.review.ladder import SiteImages, SiteLadder
-
     rng = np.random.default_rng(5)
     n, region = 600, 420
     labels = np.r_[np.zeros(region, np.int64), np.ones(n - region, np.int64)]  # the region last
@@ -208,15 +222,7 @@ def test_provisional_calls_stop_where_later_images_stop_looking_like_the_covered
     for order in ("scan", "shuffled"):
         at = np.arange(n) if order == "scan" else rng.permutation(n)
         m, y = margin[at], labels[at]
-        source = (m > 0).astype(np.int64)
-        images = SiteImages(source, source, m, np.zeros(n), {"fit": np.full(n, 1.0)})
-        ladder = SiteLadder("slide", LadderRule(candidates=("fit",)))
-        marks: dict[int, int] = {}
-        while (c := ladder.active or ladder.open_next(images.head(240))) is not None:
-            position = c.next_position
-            assert position is not None
-            marks[position] = int(y[position])
-            ladder.review(marks)
+        images, ladder = _fit_reviewed(m, y)
         (fit,) = ladder.chain()
         reach = ladder.alike(fit, images)
         if order == "scan":
@@ -230,21 +236,11 @@ def test_where_provisional_calls_stop_does_not_move_as_more_images_arrive() -> N
     move that stop: a row shown with the rule below is not shown provisionally again. With one
     level for every window, set by how many later images there were, the stop moved as the
     folder grew (458 -> 459 after 510 images on this slide)."""
-    from engine.review.ladder import SiteImages, SiteLadder
-
     rng = np.random.default_rng(0)
     n, region = 600, 420
     labels = np.r_[np.zeros(region, np.int64), np.ones(n - region, np.int64)]  # the region last
     margin = np.where(labels == 1, rng.normal(0.6, 1.5, n), rng.normal(-1.0, 1.5, n))
-    source = (margin > 0).astype(np.int64)
-    images = SiteImages(source, source, margin, np.zeros(n), {"fit": np.full(n, 1.0)})
-    ladder = SiteLadder("slide", LadderRule(candidates=("fit",)))
-    marks: dict[int, int] = {}
-    while (c := ladder.active or ladder.open_next(images.head(240))) is not None:
-        position = c.next_position
-        assert position is not None
-        marks[position] = int(labels[position])
-        ladder.review(marks)
+    images, ladder = _fit_reviewed(margin, labels)
     (fit,) = ladder.chain()
     stops = {k: ladder.alike(fit, images.head(k)) for k in range(250, n + 1, 5)}
     stopped = [reach for k, reach in stops.items() if reach < k]
