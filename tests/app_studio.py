@@ -81,6 +81,17 @@ class Studio:
         assert not app.engine_thread.isRunning()
 
 
+def exported(app: object, out: Path, qtbot: object, ask: bool = True) -> tuple[bool, object]:
+    """Export ``app``'s reports to ``out`` (``ask``: as the controller's export) and wait for the
+    outcome: (True, paths) when it succeeded, (False, message) when it failed."""
+    results: list[tuple[bool, object]] = []
+    app.exportFinished.connect(lambda paths: results.append((True, paths)))  # type: ignore[attr-defined]
+    app.exportError.connect(lambda message: results.append((False, message)))  # type: ignore[attr-defined]
+    app.controller.export(out, ask=ask)  # type: ignore[attr-defined]
+    qtbot.waitUntil(lambda: bool(results), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
+    return results[0]
+
+
 def table_keys(app: StudioApp) -> list[str]:
     return [r.key for r in app.window.table.model.rows]
 

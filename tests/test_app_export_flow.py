@@ -12,22 +12,13 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import make_folder, make_slide, report_data, sample_row
-from app_studio import RUN_TIMEOUT_MS, Studio, drain_worker, settle
+from app_studio import RUN_TIMEOUT_MS, Studio, drain_worker, exported, settle
 
 from app.reports.files import StagedReports
 
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
-
-
-def _export(c: object, out: Path, qtbot: object, ask: bool = True) -> tuple[bool, object]:
-    results: list[tuple[bool, object]] = []
-    c.exportFinished.connect(lambda paths: results.append((True, paths)))  # type: ignore[attr-defined]
-    c.exportError.connect(lambda message: results.append((False, message)))  # type: ignore[attr-defined]
-    c.controller.export(out, ask=ask)  # type: ignore[attr-defined]
-    qtbot.waitUntil(lambda: bool(results), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
-    return results[0]
 
 
 def test_exporting_a_slides_reports_keeps_the_event_loop_turning(
@@ -53,7 +44,7 @@ def test_exporting_a_slides_reports_keeps_the_event_loop_turning(
     parts = c.window.status_parts
     c.link.pdf.progress.connect(lambda *_: shown.append(parts.export_label.full_text()))
     ticker.start()
-    ok, paths = _export(c, tmp_path / "out", qtbot)
+    ok, paths = exported(c, tmp_path / "out", qtbot)
     ticker.stop()
     assert ok, paths
     assert {p.name for p in paths} >= {"predictions.csv", "report.pdf", "tiles.geojson"}  # type: ignore[attr-defined]
@@ -100,7 +91,7 @@ def test_a_cancelled_export_leaves_the_folder_as_it_was(
 ) -> None:
     c = studio.processed(make_folder(tmp_path, 8, labelled="csv"))
     out = tmp_path / "out"
-    assert _export(c, out, qtbot)[0]
+    assert exported(c, out, qtbot)[0]
     before = _files(out)
     cancelled: list[int] = []
     c.link.pdf.cancelled.connect(lambda: cancelled.append(1))
@@ -135,7 +126,7 @@ def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
         a.controller.open_slide(str(slide))
     studio.run_to_end(a)
     out = tmp_path / "reports"
-    assert _export(a, out, qtbot)[0]
+    assert exported(a, out, qtbot)[0]
     theirs = _files(out)
     assert "tiles.geojson" in theirs
     studio.close(a)
@@ -147,16 +138,16 @@ def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
     assert b.window.start_folders["export"] != str(out)
     asked: list[str] = []
     b.window.confirm = lambda title, text: asked.append(text) or False  # type: ignore[method-assign]
-    ok, message = _export(b, out, qtbot)
+    ok, message = exported(b, out, qtbot)
     assert not ok and _files(out) == theirs, "No: nothing replaced"
     assert "Nothing exported" in b.window.statusBar().currentMessage(), "and it says so"
     assert "project 'Site A'" in asked[0] and "slide.tif" in asked[0] and "tiles.geojson" in asked[0]
 
-    ok, message = _export(b, out, qtbot, ask=False)
+    ok, message = exported(b, out, qtbot, ask=False)
     assert not ok and "not replaced" in str(message) and _files(out) == theirs, "a scripted export refuses"
 
     b.window.confirm = lambda title, text: True  # type: ignore[method-assign]
-    ok, paths = _export(b, out, qtbot)
+    ok, paths = exported(b, out, qtbot)
     assert ok, paths
     now = _files(out)
     assert now["tiles.geojson"] == theirs["tiles.geojson"], "nothing this export did not write is deleted"
@@ -165,7 +156,7 @@ def test_reports_of_another_project_are_replaced_only_when_the_user_says_so(
     assert b.window.start_folders["export"] == str(out), "this project's reports are there now"
     asked.clear()
     b.window.confirm = lambda title, text: asked.append(text) or True  # type: ignore[method-assign]
-    assert _export(b, out, qtbot)[0] and not asked, "its own reports are replaced without a question"
+    assert exported(b, out, qtbot)[0] and not asked, "its own reports are replaced without a question"
 
 
 def test_the_export_step_stays_readable_beside_a_long_status_message(qtbot: object) -> None:

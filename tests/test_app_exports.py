@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import make_folder, report_data, sample_row
-from app_studio import RUN_TIMEOUT_MS, Studio, read_pdf_text
+from app_studio import Studio, exported, read_pdf_text
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT_FILES = {"predictions.csv", "run_config.json", "report.pdf"}
@@ -83,22 +83,12 @@ def _tiny_disk(path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", str(path)], check=False)
 
 
-def _export(studio: Studio, c: object, out: Path, qtbot: object) -> tuple[bool, object]:
-    """Export to ``out``; (True, paths) when it succeeded, (False, message) when it failed."""
-    results: list[tuple[bool, object]] = []
-    c.exportFinished.connect(lambda paths: results.append((True, paths)))  # type: ignore[attr-defined]
-    c.exportError.connect(lambda message: results.append((False, message)))  # type: ignore[attr-defined]
-    c.controller.export(out)  # type: ignore[attr-defined]
-    qtbot.waitUntil(lambda: bool(results), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
-    return results[0]
-
-
 def test_a_full_disk_fails_the_export_and_changes_nothing(
     studio: Studio, tmp_path: Path, qtbot: object
 ) -> None:
     c = studio.processed(make_folder(tmp_path, 6, labelled="csv"))
     with _tiny_disk(tmp_path / "disk", "40k") as disk:
-        ok, outcome = _export(studio, c, disk, qtbot)
+        ok, outcome = exported(c, disk, qtbot)
         names = {p.name for p in disk.iterdir()}
         pdf = (disk / "report.pdf").read_bytes() if "report.pdf" in names else b""
         assert not ok and "No space left on device" in str(outcome), f"{outcome}; a PDF of {len(pdf)} bytes"
@@ -113,7 +103,7 @@ def test_a_failing_pdf_stage_changes_nothing(
 
     c = studio.processed(make_folder(tmp_path, 4, labelled="csv"))
     out = tmp_path / "reports"
-    ok, _ = _export(studio, c, out, qtbot)
+    ok, _ = exported(c, out, qtbot)
     assert ok
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real = app.reports.export.stage
@@ -125,7 +115,7 @@ def test_a_failing_pdf_stage_changes_nothing(
 
     monkeypatch.setattr(app.reports.export, "stage", full_disk)
     monkeypatch.setattr("app.reports.pdf.stage", full_disk)
-    ok, message = _export(studio, c, out, qtbot)
+    ok, message = exported(c, out, qtbot)
     assert not ok and "No space left on device" in str(message) and "unchanged" in str(message)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "the earlier reports, as they were"
 
@@ -135,7 +125,7 @@ def test_an_export_to_a_fifo_or_device_is_refused(studio: Studio, tmp_path: Path
     out = tmp_path / "reports"
     out.mkdir()
     os.mkfifo(out / "report.pdf")
-    ok, message = _export(studio, c, out, qtbot)
+    ok, message = exported(c, out, qtbot)
     assert not ok and "not a regular file" in str(message)
     assert stat.S_ISFIFO(os.lstat(out / "report.pdf").st_mode)
     assert sorted(p.name for p in out.iterdir()) == ["report.pdf"], "nothing else written"
@@ -146,7 +136,7 @@ def test_names_that_are_not_utf8_are_exported(studio: Studio, tmp_path: Path, qt
     (folder / "img001.png").rename(folder / os.fsdecode(b"caf\xe9.png"))
     c = studio.processed(folder)
     out = tmp_path / os.fsdecode(b"reports\xff")
-    ok, paths = _export(studio, c, out, qtbot)
+    ok, paths = exported(c, out, qtbot)
     assert ok, paths
     assert {p.name for p in out.iterdir()} == REPORT_FILES
     assert b"caf\xe9.png" in (out / "predictions.csv").read_bytes(), (

@@ -13,19 +13,10 @@ import json
 from pathlib import Path
 
 from app_fixtures import make_folder
-from app_studio import RUN_TIMEOUT_MS, Studio
+from app_studio import Studio, exported
 
 from app.core.projects import ProjectStore
 from app.reports.ownership import FolderReports, reports_in
-
-
-def _export(app: object, out: Path, qtbot: object, ask: bool = False) -> tuple[bool, object]:
-    results: list[tuple[bool, object]] = []
-    app.exportFinished.connect(lambda paths: results.append((True, paths)))  # type: ignore[attr-defined]
-    app.exportError.connect(lambda message: results.append((False, message)))  # type: ignore[attr-defined]
-    app.controller.export(out, ask=ask)  # type: ignore[attr-defined]
-    qtbot.waitUntil(lambda: bool(results), timeout=RUN_TIMEOUT_MS)  # type: ignore[attr-defined]
-    return results[0]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -41,17 +32,19 @@ def test_a_namesake_projects_reports_are_not_replaced_without_a_question(
     second = Studio(qtbot, tmp_path / "home-b", model)
     try:
         a = first.processed(folder)  # the default project of one home
-        assert _export(a, out, qtbot)[0]
+        assert exported(a, out, qtbot, ask=False)[0]
         theirs = _files(out)
         written = json.loads(theirs["run_config.json"])["project"]
         assert written["name"] == "default" and len(written["id"]) == 32
 
         b = second.processed(folder)  # the default project of another home, the same folder
         assert b.controller.state.info.project.project_id != written["id"]
-        ok, message = _export(b, out, qtbot)
+        ok, message = exported(b, out, qtbot, ask=False)
         assert not ok and "not replaced" in str(message) and _files(out) == theirs
         assert written["id"][:12] in str(message), "the question tells the namesakes apart"
-        assert _export(a, out, qtbot)[0], "the first project's own reports are replaced without a question"
+        assert exported(a, out, qtbot, ask=False)[0], (
+            "the first project's own reports are replaced without a question"
+        )
     finally:
         for studio in (first, second):
             for app in studio.apps:
