@@ -33,6 +33,18 @@ def lum(x: np.ndarray) -> np.ndarray:
     return np.asarray(x.astype(np.float64).mean(3))
 
 
+def fine_detail(x: np.ndarray) -> np.ndarray:
+    """Per image, the mean distance of each pixel's luminance from the mean of its two vertical
+    neighbours (fine detail: blur lowers it, sharpening and noise raise it)."""
+    y = lum(x)
+    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
+
+
+def roughness(profiles: np.ndarray) -> np.ndarray:
+    """Per profile (a row of ``profiles``, ``(n, length)``), the mean absolute second difference."""
+    return np.asarray(np.abs(profiles[:, 2:] - 2 * profiles[:, 1:-1] + profiles[:, :-2]).mean(1))
+
+
 def lower(target: np.ndarray, source: np.ndarray) -> bool:
     """The target's mean is more than 3 pooled standard deviations below the source's."""
     pooled = np.sqrt((target.var(ddof=1) + source.var(ddof=1)) / 2) + 1e-9

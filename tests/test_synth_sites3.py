@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import site_set_checks as checks
-from site_set_checks import Check, higher, lower, lum
+from site_set_checks import Check, fine_detail, higher, lower, lum, roughness
 
 NEW = [("histo", "v3"), ("lesion", "v3"), ("fundus", "v3"), ("oct", "v2")]
 
@@ -35,14 +35,7 @@ def _streaks(x: np.ndarray) -> np.ndarray:
     """Roughness of the column means against the row means (streaks and seams run down the columns)."""
     y = lum(x)
     col, row = y.mean(1), y.mean(2)
-    d2c = np.abs(col[:, 2:] - 2 * col[:, 1:-1] + col[:, :-2]).mean(1)
-    d2r = np.abs(row[:, 2:] - 2 * row[:, 1:-1] + row[:, :-2]).mean(1)
-    return np.asarray(d2c / d2r)
-
-
-def _fine_detail(x: np.ndarray) -> np.ndarray:
-    y = lum(x)
-    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
+    return np.asarray(roughness(col) / roughness(row))
 
 
 def _top_centre(x: np.ndarray) -> np.ndarray:
@@ -85,7 +78,7 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
             bool((_saturation(t) == 0).all()) and higher(lum(t).mean((1, 2)), lum(s).mean((1, 2)))
         ),
         # video: captured at 40 % resolution, less fine detail
-        "v3site5": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
+        "v3site5": lambda t, s: lower(fine_detail(t), fine_detail(s)),
     },
     ("oct", "v2"): {
         # false colour instead of grey

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import site_set_checks as checks
-from site_set_checks import Check, higher, lower, lum
+from site_set_checks import Check, fine_detail, higher, lower, lum, roughness
 
 from lab.synth._optics import blur_yx
 
@@ -46,14 +46,7 @@ def _bands(x: np.ndarray) -> np.ndarray:
     n = x.shape[1]
     mid, inner = slice(n // 3, 2 * n // 3), slice(n // 4, 3 * n // 4)
     row, col = y[:, :, mid].mean(2)[:, inner], y[:, mid, :].mean(1)[:, inner]
-    d2r = np.abs(row[:, 2:] - 2 * row[:, 1:-1] + row[:, :-2]).mean(1)
-    d2c = np.abs(col[:, 2:] - 2 * col[:, 1:-1] + col[:, :-2]).mean(1)
-    return np.asarray(d2r / d2c)
-
-
-def _fine_detail(x: np.ndarray) -> np.ndarray:
-    y = lum(x)
-    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
+    return np.asarray(roughness(row) / roughness(col))
 
 
 def _aspect(x: np.ndarray) -> np.ndarray:
@@ -119,7 +112,7 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
         # rolling shutter: bands across the rows in every image
         "v4site2": lambda t, s: bool((_bands(t) > _bands(s).max()).all()),
         # motion blur: less fine detail
-        "v4site3": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
+        "v4site3": lambda t, s: lower(fine_detail(t), fine_detail(s)),
         # squeezed frame: the field is narrower than tall
         "v4site4": lambda t, s: bool((_aspect(t) < 0.85).all()) and bool((_aspect(s) > 0.95).all()),
         # local contrast normalisation: the slow changes across the field flattened

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import site_set_checks as checks
-from site_set_checks import Check, higher, lower, lum
+from site_set_checks import Check, fine_detail, higher, lower, lum
 
 from engine.cli import main as cli_main
 from lab.synth import SynthError, generate_arrays, site_names
@@ -99,11 +99,6 @@ def _red_clipped(x: np.ndarray) -> np.ndarray:
     return np.asarray([(one[..., 0][m] == 255).mean() for one, m in zip(x, inside, strict=True)])
 
 
-def _fine_detail(x: np.ndarray) -> np.ndarray:
-    y = lum(x)
-    return np.asarray(np.abs(y[:, 1:-1] - (y[:, :-2] + y[:, 2:]) / 2).mean((1, 2)))
-
-
 def _seam(x: np.ndarray) -> np.ndarray:
     """The column in the middle half where the most rows agree on the sign of the step across it."""
     y = lum(x)
@@ -177,7 +172,7 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
         # a bright flash: red saturated over much of the field
         "v5site2": lambda t, s: bool((_red_clipped(t) > 0.3).all()) and bool((_red_clipped(s) < 0.05).all()),
         # a halftone print: the dot screen is fine detail everywhere
-        "v5site3": lambda t, s: higher(_fine_detail(t), _fine_detail(s)),
+        "v5site3": lambda t, s: higher(fine_detail(t), fine_detail(s)),
         # a montage: a step across one column that every row shares
         "v5site4": lambda t, s: higher(_seam(t), _seam(s)),
         # high gain: the sensor's hot pixels in every image
@@ -187,7 +182,7 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
         # review-screen export: coloured segmentation lines on a grey scan
         "v4site2": lambda t, s: bool((_strong_colour(t) >= t.shape[1]).all()) and not _strong_colour(s).any(),
         # one frame with median noise reduction: fine texture gone
-        "v4site3": lambda t, s: lower(_fine_detail(t), _fine_detail(s)),
+        "v4site3": lambda t, s: lower(fine_detail(t), fine_detail(s)),
         # a myopic bowl: the RPE higher at both edges than at the centre
         "v4site4": lambda t, s: bool((_bowl(t) < -6).all()) and bool((_bowl(s) > -3).all()),
         # off-axis beam: the bands just above the RPE dim against it
