@@ -5,6 +5,7 @@ loads PySide6)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,17 @@ def folder(home: Path, n: int, review: bool = True) -> SourceOpened:
     items = tuple(StreamItem(i, f"k{i}", f"img{i}.png", path=root / f"img{i}.png") for i in range(n))
     review_dir = home / "profiles" / DEFAULT_PROJECT / "review" if review else None
     return SourceOpened(FolderSource(root, "name", items), 0, (), review_dir=review_dir)
+
+
+def labelled_folder(home: Path, truths: Sequence[int | None], origin: str) -> SourceOpened:
+    """:func:`folder` of ``len(truths)`` images whose dataset labels them ``truths`` (None: not
+    labelled), the labels read from ``origin``."""
+    opened = folder(home, len(truths))
+    items = tuple(
+        dataclasses.replace(it, ground_truth=t) for it, t in zip(opened.source.items, truths, strict=True)
+    )
+    labelled = dataclasses.replace(opened.source, items=items, label_origin=origin)  # type: ignore[arg-type]
+    return dataclasses.replace(opened, source=labelled)
 
 
 def results(*positions: int) -> tuple[ItemResult, ...]:

@@ -10,7 +10,6 @@ running every other test here loads no Qt module at all.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from controller_fakes import (
     ended,
     events_seen,
     folder,
+    labelled_folder,
     make,
     opened,
     results,
@@ -228,12 +228,7 @@ def _labelled(home: Path) -> tuple[Controller, FakeView]:
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(home))
     truths = [1, 0, 1, 0]
-    source = folder(home, 4)
-    items = tuple(
-        dataclasses.replace(it, ground_truth=t) for it, t in zip(source.source.items, truths, strict=True)
-    )
-    labelled = dataclasses.replace(source.source, items=items, label_origin="class sub-folders")  # type: ignore[arg-type]
-    c.sessions.on_worker_source_ready(dataclasses.replace(source, source=labelled))
+    c.sessions.on_worker_source_ready(labelled_folder(home, truths, "class sub-folders"))
     c.start()
     rows = [
         sample_row(i, pred=0 if i == 0 else truths[i], src=0, truth=truths[i], conf=0.95) for i in range(4)

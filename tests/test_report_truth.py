@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from app_fixtures import sample_row
 from app_studio import read_pdf_text
-from controller_fakes import ended, folder, make, results_of, session_info
+from controller_fakes import ended, labelled_folder, make, results_of, session_info
 
 from app.reports.files import CONFIG_NAME, CSV_NAME, REVIEWS_NAME
 from app.reports.pdf import pdf_bytes
@@ -31,12 +31,7 @@ def test_truth_and_reviewer_are_stated_apart_in_the_pdf_the_json_and_the_csvs(
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(tmp_path))
     truths = [1, 1, None]  # the dataset (labels.csv) labels the first two "tumor", not the third
-    source = folder(tmp_path, 3)
-    items = tuple(
-        dataclasses.replace(it, ground_truth=t) for it, t in zip(source.source.items, truths, strict=True)
-    )
-    labelled = dataclasses.replace(source.source, items=items, label_origin="labels.csv")  # type: ignore[arg-type]
-    c.sessions.on_worker_source_ready(dataclasses.replace(source, source=labelled))
+    c.sessions.on_worker_source_ready(labelled_folder(tmp_path, truths, "labels.csv"))
     c.start()
     rows = [sample_row(i, pred=0, src=0, truth=truths[i], conf=0.95) for i in range(3)]
     preview = np.zeros((8, 8, 3), np.uint8)
