@@ -32,27 +32,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.bench.endpoints import UnitCell, unit_endpoints
-from lab.bench.paired import Paired
 
 ADVERSARIAL = ("drift", "scan", "help-then-harm")
 METHOD = "idipt+"
 
 
-PAIRED = ("images", "source_acc", "adapted_acc", "fixed", "broken", "low", "high")
-
-
 def unit_cells(cells: Sequence[dict[str, Any]], variant: str) -> list[UnitCell]:
-    return [
-        UnitCell(
-            c["model"],
-            c["site"],
-            c["source_site"],
-            Paired(**{k: c["methods"][variant][k] for k in PAIRED}),
-            c["best_threshold_errors"],
-        )
-        for c in cells
-        if variant in c["methods"]
-    ]
+    return [UnitCell.from_cell_json(c, variant) for c in cells if variant in c["methods"]]
 
 
 def read_cells(path: Path) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.bench.endpoints import UnitCell, unit_endpoints
-from lab.bench.paired import Paired
 
 DEFAULT = "idipt+,idipt+ final,idipt+ guarded,foa-shift,idipt+ K=5,idipt+ K=10,idipt+ K=20,idipt+ K=20 noise=0.05,idipt+ K=20 noise=0.1"
 
@@ -73,7 +72,6 @@ def by_kind(path: Path, variants: list[str]) -> int:
     """Per protocol, variant and kind: median closed, harmed units, fixed / broken."""
     with gzip.open(path, "rt") as f:
         cells = json.load(f)
-    fields = ("images", "source_acc", "adapted_acc", "fixed", "broken", "low", "high")
     print(
         "| protocol | variant | kind | median error closed (target units) | harmed units | fixed / broken |"
     )
@@ -88,16 +86,7 @@ def by_kind(path: Path, variants: list[str]) -> int:
                 ]
                 if not mine:
                     continue
-                units = [
-                    UnitCell(
-                        c["model"],
-                        c["site"],
-                        c["source_site"],
-                        Paired(**{k: c["methods"][name][k] for k in fields}),
-                        c["best_threshold_errors"],
-                    )
-                    for c in mine
-                ]
+                units = [UnitCell.from_cell_json(c, name) for c in mine]
                 e = unit_endpoints(units)
                 harmed = ", ".join(f"{h['site']} {h['upper_bound']:+.1f}" for h in e["harmed_units"])
                 print(

@@ -25,7 +25,7 @@ noise, retroactive and online) gets the same endpoints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,13 @@ class UnitCell:
     source_site: bool
     result: Paired
     best_errors: int  # the best threshold's errors on the cell's images
+
+    @classmethod
+    def from_cell_json(cls, cell: Mapping[str, Any], variant: str) -> UnitCell:
+        """The ``variant`` of a cell as a suite's cells file holds it
+        (:meth:`lab.bench.suite_stream.SuiteCell.to_json`)."""
+        result = Paired.from_json(cell["methods"][variant])
+        return cls(cell["model"], cell["site"], cell["source_site"], result, cell["best_threshold_errors"])
 
 
 def unit_endpoints(cells: Sequence[UnitCell]) -> dict[str, Any]:

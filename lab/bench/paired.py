@@ -15,8 +15,9 @@ given per stream, never pooled over orders.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,11 @@ class Paired:
             "low": self.low,
             "high": self.high,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Paired:
+        """The result :meth:`to_json` wrote (its ``delta`` is derived, not read)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
 
 
 def _log_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
