@@ -8,6 +8,13 @@ import sys
 import engine
 
 
+def _fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a Python interpreter of its own (nothing imported yet), which must succeed."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_help_and_import_load_no_torch() -> None:
     code = (
         "import sys\n"
@@ -19,8 +26,7 @@ def test_help_and_import_load_no_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "assert 'engine._omp' in sys.modules, 'the OpenMP policy runs first'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    _fresh_python(code)
 
 
 def test_every_exported_name_resolves() -> None:
@@ -65,8 +71,7 @@ def test_the_product_commands_run_without_the_lab() -> None:
         "else:\n"
         "    raise AssertionError('f2tta bench ran without the lab')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = _fresh_python(code)
     assert "invalid choice: 'bench'" in done.stderr
     from engine.cli import COMMANDS, commands
 
