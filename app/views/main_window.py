@@ -259,7 +259,7 @@ class MainWindow(WindowBase):
         self.slide_view.set_region(x, y, width, height, rgb)
 
     def append_rows(self, rows: list[PredictionRow]) -> None:
-        self.table.model.append_rows(rows)
+        self.table.append_rows(rows)
 
     def update_rows(self, changes: list[RowChange]) -> None:
         """Rows whose ground truth changed (review marks)."""

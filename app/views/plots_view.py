@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
 from app.core.stats import PlotData
@@ -30,6 +31,7 @@ BAR_KEY = (
     f"<span style='color:{_hex(ADAPTED_COLOR)}'>■ as decided</span>&nbsp; "
     f"<span style='color:{_hex(SOURCE_COLOR)}'>■ original model</span>"
 )
+DATASET_TRUTH = "dataset labels"  # a labelled folder's truth (RunStatistics.truth)
 GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
 
@@ -99,6 +101,7 @@ class PlotsView(QWidget):
         layout.addWidget(self.caption)
         layout.addLayout(plots, 1)
         self.data: PlotData | None = None
+        self._waiting: PlotData | None = None  # the newest data, not drawn while the plots are not shown
         self._extent = 1
         self._quantity = "positive rate"
         self._titled = False
@@ -109,7 +112,8 @@ class PlotsView(QWidget):
         self.confidence_view.linkedViewChanged(self.running.getPlotItem().vb, self.confidence_view.XAxis)
 
     def png(self) -> bytes:
-        """The panel rendered to PNG bytes."""
+        """The panel rendered to PNG bytes (with the newest data, drawn now if it waited)."""
+        self._draw_waiting()
         image = self.grab().toImage()
         data = QByteArray()
         buffer = QBuffer(data)
@@ -126,8 +130,28 @@ class PlotsView(QWidget):
         self._title_segments(segment_size if total > 0 else 0)  # nothing open: no segment size to name
 
     def set_data(self, data: PlotData | None, labelled: bool | None = None) -> None:
-        """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show)."""
+        """Redraw from ``data`` (None clears the plots; ``labelled`` then says what they will show).
+
+        Plots the window does not show (another tab in front, their pane collapsed) are not drawn:
+        the newest data waits and is drawn when they are shown (:meth:`showEvent`), or when the
+        report asks for their picture (:meth:`png`)."""
         self.data = data
+        hidden = data is not None and not data.empty and not self.isVisibleTo(self.window())
+        self._waiting = data if hidden else None
+        if hidden:
+            return
+        self._draw(data, labelled)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        self._draw_waiting()
+        super().showEvent(event)
+
+    def _draw_waiting(self) -> None:
+        if self._waiting is not None:
+            data, self._waiting = self._waiting, None
+            self._draw(data, None)
+
+    def _draw(self, data: PlotData | None, labelled: bool | None) -> None:
         caption = data.caption if data is not None else ""
         if caption != self.caption.text().removeprefix("⚠ "):
             self.caption.setText(f"⚠ {caption}" if caption else "")
@@ -139,7 +163,11 @@ class PlotsView(QWidget):
             self.source_bars.setOpts(x=[], height=[])
             if labelled is None:
                 labelled = data is not None and data.labelled
-            self._set_quantity("accuracy" if labelled else "positive rate", data)
+            # A folder whose files are labelled is measured against its labels: the empty plots
+            # are titled as they will be, so the first rows change no title (a title re-lays out
+            # the plot and redraws its axes: the longest stall as a run began, issue 41).
+            truth = data.truth if data is not None and data.truth else DATASET_TRUTH
+            self._set_quantity(f"accuracy (against {truth})" if labelled else "positive rate", data)
             return
         against = f" (against {data.truth})" if data.truth else ""
         self._set_quantity(f"accuracy{against}" if data.labelled else "positive rate", data)

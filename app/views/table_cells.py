@@ -1,4 +1,5 @@
-"""The prediction table's cells as the view paints them: one call into Python a cell.
+"""The prediction table's cells as the view paints them: one call into Python a cell, and each
+distinct cell drawn once.
 
 Qt's item delegate asks the model for seven roles of every visible cell at every repaint (text,
 alignment, colours, font, check state, decoration), each a call from C++ into Python; with the
@@ -6,35 +7,139 @@ engine's thread holding the interpreter between its own calls, each of those wai
 the table's repaints were the longest stalls of the window during a run (issue 30). This delegate
 fills the style option from :meth:`PredictionTableModel.cell` in one call instead, and keeps the
 plain-text tooltips of :class:`~app.views._plain.PlainToolTips`.
+
+Laying out and drawing a cell's text was still most of a repaint (about 16 ms of the GUI thread's
+time for the 160 cells of a 1280×800 window, issue 41): the rows arrive at the bottom while the
+table follows them, so every new batch repaints every visible cell. A cell is drawn the way Qt
+draws it once, into a pixmap kept under what it shows (text, alignment, colours, size, state);
+the repaints after that copy the pixmap. Most cells repeat (a class name, a confidence, who
+decided), so a batch of new rows draws few cells afresh.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QBrush, QPalette
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from PySide6.QtCore import (
+    QEvent,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QRect,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtGui import QBrush, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QStyleOptionViewItem, QWidget
 
 from app.views._plain import PlainToolTips
-from app.views.table_model import PredictionTableModel
+from app.views.table_model import GROUP_COLUMN, REVIEW_COLUMN, PredictionTableModel
 
 HAS_DISPLAY = QStyleOptionViewItem.ViewItemFeature.HasDisplay
 ELIDE_RIGHT, ELIDE_MIDDLE = Qt.TextElideMode.ElideRight, Qt.TextElideMode.ElideMiddle
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter  # numbers: "#" and the confidence
 NO_BRUSH = QBrush()
+KEEPS_START_COLUMNS = (GROUP_COLUMN, REVIEW_COLUMN)  # the only ones PredictionTableModel.keeps_start names
+#: Cells kept drawn: a 1920×1080 window shows about 400; a few screens' worth stay for scrolling back.
+CACHED_CELLS = 2000
+#: What every cell looks different after (the view's events).
+REDRAW_ALL = frozenset(
+    (
+        QEvent.Type.PaletteChange,
+        QEvent.Type.FontChange,
+        QEvent.Type.StyleChange,
+        QEvent.Type.DevicePixelRatioChange,
+        QEvent.Type.ScreenChangeInternal,
+    )
+)
 
 
 class TableCells(PlainToolTips):
-    """Fills each cell's style option from the table model in one call (see the module notes).
+    """Fills each cell's style option from the table model in one call, and draws each distinct
+    cell once (see the module notes).
 
     Args:
         model: the table's model (its rows, as the proxy's source).
         proxy: the sort and filter proxy the view shows.
         parent: the view.
+
+    Attributes:
+        drawn: cells drawn afresh so far (the others were copied from :attr:`cells`).
     """
 
     def __init__(self, model: PredictionTableModel, proxy: QSortFilterProxyModel, parent: QWidget) -> None:
         super().__init__(parent)
         self._model, self._proxy = model, proxy
+        self.cells: OrderedDict[Hashable, QPixmap] = OrderedDict()
+        self.seen: OrderedDict[Hashable, None] = OrderedDict()  # cells painted once, not kept
+        self.drawn = 0
+        parent.installEventFilter(self)
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        source = self._proxy.mapToSource(index)
+        if not source.isValid():
+            super().paint(painter, option, index)
+            return
+        row, column = source.row(), source.column()
+        rect = option.rect
+        text, right, foreground, background = self._model.cell(row, column)
+        # What the drawn cell shows: the model's cell (its brushes are the model's module constants,
+        # told apart by identity), where it is elided, its size and its state (selected, focused,
+        # active); the palette, the font and the screen's pixel ratio clear the cells when they
+        # change (eventFilter).
+        keeps_start = column in KEEPS_START_COLUMNS and self._model.keeps_start(row, column)
+        key = (
+            text,
+            right,
+            id(foreground),
+            id(background),
+            keeps_start,
+            rect.width(),
+            rect.height(),
+            option.state,
+        )
+        pixmap = self.cells.get(key)
+        if pixmap is None:
+            if key not in self.seen:  # seen once: drawn as it is (a name, a number may not come again)
+                self.seen[key] = None
+                if len(self.seen) > CACHED_CELLS:
+                    self.seen.popitem(last=False)
+                super().paint(painter, option, index)
+                return
+            pixmap = self._draw(option, index, painter.device().devicePixelRatioF())
+            self.cells[key] = pixmap
+            if len(self.cells) > CACHED_CELLS:
+                self.cells.popitem(last=False)
+        else:
+            self.cells.move_to_end(key)
+        painter.drawPixmap(rect.topLeft(), pixmap)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in REDRAW_ALL:
+            self.cells.clear()
+            self.seen.clear()
+        return super().eventFilter(watched, event)
+
+    def _draw(
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex, ratio: float
+    ) -> QPixmap:
+        """The cell as Qt's delegate draws it, on the view's base colour (as the view shows it)."""
+        self.drawn += 1
+        rect = option.rect
+        pixmap = QPixmap(round(rect.width() * ratio), round(rect.height() * ratio))
+        pixmap.setDevicePixelRatio(ratio)
+        pixmap.fill(option.palette.color(QPalette.ColorRole.Base))
+        at_origin = QStyleOptionViewItem(option)
+        at_origin.rect = QRect(0, 0, rect.width(), rect.height())
+        painter = QPainter(pixmap)
+        try:
+            super().paint(painter, at_origin, index)
+        finally:
+            painter.end()
+        return pixmap
 
     def initStyleOption(
         self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex

@@ -81,7 +81,9 @@ class PredictionTableModel(QAbstractTableModel):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._rows: list[PredictionRow] = []
-        self._texts: list[tuple[str, ...]] = []  # display strings, formatted once per row
+        # Display strings, formatted once per row when it is first shown (None: not yet): a batch
+        # of rows is appended without formatting the many that scroll past unseen.
+        self._texts: list[tuple[str, ...] | None] = []
         self._reviews: dict[int, ReviewNote] = {}  # the review column by row
         self.review_updates = 0  # review texts set so far (a mark the reviewer declined sets none)
         self.uncertainty = UncertaintyRanks()  # the rows' uncertainties, to rank each within the site
@@ -113,7 +115,10 @@ class PredictionTableModel(QAbstractTableModel):
             return MAP_WORDS.get(shown.map_status) or self.uncertainty.band(shown.uncertainty)
         if column == GROUP_COLUMN:
             return decided_by(self._rows[row])
-        return self._texts[row][column]
+        texts = self._texts[row]
+        if texts is None:
+            texts = self._texts[row] = tuple(self._display(self._rows[row], c) for c in range(len(COLUMNS)))
+        return texts[column]
 
     def cell(self, row: int, column: int) -> Cell:
         """The cell's text, whether it is right-aligned (a number), its text colour and its
@@ -234,7 +239,7 @@ class PredictionTableModel(QAbstractTableModel):
             last = row.position
         self._rows.extend(rows)
         self.uncertainty.add(r.uncertainty for r in rows)
-        self._texts.extend(tuple(self._display(r, c) for c in range(len(COLUMNS))) for r in rows)
+        self._texts.extend([None] * len(rows))
         self.endInsertRows()
 
     def clear(self) -> None:
@@ -254,7 +259,7 @@ class PredictionTableModel(QAbstractTableModel):
         if math.isnan(self._rows[index].uncertainty):  # its map arrived (maps behind the decisions)
             self.uncertainty.add([row.uncertainty])
         self._rows[index] = row
-        self._texts[index] = tuple(self._display(row, c) for c in range(len(COLUMNS)))
+        self._texts[index] = None
         self.review_updates += 1
         if review.text:
             self._reviews[index] = review

@@ -39,6 +39,9 @@ from app.views.table_model import REVIEW_COLUMN, PredictionFilterProxy, Predicti
 
 #: Characters of the item's name the table keeps room for before it scrolls sideways.
 ITEM_MIN_CHARS = 12
+#: The longest count the count label keeps room for without laying the window out again.
+COUNT_ROOM = "00000 of 00000 rows"
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's largest widget size (not exported by PySide6)
 
 
 class PredictionTable(QWidget):
@@ -80,12 +83,15 @@ class PredictionTable(QWidget):
         self.follow_box.setChecked(True)
         self.follow_box.setToolTip("Show each new image as it is processed")
         self.count_label = QLabel("0 rows")
-        # Room for four-digit counts from the start: a label as wide as its text widened the
+        # Room for five-digit counts from the start: a label as wide as its text widened the
         # table, and with it a window at its least width, at every new digit (a resize and a
-        # repaint of the whole window during a run, issue 30).
-        self.count_label.setMinimumWidth(
-            self.count_label.fontMetrics().horizontalAdvance("0000 of 0000 rows")
-        )
+        # repaint of the whole window during a run, issue 30). Its size is fixed while its text
+        # fits: a label whose size may change asks its window to lay out again at every new text
+        # (6 ms of the GUI thread's time a batch of rows, issue 41); a text that does not fit
+        # (the reason an empty view gives) lets it grow.
+        self._count_room = self.count_label.fontMetrics().horizontalAdvance(COUNT_ROOM) + 4
+        self._count_fixed = False
+        self._fit_count("0 rows")
 
         self.table = QTableView()
         # Painted from the model's cells (one call a cell); tooltips hold file and class names.
@@ -349,6 +355,17 @@ class PredictionTable(QWidget):
         if self.model.rowCount():
             self.select_source_row(self.model.rowCount() - 1)
 
+    def append_rows(self, rows: list[PredictionRow]) -> None:
+        """Show ``rows``; while following the newest, the view scrolls to them at once, so the
+        rows and the scroll are painted together (the scroll that came with the newest image
+        repainted the table a second time)."""
+        self.model.append_rows(rows)
+        if rows and self.follow:
+            index = self.proxy.mapFromSource(self.model.index(self.model.rowCount() - 1, 0))
+            if index.isValid():
+                self.table.executeDelayedItemsLayout()  # Qt lays new rows out later: now, to reach them
+                self.table.scrollTo(index)
+
     @property
     def follow(self) -> bool:
         return self.follow_box.isChecked()
@@ -397,4 +414,18 @@ class PredictionTable(QWidget):
         filtered = self.proxy.row_filter
         if not shown and total and not filtered.text and filtered.mode in EMPTY_WHY:
             text += f": {EMPTY_WHY[filtered.mode]}"  # an empty view says why
-        self.count_label.setText(text)
+        if text != self.count_label.text():
+            self._fit_count(text)
+            self.count_label.setText(text)
+
+    def _fit_count(self, text: str) -> None:
+        """The count label's size fixed while ``text`` fits its room, free to grow otherwise."""
+        fixed = self.count_label.fontMetrics().horizontalAdvance(text) <= self._count_room
+        if fixed == self._count_fixed:
+            return
+        self._count_fixed = fixed
+        if fixed:
+            self.count_label.setFixedSize(self._count_room, self.count_label.sizeHint().height())
+        else:
+            self.count_label.setMinimumWidth(self._count_room)
+            self.count_label.setMaximumWidth(QWIDGETSIZE_MAX)
