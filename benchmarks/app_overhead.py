@@ -17,6 +17,17 @@ times, then (c) one long run of ``--long-images`` images through the app alone, 
 * the torch thread count inside the app's worker thread, and whether the GUI thread ever ran an
   OpenMP team of its own (it must not: see below).
 
+* for each app run, the GUI thread's own CPU time per event (the window's work, whatever the
+  machine's load made of the wall time): the most any event took, the 99th percentile of the
+  events over 1 ms, and how many took over 10 ms (target: none over ``CPU_TARGET_MS``), with the
+  load average then.
+
+``--load N`` starts N busy processes (one CPU each) beside the app for the whole measurement and
+stops them at the end: the stalls "with a CPU load beside it". ``--compare DIR`` measures the app
+of another source tree too (an export of an earlier commit: ``git archive REV | tar -x -C DIR``),
+alternating with this one in each repeat and in the long run, so the two are measured under the
+same load; the figures of each are printed side by side with their ratios.
+
 ``--handlers`` (debug) also prints, for each app run, the GUI thread's events by name: how many
 took over 1 ms, the longest and the total.
 
@@ -31,7 +42,7 @@ Usage::
 
     QT_QPA_PLATFORM=offscreen python benchmarks/app_overhead.py [--model CKPT] [--stream DIR]
         [--images N] [--method idipt] [--device cpu] [--repeats 3] [--variants default,OMP_WAIT_POLICY=PASSIVE]
-        [--long-images 2000] [--long-method source] [--handlers]
+        [--long-images 2000] [--long-method source] [--handlers] [--load 2] [--compare DIR]
 
 Defaults: the demo model, ``--images`` generated site-4 histology images with their labels
 (``labels.csv``, so the figures against the dataset's labels are computed as in a labelled
@@ -75,6 +86,7 @@ __all__ = ["DEMO_MODEL", "PING_MS", "ROOT", "make_stream", "open_app", "wait_for
 WARMUP_IMAGES = 8
 WINDOW = (1280, 800)  # the smallest screen the app is made for (the offscreen screen is 800×800)
 RATIO_TARGET, STALL_TARGET_MS, EDGE_ROWS = 1.05, 50.0, 100
+LOADED_STALL_TARGET_MS, CPU_TARGET_MS = 100.0, 10.0  # the stall with a load beside the app; CPU per event
 DEMO_MODEL = ROOT / "resources" / "demo" / "model.safetensors"
 
 
@@ -244,9 +256,11 @@ def measure(
     warmup: Path,
     env: dict[str, str],
     method: str,
+    tree: Path = ROOT,
 ) -> dict[str, Any]:
-    """One measurement in a fresh process with the environment ``env``."""
-    cmd = [sys.executable, __file__, "--child", kind, "--model", str(model), "--stream", str(stream)]
+    """One measurement in a fresh process with the environment ``env``, of the source ``tree``."""
+    script = tree / "benchmarks" / "app_overhead.py"
+    cmd = [sys.executable, str(script), "--child", kind, "--model", str(model), "--stream", str(stream)]
     cmd += ["--warmup", str(warmup), "--method", method, "--device", args.device]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -268,12 +282,42 @@ def main() -> int:
     parser.add_argument("--long-images", type=int, default=2000, help="images of the long app run (0: none)")
     parser.add_argument("--long-method", default="source", help="the long run's method")
     parser.add_argument("--handlers", action="store_true", help="debug: the GUI thread's events by name")
+    parser.add_argument("--load", type=int, default=0, help="busy processes to start beside the app")
+    parser.add_argument("--compare", type=Path, help="another source tree whose app is measured too")
     args = parser.parse_args()
     if args.child:
         run = child_headless if args.child == "headless" else child_app
         print(json.dumps(run(args.model, args.stream, args.warmup, args.method, args.device)))
         return 0
+    busy = start_load(args.load)
+    try:
+        return _main(args)
+    finally:
+        stop_load(busy)
 
+
+def start_load(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` processes that each keep a CPU busy until :func:`stop_load`."""
+    spin = "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\nwhile True: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+
+
+def stop_load(busy: list[subprocess.Popen[bytes]]) -> None:
+    for process in busy:
+        process.terminate()
+    for process in busy:
+        process.wait(timeout=10)
+
+
+def trees(args: argparse.Namespace) -> dict[str, Path]:
+    """The source trees whose app is measured, by label."""
+    found = {"this tree": ROOT}
+    if args.compare is not None:
+        found[f"compared ({args.compare})"] = args.compare.resolve()
+    return found
+
+
+def _main(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="f2tta-bench-"))
     model = args.model or (DEMO_MODEL if DEMO_MODEL.exists() else make_tiny_model(tmp))
     stream = args.stream or make_stream(tmp / "stream", args.images, args.size)
@@ -281,21 +325,64 @@ def main() -> int:
     count = sum(1 for p in stream.iterdir() if p.suffix == ".png")
     print(f"model {model}\nstream {stream} ({count} images), method {args.method}, device {args.device}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if args.load:
+        print(f"load: {args.load} busy processes beside the app, started by this script (a CPU each)")
+    print(f"trees measured: {', '.join(f'{k}' for k in trees(args))}")
 
     variants = parse_variants(args.variants)
-    figures: dict[str, dict[str, list[float]]] = {
-        v: {"ratios": [], "stalls": [], "p99s": [], "headless": [], "app": []} for v in variants
+    keys = [(v, t) for v in variants for t in trees(args)]
+    figures: dict[tuple[str, str], dict[str, list[float]]] = {
+        k: {"ratios": [], "stalls": [], "p99s": [], "headless": [], "app": [], "cpu": []} for k in keys
     }
     for r in range(args.repeats):
         for variant in variants:
             env = variant_env(variant, variants)
-            _repeat(f"{variant}, repeat {r + 1}", args, model, stream, warmup, env, figures[variant])
-    for variant, fig in figures.items():
-        print(f"\n{variant}: headless s {_list(fig['headless'])}, app s {_list(fig['app'])}")
-        _summary(fig["ratios"], fig["stalls"], fig["p99s"])
+            plain = measure("headless", args, model, stream, warmup, env, args.method)
+            for label, tree in trees(args).items():
+                fig = figures[(variant, label)]
+                _repeat(
+                    f"{variant}, {label}, repeat {r + 1}",
+                    args,
+                    plain,
+                    tree,
+                    (model, stream, warmup),
+                    env,
+                    fig,
+                )
+    for (variant, label), fig in figures.items():
+        print(f"\n{variant}, {label}: headless s {_list(fig['headless'])}, app s {_list(fig['app'])}")
+        _summary(fig["ratios"], fig["stalls"], fig["p99s"], fig["cpu"], bool(args.load))
     if args.long_images > 0:
-        _long_run(args, model, tmp, warmup)
+        long = {
+            label: _long_run(args, model, tmp, warmup, label, tree) for label, tree in trees(args).items()
+        }
+        if len(long) == 2:
+            (a, x), (b, y) = long.items()
+            print(
+                f"\nlong run, {a} / {b}: longest stall {_ratio(x[0], y[0])}, worst GUI-thread CPU per event {_ratio(x[1], y[1])}"
+            )
     return 0
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a:.1f} / {b:.1f} ms = {a / b:.2f}" if b else f"{a:.1f} / {b:.1f} ms"
+
+
+def cpu_per_event(recording: Recording) -> tuple[float, float, int]:
+    """The GUI thread's CPU time per event: the most, the 99th percentile of the events noted
+    (those over 1 ms of wall time) and how many took over ``CPU_TARGET_MS``."""
+    cpu = sorted(e.cpu_ms for e in recording.events)
+    if not cpu:
+        return 0.0, 0.0, 0
+    return cpu[-1], cpu[int(0.99 * (len(cpu) - 1))], sum(c > CPU_TARGET_MS for c in cpu)
+
+
+def cpu_line(recording: Recording) -> str:
+    worst, p99, over = cpu_per_event(recording)
+    return (
+        f"GUI-thread CPU per event: worst {worst:.1f} ms, p99 {p99:.1f} ms, "
+        f"{over} events over {CPU_TARGET_MS:.0f} ms (target: none)"
+    )
 
 
 def _list(values: list[float]) -> str:
@@ -305,16 +392,18 @@ def _list(values: list[float]) -> str:
 def _repeat(
     label: str,
     args: argparse.Namespace,
-    model: Path,
-    stream: Path,
-    warmup: Path,
+    plain: dict[str, Any],
+    tree: Path,
+    files: tuple[Path, Path, Path],
     env: dict[str, str],
     fig: dict[str, list[float]],
 ) -> None:
-    """One headless and one app measurement with ``env``, appended to ``fig`` and printed."""
-    plain = measure("headless", args, model, stream, warmup, env, args.method)
-    app = measure("app", args, model, stream, warmup, env, args.method)
+    """One app measurement of ``tree`` with ``env`` beside the headless one ``plain``, appended
+    to ``fig`` and printed (``files``: the model, the stream and the warm-up stream)."""
+    model, stream, warmup = files
+    app = measure("app", args, model, stream, warmup, env, args.method, tree)
     recording = Recording.from_json(app["recording"])
+    fig["cpu"].append(cpu_per_event(recording)[0])
     gaps = sorted(g.ms for g in recording.gaps)
     ratios, stalls, p99s = fig["ratios"], fig["stalls"], fig["p99s"]
     fig["headless"].append(plain["seconds"])
@@ -329,6 +418,7 @@ def _repeat(
         f"longest UI stall {stalls[-1]:.1f} ms, p99 gap {p99s[-1]:.1f} ms; "
         f"load {os.getloadavg()[0]:.2f}"
     )
+    print(f"  {cpu_line(recording)}")
     _print_stalls(recording, args.handlers)
 
 
@@ -342,14 +432,23 @@ def _print_stalls(recording: Recording, handlers: bool) -> None:
             print(f"    {line}")
 
 
-def _long_run(args: argparse.Namespace, model: Path, tmp: Path, warmup: Path) -> None:
-    """One app run of ``--long-images`` images: the stalls while the first and the last rows arrived."""
+def _long_run(
+    args: argparse.Namespace, model: Path, tmp: Path, warmup: Path, label: str, tree: Path
+) -> tuple[float, float]:
+    """One app run of ``tree`` of ``--long-images`` images: the stalls while the first and the
+    last rows arrived; the longest stall and the most GUI-thread CPU time an event took."""
     n = args.long_images
-    stream = make_stream(tmp / "long", n, args.size, seed=3)
-    print(f"\nlong run: {n} generated images through the app, method {args.long_method}")
-    result = measure("app", args, model, stream, warmup, dict(os.environ), args.long_method)
+    stream = tmp / "long"
+    if not stream.exists():
+        make_stream(stream, n, args.size, seed=3)
+    print(f"\nlong run, {label}: {n} generated images through the app, method {args.long_method}")
+    result = measure("app", args, model, stream, warmup, dict(os.environ), args.long_method, tree)
     recording = Recording.from_json(result["recording"])
-    print(f"  {result['seconds']:.2f} s, load {os.getloadavg()[0]:.2f}")
+    gaps = [g.ms for g in recording.gaps]
+    print(
+        f"  {result['seconds']:.2f} s, load {os.getloadavg()[0]:.2f}; longest UI stall {max(gaps, default=0.0):.1f} ms"
+    )
+    print(f"  {cpu_line(recording)}")
     worst = 0.0
     for label, rows in (
         (f"rows 1-{EDGE_ROWS}", (0, EDGE_ROWS)),
@@ -368,19 +467,29 @@ def _long_run(args: argparse.Namespace, model: Path, tmp: Path, warmup: Path) ->
             print(
                 f"    the GUI thread's busiest event then: {top.name}, {top.cpu_ms:.1f} ms CPU ({top.ms:.1f} ms wall)"
             )
-    verdict = "OK" if worst < STALL_TARGET_MS else "OVER"
-    print(f"  longest of the two: {worst:.1f} ms (target < {STALL_TARGET_MS:.0f} ms) -> {verdict}")
+    target = LOADED_STALL_TARGET_MS if args.load else STALL_TARGET_MS
+    verdict = "OK" if worst < target else "OVER"
+    print(f"  longest of the two: {worst:.1f} ms (target < {target:.0f} ms) -> {verdict}")
     _print_stalls(recording, args.handlers)
+    return max(gaps, default=0.0), cpu_per_event(recording)[0]
 
 
-def _summary(ratios: list[float], stalls: list[float], p99s: list[float]) -> None:
+def _summary(
+    ratios: list[float], stalls: list[float], p99s: list[float], cpu: list[float], loaded: bool
+) -> None:
     ratio = statistics.median(ratios)
     verdict = "OK" if ratio <= RATIO_TARGET else "OVER"
     print(f"median app/headless time ratio: {ratio:.3f} (target <= {RATIO_TARGET}) -> {verdict}")
     stall = max(stalls)
-    verdict = "OK" if stall < STALL_TARGET_MS else "OVER"
-    print(f"longest UI event-loop stall: {stall:.1f} ms (target < {STALL_TARGET_MS:.0f} ms) -> {verdict}")
+    target = LOADED_STALL_TARGET_MS if loaded else STALL_TARGET_MS
+    verdict = "OK" if stall < target else "OVER"
+    print(f"longest UI event-loop stall: {stall:.1f} ms (target < {target:.0f} ms) -> {verdict}")
     print(f"median p99 ping gap: {statistics.median(p99s):.1f} ms (ping every {PING_MS} ms)")
+    worst = max(cpu)
+    verdict = "OK" if worst <= CPU_TARGET_MS else "OVER"
+    print(
+        f"most GUI-thread CPU one event took: {worst:.1f} ms (target <= {CPU_TARGET_MS:.0f} ms) -> {verdict}"
+    )
 
 
 if __name__ == "__main__":
