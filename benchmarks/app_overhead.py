@@ -22,9 +22,14 @@ times, then (c) one long run of ``--long-images`` images through the app alone, 
   events over 1 ms, and how many took over 10 ms (target: none over ``CPU_TARGET_MS``), with the
   load average then.
 
+The window shows the opened folder for ``SETTLE_MS`` before each run starts (as a user sees it
+before pressing Run); the most GUI-thread CPU time an event took then (the work area's first
+paint) is printed apart, as opening's.
+
 ``--load N`` starts N busy processes (one CPU each) beside the app for the whole measurement and
 stops them at the end: the stalls "with a CPU load beside it". ``--compare DIR`` measures the app
-of another source tree too (an export of an earlier commit: ``git archive REV | tar -x -C DIR``),
+of another source tree too, with this script (an export of an earlier commit:
+``git archive REV | tar -x -C DIR``),
 alternating with this one in each repeat and in the long run, so the two are measured under the
 same load; the figures of each are printed side by side with their ratios.
 
@@ -86,6 +91,7 @@ __all__ = ["DEMO_MODEL", "PING_MS", "ROOT", "make_stream", "open_app", "wait_for
 WARMUP_IMAGES = 8
 WINDOW = (1280, 800)  # the smallest screen the app is made for (the offscreen screen is 800×800)
 RATIO_TARGET, STALL_TARGET_MS, EDGE_ROWS = 1.05, 50.0, 100
+SETTLE_MS = 500  # the window shows the opened folder this long before the run starts
 LOADED_STALL_TARGET_MS, CPU_TARGET_MS = 100.0, 10.0  # the stall with a load beside the app; CPU per event
 DEMO_MODEL = ROOT / "resources" / "demo" / "model.safetensors"
 
@@ -192,7 +198,7 @@ def child_headless(model: Path, stream: Path, warmup: Path, method: str, device:
 
 def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str) -> dict[str, Any]:
     """Start to end of a run in the app, with the UI's stalls meanwhile (after a warm-up run)."""
-    from PySide6.QtCore import QEventLoop
+    from PySide6.QtCore import QEventLoop, QTimer
 
     import engine  # noqa: F401 - before torch, as the app imports it (engine/_omp.py)
 
@@ -201,8 +207,17 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
     home = Path(tempfile.mkdtemp(prefix="f2tta-overhead-"))
     threads: list[int] = []
 
+    opening: list[float] = []
+
     def run(folder: Path, project: str) -> float:
         studio = open_app(model, folder, method, device, home, autosave_every=0, project=project)
+        # The window shows the folder before the run starts, as a user sees it before pressing
+        # Run: its first paint of the work area belongs to opening, measured apart.
+        recording.events.clear()
+        settle = QEventLoop()
+        QTimer.singleShot(SETTLE_MS, settle.quit)
+        settle.exec()
+        opening.append(max((e.cpu_ms for e in recording.events), default=0.0))
         pinger = Pinger(recording, lambda: len(studio.controller.model.rows))
         loop = QEventLoop()
         studio.runFinished.connect(loop.quit)
@@ -227,6 +242,7 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
         "recording": recording.to_json(),
         "threads": threads[-1],
         "gui_teams": _gui_thread_teams(),
+        "opening_cpu_ms": opening[-1],
     }
 
 
@@ -259,8 +275,8 @@ def measure(
     tree: Path = ROOT,
 ) -> dict[str, Any]:
     """One measurement in a fresh process with the environment ``env``, of the source ``tree``."""
-    script = tree / "benchmarks" / "app_overhead.py"
-    cmd = [sys.executable, str(script), "--child", kind, "--model", str(model), "--stream", str(stream)]
+    cmd = [sys.executable, __file__, "--child", kind, "--model", str(model), "--stream", str(stream)]
+    cmd += ["--root", str(tree)]  # this script measures the app of ``tree``
     cmd += ["--warmup", str(warmup), "--method", method, "--device", args.device]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -284,7 +300,10 @@ def main() -> int:
     parser.add_argument("--handlers", action="store_true", help="debug: the GUI thread's events by name")
     parser.add_argument("--load", type=int, default=0, help="busy processes to start beside the app")
     parser.add_argument("--compare", type=Path, help="another source tree whose app is measured too")
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)  # the source tree a child measures
     args = parser.parse_args()
+    if args.root is not None:
+        sys.path.insert(0, str(args.root))
     if args.child:
         run = child_headless if args.child == "headless" else child_app
         print(json.dumps(run(args.model, args.stream, args.warmup, args.method, args.device)))
@@ -364,6 +383,10 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _opening(result: dict[str, Any]) -> str:
+    return f"opening the folder (before the run): {result['opening_cpu_ms']:.1f} ms CPU at most"
+
+
 def _ratio(a: float, b: float) -> str:
     return f"{a:.1f} / {b:.1f} ms = {a / b:.2f}" if b else f"{a:.1f} / {b:.1f} ms"
 
@@ -418,7 +441,7 @@ def _repeat(
         f"longest UI stall {stalls[-1]:.1f} ms, p99 gap {p99s[-1]:.1f} ms; "
         f"load {os.getloadavg()[0]:.2f}"
     )
-    print(f"  {cpu_line(recording)}")
+    print(f"  {cpu_line(recording)}; {_opening(app)}")
     _print_stalls(recording, args.handlers)
 
 
@@ -448,7 +471,7 @@ def _long_run(
     print(
         f"  {result['seconds']:.2f} s, load {os.getloadavg()[0]:.2f}; longest UI stall {max(gaps, default=0.0):.1f} ms"
     )
-    print(f"  {cpu_line(recording)}")
+    print(f"  {cpu_line(recording)}; {_opening(result)}")
     worst = 0.0
     for label, rows in (
         (f"rows 1-{EDGE_ROWS}", (0, EDGE_ROWS)),
