@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 ## The default test suite with the linters (what CI runs first).
 test: $(STAMP) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -x

@@ -71,6 +71,16 @@ def studio(qtbot: object, home: Path, model: Path) -> Iterator[object]:
         assert not studio_app.engine_thread.isRunning()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes the user's real data folder: a test that asks for none gets one of this
+    session's (each of `make test`'s parallel workers has its own session, so two workers never
+    share projects, the recent list or the app's one-instance lock)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("F2TTA_STUDIO_HOME", str(tmp_path_factory.mktemp("studio-home")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _collection_given_back() -> Iterator[None]:
     """After a test that built a StudioApp (its worker threads ended), CPython collects as usual."""
