@@ -58,9 +58,8 @@ class SiteSettings:
     seed: int = 0
     precision: str = "auto"
     compiled: bool = False
-    job: JobOptions = field(
-        default_factory=JobOptions
-    )  # how each site's job runs; its command and review files are the site's
+    # How each site's job runs; its command and review files are the site's.
+    job: JobOptions = field(default_factory=JobOptions)
     max_skipped: float = 0.5
     threads: int | None = None  # torch threads of the process that runs the site (None: as it is)
     record: dict[str, Any] = field(default_factory=dict)  # the run's arguments, for .config.json
