@@ -101,3 +101,16 @@ def test_the_tables_tooltip_says_where_a_decision_came_from() -> None:
     assert "adaptation changed the original model's call" in tip
     assert "decided by the site threshold, unreviewed (-2.50 on the original model's score) (site 4)" in tip
     assert "decided by" not in PredictionTableModel._tooltip(_row(1, 0, 0, None))
+
+
+def test_a_rows_csv_cells_are_the_same_after_the_journal_keeps_it() -> None:
+    """The CSV a resumed run rewrites from the journal (6 decimals) reads as the one written live:
+    seconds of 0.00234999 were "0.0023" live and "0.0024" after the journal's round to 0.00235."""
+    import dataclasses
+
+    row = dataclasses.replace(_row(0, 1, 1, 1), seconds=0.00234999, confidence=0.12345649999)
+    back = PredictionRow.from_json(row.to_json())
+    assert back.seconds != row.seconds  # the journal did round it
+    assert csv_cells(back) == csv_cells(row)
+    cells = dict(zip(CSV_COLUMNS, csv_cells(row), strict=True))
+    assert cells["seconds"] == "0.0024" and cells["confidence"] == "0.123456"

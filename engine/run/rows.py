@@ -284,7 +284,9 @@ def unescape_cell(text: str) -> str:
 
 
 def _num(value: float, digits: int = 6) -> str:
-    return "" if not math.isfinite(value) else f"{value:.{digits}f}"
+    # rounded to the journal's 6 decimals first, so a CSV rewritten from the journal reads as the one
+    # written live: 0.00234999 s was "0.0023" live but "0.0024" after the journal's 0.00235
+    return "" if not math.isfinite(value) else f"{round(value, 6):.{digits}f}"
 
 
 def csv_cells(row: PredictionRow) -> list[str]:
