@@ -63,6 +63,11 @@ from engine.run.batch import default_batch as default_batch
 from engine.run.certificates import Certificate as Certificate
 from engine.run.certificates import SiteCertificates as SiteCertificates
 from engine.run.certificates import site_certificates as site_certificates
+from engine.run.cohort_state import COHORT_FILE as COHORT_FILE
+from engine.run.cohort_state import SiteRecord as SiteRecord
+from engine.run.cohort_state import is_cohort_state as is_cohort_state
+from engine.run.cohort_state import read_record as read_record
+from engine.run.cohort_state import site_out as site_out
 from engine.run.decisions import decision_summary as decision_summary
 from engine.run.decisions import describe_decision as describe_decision
 from engine.run.geojson import geojson_bytes as geojson_bytes
@@ -70,6 +75,7 @@ from engine.run.geojson import tiles_geojson as tiles_geojson
 from engine.run.inputs import input_notes as input_notes
 from engine.run.inputs import processed_here as processed_here
 from engine.run.journal import in_recorded_order as in_recorded_order
+from engine.run.outputs import config_path as config_path
 from engine.run.review_outlook import ANSWERS_WHEN_CLEARLY_BETTER as ANSWERS_WHEN_CLEARLY_BETTER
 from engine.run.review_outlook import IN_A_REPORT as IN_A_REPORT
 from engine.run.review_outlook import IN_THE_APP as IN_THE_APP

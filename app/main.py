@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="use this state directory (e.g. one written by `f2tta run --state DIR`) instead of a project",
     )
     parser.add_argument(
+        "--cohort",
+        type=Path,
+        metavar="DIR",
+        help="also show the cohort in this state folder (`f2tta run --state DIR` over several slides or folders)",
+    )
+    parser.add_argument(
         "--method", help="adaptation method (default: engine.DEFAULT_METHOD; `f2tta methods` lists them)"
     )
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps")
@@ -122,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.path is not None and not args.path.exists():
         print(f"f2tta-studio: {args.path}: no such file or folder", file=sys.stderr)
         return 2
+    if args.cohort is not None and not args.cohort.is_dir():
+        print(f"f2tta-studio: --cohort {args.cohort}: no such folder", file=sys.stderr)
+        return 2
     if (args.run or args.export) and args.path is None:
         print("f2tta-studio: --run and --export need a PATH to open", file=sys.stderr)
         return 2
@@ -146,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.core.settings import load_settings
     from app.runtime.singleton_refs import protect_singletons
     from app.shell.studio_app import StudioApp
+    from app.views.cohort_view import open_cohort_window
     from app.views.main_window import ICON, MainWindow
 
     protect_singletons()  # before the first signals: PySide6 takes references from True and None
@@ -225,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # its model moved away) ends a scripted run at once, and a request to quit made before the loop
     # ran would be lost (the run never ended).
     QTimer.singleShot(0, studio.controller.load_session)
+    if args.cohort is not None:
+        cohort = args.cohort
+        QTimer.singleShot(0, lambda: open_cohort_window(window, cohort))
     try:
         code = app.exec()
     finally:

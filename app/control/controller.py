@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from app._engine import Certificate, SlideSource
+from app.control.cohort_actions import CohortActions
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
 from app.control.requests import Ticker, WorkerRequests
@@ -69,6 +70,7 @@ class Controller:
         self.projects = ProjectActions(self.ctx, self.sessions)
         self.exports = ExportActions(self.ctx)
         self.selection = SelectionController(self.ctx)
+        self.cohorts = CohortActions(self.ctx, self.sessions)
         self._closing = False
         self._region_ticket = 0
         self._throttle = MessageThrottle()

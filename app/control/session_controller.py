@@ -205,7 +205,9 @@ class SessionController:
         self.view.set_source_title(source.display_name)
         # The order menu says the order this folder arrives in (a begun one continues in its own).
         self.view.set_order(source.order if isinstance(source, FolderSource) else self.state.settings.order)
-        for level, text in notices.source_opened(source, opened, model.pending, self.state.settings.project):
+        st = self.state  # a --state folder (a cohort's site) is named by its folder, as in the project list
+        shown = st.state_dir.name if st.state_dir is not None else st.settings.project
+        for level, text in notices.source_opened(source, opened, model.pending, shown):
             self.status.log(level, text)
         for level, text in model.desk.take_notes():  # marks that could not be used, and why
             self.status.log(level, text)

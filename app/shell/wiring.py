@@ -57,6 +57,7 @@ def window_connections(window: MainWindow, c: Controller) -> list[Connection]:
         (window.undoRequested, c.on_window_undo_requested),
         (window.bannerActionTriggered, projects.on_window_banner_action_triggered),
         (window.demoRequested, projects.on_window_demo_requested),
+        (window.cohortSiteRequested, c.cohorts.open_site),
         (window.regionRequested, c.on_window_region_requested),
     ]
 

@@ -19,6 +19,7 @@ from app.core.recent import InputLine
 from app.views import _prompts as ask
 from app.views._layout import PANES, Panes
 from app.views._plain import plain_tooltip
+from app.views.cohort_view import open_cohort_window
 from app.views.project_combo import ProjectCombo
 from app.views.window_base import Views, WindowBase
 
@@ -59,6 +60,12 @@ class WindowActions:
         name = self.project_combo.current_name
         self.open_folder = action(w, "Open folder…", lambda: ask.open_folder(w), "Ctrl+O", "Open folder")
         self.open_slide = action(w, "Open slide…", lambda: ask.open_slide(w), "Ctrl+Shift+O", "Open slide")
+        self.open_cohort = action(
+            w,
+            "Open cohort…",
+            lambda: open_cohort_window(w),
+            tip="A cohort run by f2tta run: its sites, their progress, a run in the background, each site's review",
+        )
         self.export = action(w, "Export reports…", lambda: ask.export(w), "Ctrl+E", "Export")
         self.quit = action(w, "Quit", w.close, QKeySequence.StandardKey.Quit)
         self.start = action(w, "Start", w.startRequested.emit, "F5", tip="Process the images (F5)")
@@ -210,7 +217,7 @@ class WindowActions:
     # -- menus and toolbar ---------------------------------------------------------------------
     def build_menus(self, menu: QMenuBar) -> None:
         file_menu = menu.addMenu("&File")
-        file_menu.addActions([self.new_project, self.open_folder, self.open_slide])
+        file_menu.addActions([self.new_project, self.open_folder, self.open_slide, self.open_cohort])
         file_menu.addMenu(self.recent_menu)
         self.fill_recent([])
         file_menu.addMenu(self.order_menu)

@@ -80,6 +80,9 @@ class WindowBase(QMainWindow):
     undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
     bannerActionTriggered = Signal(str, str)  # banner key, action id
     demoRequested = Signal(str)  # "histology" or "fundus"
+    cohortSiteRequested = Signal(
+        object
+    )  # a cohort's site to review (app.core.cohort_sites.CohortSiteRequest)
     regionRequested = Signal(int, int, int, int, int)  # slide rectangle (level 0) at this many pixels
 
     def __init__(self, parent: QWidget | None = None) -> None:

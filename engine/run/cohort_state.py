@@ -109,6 +109,44 @@ def is_cohort_state(directory: Path) -> bool:
     return os.path.lexists(directory / COHORT_FILE)
 
 
+def read_record(directory: Path) -> tuple[dict[str, SiteRecord], str]:
+    """The sites of the cohort record in ``directory`` (by case-folded name, in the recorded order)
+    and its ``--out`` folder; none when there is no record. Reads without taking the lock, so the app
+    can show a cohort another process is running (the record is written atomically).
+
+    Raises:
+        StateError: the record cannot be read, or is not a cohort record of this format.
+    """
+    path = Path(directory) / COHORT_FILE
+    try:
+        data = read_json_file(path, what="the cohort's record", max_bytes=MAX_COHORT_BYTES, max_depth=8)
+    except FileNotFoundError:
+        return {}, ""
+    except (JsonFileError, OSError) as exc:
+        raise StateError(f"{exc}; it was not changed") from exc
+    try:
+        obj = require_object(data, COHORT_FILE)
+        if obj.get("kind") != COHORT_KIND or obj.get("format") != COHORT_FORMAT:
+            raise SchemaError(f"{COHORT_FILE}: not a cohort record of format {COHORT_FORMAT}")
+        sites: dict[str, SiteRecord] = {}
+        for i, item in enumerate(require_list(obj.get("sites"), "sites", MAX_SITES)):
+            where = f"sites[{i}]"
+            entry = require_object(item, where)
+            texts = {k: entry.get(k, "") for k in ("site", "path", "kind", "label", "reviews", "content")}
+            if not all(isinstance(v, str) and len(v) <= 8192 for v in texts.values()):
+                raise SchemaError(f"{where}: a field that is not a short text")
+            result = entry.get("result")
+            record = SiteRecord(
+                **texts,
+                result=None if result is None else SiteResult.from_json(result, f"{where}.result"),
+            )
+            sites[record.site.casefold()] = record
+        out = obj.get("out", "")
+        return sites, out if isinstance(out, str) else ""
+    except SchemaError as exc:
+        raise StateError(f"{path}: cannot be used ({exc}); it was not changed") from exc
+
+
 class CohortState(Closing):
     """A cohort's state folder (created when missing), locked until :meth:`close`.
 
@@ -147,34 +185,7 @@ class CohortState(Closing):
             raise
 
     def _read(self) -> tuple[dict[str, SiteRecord], str]:
-        path = self.directory / COHORT_FILE
-        try:
-            data = read_json_file(path, what="the cohort's record", max_bytes=MAX_COHORT_BYTES, max_depth=8)
-        except FileNotFoundError:
-            return {}, ""
-        except (JsonFileError, OSError) as exc:
-            raise StateError(f"{exc}; it was not changed") from exc
-        try:
-            obj = require_object(data, COHORT_FILE)
-            if obj.get("kind") != COHORT_KIND or obj.get("format") != COHORT_FORMAT:
-                raise SchemaError(f"{COHORT_FILE}: not a cohort record of format {COHORT_FORMAT}")
-            sites: dict[str, SiteRecord] = {}
-            for i, item in enumerate(require_list(obj.get("sites"), "sites", MAX_SITES)):
-                where = f"sites[{i}]"
-                entry = require_object(item, where)
-                texts = {k: entry.get(k, "") for k in ("site", "path", "kind", "label", "reviews", "content")}
-                if not all(isinstance(v, str) and len(v) <= 8192 for v in texts.values()):
-                    raise SchemaError(f"{where}: a field that is not a short text")
-                result = entry.get("result")
-                record = SiteRecord(
-                    **texts,
-                    result=None if result is None else SiteResult.from_json(result, f"{where}.result"),
-                )
-                sites[record.site.casefold()] = record
-            out = obj.get("out", "")
-            return sites, out if isinstance(out, str) else ""
-        except SchemaError as exc:
-            raise StateError(f"{path}: cannot be used ({exc}); it was not changed") from exc
+        return read_record(self.directory)
 
     def take(self, inputs: Sequence[CohortInput]) -> list[str]:
         """Record ``inputs`` (new sites are added, known ones must be named as recorded); the notes
