@@ -134,12 +134,16 @@ def test_a_manifest_names_every_site_as_recorded(ran: tuple[Path, Path, list[Pat
     state, _, inputs = ran
     cohort = read_cohort(state)
     inputs[1].rename(tmp_path / "gone.tif")  # a slide moved away: left out, its rows kept
-    assert write_manifest(cohort, tmp_path / "m.csv") == ["slide01"]
+    assert write_manifest(cohort, tmp_path / "m.csv") == (["slide00", "site-images"], ["slide01"])
     found = cohort_inputs([tmp_path / "m.csv"])
     assert found is not None and [(i.site, i.path) for i in found] == [
         ("slide00", inputs[0]),
         ("site-images", inputs[2]),
     ]
+    # While some sites are unfinished only they are named (a finished site open in the main window
+    # would otherwise be reported in use by the run).
+    cohort.records[2].result = None
+    assert write_manifest(cohort, tmp_path / "m.csv") == (["site-images"], [])
 
 
 def test_a_site_opens_in_the_main_window_with_its_rows(studio: object, tmp_path: Path) -> None:
@@ -163,7 +167,7 @@ def test_a_site_opens_in_the_main_window_with_its_rows(studio: object, tmp_path:
     # A review mark given in the main window is kept in the site's state, and the list says so.
     controller.on_window_review_requested(rows[0].position, rows[0].source_prediction)
     window.refresh(force=True)
-    assert window.row_texts("site-images")["Review"].startswith("Reviewed in the app")
+    assert window.row_texts("site-images")["Review"] == "Reviewed in the app: 1 answer"
     assert window.row_texts("slide00")["Review"] == "Not reviewed yet"
 
 

@@ -21,8 +21,10 @@ from typing import Any
 from app._engine import (
     COHORT_FILE,
     JsonFileError,
+    KeyedJsonLines,
     SiteRecord,
     StateError,
+    UnsafeFileError,
     config_path,
     is_cohort_state,
     read_json_file,
@@ -188,14 +190,19 @@ def _site(directory: Path, record: SiteRecord) -> CohortSite:
 
 
 def review_words(state: Path, recorded: str) -> str:
-    """The site's review: answers given in the app (kept in its state's review folder) or a reviews
-    file the run applied (``recorded``, the run's words), else that it is not reviewed yet."""
+    """The site's review: the answers given in the app (the marks kept in its state's review
+    folder, read with the engine's JSON-lines reader: the last record of an image wins, a null
+    label clears it), or a reviews file the run applied (``recorded``, the run's words), else that
+    it is not reviewed yet ("–": not run yet)."""
+    answers = 0
     try:
-        reviewed = any(f.stat().st_size > 0 for f in (state / REVIEW_DIR).glob("*.marks.jsonl"))
-    except OSError:
-        reviewed = False
-    if reviewed:
-        return "Reviewed in the app (open it for its certificates)"
+        for path in sorted((state / REVIEW_DIR).glob("*.marks.jsonl")):
+            records, _ = KeyedJsonLines(path, key="k").read()
+            answers += sum(1 for r in records.values() if r.get("label") is not None)
+    except (OSError, UnsafeFileError, ValueError):
+        pass  # unreadable here: the site's own window says why when it is opened
+    if answers:
+        return f"Reviewed in the app: {answers} answer{'s' if answers != 1 else ''}"
     if not recorded:  # not run yet
         return "–"
     if recorded.startswith("no review marks given"):
@@ -254,20 +261,27 @@ def _from_record(cohort: Cohort, run: dict[str, Any]) -> RecordedRun:
     return RecordedRun(model, method if isinstance(method, str) else "", tuple(options), note=note)
 
 
-def write_manifest(cohort: Cohort, path: Path) -> list[str]:
-    """A manifest naming every recorded site whose slide or folder is there as the cohort recorded
-    it (its path, name, label and reviews file), so that a run over it continues each site in its
-    own state; the names of the sites left out because their input is gone (they keep their rows)."""
+def write_manifest(cohort: Cohort, path: Path) -> tuple[list[str], list[str]]:
+    """A manifest naming the sites to run as the cohort recorded them (path, name, label, reviews
+    file), so that a run over it continues each site in its own state: the unfinished sites, or
+    every site when all are done (a run then takes only images added since). Sites whose slide or
+    folder is gone are left out (they keep their rows). Returns the names written and those left out.
+
+    Finished sites are not named while others are unfinished: a run opens every site it is given,
+    and a finished site open in the main window would be reported in use instead of done."""
+    unfinished = [r for r in cohort.records if r.result is None or r.result.status != "done"]
+    written: list[str] = []
     missing: list[str] = []
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["path", "site", "label", "reviews"])
-        for record in cohort.records:
+        for record in unfinished or cohort.records:
             if not os.path.exists(record.path):
                 missing.append(record.site)
                 continue
             writer.writerow([record.path, record.site, record.label, record.reviews])
-    return missing
+            written.append(record.site)
+    return written, missing
 
 
 def run_arguments(
@@ -308,7 +322,7 @@ def finished_line(code: int, crashed: bool) -> str:
         return "The run stopped unexpectedly. Each site keeps what it saved; Resume continues them."
     return {
         0: "The run finished: every site is done.",
-        2: "The run could not use every input (see the messages below); the other sites ran.",
+        2: "The run ended; some sites could not be run (see each site's status, and the messages above).",
         3: "The run finished; some images could not be read (see each site's status).",
         4: "The run finished; the model may not apply to some sites (not run).",
         130: "Stopped. Each site keeps what it saved; Resume continues the unfinished ones.",

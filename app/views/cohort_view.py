@@ -274,19 +274,25 @@ class CohortWindow(QDialog):
         self._cleanup()
         self._temp = tempfile.mkdtemp(prefix="f2tta-cohort-")
         manifest = Path(self._temp) / "sites.csv"
-        missing = write_manifest(self.cohort, manifest)
+        self._output = []
+        self.output.clear()
+        names, missing = write_manifest(self.cohort, manifest)
         if missing:
-            self._say(
-                f"Not found, left as they are: {', '.join(missing[:5])}" + (" …" if len(missing) > 5 else "")
-            )
+            more = " …" if len(missing) > 5 else ""
+            self._say(f"Not found, left as they are: {', '.join(missing[:5])}{more}")
+        if not names:
+            self._say("There is no site to run.")
+            self._cleanup()
+            return
         run = self.run_info
         if run.model is None and not run.method:  # nothing recorded: what this window was given
             run = replace(run, method=self._fallback.method, options=run.options or self._fallback.options)
         argv = run_arguments(self.cohort, manifest, run, model)
-        self._output = []
-        self.output.clear()
-        unfinished = sum(not site.finished for site in self.cohort.sites)
-        self._say(f"Started: {unfinished} unfinished site(s) of {len(self.cohort.sites)}, one after another.")
+        if all(site.finished for site in self.cohort.sites):
+            what = "every site is done: only images added since are processed"
+        else:
+            what = f"{len(names)} unfinished site(s) of {len(self.cohort.sites)}"
+        self._say(f"Started: {what}, one after another.")
         self.process.start(sys.executable, ["-m", "engine.cli", *argv])
         self._update_buttons()
 
