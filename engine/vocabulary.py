@@ -31,6 +31,7 @@ class Rule(StrEnum):
     PRIOR = "prior"
     GUARDED = "guarded"  # the operating point once its guards accept it, as a candidate
     PROMPTED = "prompted"  # I-DiPT's prompted decision
+    ANSWERS = "answers"  # a threshold fitted to the site's answers so far (engine.review.fitted)
 
     @property
     def words(self) -> str:
@@ -58,7 +59,7 @@ class Rule(StrEnum):
         return self in THRESHOLD_RULES
 
 
-THRESHOLD_RULES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, Rule.GUARDED)
+THRESHOLD_RULES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, Rule.GUARDED, Rule.ANSWERS)
 
 _NAMES: dict[Rule, tuple[str, str]] = {
     Rule.SOURCE: ("original model", "the model as it was trained, before it saw this site"),
@@ -86,6 +87,11 @@ _NAMES: dict[Rule, tuple[str, str]] = {
         "class-balance correction",
         "the original model's decision moved by how common each class is at this site, estimated "
         "without labels",
+    ),
+    Rule.ANSWERS: (
+        "threshold fitted to the answers",
+        "the original model's score cut where the answers given so far at this site put it; the "
+        "answered images count as answered, the others are tested on a fresh random sample",
     ),
     Rule.PROMPTED: (
         "adapted network (I-DiPT)",

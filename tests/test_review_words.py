@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from engine.review.ladder import PROMOTED
+from engine.review.ladder import DEFAULT_CANDIDATES, PROMOTED, LadderRule
 from engine.run.certificates import site_certificates
 from engine.run.review import SiteReview
 from engine.vocabulary import DecisionPath, Rule, Verdict
@@ -32,7 +32,8 @@ def _two_promotions() -> tuple[SiteReview, np.ndarray]:
     rows = [
         dataclasses.replace(r, candidates=(("fit", 1.5), ("shift", 2.5), ("prior", math.nan))) for r in rows
     ]
-    review = SiteReview(None, "/data/two promotions", 2)
+    labels_only = tuple(r for r in DEFAULT_CANDIDATES if r != Rule.ANSWERS)  # the rules the method proposed
+    review = SiteReview(None, "/data/two promotions", 2, rule=LadderRule(candidates=labels_only))
     review.open(rows)
     for _ in range(200):
         index = review.next_item()
@@ -76,6 +77,7 @@ def test_people_read_what_a_rule_does_and_the_statistics_are_details() -> None:
         Rule.SHIFT: "the appearance correction",
         Rule.PRIOR: "the class-balance correction",
         Rule.PROMPTED: "the adapted network (I-DiPT)",
+        Rule.ANSWERS: "the threshold fitted to the answers",
     }
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.review import union
 from engine.review.sampling import SamplingSequence
 from engine.vocabulary import BlockEnd, Rule, Verdict
 
@@ -49,6 +50,9 @@ class Block:
         reviewed: positions whose review was used, in order.
         state: :data:`OPEN`; the first block ends as its comparison's verdict, a later one
             :data:`COVERED` (certified with the blocks before it) or :data:`STOPPED`.
+        known: disagreements answered before the block was frozen, counted exactly and not
+            sampled (the first block of a threshold fitted to those answers, ``engine.review.fitted``).
+        known_total: the sum of ``z`` over ``known``.
     """
 
     start: int
@@ -57,6 +61,8 @@ class Block:
     sequence: SamplingSequence
     reviewed: list[int] = field(default_factory=list)
     state: Verdict | BlockEnd = OPEN
+    known: list[int] = field(default_factory=list)
+    known_total: int = 0
 
     @property
     def next_position(self) -> int | None:
@@ -84,6 +90,7 @@ class Comparison:
         coverage: the images its certificate covers (promoted; the ladder keeps it current).
         extending: False once an extension block stopped: the candidate then decides no image
             beyond its coverage, not even provisionally.
+        answers_at: the answers its ladder had used when it started.
     """
 
     index: int
@@ -98,6 +105,7 @@ class Comparison:
     verdict: Verdict = OPEN
     coverage: int = 0
     extending: bool = True
+    answers_at: int = 0  # answers the ladder had used when it started (a fitted threshold's)
 
     # -- the first block (what the comparison's verdict is about) ------------------------------
     @property
@@ -115,8 +123,26 @@ class Comparison:
 
     @property
     def disagreements(self) -> int:
-        """The disagreements of its first block (0: nothing to test)."""
-        return len(self.order)
+        """The disagreements of its first block (0: nothing to test), answered ones included."""
+        return len(self.order) + (len(self.blocks[0].known) if self.blocks else 0)
+
+    @property
+    def known_total(self) -> int:
+        """The sum of ``z`` over the disagreements answered before it started (counted exactly)."""
+        return self.blocks[0].known_total if self.blocks else 0
+
+    def certified_first(self) -> bool:
+        """Whether its first block, answered part included, is certified better at its level."""
+        if not self.blocks or not self.blocks[0].known:
+            return self.sequence.lower(self.alpha) > 0
+        return union.certified([self.sequence], -self.known_total, self.alpha)
+
+    def shown_worse_or_equal(self) -> bool:
+        """Whether its first block's upper bound, answered part included, is at or below 0."""
+        upper = self.sequence.upper(self.alpha)
+        if not self.blocks or not self.blocks[0].known:
+            return upper <= 0
+        return upper * len(self.order) + self.known_total <= 0
 
     @property
     def frozen(self) -> int:
@@ -155,7 +181,10 @@ class Comparison:
         ``label_free``: the method reported label-free decisions here (else A1 is the source model's)."""
         what = self.candidate.words
         answers = len(self.blocks[0].reviewed) if self.blocks else 0
-        counted = f"{answers} answer{'s' if answers != 1 else ''}"
+        earlier = len(self.blocks[0].known) if self.blocks else 0
+        counted = f"{answers + earlier} answer{'s' if answers + earlier != 1 else ''}"
+        if earlier:  # a threshold fitted to answers: those it was fitted on count as given
+            counted += f", {earlier} of them given before it was fitted,"
         n, d = self.population, self.disagreements
         scope = f"the {d} image{'s' if d != 1 else ''} it calls otherwise among the first {n}"
         scope += f" of {part}" if part else ""
@@ -170,7 +199,7 @@ class Comparison:
         if self.verdict == REVERTED:
             return f"{what} was turned back: {counted} showed it does harm on {scope}; {SOURCE_RULE.words} decides"
         if self.verdict == NOT_BETTER:
-            return f"{what} was not shown better on {scope} ({counted}); it is not used"
+            return f"{what} was not shown better on {scope} ({counted.rstrip(',')}); it is not used"
         return f"{what} is under review on {scope} ({counted} so far)"
 
     def details(self) -> str:
@@ -187,6 +216,12 @@ class Comparison:
         evidence = self.e_value()
         if math.isfinite(evidence):
             text += f"; evidence (e-value) {evidence:.3g}"
+        if self.blocks and self.blocks[0].known:
+            k = len(self.blocks[0].known)
+            text += (
+                f"; {k} changed decision{'s' if k != 1 else ''} answered before it was fitted, counted "
+                f"exactly (net {self.known_total:+d}), the bounds are on the {len(self.order)} others"
+            )
         if self.candidate.is_threshold and math.isfinite(self.threshold):
             text += f"; threshold {self.threshold:+.3g} on the original model's score margin"
         return text

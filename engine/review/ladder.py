@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.review import union
+from engine.review import fitted, union
 from engine.review.comparison import (
     COVERED,
     GUARDED,
@@ -66,7 +66,9 @@ from engine.review.images import SiteImages, rule_decisions, site_seed
 from engine.review.sampling import SamplingSequence
 from engine.vocabulary import Rule
 
-DEFAULT_CANDIDATES = (Rule.FIT, Rule.SHIFT, Rule.PRIOR, GUARDED, PROMPTED)
+# a threshold fitted to the answers first (whenever answers show one), then the label-free
+# candidates (issue 39; chosen on the sixth suite's streams, docs/review-certificates.md)
+DEFAULT_CANDIDATES = (Rule.ANSWERS, Rule.FIT, Rule.SHIFT, Rule.PRIOR, GUARDED, PROMPTED)
 WINDOW = 50  # later images whose source calls are compared with the covered ones' (SiteLadder.alike)
 
 __all__ = [
@@ -103,10 +105,20 @@ class LadderRule:
     patience: int = 4  # reviews after which a candidate that has not been right more often is given up
     extension_patience: int = 8  # the same for a promoted candidate's later block
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order (Rule identifiers)
+    refits: int = 3  # comparisons a threshold fitted to the answers may have (each on more answers)
+    step: float = (
+        1.0  # with no fit inside what was sampled: the last promoted threshold's move, times this (0: off)
+    )
+
+    first_share: float = 0.5  # the share of alpha the first comparison is given (0.5: alpha / 2**j for all)
 
     def level(self, j: int) -> float:
-        """The error of the j-th comparison (1-based): ``alpha / 2**j``."""
-        return self.alpha / 2.0**j
+        """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
+        the rest halved along the ladder (``alpha / 2**j`` for every j with the default share);
+        the levels add up to at most ``alpha``."""
+        if j <= 1:
+            return self.alpha * self.first_share
+        return self.alpha * (1.0 - self.first_share) / 2.0 ** (j - 1)
 
 
 class SiteLadder:
@@ -128,6 +140,7 @@ class SiteLadder:
         self.next_index = 1  # the index the next comparison gets (never reused)
         self.frozen: list[tuple[Comparison, int]] = []  # blocks frozen, (comparison, block number)
         self._undo_start = 0  # comparisons before the last start (what discard restores)
+        self.answers: dict[int, int] = {}  # position -> class, every answer a block used
 
     # -- the rules in use ----------------------------------------------------------------------
     @property
@@ -151,7 +164,9 @@ class SiteLadder:
             below = rule_decisions(rest, *c.below, n)[c.frozen :]
             mine = rule_decisions(rest, c.candidate, c.threshold, n)[c.frozen :]
             later += (np.flatnonzero(below != mine) + c.frozen).tolist()
-        return union.coverage([b.sequence for b in c.blocks], [b.end for b in c.blocks], later, n, c.alpha)
+        return union.coverage(
+            [b.sequence for b in c.blocks], [b.end for b in c.blocks], later, n, c.alpha, c.known_total
+        )
 
     def covered_changes(self, c: Comparison, images: SiteImages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(positions, before, after)``: the disagreements among the images ``c``'s verdict speaks
@@ -268,20 +283,28 @@ class SiteLadder:
         if n == 0:
             return None
         tried = {c.candidate for c in self.comparisons}
+        if self._refit_allowed():
+            tried.discard(Rule.ANSWERS)
         steps: list[tuple[Rule, float]] = []
         if LABEL_FREE not in tried and self.current == LABEL_FREE:
             steps.append((LABEL_FREE, math.nan))
         for name in map(Rule, self.rule.candidates):
-            if name in tried or name == self.current:
+            if name in tried or (name == self.current and name != Rule.ANSWERS):
                 continue
             if name == PROMPTED:
                 if images.prompted is not None and bool((images.prompted[:n] >= 0).any()):
                     steps.append((name, math.nan))
+            elif name == Rule.ANSWERS:
+                steps.append((name, math.nan))  # fitted below, against the rule in use
             elif name in images.candidates:
                 steps.append((name, float(images.candidates[name][n - 1])))
         rule_in_use = self.decide(images, n)
         empties: list[Comparison] = []
         for name, threshold in steps:
+            if name == Rule.ANSWERS:
+                threshold = self._fit(images, rule_in_use)
+                if not math.isfinite(threshold):
+                    continue  # nothing fitted yet: not tried, so it may be once answers show something
             if name not in (PROMPTED, LABEL_FREE) and not math.isfinite(threshold):
                 continue
             if name == LABEL_FREE:  # A1 is the candidate, A0 the rule it is tested against
@@ -293,6 +316,42 @@ class SiteLadder:
                 continue
             return empties, (name, threshold, before, after)
         return None
+
+    def _refit_allowed(self) -> bool:
+        """Whether a threshold fitted to the answers may be tried again: fewer tries than
+        ``rule.refits``, none open, and answers given since the last one was fitted (its own
+        included: a refit against it, once it is in use, is fitted on more)."""
+        tries = [c for c in self.comparisons if c.candidate == Rule.ANSWERS]
+        if not tries or len(tries) >= self.rule.refits:
+            return False
+        last = tries[-1]
+        return last.verdict != OPEN and len(self.answers) > last.answers_at
+
+    def _fit(self, images: SiteImages, in_use: np.ndarray) -> float:
+        """The threshold fitted to the answers so far against ``in_use`` (nan: none; fitted.py);
+        kept only where some disagreement with the rule in use is still unanswered."""
+        n = len(images)
+        drawn = fitted.inclusion(n, ((b.order, len(b.reviewed)) for c in self.comparisons for b in c.blocks))
+        threshold = fitted.fitted_threshold(images.margin[:n], in_use, self.answers, drawn)
+        if not math.isfinite(threshold) and self.rule.step > 0:
+            threshold = self._step()
+        tested = [c.threshold for c in self.comparisons if c.candidate == Rule.ANSWERS]
+        if not math.isfinite(threshold) or any(abs(threshold - t) <= 1e-9 for t in tested):
+            return math.nan  # (a threshold tried once is not tried again)
+        changed = np.flatnonzero((images.margin[:n] > threshold).astype(np.int64) != in_use)
+        return threshold if any(int(p) not in self.answers for p in changed) else math.nan
+
+    def _step(self) -> float:
+        """The threshold in use moved once more by as much as its promotion moved it (nan: the
+        rule in use is not a threshold promoted over one): where the answers showed a gain up to
+        the edge of what was sampled, the next stretch is the one to ask about."""
+        chain = self.chain()
+        if not chain or not chain[-1].candidate.is_threshold or not math.isfinite(chain[-1].threshold):
+            return math.nan
+        top = chain[-1]
+        below = top.below[1] if math.isfinite(top.below[1]) else 0.0
+        move = self.rule.step * (top.threshold - below)
+        return top.threshold + move if move != 0 else math.nan
 
     def start(
         self, images: SiteImages, index: int | None = None, candidate: str | None = None
@@ -319,12 +378,22 @@ class SiteLadder:
         below = (SOURCE_RULE, math.nan) if name == LABEL_FREE else (self.current, self.current_threshold)
         if below[0] == LABEL_FREE:
             below = self.base
-        c = Comparison(j, name, threshold, n, before, after, alpha, below=below)
+        c = Comparison(j, name, threshold, n, before, after, alpha, below=below, answers_at=len(self.answers))
         changed = np.flatnonzero(after != before)
+        known = [int(i) for i in changed if int(i) in self.answers] if name == Rule.ANSWERS else []
+        if known:  # answers the threshold was fitted on: counted exactly, never sampled (fitted.py)
+            changed = np.asarray([i for i in changed if int(i) not in self.answers], dtype=np.int64)
         rng = np.random.default_rng([site_seed(self.seed, self.site), j, n])
         c.blocks.append(
             Block(
-                0, n, [int(i) for i in rng.permutation(changed)], SamplingSequence(changed.size, alpha=alpha)
+                0,
+                n,
+                [int(i) for i in rng.permutation(changed)],
+                SamplingSequence(changed.size, alpha=alpha),
+                known=known,
+                known_total=sum(
+                    int(after[p] == self.answers[p]) - int(before[p] == self.answers[p]) for p in known
+                ),
             )
         )
         self.comparisons.append(c)
@@ -415,6 +484,7 @@ class SiteLadder:
             if block is None or position is None or position not in labels:
                 break
             y = int(labels[position])
+            self.answers[position] = y
             z = int(c.after[position] == y) - int(c.before[position] == y)
             block.sequence.update(z)
             block.reviewed.append(position)
@@ -430,6 +500,8 @@ class SiteLadder:
         r = self.rule
         lower, upper = c.sequence.lower(c.alpha), c.sequence.upper(c.alpha)
         exhausted = c.sequence.exhausted
+        if c.known_total or c.blocks[0].known:  # a threshold fitted to answers: those counted exactly
+            lower, upper = (1.0 if c.certified_first() else 0.0), (0.0 if c.shown_worse_or_equal() else 1.0)
         if c.candidate == LABEL_FREE:
             harm = c.disagreements / max(c.population, 1) * -c.sequence.upper(r.revert_alpha)
             if lower > 0:
@@ -453,7 +525,7 @@ class SiteLadder:
 
     def _judge_extension(self, c: Comparison, block: Block) -> bool:
         upto = c.blocks[: c.blocks.index(block) + 1]
-        if union.certified([b.sequence for b in upto], 0, c.alpha):
+        if union.certified([b.sequence for b in upto], -c.known_total, c.alpha):
             block.state = COVERED
             return True
         seq = block.sequence

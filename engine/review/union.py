@@ -76,8 +76,8 @@ def log_evidence(blocks: Sequence[SamplingSequence], slack: int = 0) -> float:
             continue
         arrays.append(seq.log_evidence_by_total())
         offset += seq.population
-    if not arrays:
-        return 0.0
+    if not arrays:  # nothing reviewed: certain only when even the worst totals leave the union above 0
+        return math.inf if slack < 0 else 0.0
     largest = max(a.size for a in arrays)
     pairs = largest * max(1, sum(a.size for a in arrays) - largest)
     width = 1 if pairs <= EXACT_PAIRS else math.ceil(math.sqrt(pairs / EXACT_PAIRS))
@@ -102,6 +102,7 @@ def coverage(
     later: Sequence[int],
     images: int,
     alpha: float,
+    known: int = 0,
 ) -> int:
     """How many of a comparison's images (in arrival order) its certificate covers.
 
@@ -112,6 +113,8 @@ def coverage(
             (in later blocks, or in no block yet).
         images: the images processed so far.
         alpha: the comparison's level.
+        known: the sum of ``z`` over the first block's disagreements answered before it was
+            frozen and counted exactly (``engine.review.fitted``).
 
     Returns:
         the largest ``n <= images`` such that every disagreement among the first ``n`` images lies
@@ -122,13 +125,13 @@ def coverage(
     best = 0
     after_first = np.asarray(later, dtype=np.int64)
     for c in range(len(blocks)):
-        if not certified(blocks[: c + 1], 0, alpha):
+        if not certified(blocks[: c + 1], -known, alpha):
             continue
         after = after_first[after_first >= ends[c]]
         low, high = 0, int(after.size)  # the most disagreements after block c covered at their worst
         while low < high:
             mid = (low + high + 1) // 2
-            if certified(blocks[: c + 1], mid, alpha):
+            if certified(blocks[: c + 1], mid - known, alpha):
                 low = mid
             else:
                 high = mid - 1

@@ -1,0 +1,80 @@
+"""A threshold fitted to the answers a site's reviews gave so far (issue 39, "answers that fit").
+
+The label-free candidates are fitted without labels; the answers are only used to *test* them.
+This candidate is fitted on the answers themselves: a threshold on the source margin chosen to
+decide the answered images better than the rule in use, each answer weighted by how likely its
+image was to be drawn (the blocks sample their disagreements uniformly, at different rates, so an
+answer from a block of 40 disagreements with 4 reviewed stands for ten images; Horvitz-Thompson).
+
+Validity (``docs/review-certificates.md``, "Answers that fit"): the comparison that tests it
+counts the answered images among its disagreements **exactly** (the candidate was chosen to be
+right on them, so they are no sample of anything) and samples the rest uniformly, in an order
+drawn after the threshold was frozen: its certificate is a claim about the total over all its
+disagreements, the answered part known and the unanswered part bounded by the sampling sequence.
+
+The threshold is kept where every image it decides otherwise than the rule in use lies in a
+region some block sampled (its disagreements have a drawing probability above 0): outside them
+the answers say nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def inclusion(n: int, blocks: Iterable[tuple[Sequence[int], int]]) -> np.ndarray:
+    """Each image's probability of having been drawn: ``1 - prod (1 - reviewed_b / size_b)`` over
+    the blocks ``b`` whose disagreements hold it (``blocks``: ``(disagreements, reviewed)``)."""
+    missed = np.ones(n, dtype=np.float64)
+    for order, reviewed in blocks:
+        if not order or reviewed <= 0:
+            continue
+        at = np.asarray([p for p in order if p < n], dtype=np.int64)
+        missed[at] *= 1.0 - min(reviewed, len(order)) / len(order)
+    out: np.ndarray = 1.0 - missed
+    return out
+
+
+def fitted_threshold(
+    margin: np.ndarray, in_use: np.ndarray, answers: Mapping[int, int], drawn: np.ndarray, least: float = 0.0
+) -> float:
+    """The threshold on ``margin`` that the answers show best against the rule in use (nan: none).
+
+    Args:
+        margin: ``(n,)`` the source margins (nan anywhere: not a two-class site, nan).
+        in_use: ``(n,)`` the decisions of the rule in use.
+        answers: position -> the reviewer's class, for answered images among the ``n``.
+        drawn: ``(n,)`` each image's probability of having been drawn (:func:`inclusion`).
+        least: the weighted gain a threshold must exceed to be returned.
+
+    Returns:
+        the midpoint between two neighbouring answered margins whose threshold has the largest
+        weighted gain over the rule in use (ties: the one that decides fewest images otherwise),
+        among thresholds whose every changed decision lies where some block sampled; nan when
+        none gains more than ``least``.
+    """
+    n = int(margin.shape[0])
+    known = sorted((p, y) for p, y in answers.items() if 0 <= p < n and drawn[p] > 0)
+    if len(known) < 2 or not np.isfinite(margin).all():
+        return math.nan
+    at = np.asarray([p for p, _ in known], dtype=np.int64)
+    y = np.asarray([v for _, v in known], dtype=np.int64)
+    weight = 1.0 / drawn[at]
+    rule_right = (in_use[at] == y).astype(np.float64)
+    cuts = np.unique(margin[at])
+    best, best_size, best_t = least, n + 1, math.nan
+    unsampled = drawn <= 0
+    for t in (cuts[:-1] + cuts[1:]) / 2.0:
+        changed = (margin > t).astype(np.int64) != in_use
+        if not changed.any() or bool((changed & unsampled).any()):
+            continue
+        mine = changed[at]
+        right = ((margin[at] > t).astype(np.int64) == y).astype(np.float64)
+        gain = float(np.sum(weight[mine] * (right[mine] - rule_right[mine])))
+        size = int(changed.sum())
+        if gain > best + 1e-12 or (abs(gain - best) <= 1e-12 and size < best_size and gain > least):
+            best, best_size, best_t = gain, size, float(t)
+    return best_t
