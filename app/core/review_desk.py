@@ -60,6 +60,7 @@ class ReviewDesk:
         self._decided: set[int] = set()  # comparisons (by number) already announced
         self._fresh: list[Certificate] = []  # decided since they were last taken
         self._undone: list[int] = []  # announced, then taken back by an undo, since last taken
+        self.rule_asks = 0  # the rows whose rule was asked of the engine (row_shown)
 
     # -- opening and rows ----------------------------------------------------------------------
     def open(
@@ -202,6 +203,14 @@ class ReviewDesk:
             return Rule.LABEL_FREE, math.nan, ""
         return self.review.rule_of(index, shown=True)
 
+    @property
+    def untested(self) -> bool:
+        """No comparison was started at this site: every row is decided by the label-free rule.
+        The engine's :meth:`~engine.run.review.SiteReview.rule_of` says so too, but it reads the
+        part's images again after every batch of rows (its cache follows the rows), so rows shown
+        before a review starts are not asked for it."""
+        return self.review is None or not any(p.ladder.comparisons for p in self.review.parts)
+
     def named_rule(self, index: int) -> Rule:
         """The rule that decides the row at ``index`` in reports, as people are told it (the
         label-free rule is the original model where the method reported nothing with it)."""
@@ -249,8 +258,9 @@ class ReviewDesk:
         marked provisional where no certificate covers the row yet); the dataset's label as ground
         truth, the review mark only where the dataset labels nothing (a mark that disagrees with
         the label is kept beside it, never in its place). ``positive``: the slide map's class."""
-        if self.has(row.key):
+        if self.has(row.key) and not self.untested:
             index = self.index_of(row.key)
+            self.rule_asks += 1
             rule, threshold, part = self.rule_of(index)
             if rule != Rule.LABEL_FREE:  # the reviews moved this part's rule
                 row = self._reviewed(row, index, (rule, threshold, part), classes, positive)
@@ -321,6 +331,10 @@ class ReviewDesk:
         return outlook(self.review).sentence(classes, where=where) if self.review is not None else ""
 
     def lines(self) -> list[Certificate]:
+        """The certificates table's lines: one a comparison that had something to test (none
+        before a review: the document, read for nothing, costs a pass over every row)."""
+        if self.review is None or not self.review.comparisons():
+            return []
         document = self.document()
         return list(document.certificates) if document is not None else []
 

@@ -77,8 +77,9 @@ class RunModel:
         self._position_of_cell: dict[tuple[int, int], int] = {}
         self._unshown: list[PredictionRow] = []
         self._cells: list[Cell] = []
-        self._plots_dirty = self._images_dirty = self._queue_dirty = False
+        self._plots_dirty = self._images_dirty = self._queue_dirty = self._summary_dirty = False
         self._tick = 0
+        self.summaries = 0  # the review's summaries given (_flush_summary)
         # What views observe.
         self.rows_shown: Notifier[list[PredictionRow]] = Notifier()
         self.plots_changed: Notifier[PlotData] = Notifier()
@@ -132,7 +133,7 @@ class RunModel:
         self.heat_levels = None
         self._row_of_position, self._position_of_cell = {}, {}
         self._unshown, self._cells = [], []
-        self._plots_dirty = self._images_dirty = False
+        self._plots_dirty = self._images_dirty = self._summary_dirty = False
         self._queue_dirty = True
         self.selected = None
         self.pending = total - done + waiting(restored)  # images to decide, and decided ones to map
@@ -254,18 +255,24 @@ class RunModel:
             follow: show the newest image (the table's "follow newest").
         """
         groups = (self._flush_table, lambda: self._flush_plots(force), lambda: self._flush_images(follow))
+        # The review's summary (the certificates' lines, the sentence of what decides the folder)
+        # reads every row: it comes with the images, the lightest turn, not with the plots (one
+        # turn of the views' timer was their sum: issue 41).
         if force:
             for group in groups:
                 group()
+            self._flush_summary()
         else:
             groups[self._tick % len(groups)]()
+            if self._tick % len(groups) == len(groups) - 1:
+                self._flush_summary()
             self._tick += 1
 
     def _flush_table(self) -> None:
         if self._unshown:
             rows, self._unshown = self._unshown, []
             self.rows_shown.emit(rows)
-            self._plots_dirty = self._images_dirty = True
+            self._plots_dirty = self._images_dirty = self._summary_dirty = True
         if self._queue_dirty:
             self._queue_dirty = False
             self.queue_changed.emit(self.desk.queue_state())
@@ -277,6 +284,12 @@ class RunModel:
             self.plots_changed.emit(self.plot_data())
             if self.rows:
                 self.metrics_changed.emit(self.figures())
+
+    def _flush_summary(self) -> None:
+        """The certificates' lines and the sentence, when rows came or changed since they were last given."""
+        if self._summary_dirty:
+            self._summary_dirty = False
+            self.summaries += 1
             self.certificates_changed.emit(self.desk.lines())
             self._say_outlook()
 
@@ -388,7 +401,7 @@ class RunModel:
         shown = {c.row.position: c.row for c in changes}
         self._unshown = [shown.get(r.position, r) for r in self._unshown]
         self.rows_changed.emit(changes)
-        self._plots_dirty = True
+        self._plots_dirty = self._summary_dirty = True
 
     # -- truths: what the rows are measured against, and each row as shown ------------------------
     @property

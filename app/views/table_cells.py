@@ -31,11 +31,12 @@ from PySide6.QtCore import (
     Qt,
 )
 from PySide6.QtGui import QBrush, QPainter, QPalette, QPixmap
-from PySide6.QtWidgets import QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QApplication, QStyle, QStyleOptionViewItem, QWidget
 
 from app.views._plain import PlainToolTips
-from app.views.table_model import GROUP_COLUMN, REVIEW_COLUMN, PredictionTableModel
+from app.views.table_model import GROUP_COLUMN, REVIEW_COLUMN, Cell, PredictionTableModel
 
+PAINT = QEvent.Type.Paint
 HAS_DISPLAY = QStyleOptionViewItem.ViewItemFeature.HasDisplay
 ELIDE_RIGHT, ELIDE_MIDDLE = Qt.TextElideMode.ElideRight, Qt.TextElideMode.ElideMiddle
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter  # numbers: "#" and the confidence
@@ -74,18 +75,21 @@ class TableCells(PlainToolTips):
         self.cells: OrderedDict[Hashable, QPixmap] = OrderedDict()
         self.seen: OrderedDict[Hashable, None] = OrderedDict()  # cells painted once, not kept
         self.drawn = 0
+        self._in_order = False  # the view shows every row in the model's order (set at each repaint)
         parent.installEventFilter(self)
+        if isinstance(parent, QAbstractItemView):
+            parent.viewport().installEventFilter(self)
 
     def paint(
         self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> None:
-        source = self._proxy.mapToSource(index)
-        if not source.isValid():
+        row, column = self._source(index)
+        if row < 0:
             super().paint(painter, option, index)
             return
-        row, column = source.row(), source.column()
         rect = option.rect
-        text, right, foreground, background = self._model.cell(row, column)
+        cell = self._model.cell(row, column)
+        text, right, foreground, background = cell
         # What the drawn cell shows: the model's cell (its brushes are the model's module constants,
         # told apart by identity), where it is elided, its size and its state (selected, focused,
         # active); the palette, the font and the screen's pixel ratio clear the cells when they
@@ -107,9 +111,9 @@ class TableCells(PlainToolTips):
                 self.seen[key] = None
                 if len(self.seen) > CACHED_CELLS:
                     self.seen.popitem(last=False)
-                super().paint(painter, option, index)
+                self._draw_cell(painter, option, index, cell, keeps_start)
                 return
-            pixmap = self._draw(option, index, painter.device().devicePixelRatioF())
+            pixmap = self._draw(option, index, painter.device().devicePixelRatioF(), cell, keeps_start)
             self.cells[key] = pixmap
             if len(self.cells) > CACHED_CELLS:
                 self.cells.popitem(last=False)
@@ -117,14 +121,32 @@ class TableCells(PlainToolTips):
             self.cells.move_to_end(key)
         painter.drawPixmap(rect.topLeft(), pixmap)
 
+    def _source(self, index: QModelIndex | QPersistentModelIndex) -> tuple[int, int]:
+        """The model's row and column of the view's ``index`` (row -1: none). While the view shows
+        every row in the model's order (nothing filtered out, no column sorted), they are the
+        view's own, read without asking the proxy (each ask is three calls into Python, a cell)."""
+        row, column = index.row(), index.column()
+        if self._in_order and self._proxy.sortColumn() < 0 and 0 <= row < self._model.rowCount():
+            return row, column
+        source = self._proxy.mapToSource(index)
+        return (source.row(), source.column()) if source.isValid() else (-1, -1)
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in REDRAW_ALL:
+        kind = event.type()
+        if kind == PAINT:  # once a repaint: whether the view shows every row in the model's order
+            self._in_order = self._proxy.rowCount() == self._model.rowCount()
+        elif kind in REDRAW_ALL:
             self.cells.clear()
             self.seen.clear()
         return super().eventFilter(watched, event)
 
     def _draw(
-        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex, ratio: float
+        self,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+        ratio: float,
+        cell: Cell,
+        keeps_start: bool,
     ) -> QPixmap:
         """The cell as Qt's delegate draws it, on the view's base colour (as the view shows it)."""
         self.drawn += 1
@@ -136,19 +158,45 @@ class TableCells(PlainToolTips):
         at_origin.rect = QRect(0, 0, rect.width(), rect.height())
         painter = QPainter(pixmap)
         try:
-            super().paint(painter, at_origin, index)
+            self._draw_cell(painter, at_origin, index, cell, keeps_start)
         finally:
             painter.end()
         return pixmap
 
+    def _draw_cell(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+        cell: Cell,
+        keeps_start: bool,
+    ) -> None:
+        """What :class:`QStyledItemDelegate`'s paint does (the option, filled as
+        :meth:`initStyleOption` fills it, drawn by the view's style), from the cell already read:
+        Qt's paint asks :meth:`initStyleOption` again, a call into Python that reads the cell anew."""
+        filled = QStyleOptionViewItem(option)
+        self._fill(filled, index, cell, keeps_start)
+        widget = option.widget
+        style = widget.style() if widget is not None else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, filled, painter, widget)
+
     def initStyleOption(
         self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
     ) -> None:
-        source = self._proxy.mapToSource(index)
-        if not source.isValid():
+        row, column = self._source(index)
+        if row < 0:
             super().initStyleOption(option, index)
             return
-        text, right, foreground, background = self._model.cell(source.row(), source.column())
+        self._fill(option, index, self._model.cell(row, column), self._model.keeps_start(row, column))
+
+    def _fill(
+        self,
+        option: QStyleOptionViewItem,
+        index: QModelIndex | QPersistentModelIndex,
+        cell: Cell,
+        keeps_start: bool,
+    ) -> None:
+        text, right, foreground, background = cell
         if isinstance(index, QModelIndex):
             option.index = index
         else:
@@ -165,6 +213,5 @@ class TableCells(PlainToolTips):
         option.text = text
         # The review mark keeps its start ("✓ confirmed · dataset: …"), and so does a provisional
         # call ("provisional: best-fit th…"); names keep both ends.
-        keeps_start = self._model.keeps_start(source.row(), source.column())
         option.textElideMode = ELIDE_RIGHT if keeps_start else ELIDE_MIDDLE
         option.backgroundBrush = background if background is not None else NO_BRUSH

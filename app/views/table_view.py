@@ -12,9 +12,12 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     QPoint,
+    QRect,
+    QSize,
     Qt,
     QTimer,
     Signal,
+    SignalInstance,
     Slot,
 )
 from PySide6.QtWidgets import (
@@ -42,6 +45,57 @@ ITEM_MIN_CHARS = 12
 #: The longest count the count label keeps room for without laying the window out again.
 COUNT_ROOM = "00000 of 00000 rows"
 QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's largest widget size (not exported by PySide6)
+UPDATES_DISABLED = Qt.WidgetAttribute.WA_UpdatesDisabled
+
+
+class _TailInserts:
+    """What the shown rows did while rows were appended to the model: :attr:`first` is the first
+    row added when they only grew at their end (-1: none was shown), None when anything else
+    changed (rows placed among the others, a sort, a filter, a reset, a column's width, the
+    viewport's size or scroll)."""
+
+    def __init__(self, proxy: PredictionFilterProxy, view: QTableView) -> None:
+        self._proxy, self._view = proxy, view
+        self._end = proxy.rowCount()
+        self._seen = self._geometry()
+        self.first: int | None = -1
+        self._links = [
+            (proxy.rowsInserted, self._inserted),
+            *((signal, self._other) for signal in self._others()),
+        ]
+        for signal, slot in self._links:
+            signal.connect(slot)
+
+    def _others(self) -> tuple[SignalInstance, ...]:
+        p, header = self._proxy, self._view.horizontalHeader()
+        return (
+            p.rowsRemoved,
+            p.rowsMoved,
+            p.layoutChanged,
+            p.modelReset,
+            p.dataChanged,
+            header.sectionResized,
+        )
+
+    def _geometry(self) -> tuple[QSize, int, int]:
+        view = self._view
+        return view.viewport().size(), view.horizontalScrollBar().value(), view.verticalScrollBar().value()
+
+    def _inserted(self, _parent: QModelIndex, first: int, last: int) -> None:
+        if self.first is not None and first == self._end:
+            self.first = first if self.first < 0 else self.first
+            self._end = last + 1
+        else:
+            self.first = None
+
+    def _other(self) -> None:
+        self.first = None
+
+    def stop(self) -> None:
+        for signal, slot in self._links:
+            signal.disconnect(slot)
+        if self._geometry() != self._seen:
+            self.first = None
 
 
 class PredictionTable(QWidget):
@@ -358,13 +412,37 @@ class PredictionTable(QWidget):
     def append_rows(self, rows: list[PredictionRow]) -> None:
         """Show ``rows``; while following the newest, the view scrolls to them at once, so the
         rows and the scroll are painted together (the scroll that came with the newest image
-        repainted the table a second time)."""
-        self.model.append_rows(rows)
-        if rows and self.follow:
+        repainted the table a second time).
+
+        Only the rows appended are painted: Qt repaints every visible cell when the row count
+        changes (the largest paint of the GUI thread during a run, issue 41), though rows added below
+        the last change nothing above them. The viewport ignores the updates of the insertion
+        (:class:`_TailInserts` tells whether the shown rows only grew at their end; anything else,
+        a sort or a filter placing them among the others, repaints it all), following scrolls the
+        pixels already drawn, and what the new rows cover is painted."""
+        if not rows:
+            return
+        viewport = self.table.viewport()
+        inserts = _TailInserts(self.proxy, self.table)
+        was_blocked = viewport.testAttribute(UPDATES_DISABLED)
+        # The attribute, not setUpdatesEnabled: enabling updates again repaints the whole widget.
+        viewport.setAttribute(UPDATES_DISABLED, True)
+        try:
+            self.model.append_rows(rows)
+            self.table.executeDelayedItemsLayout()  # Qt lays new rows out later (and repaints all): now
+        finally:
+            viewport.setAttribute(UPDATES_DISABLED, was_blocked)
+            inserts.stop()
+        if self.follow:
             index = self.proxy.mapFromSource(self.model.index(self.model.rowCount() - 1, 0))
             if index.isValid():
-                self.table.executeDelayedItemsLayout()  # Qt lays new rows out later: now, to reach them
                 self.table.scrollTo(index)
+        if inserts.first is None:
+            viewport.update()
+        elif inserts.first >= 0:
+            top = max(self.table.rowViewportPosition(inserts.first), 0)
+            if top < viewport.height():
+                viewport.update(QRect(0, top, viewport.width(), viewport.height() - top))
 
     @property
     def follow(self) -> bool:
