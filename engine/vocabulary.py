@@ -11,7 +11,9 @@ The rules' names are a clinician's (issue 38): the source model is *the original
 label-free operating point, guarded, is *the site threshold*; ``fit`` (the mixture's own threshold,
 unguarded) the *best-fit threshold*; ``shift`` (the site's features moved back toward the source
 site's) the *appearance correction*; ``prior`` the *class-balance correction*; ``prompted``
-*the adapted network (I-DiPT)*. Levels, bounds and margins go to details views and appendices.
+*the adapted network (I-DiPT)*; ``answers`` (a threshold fitted to the reviewer's answers so far,
+issue 39) *the threshold fitted to the answers*. Levels, bounds and margins go to details views and
+appendices.
 
 Plain standard library: every layer of the engine may import it.
 """

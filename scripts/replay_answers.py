@@ -1,0 +1,132 @@
+"""The threshold fitted to the answers, replayed on a suite that has run: development data only.
+
+How issue 39's candidate (``engine/review/fitted.py``, the rule ``answers``) was placed and set:
+the suite's known-sites streams are replayed from its work folder's cached source passes (as
+``scripts/replay_ladder.py`` does), every site is reviewed by the simulated reviewer under each
+ladder below, and the pre-registered endpoints are printed per ladder
+(``docs/review-certificates.md``, "Answers that fit"):
+
+    PYTHONPATH=. .venv/bin/python scripts/replay_answers.py benchmarks/suites/site-adaptation-6.json \\
+        --work WORK --budgets 20,10,5 --at 1
+
+Never point it at a suite that has not run: what it prints has been looked at. ``--cache FILE``
+keeps the replayed streams (an ``.npz`` of plain arrays) so that further ladders skip the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_ladder import Stream, endpoints, replayed_streams
+
+from engine.methods.idipt_plus import IDiPTPlusConfig
+from engine.review.ladder import DEFAULT_CANDIDATES, LadderRule
+from engine.vocabulary import Rule
+from lab.bench.recipe import Recipe
+
+LABEL_FREE = tuple(r for r in DEFAULT_CANDIDATES if r != Rule.ANSWERS)  # the rules the method proposes
+AFTER_FIT = (LABEL_FREE[0], Rule.ANSWERS, *LABEL_FREE[1:])
+LADDERS = {
+    "before": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0),
+    "answers once after fit": LadderRule(candidates=AFTER_FIT, refits=1, step=0.0),
+    "answers once after prior": LadderRule(
+        candidates=(*LABEL_FREE[:3], Rule.ANSWERS, *LABEL_FREE[3:]), refits=1, step=0.0
+    ),
+    "answers once last": LadderRule(candidates=(*LABEL_FREE, Rule.ANSWERS), refits=1, step=0.0),
+    "answers first, 3 tries": LadderRule(refits=3, step=0.0),
+    "answers first, 3 tries, step 1": LadderRule(refits=3, step=1.0),
+    "answers first, 3 tries, step 2": LadderRule(refits=3, step=2.0),
+    "answers first, 3 tries, step 0.5": LadderRule(refits=3, step=0.5),
+    "answers first, 3 tries, step 1, patience 3": LadderRule(refits=3, step=1.0, patience=3),
+    "answers first, 3 tries, step 1, first 0.8": LadderRule(refits=3, step=1.0, first_share=0.8),
+    "before, first 0.8": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0, first_share=0.8),
+    "default": LadderRule(),
+}
+
+
+def save(streams: Sequence[Stream], path: Path) -> None:
+    arrays: dict[str, np.ndarray] = {}
+    meta = []
+    for i, st in enumerate(streams):
+        meta.append(
+            {
+                "model": st.model,
+                "source": st.source,
+                "domains": list(st.domains),
+                "candidates": list(st.candidates),
+            }
+        )
+        arrays |= {f"{i}.site_of": st.site_of, f"{i}.labels": st.labels, f"{i}.margin": st.margin}
+        arrays[f"{i}.group"] = st.group
+        if st.told is not None:
+            arrays[f"{i}.told"] = np.asarray(st.told).astype(str)
+        arrays |= {f"{i}.candidate.{k}": v for k, v in st.candidates.items()}
+    np.savez(path, meta=np.asarray(json.dumps(meta)), **arrays)
+
+
+def load(path: Path) -> list[Stream]:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        return [
+            Stream(
+                m["model"],
+                m["source"],
+                tuple(m["domains"]),
+                z[f"{i}.site_of"],
+                z[f"{i}.labels"],
+                z[f"{i}.margin"],
+                z[f"{i}.group"],
+                {k: z[f"{i}.candidate.{k}"] for k in m["candidates"]},
+                z[f"{i}.told"] if f"{i}.told" in z.files else None,
+            )
+            for i, m in enumerate(meta)
+        ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("recipe", type=Path)
+    p.add_argument("--work", type=Path, required=True, help="the suite's work folder (already prepared)")
+    p.add_argument("--budgets", default="20,10,5", help="K, answers per site (comma-separated)")
+    p.add_argument(
+        "--at", default="1", help="shares of a site processed when the reviewer comes (comma-separated)"
+    )
+    p.add_argument(
+        "--ladders", default=",".join(LADDERS), help="the ladders to replay, by name (comma-separated)"
+    )
+    p.add_argument("--cache", type=Path, default=None, help="an .npz keeping the replayed streams")
+    a = p.parse_args(argv)
+    if a.cache is not None and a.cache.exists():
+        streams = load(a.cache)
+    else:
+        streams = replayed_streams(a.recipe, a.work, [1.0], "known-sites", IDiPTPlusConfig())
+        if a.cache is not None:
+            save(streams, a.cache)
+    seed = Recipe.load(a.recipe).stream_seed
+    print(
+        "| K | at | ladder | variant | median closed | harmed units | mean / median unit Δ (points) "
+        "| source errors removed, pooled / median unit | fixed / broken | answers per site | false promotions "
+        "| provisional per site |"
+    )
+    print("|" + "---|" * 12)
+    for budget in (int(x) for x in a.budgets.split(",")):
+        for at in (float(x) for x in a.at.split(",")):
+            for i, name in enumerate(a.ladders.split(",")):
+                rows = endpoints(streams, LADDERS[name], budget, 0.0, seed, at)
+                for variant, row in rows.items():
+                    if variant.startswith("ladder") or i == 0:  # the plain uses once
+                        print(f"| {budget} | {at:g} | {name} | {variant} | {row} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
