@@ -145,9 +145,9 @@ def test_twenty_slides_in_two_workers_survive_ten_kills(tiny_model_path: Path, t
     assert killed.count("worker") >= 2 and killed.count("driver") >= 2
 
 
-def test_twenty_slides_on_a_local_ray_survive_kills(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_twenty_slides_on_a_local_ray_survive_ten_kills(tiny_model_path: Path, tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    victims = ["ray", "driver", "ray", "driver"]
+    victims = ["ray", "driver"] * 5
     killed = _kill_loop(tiny_model_path, tmp_path, (*EXTRA, "--ray", "--workers", "2"), victims, seed=7)
     print(f"kills: {killed}")
-    assert "driver" in killed and "ray" in killed
+    assert killed.count("ray") >= 2 and killed.count("driver") >= 2
