@@ -194,3 +194,32 @@ def test_a_fitted_threshold_is_rebuilt_the_same_from_the_marks_file_and_after_un
         (c.index, c.candidate, c.verdict, round(c.threshold, 6), len(c.reviewed))
         for c in review.comparisons()
     ] == seen
+
+
+def test_the_certificates_say_which_answers_were_given_earlier(qtbot: object, tmp_path: Path) -> None:
+    """The fitted threshold's answers fitted on are counted as given: the certificates' file names
+    them (``earlier_answers``) apart from the answers it asked for, and so does the Certificates tab."""
+    from app.views.certificates_view import CertificatesView
+    from engine.run.certificates import site_certificates
+
+    rows, labels = site_rows(n=240, shift=2.0, seed=1)
+    rows = [
+        dataclasses.replace(r, candidates=(("fit", 4.5), ("prior", math.nan), ("shift", math.nan)))
+        for r in rows
+    ]
+    review = SiteReview(tmp_path, "folder", 2)
+    review.open(rows)
+    review_all(review, labels)
+    document = site_certificates(review)
+    fitted = [c for c in document.certificates if c.candidate == Rule.ANSWERS]
+    assert fitted and all(c.earlier > 0 for c in fitted)
+    record = fitted[0].to_json()
+    assert record["earlier_answers"] == fitted[0].earlier and record["reviews"] == fitted[0].reviews
+    assert "given before it was fitted" in fitted[0].says
+    assert "earlier_answers" not in document.certificates[0].to_json()  # the best-fit threshold's: none
+    view = CertificatesView()
+    qtbot.addWidget(view)  # type: ignore[attr-defined]
+    view.set_lines(list(document.certificates))
+    row = [c.candidate for c in document.certificates].index(Rule.ANSWERS)
+    item = view.table.item(row, 4)
+    assert item is not None and item.text() == f"{fitted[0].reviews} + {fitted[0].earlier} earlier"

@@ -214,7 +214,7 @@ def certificate_blocks(data: ReportData) -> list[Block]:
             esc(c.candidate.short + (f", {c.part.partition(' (')[0]}" if c.part else "")),
             str(c.covers),
             str(c.disagreements),
-            str(c.reviews),
+            f"{c.reviews} + {c.earlier} earlier" if c.earlier else str(c.reviews),
             f"<b>{esc(c.verdict_words)}</b>",
         ]
         for i, c in enumerate(comparisons)
@@ -223,7 +223,8 @@ def certificate_blocks(data: ReportData) -> list[Block]:
     html = (
         "<p>Each comparison asks whether a rule is better than the one in use on the images it would call "
         "otherwise, from your answers about a <b>uniformly random sample</b> of them "
-        f"({reviews} answers used in all). <i>Better, in use</i>: it decides the images its certificate "
+        f"({reviews} answers used in all; a threshold fitted to your answers counts those it was fitted on "
+        "as given, shown as earlier answers, and asks about the others). <i>Better, in use</i>: it decides the images its certificate "
         "covers; images that arrived after it and are not covered yet are reported with the rule below it. "
         "<i>Better, replaced</i>: a later rule your answers showed better decides instead. <i>Worse, turned "
         "back</i>: the original model decides. <i>Not shown better</i>: the rule is not used. The "

@@ -43,7 +43,8 @@ HEADERS = (
 )
 INTRO = (
     "Each line compares a rule with the one in use, from your answers about images chosen at random among "
-    "those it would call otherwise. Better, in use: it decides this folder's images its certificate covers; "
+    "those it would call otherwise (a threshold fitted to your answers counts those it was fitted on as "
+    "given, and asks about the others). Better, in use: it decides this folder's images its certificate covers; "
     "images that arrive later show its call as provisional until your answers cover them. Worse, turned "
     "back: the original model decides. Not shown better: it is not used. Q opens the review queue."
 )
@@ -111,7 +112,7 @@ class CertificatesView(QWidget):
                 what,
                 str(line.covers),
                 f"{line.disagreements}{share}",
-                str(line.reviews),
+                f"{line.reviews} + {line.earlier} earlier" if line.earlier else str(line.reviews),
                 line.verdict_words,
                 line.says[:1].upper() + line.says[1:],
                 f"{100 * line.level:.1f} %".replace(".0 %", " %"),

@@ -67,6 +67,8 @@ class Certificate:
         covers: the images its verdict speaks for (a promoted rule's coverage, else ``population``).
         disagreements: the images of its first block the two rules decide differently.
         reviews: reviews used, every block together.
+        earlier: answers given to earlier comparisons that it counts exactly (a threshold fitted to
+            them: ``docs/review-certificates.md``, "Answers that fit"); not in ``reviews``.
         level: the confidence level it is tested at.
         lower, upper: bounds on the mean gain per changed decision (nan: nothing measured).
         e_value: the evidence that the candidate is better on its first block.
@@ -98,6 +100,7 @@ class Certificate:
     in_use: bool
     says: str
     details: str
+    earlier: int = 0
 
     @property
     def bounds(self) -> str:
@@ -126,6 +129,7 @@ class Certificate:
             "covers_images": self.covers,
             "disagreements": self.disagreements,
             "reviews": self.reviews,
+            **({"earlier_answers": self.earlier} if self.earlier else {}),
             "level": self.level,
             "lower": _number(self.lower),
             "upper": _number(self.upper),
@@ -212,6 +216,7 @@ def _certificate(review: SiteReview, c: Comparison, in_use: bool) -> Certificate
         in_use=in_use and c.verdict == Verdict.PROMOTED,
         says=review.describe(c),
         details=c.details(),
+        earlier=len(c.blocks[0].known) if c.blocks else 0,
     )
 
 
