@@ -106,10 +106,8 @@ class LadderRule:
     extension_patience: int = 8  # the same for a promoted candidate's later block
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order (Rule identifiers)
     refits: int = 3  # comparisons a threshold fitted to the answers may have (each on more answers)
-    step: float = (
-        1.0  # with no fit inside what was sampled: the last promoted threshold's move, times this (0: off)
-    )
-
+    # with no fit inside what was sampled: the last promoted threshold's move, times this (0: off)
+    step: float = 1.0
     first_share: float = 0.5  # the share of alpha the first comparison is given (0.5: alpha / 2**j for all)
 
     def level(self, j: int) -> float:
