@@ -141,6 +141,24 @@ def folder(home: Path, n: int, review: bool = True) -> SourceOpened:
     return SourceOpened(FolderSource(root, "name", items), 0, (), review_dir=review_dir)
 
 
+def window_on_folder(qtbot: object, home: Path, n: int) -> Controller:
+    """The real main window (shown, 1280×800) with its controller, a fake worker and a fake timer,
+    a labelled folder of ``n`` images open (PySide6 is loaded only when this is called)."""
+    from app.views.main_window import MainWindow
+
+    window = MainWindow()
+    qtbot.addWidget(window)  # type: ignore[attr-defined]
+    window.resize(1280, 800)
+    window.show()
+    state = OpenSession(AppSettings(), home, persist_settings=False)
+    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
+    c.load_session()
+    c.sessions.on_worker_session_ready(session_info(home))
+    c.open_folder(str(home / "site"))
+    c.sessions.on_worker_source_ready(folder(home, n))
+    return c
+
+
 def labelled_folder(home: Path, truths: Sequence[int | None], origin: str) -> SourceOpened:
     """:func:`folder` of ``len(truths)`` images whose dataset labels them ``truths`` (None: not
     labelled), the labels read from ``origin``."""

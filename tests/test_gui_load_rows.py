@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import sample_row
-from controller_fakes import FakeTicker, FakeWorker, folder, results_of, session_info
+from controller_fakes import results_of, window_on_folder
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QStyledItemDelegate
 
 from app.control.controller import Controller
-from app.core.open_session import OpenSession
-from app.core.settings import AppSettings
 from app.views.table_view import PredictionTable
 from engine import PredictionRow
 
@@ -129,19 +127,7 @@ def test_the_cells_look_as_qts_own_delegate_draws_the_models_roles(qtbot: object
 def controller(qtbot: object, tmp_path: Path) -> Controller:
     """The main window (1280×800, offscreen) with its controller and a fake worker, a labelled
     folder of 400 images open."""
-    from app.views.main_window import MainWindow
-
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    window.resize(1280, 800)
-    window.show()
-    state = OpenSession(AppSettings(), tmp_path, persist_settings=False)
-    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
-    c.load_session()
-    c.sessions.on_worker_session_ready(session_info(tmp_path))
-    c.open_folder(str(tmp_path / "site"))
-    c.sessions.on_worker_source_ready(folder(tmp_path, 400))
-    return c
+    return window_on_folder(qtbot, tmp_path, 400)
 
 
 def test_rows_before_any_review_do_not_ask_for_their_rule(controller: Controller) -> None:

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import sample_row
-from controller_fakes import FakeTicker, FakeWorker, folder, results_of, session_info
+from controller_fakes import results_of, window_on_folder
 
 from app.control.controller import Controller
 from app.core import stats as run_stats
-from app.core.open_session import OpenSession
-from app.core.settings import AppSettings
 from app.core.stats import RunStatistics
 from engine import PredictionRow
 
@@ -55,19 +53,7 @@ def rows(start: int, count: int) -> list[PredictionRow]:
 def window_controller(qtbot: object, tmp_path: Path) -> Controller:
     """The real main window (shown offscreen, 1280×800) with its controller and a fake worker, a
     labelled folder of 2 200 images open."""
-    from app.views.main_window import MainWindow
-
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    window.resize(1280, 800)
-    window.show()
-    state = OpenSession(AppSettings(), tmp_path, persist_settings=False)
-    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
-    c.load_session()
-    c.sessions.on_worker_session_ready(session_info(tmp_path))
-    c.open_folder(str(tmp_path / "site"))
-    c.sessions.on_worker_source_ready(folder(tmp_path, 2200))
-    return c
+    return window_on_folder(qtbot, tmp_path, 2200)
 
 
 def test_showing_a_batch_costs_the_same_at_2000_rows_as_at_100(window_controller: Controller) -> None:
