@@ -498,8 +498,6 @@ class SiteLadder:
         r = self.rule
         lower, upper = c.sequence.lower(c.alpha), c.sequence.upper(c.alpha)
         exhausted = c.sequence.exhausted
-        if c.known_total or c.blocks[0].known:  # a threshold fitted to answers: those counted exactly
-            lower, upper = (1.0 if c.certified_first() else 0.0), (0.0 if c.shown_worse_or_equal() else 1.0)
         if c.candidate == LABEL_FREE:
             harm = c.disagreements / max(c.population, 1) * -c.sequence.upper(r.revert_alpha)
             if lower > 0:
@@ -511,11 +509,15 @@ class SiteLadder:
                 c.verdict = REVERTED if mean < 0 else VERIFIED if mean > 0 else NOT_BETTER
             if c.verdict == REVERTED:
                 self.current, self.current_threshold = SOURCE_RULE, math.nan
-        elif lower > 0:
+        elif c.certified_first():  # a fitted threshold's answered disagreements counted exactly
             c.verdict = PROMOTED
             c.coverage = c.population
             self.current, self.current_threshold = c.candidate, c.threshold
-        elif upper <= 0 or exhausted or (len(block.reviewed) >= r.patience and c.sequence.mean <= 0):
+        elif (
+            c.shown_worse_or_equal()
+            or exhausted
+            or (len(block.reviewed) >= r.patience and c.sequence.mean <= 0)
+        ):
             c.verdict = NOT_BETTER
         if c.verdict != OPEN:
             block.state = c.verdict
