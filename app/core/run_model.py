@@ -305,7 +305,7 @@ class RunModel:
         row when ``force`` (a pause, the end of a run: the banner said "270 of 273" after 278 tiles);
         once noted, its figures follow the rows (a banner said "21 of 21" where the PDF said "48 of 48")."""
         due = collapse_due(len(self.rows), self._collapse_checked)
-        if not due and not (force and self.collapse is not None and len(self.rows) != self._collapse_checked):
+        if not due and not (force and len(self.rows) != self._collapse_checked):
             return
         self._collapse_checked = len(self.rows)
         latest = self.watch.collapse()
