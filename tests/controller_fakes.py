@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from app_fixtures import CLASSES, sample_row
@@ -29,6 +29,7 @@ CARD = ModelCard(
     model_kwargs={"depth": 2, "patch_size": 8},
     source_domain="test",
 )
+W = TypeVar("W")
 
 
 def _members(protocol: type) -> set[str]:
@@ -141,17 +142,27 @@ def folder(home: Path, n: int, review: bool = True) -> SourceOpened:
     return SourceOpened(FolderSource(root, "name", items), 0, (), review_dir=review_dir)
 
 
-def window_on_folder(qtbot: object, home: Path, n: int) -> Controller:
+def shown(qtbot: object, widget: W, width: int, height: int) -> W:
+    """``widget`` handed to ``qtbot``, ``width``×``height``, shown and on screen."""
+    qtbot.addWidget(widget)  # type: ignore[attr-defined]
+    widget.resize(width, height)  # type: ignore[attr-defined]
+    widget.show()  # type: ignore[attr-defined]
+    qtbot.waitExposed(widget)  # type: ignore[attr-defined]
+    return widget
+
+
+def window_on_folder(qtbot: object, home: Path, n: int, wired: bool = False) -> Controller:
     """The real main window (shown, 1280×800) with its controller, a fake worker and a fake timer,
-    a labelled folder of ``n`` images open (PySide6 is loaded only when this is called)."""
+    a labelled folder of ``n`` images open (PySide6 is loaded only when this is called); ``wired``:
+    the window's requests connected to the controller as the app wires them."""
+    from app.shell.wiring import window_connections
     from app.views.main_window import MainWindow
 
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    window.resize(1280, 800)
-    window.show()
+    window = shown(qtbot, MainWindow(), 1280, 800)
     state = OpenSession(AppSettings(), home, persist_settings=False)
     c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
+    for signal, handler in window_connections(window, c) if wired else ():
+        signal.connect(handler)
     c.load_session()
     c.sessions.on_worker_session_ready(session_info(home))
     c.open_folder(str(home / "site"))

@@ -12,6 +12,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 from app_fixtures import sample_row
+from controller_fakes import shown
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QSplitter
@@ -30,11 +31,7 @@ def rows(start: int, count: int) -> list[PredictionRow]:
 
 
 def shown_table(qtbot: object, count: int) -> PredictionTable:
-    table = PredictionTable()
-    qtbot.addWidget(table)  # type: ignore[attr-defined]
-    table.resize(800, 400)
-    table.show()
-    qtbot.waitExposed(table)  # type: ignore[attr-defined]
+    table = shown(qtbot, PredictionTable(), 800, 400)
     table.model.append_rows(rows(0, count))
     QApplication.processEvents()
     return table

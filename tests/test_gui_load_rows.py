@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import sample_row
-from controller_fakes import results_of, window_on_folder
+from controller_fakes import results_of, shown, window_on_folder
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QStyledItemDelegate
@@ -47,11 +47,7 @@ class Paints(QObject):
 
 
 def shown_table(qtbot: object, count: int) -> PredictionTable:
-    table = PredictionTable()
-    qtbot.addWidget(table)  # type: ignore[attr-defined]
-    table.resize(800, 400)
-    table.show()
-    qtbot.waitExposed(table)  # type: ignore[attr-defined]
+    table = shown(qtbot, PredictionTable(), 800, 400)
     table.append_rows(rows(0, count))
     for _ in range(3):
         QApplication.processEvents()

@@ -14,12 +14,9 @@ from pathlib import Path
 import pytest
 from app_fixtures import sample_row
 from app_studio import settle
-from controller_fakes import FakeTicker, FakeWorker, ended, folder, results_of, session_info
+from controller_fakes import ended, results_of, window_on_folder
 
 from app.control.controller import Controller
-from app.core.open_session import OpenSession
-from app.core.settings import AppSettings
-from app.shell.wiring import window_connections
 
 
 def highlighted(window: object) -> list[int]:
@@ -50,21 +47,7 @@ def current(window: object) -> int | None:
 
 @pytest.fixture
 def app(qtbot: object, tmp_path: Path) -> Controller:
-    from app.views.main_window import MainWindow
-
-    window = MainWindow()
-    qtbot.addWidget(window)  # type: ignore[attr-defined]
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)  # type: ignore[attr-defined]
-    state = OpenSession(AppSettings(), tmp_path, persist_settings=False)
-    c = Controller(window, FakeWorker(), state, FakeTicker())  # type: ignore[arg-type]
-    for signal, handler in window_connections(window, c):  # as the app wires them
-        signal.connect(handler)
-    c.load_session()
-    c.sessions.on_worker_session_ready(session_info(tmp_path))
-    c.open_folder(str(tmp_path / "site"))
-    c.sessions.on_worker_source_ready(folder(tmp_path, 60))
+    c = window_on_folder(qtbot, tmp_path, 60, wired=True)
     c.start()
     return c
 
