@@ -31,8 +31,16 @@ from safetensors.torch import load_file, save_file
 from engine.errors import ModelLoadError
 from engine.model.card_schema import card_fields, check_card
 from engine.util.atomic import atomic_write_bytes
-from engine.util.bounded_json import SchemaError, loads_bounded, require_int, require_list, require_object
-from engine.util.files import UnsafeFileError, open_regular, read_regular
+from engine.util.bounded_json import (
+    JsonFileError,
+    SchemaError,
+    loads_bounded,
+    read_json_file,
+    require_int,
+    require_list,
+    require_object,
+)
+from engine.util.files import UnsafeFileError, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -161,19 +169,12 @@ def read_card(path: str | Path) -> ModelCard:
 
 
 def _read_card_json(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
     try:
-        data = loads_bounded(
-            read_regular(path, MAX_CARD_BYTES, "model card"),
-            max_bytes=MAX_CARD_BYTES,
-            max_depth=MAX_JSON_DEPTH,
-        )
-    except UnsafeFileError as exc:
-        if not path.exists() and not path.is_symlink():
-            raise ModelLoadError(f"model card not found: {path}") from exc
-        raise ModelLoadError(f"model card {path} is unreadable: {exc.reason}") from exc
-    except ValueError as exc:  # not UTF-8, not JSON, too deep
-        raise ModelLoadError(f"model card {path} is unreadable: {exc}") from exc
+        data = read_json_file(path, what="model card", max_bytes=MAX_CARD_BYTES, max_depth=MAX_JSON_DEPTH)
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"model card not found: {path}") from exc
+    except JsonFileError as exc:  # not a regular file, too large, not UTF-8, not JSON, too deep
+        raise ModelLoadError(f"unreadable {exc}") from exc
     if not isinstance(data, dict):
         raise ModelLoadError(f"model card {path} is not a JSON object")
     return data

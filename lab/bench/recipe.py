@@ -22,15 +22,15 @@ from typing import Any
 
 from engine.errors import F2TTAError
 from engine.util.bounded_json import (
+    JsonFileError,
     SchemaError,
-    loads_bounded,
+    read_json_file,
     require_float,
     require_int,
     require_list,
     require_object,
     require_str,
 )
-from engine.util.files import UnsafeFileError, read_regular
 from lab.bench.replay import REPLAYABLE
 from lab.bench.streams import DRIFT, HELP_THEN_HARM, SCAN, mix_share
 from lab.synth.generate import KINDS, SITE_SETS, get_spec
@@ -252,15 +252,11 @@ class Recipe:
                 missing, unknown or out of bounds; the message names the file and the field.
         """
         try:
-            raw = loads_bounded(
-                read_regular(path, MAX_RECIPE_BYTES, "suite recipe"),
-                max_bytes=MAX_RECIPE_BYTES,
-                max_depth=MAX_RECIPE_DEPTH,
+            raw = read_json_file(
+                path, what="suite recipe", max_bytes=MAX_RECIPE_BYTES, max_depth=MAX_RECIPE_DEPTH
             )
-        except UnsafeFileError as exc:
-            raise SuiteError(f"{path}: cannot be read ({exc.reason})") from exc
-        except ValueError as exc:
-            raise SuiteError(f"{path}: not a usable suite recipe ({exc})") from exc
+        except (FileNotFoundError, JsonFileError) as exc:  # missing, not a regular file, too large, not JSON
+            raise SuiteError(str(exc)) from exc
         try:
             recipe = cls(**read_fields(raw, RECIPE_FIELDS, ""))
         except SchemaError as exc:
