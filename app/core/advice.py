@@ -59,36 +59,36 @@ def project_damaged(project: str, message: str) -> Banner:
     )
 
 
+def _model_not_its_own(text: str, fix: tuple[str, str]) -> Banner:
+    """A project that cannot be opened with this model: ``fix`` opens it with its own, or a new
+    project is made for this one."""
+    return Banner("model", "error", text, (fix, ("new-project", "New project…")))
+
+
 def model_missing(project: str, model: Path) -> Banner:
     """The project's model file is not there any more: never replaced by another, never reset."""
-    return Banner(
-        "model",
-        "error",
+    return _model_not_its_own(
         f"Project '{project}' was made with the model {model}, which is not there any more. Its "
         "adaptation state belongs to that model: locate it (moved or renamed), or start a new project.",
-        (("locate-model", "Locate the model…"), ("new-project", "New project…")),
+        ("locate-model", "Locate the model…"),
     )
 
 
 def model_changed(project: str, message: str) -> Banner:
     """The project's model file holds other content than the project was made with."""
-    return Banner(
-        "model",
-        "error",
+    return _model_not_its_own(
         f"{message.rstrip('.')}. Project '{project}' keeps the adaptation state of the model it was made "
         "with: locate that model, or start a new project for this one.",
-        (("locate-model", "Locate the original model…"), ("new-project", "New project…")),
+        ("locate-model", "Locate the original model…"),
     )
 
 
 def other_model(project: str, own: Path, chosen: Path) -> Banner:
     """Another model was chosen for a project that has adapted its own."""
-    return Banner(
-        "model",
-        "error",
+    return _model_not_its_own(
         f"Project '{project}' adapts the model {own}, not {chosen}. Open it with its own model, or "
         "start a new project for the other one.",
-        (("own-model", "Open with its own model"), ("new-project", "New project…")),
+        ("own-model", "Open with its own model"),
     )
 
 
