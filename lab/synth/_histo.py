@@ -14,6 +14,7 @@ strengths, then each site's background, gamma, blur, sensor noise, JPEG quality 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -80,6 +81,35 @@ class Nuclei:
 def unit(v: tuple[float, float, float]) -> np.ndarray:
     arr = np.asarray(v, dtype=np.float32)
     return arr / np.linalg.norm(arr)
+
+
+class Stained(Protocol):
+    """A site's two stains (every set's sites have them)."""
+
+    @property
+    def h_vector(self) -> tuple[float, float, float]: ...
+    @property
+    def h_strength(self) -> float: ...
+    @property
+    def e_vector(self) -> tuple[float, float, float]: ...
+    @property
+    def e_strength(self) -> float: ...
+    @property
+    def stain_jitter(self) -> float: ...
+
+
+def dye(
+    rng: np.random.Generator, vector: tuple[float, float, float], strength: float, jitter: float
+) -> np.ndarray:
+    """A dye's optical density per unit of its density layer in one patch: its normalised vector at
+    ``strength``, varied by up to ``jitter`` (relative) from patch to patch."""
+    return unit(vector) * strength * rng.uniform(1 - jitter, 1 + jitter)
+
+
+def stains(rng: np.random.Generator, site: Stained) -> tuple[np.ndarray, np.ndarray]:
+    """The nuclear stain's and the counterstain's :func:`dye` in one patch (drawn in that order)."""
+    jit = site.stain_jitter
+    return dye(rng, site.h_vector, site.h_strength, jit), dye(rng, site.e_vector, site.e_strength, jit)
 
 
 def stroma(rng: np.random.Generator, size: int, f: float) -> tuple[np.ndarray, np.ndarray]:
@@ -245,12 +275,11 @@ def tissue(rng: np.random.Generator, t: float, size: int, f: float) -> Tissue:
 
 def stain(rng: np.random.Generator, haem: np.ndarray, eosin: np.ndarray, site: HistoSite) -> np.ndarray:
     """Beer-Lambert colour of the densities under a site's stains: float (H, W, 3) in 0-1."""
-    jit = site.stain_jitter
-    hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-    ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
+    hv, ev = stains(rng, site)
     od = haem[..., None] * hv + eosin[..., None] * ev
     rgb = np.asarray(site.background, np.float32) * np.exp(-od)
-    return np.power(np.clip(rgb, 0.0, 1.0), site.gamma).astype(np.float32)
+    colour: np.ndarray = np.power(np.clip(rgb, 0.0, 1.0), site.gamma).astype(np.float32)
+    return colour
 
 
 def atypia(rng: np.random.Generator, label: int) -> float:

@@ -15,12 +15,16 @@ import numpy as np
 
 from lab.synth import _histo, _lesion
 from lab.synth._drawing import SynthSpec
-from lab.synth._histo import _CANONICAL, HistoSite, Tissue
+from lab.synth._histo import _CANONICAL, HistoSite, Stained, Tissue, dye, stains
 
 TissueFn = Callable[[np.random.Generator, int, int, float], Tissue]
 #: (rng, the patch's layers, a target site, size) -> the stored uint8 image.
 DrawFn = Callable[[np.random.Generator, Tissue, Any, int], np.ndarray]
 FirstFn = Callable[[np.random.Generator, int, HistoSite, int], np.ndarray]
+#: (rng, the patch's layers, a target site, size) -> the section's optical density (float32, H x W x 3).
+DensityFn = Callable[[np.random.Generator, Tissue, Any, int], np.ndarray]
+#: (rng, optical density, a target site, size) -> the stored uint8 image.
+ImageFn = Callable[[np.random.Generator, np.ndarray, Any, int], np.ndarray]
 Vec3 = tuple[float, float, float]
 
 
@@ -40,6 +44,39 @@ class StainedSite:
 def histo_tissue(rng: np.random.Generator, label: int, size: int, f: float) -> Tissue:
     """The histo kind's tissue of class ``label`` at ``f`` image px per canonical px."""
     return _histo.tissue(rng, _histo.atypia(rng, label), size, f)
+
+
+def stained_then_imaged(optical_density: DensityFn, image: ImageFn) -> DrawFn:
+    """A set's draw in two steps: the section's optical density as the site prepares and stains it,
+    then the stored image of it under the site's light and camera."""
+
+    def draw(rng: np.random.Generator, layers: Tissue, site: Any, size: int) -> np.ndarray:
+        return image(rng, optical_density(rng, layers, site, size), site, size)
+
+    return draw
+
+
+def collagen_stained(
+    rng: np.random.Generator,
+    layers: Tissue,
+    site: Stained,
+    collagen_dye: Vec3,
+    strength: float,
+    displaces: float,
+) -> np.ndarray:
+    """The section's optical density (H, W, 3) under the site's two :func:`~lab.synth._histo.stains`
+    and a third dye, ``collagen_dye`` at ``strength``, on the collagen: where it stains (strength
+    above 0) it takes ``displaces`` of the collagen's share from the counterstain. The third dye's
+    jitter is drawn after the two stains'."""
+    hv, ev = stains(rng, site)
+    od = layers.haem[..., None] * hv
+    counter = layers.eosin
+    if strength > 0:
+        collagen = layers.stroma * (1.0 - layers.cover)
+        counter = np.clip(layers.eosin - displaces * collagen, 0.0, None)
+        od = od + collagen[..., None] * dye(rng, collagen_dye, strength, site.stain_jitter)
+    stained: np.ndarray = od + counter[..., None] * ev
+    return stained
 
 
 def renderer(

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
-from lab.synth._histo_sets import specs
+from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue
+from lab.synth._histo_sets import collagen_stained, specs, stained_then_imaged
 from lab.synth._optics import (
     band,
     chroma_noise,
@@ -96,17 +96,8 @@ SITES: tuple[HistoSiteV2, ...] = (
 
 def optical_density(rng: np.random.Generator, layers: Tissue, site: HistoSiteV2, size: int) -> np.ndarray:
     """The section's optical density (H, W, 3): dyes, thickness, folds and ink."""
-    jit = site.stain_jitter
-    hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-    ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
-    counter = layers.eosin
-    od = layers.haem[..., None] * hv
-    if site.saffron_strength > 0:
-        collagen = layers.stroma * (1.0 - layers.cover)
-        counter = np.clip(layers.eosin - 0.5 * collagen, 0.0, None)  # saffron displaces phloxine on collagen
-        sv = unit(SAFFRON) * site.saffron_strength * rng.uniform(1 - jit, 1 + jit)
-        od = od + collagen[..., None] * sv
-    od = (od + counter[..., None] * ev) * site.thickness
+    # saffron displaces phloxine on collagen
+    od = collagen_stained(rng, layers, site, SAFFRON, site.saffron_strength, 0.5) * site.thickness
     if rng.random() < site.fold_probability:
         f = size / _CANONICAL
         fold = band(rng, size, rng.uniform(10.0, 24.0) * f, 1.5 * f)
@@ -142,13 +133,8 @@ def image(rng: np.random.Generator, od: np.ndarray, site: HistoSiteV2, size: int
     return quantise(np.power(np.clip(rgb, 0.0, 1.0), site.encoding))
 
 
-def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV2, size: int) -> np.ndarray:
-    """The stored image of one patch's layers at a target site of this set."""
-    return image(rng, optical_density(rng, layers, site, size), site, size)
-
-
 DESCRIPTION = (
     "; second site set: HPS stain with a saturating camera, thick folded sections with a focus gradient, "
     "uneven illumination with marker ink and colour noise, a microscope camera under tungsten light"
 )
-SPECS = specs(SITES, draw, DESCRIPTION, "v2")  # histo and lesion
+SPECS = specs(SITES, stained_then_imaged(optical_density, image), DESCRIPTION, "v2")  # histo and lesion

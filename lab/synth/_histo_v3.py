@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.synth._drawing import pixel_grid
-from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
-from lab.synth._histo_sets import specs
+from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue
+from lab.synth._histo_sets import collagen_stained, specs, stained_then_imaged
 from lab.synth._optics import blur_yx, f32, quantise
 
 Vec3 = tuple[float, float, float]
@@ -101,17 +101,8 @@ def _chatter(rng: np.random.Generator, size: int, amplitude: float) -> np.ndarra
 
 def optical_density(rng: np.random.Generator, layers: Tissue, site: HistoSiteV3, size: int) -> np.ndarray:
     """The section's optical density (H, W, 3): dyes, ice holes and chatter."""
-    jit = site.stain_jitter
-    hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-    ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
-    counter = layers.eosin
-    od = layers.haem[..., None] * hv
-    if site.collagen_strength > 0:  # the third dye takes the collagen from the cytoplasm stain
-        collagen = layers.stroma * (1.0 - layers.cover)
-        counter = np.clip(layers.eosin - 0.8 * collagen, 0.0, None)
-        cv = unit(site.collagen_vector) * site.collagen_strength * rng.uniform(1 - jit, 1 + jit)
-        od = od + collagen[..., None] * cv
-    od = od + counter[..., None] * ev
+    # the third dye takes the collagen from the cytoplasm stain
+    od = collagen_stained(rng, layers, site, site.collagen_vector, site.collagen_strength, 0.8)
     if site.ice > 0:
         od = od * (1.0 - 0.9 * _ice_holes(rng, size, site.ice))[..., None]
     if site.chatter > 0:
@@ -144,13 +135,8 @@ def image(rng: np.random.Generator, od: np.ndarray, site: HistoSiteV3, size: int
     return quantise(np.clip(light, 0.0, 1.0))
 
 
-def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV3, size: int) -> np.ndarray:
-    """The stored image of one patch's layers at a target site of this set."""
-    return image(rng, optical_density(rng, layers, site, size), site, size)
-
-
 DESCRIPTION = (
     "; third site set: frozen sections with ice-crystal holes and chatter, Masson's trichrome, a line-scan "
     "scanner with stitching seams, sensor streaks and JPEG 30, a 40x objective on an over-exposed camera"
 )
-SPECS = specs(SITES, draw, DESCRIPTION, "v3")  # histo and lesion
+SPECS = specs(SITES, stained_then_imaged(optical_density, image), DESCRIPTION, "v3")  # histo and lesion

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.synth._drawing import pixel_grid
-from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
+from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, stains
 from lab.synth._histo_sets import StainedSite, specs
 from lab.synth._optics import blur_yx, f32, quantise, ramp, sample
 
@@ -85,9 +85,7 @@ def _bubble(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray
 
 def _brightfield(rng: np.random.Generator, layers: Tissue, site: HistoSiteV4, size: int) -> np.ndarray:
     """Transmitted light (H, W, 3) through the stained section, with an air bubble if one is drawn."""
-    jit = site.stain_jitter
-    hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-    ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
+    hv, ev = stains(rng, site)
     od = layers.haem[..., None] * hv + layers.eosin[..., None] * ev
     light = np.asarray(site.light, np.float32) * np.exp(-od)
     if rng.random() < site.bubble_probability:  # no mounting medium inside: less light scattered off

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from lab.synth._drawing import pixel_grid
-from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
+from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, stains, unit
 from lab.synth._histo_sets import StainedSite, Vec3, specs
 from lab.synth._optics import blur_yx, f32, quantise
 
@@ -110,9 +110,7 @@ def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV5, size: int)
     if site.phase > 0:
         light = _phase_contrast(layers, site, size)
     else:
-        jit = site.stain_jitter
-        hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-        ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
+        hv, ev = stains(rng, site)
         od = layers.haem[..., None] * hv + layers.eosin[..., None] * ev
         if rng.random() < site.pigment_probability:
             od = od + _pigment(rng, size)[..., None] * unit(FORMALIN_PIGMENT)

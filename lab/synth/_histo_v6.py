@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.synth._drawing import smooth_noise
-from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, unit
+from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, stains
 from lab.synth._histo_sets import specs
 from lab.synth._optics import blur_yx, f32, quantise
 
@@ -150,9 +150,7 @@ def draw(rng: np.random.Generator, layers: Tissue, site: HistoSiteV6, size: int)
     haem, eosin = layers.haem, layers.eosin
     if site.retraction > 0:
         haem, eosin = _retraction(layers, site, size)
-    jit = site.stain_jitter
-    hv = unit(site.h_vector) * site.h_strength * rng.uniform(1 - jit, 1 + jit)
-    ev = unit(site.e_vector) * site.e_strength * rng.uniform(1 - jit, 1 + jit)
+    hv, ev = stains(rng, site)
     if site.patchy > 0:  # expression differs from region to region
         cells = max(2, round(size / (24.0 * px)))
         eosin = eosin * np.clip(1.0 - site.patchy * (0.5 + 0.5 * smooth_noise(rng, size, cells)), 0.1, 1.0)
