@@ -188,29 +188,23 @@ if __name__ == "__main__":  # python tests/site_set_checks.py KIND SET [--replac
 
 def site_set_tests(
     new: list[tuple[str, str]], properties: Mapping[tuple[str, str], Mapping[str, Check]]
-) -> tuple[Callable[[str, str], None], ...]:
-    """The three tests a later site set's file runs on each of its ``(kind, sites)`` in ``new``, with
+) -> type:
+    """The tests a later site set's file runs on each of its ``(kind, sites)`` in ``new``, with
     ``properties`` the check of each target site: its site names and site1, its determinism and both
-    classes, and each target site's mechanism. A test file assigns them to its own ``test_`` names."""
-    each_set = pytest.mark.parametrize(("kind", "sites"), new)
+    classes, and each target site's mechanism. A test file assigns the class to a ``Test`` name."""
 
-    @each_set
-    def test_new_set_keeps_site1_and_adds_four_new_sites(kind: str, sites: str) -> None:
-        keeps_site1_and_adds_new_sites(kind, sites, list(properties[(kind, sites)]))
+    @pytest.mark.parametrize(("kind", "sites"), new)
+    class TestSiteSet:
+        def test_new_set_keeps_site1_and_adds_four_new_sites(self, kind: str, sites: str) -> None:
+            keeps_site1_and_adds_new_sites(kind, sites, list(properties[(kind, sites)]))
 
-    @each_set
-    def test_new_set_is_deterministic_with_both_classes(kind: str, sites: str) -> None:
-        deterministic_with_both_classes(kind, sites)
+        def test_new_set_is_deterministic_with_both_classes(self, kind: str, sites: str) -> None:
+            deterministic_with_both_classes(kind, sites)
 
-    @each_set
-    def test_each_new_site_shows_its_mechanism(kind: str, sites: str) -> None:
-        shows_mechanisms(kind, sites, properties[(kind, sites)])
+        def test_each_new_site_shows_its_mechanism(self, kind: str, sites: str) -> None:
+            shows_mechanisms(kind, sites, properties[(kind, sites)])
 
-    return (
-        test_new_set_keeps_site1_and_adds_four_new_sites,
-        test_new_set_is_deterministic_with_both_classes,
-        test_each_new_site_shows_its_mechanism,
-    )
+    return TestSiteSet
 
 
 def synth_cli(

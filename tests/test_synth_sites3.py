@@ -95,11 +95,7 @@ PROPERTY: dict[tuple[str, str], dict[str, Check]] = {
 }
 
 
-(
-    test_new_set_keeps_site1_and_adds_four_new_sites,
-    test_new_set_is_deterministic_with_both_classes,
-    test_each_new_site_shows_its_mechanism,
-) = checks.site_set_tests(NEW, PROPERTY)
+TestSiteSet = checks.site_set_tests(NEW, PROPERTY)
 
 
 def test_cli_third_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
