@@ -112,7 +112,7 @@ def test_where_reviewing_cannot_change_anything_it_says_why() -> None:
     many = [dataclasses.replace(r, source_margin=None, candidates=()) for r in rows]
     review = SiteReview(None, "/data/three classes", 3)
     review.open(many)
-    assert "No other rule can decide these images (the model has more than two classes" in outlook(
+    assert "No other rule can decide these images (the run kept no source margins" in outlook(
         review
     ).sentence(("a", "b", "c"))
     assert outlook(SiteReview(None, "/data/empty", 2)).sentence(CLASSES) == (

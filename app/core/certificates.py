@@ -143,8 +143,19 @@ def reviewed_row(
             if decision == positive_class
             else (1.0 - row.source_confidence if len(classes) == 2 else math.nan)
         )
-    else:  # a threshold candidate on a two-class margin: the source margin measured from its threshold
+    else:  # a threshold candidate: the source margin measured from its threshold
         margin = row.source_margin
+        if len(classes) > 2 and rule.is_threshold and margin is not None and math.isfinite(threshold):
+            # the margin is between the reference and one other class: the decided one's share of the two
+            confidence = 1.0 / (1.0 + math.exp(-abs(margin - threshold)))
+            return dataclasses.replace(
+                reviewed,
+                prediction=decision,
+                prediction_label=label,
+                confidence=confidence,
+                positive_prob=math.nan,
+                decision_reason=reason,
+            )
         if margin is not None and math.isfinite(margin) and math.isfinite(threshold):
             z = margin - threshold
             positive = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))

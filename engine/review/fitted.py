@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from engine.review.images import calls
+
 
 def inclusion(n: int, blocks: Iterable[tuple[Sequence[int], int]]) -> np.ndarray:
     """Each image's probability of having been drawn: ``1 - prod (1 - reviewed_b / size_b)`` over
@@ -39,7 +41,12 @@ def inclusion(n: int, blocks: Iterable[tuple[Sequence[int], int]]) -> np.ndarray
 
 
 def fitted_threshold(
-    margin: np.ndarray, in_use: np.ndarray, answers: Mapping[int, int], drawn: np.ndarray, least: float = 0.0
+    margin: np.ndarray,
+    in_use: np.ndarray,
+    answers: Mapping[int, int],
+    drawn: np.ndarray,
+    least: float = 0.0,
+    classes: np.ndarray | None = None,
 ) -> float:
     """The threshold on ``margin`` that the answers show best against the rule in use (nan: none).
 
@@ -49,6 +56,8 @@ def fitted_threshold(
         answers: position -> the reviewer's class, for answered images among the ``n``.
         drawn: ``(n,)`` each image's probability of having been drawn (:func:`inclusion`).
         least: the weighted gain a threshold must exceed to be returned.
+        classes: ``(n, 2)`` with more than two classes, the two classes each image's threshold
+            chooses between (:func:`engine.review.images.calls`; None: classes 0 and 1).
 
     Returns:
         the midpoint between two neighbouring answered margins whose threshold has the largest
@@ -68,11 +77,12 @@ def fitted_threshold(
     best, best_size, best_t = least, n + 1, math.nan
     unsampled = drawn <= 0
     for t in (cuts[:-1] + cuts[1:]) / 2.0:
-        changed = (margin > t).astype(np.int64) != in_use
+        decided = calls(margin, classes, t)
+        changed = decided != in_use
         if not changed.any() or bool((changed & unsampled).any()):
             continue
         mine = changed[at]
-        right = ((margin[at] > t).astype(np.int64) == y).astype(np.float64)
+        right = (decided[at] == y).astype(np.float64)
         gain = float(np.sum(weight[mine] * (right[mine] - rule_right[mine])))
         size = int(changed.sum())
         if gain > best + 1e-12 or (abs(gain - best) <= 1e-12 and size < best_size and gain > least):

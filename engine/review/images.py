@@ -26,9 +26,14 @@ class SiteImages:
         source: ``(n,)`` the source model's decision (A0).
         threshold: ``(n,)`` the label-free threshold on the margin in use when each image arrived
             (A1; 0 is the source's own; None: the decisions are not thresholds, ``reported`` stands).
-        margin: ``(n,)`` the source margin ``l_1 - l_0`` (nan: not a two-class decision).
+        margin: ``(n,)`` the source margin ``l_1 - l_0`` (nan: none kept); with more than two
+            classes, the log-probability of the most likely class other than the reference class
+            less the reference class's (``classes``).
         candidates: per candidate, ``(n,)`` its threshold when each image was decided (nan: none yet).
         prompted: ``(n,)`` I-DiPT's prompted decision (-1: not computed).
+        classes: ``(n, 2)`` with more than two classes, each image's reference class and that other
+            class: a threshold calls the second where the margin exceeds it, the first elsewhere
+            (None: two classes, 0 and 1).
     """
 
     reported: np.ndarray
@@ -37,6 +42,7 @@ class SiteImages:
     threshold: np.ndarray | None = None
     candidates: Mapping[str, np.ndarray] = field(default_factory=dict)
     prompted: np.ndarray | None = None
+    classes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.reported.shape[0])
@@ -50,13 +56,29 @@ class SiteImages:
             None if self.threshold is None else self.threshold[:n],
             {k: v[:n] for k, v in self.candidates.items()},
             None if self.prompted is None else self.prompted[:n],
+            None if self.classes is None else self.classes[:n],
         )
+
+    def calls(self, threshold: float | np.ndarray, n: int | None = None) -> np.ndarray:
+        """The decisions of a threshold on the margin for the first ``n`` images (all: None)."""
+        n = len(self) if n is None else n
+        return calls(self.margin[:n], None if self.classes is None else self.classes[:n], threshold)
 
     def latest_threshold(self, n: int) -> float:
         """A1's threshold after the first ``n`` images (nan when A1 is not a threshold)."""
         if self.threshold is None or n == 0 or not np.isfinite(self.margin[:n]).all():
             return math.nan
         return float(self.threshold[n - 1])
+
+
+def calls(margin: np.ndarray, classes: np.ndarray | None, threshold: float | np.ndarray) -> np.ndarray:
+    """A threshold's decisions: where ``margin`` exceeds it class 1 (``classes`` given: each image's
+    second class), elsewhere class 0 (its first); see :class:`SiteImages`."""
+    above = margin > threshold
+    if classes is None:
+        return above.astype(np.int64)
+    out: np.ndarray = np.where(above, classes[:, 1], classes[:, 0]).astype(np.int64)
+    return out
 
 
 def site_seed(seed: int, site: str) -> int:
@@ -70,10 +92,10 @@ def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int) -> n
         latest = images.latest_threshold(len(images))
         if math.isnan(latest):
             return images.reported[:n].copy()
-        return (images.margin[:n] > latest).astype(np.int64)
+        return images.calls(latest, n)
     if rule == SOURCE_RULE:
         return images.source[:n].copy()
     if rule == PROMPTED:
         prompted = images.prompted[:n] if images.prompted is not None else np.full(n, -1)
         return np.where(prompted >= 0, prompted, images.reported[:n])
-    return (images.margin[:n] > threshold).astype(np.int64)
+    return images.calls(threshold, n)

@@ -330,13 +330,19 @@ class SiteLadder:
         kept only where some disagreement with the rule in use is still unanswered."""
         n = len(images)
         drawn = fitted.inclusion(n, ((b.order, len(b.reviewed)) for c in self.comparisons for b in c.blocks))
-        threshold = fitted.fitted_threshold(images.margin[:n], in_use, self.answers, drawn)
+        threshold = fitted.fitted_threshold(
+            images.margin[:n],
+            in_use,
+            self.answers,
+            drawn,
+            classes=None if images.classes is None else images.classes[:n],
+        )
         if not math.isfinite(threshold) and self.rule.step > 0:
             threshold = self._step()
         tested = [c.threshold for c in self.comparisons if c.candidate == Rule.ANSWERS]
         if not math.isfinite(threshold) or any(abs(threshold - t) <= 1e-9 for t in tested):
             return math.nan  # (a threshold tried once is not tried again)
-        changed = np.flatnonzero((images.margin[:n] > threshold).astype(np.int64) != in_use)
+        changed = np.flatnonzero(images.calls(threshold, n) != in_use)
         return threshold if any(int(p) not in self.answers for p in changed) else math.nan
 
     def _step(self) -> float:

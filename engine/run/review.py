@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
+from engine.review.classes import ONE_GROUP
 from engine.review.ladder import (
     LABEL_FREE,
     PROMOTED,
@@ -496,7 +497,9 @@ class SiteReview:
             return EmptyQueue(QueueEmpty.NO_OTHER_RULE)
         mapped = any(len(self._decided_and_mapped(k)) for k in range(len(self.parts)))
         unproposed = None
-        if not images.candidates:  # the method proposed no site threshold: its typed reason
+        if not images.candidates and images.classes is not None:  # more than two classes: no two groups
+            unproposed = ONE_GROUP
+        elif not images.candidates:  # the method proposed no site threshold: its typed reason
             why = no_site_rule(self.rows)
             unproposed = why.words if why is not None else self.rows[-1].decision_reason
         return EmptyQueue(
@@ -522,8 +525,8 @@ class SiteReview:
             return "nothing to review yet: no image of this folder has been processed"
         if empty.stage is QueueEmpty.NO_OTHER_RULE:
             return (
-                "nothing to review: no other rule can decide this folder's images (the model has more "
-                "than two classes, or the run kept no source margins)"
+                "nothing to review: no other rule can decide this folder's images (the run kept no "
+                "source margins: a method that keeps none, or a journal written before they were kept)"
             )
         if empty.stage is QueueEmpty.NO_MAPS_YET:
             return "nothing to review yet: the review starts on images whose uncertainty maps are made"

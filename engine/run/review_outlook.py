@@ -204,8 +204,8 @@ def _nothing(review: SiteReview) -> str:
         return ""
     if empty.stage is QueueEmpty.NO_OTHER_RULE:
         return (
-            "No other rule can decide these images (the model has more than two classes, or the run kept no "
-            "source margins), so reviewing cannot change them."
+            "No other rule can decide these images (the run kept no source margins: a method that keeps "
+            "none, or a journal written before they were kept), so reviewing cannot change them."
         )
     if empty.tested:
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."

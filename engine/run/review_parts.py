@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
+from engine.review.classes import ONE_GROUP, best_fit_thresholds
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
 from engine.run.rows import PredictionRow
@@ -61,21 +62,32 @@ def decides_words(in_use: Sequence[PartRule]) -> str:
 
 
 def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
-    """What the ladder needs of a site's rows (arrival order); rows without a source margin (more
-    than two classes, or a journal written before margins were kept) make A1 the reported decisions."""
+    """What the ladder needs of a site's rows (arrival order); rows without a source margin (a
+    method that keeps none, or a journal written before margins were kept) make A1 the reported
+    decisions. With more than two classes (rows with ``source_classes``) the margin is against the
+    reference class and the best-fit threshold is fitted here (``engine.review.classes``)."""
     n = len(rows)
     margin = np.array(
         [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
     )
-    two_class = n > 0 and bool(np.isfinite(margin).all())
-    threshold = np.array([r.decision_threshold or 0.0 for r in rows], dtype=np.float64) if two_class else None
+    thresholded = n > 0 and bool(np.isfinite(margin).all())
+    threshold = (
+        np.array([r.decision_threshold or 0.0 for r in rows], dtype=np.float64) if thresholded else None
+    )
+    pairs = [r.source_classes for r in rows]
+    many = thresholded and all(p is not None for p in pairs)
+    classes = np.array(pairs, dtype=np.int64).reshape(n, 2) if many else None
     candidates: dict[str, np.ndarray] = {}
-    if two_class:
+    if thresholded:
         named = [dict(r.candidates) for r in rows]
         for name in THRESHOLD_CANDIDATES:
             values = np.array([c.get(name, math.nan) for c in named], dtype=np.float64)
             if np.isfinite(values).any():
                 candidates[name] = values
+        if many and Rule.FIT not in candidates:
+            fits = best_fit_thresholds(margin)
+            if np.isfinite(fits).any():
+                candidates[Rule.FIT] = fits
     prompted = np.array(
         [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
     )
@@ -86,6 +98,7 @@ def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
         threshold=threshold,
         candidates=candidates,
         prompted=prompted if bool((prompted >= 0).any()) else None,
+        classes=classes,
     )
 
 
@@ -178,7 +191,7 @@ def rules_calling_otherwise(images: SiteImages) -> list[Rule]:
     if images.threshold is not None:
         for rule, values in images.candidates.items():
             finite = np.isfinite(values)
-            calls = (images.margin > np.where(finite, values, 0.0)).astype(np.int64)
+            calls = images.calls(np.where(finite, values, 0.0))
             if bool(np.any(finite & (calls != images.source))):
                 out.append(Rule(rule))
     if images.prompted is not None and bool(
@@ -211,13 +224,15 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
     images = site_images(rows)
     if images.threshold is None and images.prompted is None:
         return (
-            "adapting changed no decision: no other rule can decide these images (the model has more than "
-            "two classes, or the run kept no source margins)"
+            "adapting changed no decision: no other rule can decide these images (the run kept no source "
+            "margins: a method that keeps none, or a journal written before they were kept)"
         )
     otherwise = rules_calling_otherwise(images)
     if not images.candidates:  # the method's operating point did not run: no site threshold at all
         why = no_site_rule(rows)
         reason = why.words if why is not None else rows[-1].decision_reason
+        if images.classes is not None:  # more than two classes: the best-fit threshold found no groups
+            reason = ONE_GROUP
         text = "adapting changed no decision: it proposed no site threshold" + (
             f" ({reason})" if reason else ""
         )

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine.errors import F2TTAError
 from engine.io.sources import StreamItem
 from engine.methods.decision import DecisionRecord
@@ -100,7 +102,10 @@ class PredictionRow:
     site_group: int | None = None  # the site group it was judged in (I-DiPT+; None: none)
     decision_threshold: float | None = None  # threshold on the source margin it was decided by
     decision_reason: str = ""  # why that path (the guard that failed, ...)
-    source_margin: float | None = None  # the source margin l_1 - l_0 (two-class decisions)
+    source_margin: float | None = None  # the source margin l_1 - l_0 (with more classes: source_classes)
+    # with more than two classes: (reference, alternative), the margin being the log-probability of
+    # the most likely other class less the reference class's (engine.review.images.calls)
+    source_classes: tuple[int, int] | None = None
     candidates: tuple[
         tuple[str, float], ...
     ] = ()  # the site's candidate thresholds (never reported uncertified)
@@ -147,6 +152,7 @@ class PredictionRow:
             "decision_threshold",
             "decision_reason",
             "source_margin",
+            "source_classes",
             "prompted_prediction",
             "map_status",
             "content",
@@ -161,6 +167,8 @@ class PredictionRow:
             data.pop("candidates")
         if self.tile is not None:
             data["tile"] = list(self.tile)
+        if self.source_classes is not None:
+            data["source_classes"] = list(self.source_classes)
         for key in _FLOATS:
             value = data[key]
             data[key] = None if not math.isfinite(value) else round(float(value), 6)
@@ -197,6 +205,11 @@ class PredictionRow:
         kwargs["decision_threshold"] = None if threshold is None else float(threshold)
         margin = kwargs.get("source_margin")
         kwargs["source_margin"] = None if margin is None else float(margin)
+        pair = kwargs.get("source_classes")
+        if pair is not None:
+            kwargs["source_classes"] = (int(pair[0]), int(pair[1]))
+            if len(pair) != 2 or min(kwargs["source_classes"]) < 0:
+                raise ValueError("a row's source classes are two class indices")
         prompted = kwargs.get("prompted_prediction")
         kwargs["prompted_prediction"] = None if prompted is None else int(prompted)
         candidates = kwargs.get("candidates") or {}
@@ -246,8 +259,41 @@ def make_row(
         guard_message="" if step.guard_event is None else step.guard_event.message,
         update_skipped=step.update_skipped,
         content=content,
-        **decision_fields(step.decision),
+        **(decision_fields(step.decision) | many_class_margin(step.source_probs, classes, step.decision)),
     )
+
+
+#: Class names a model with more than two classes may give its reference class (the one a site
+#: threshold is set against), compared without case; with none of them, class 0 is the reference.
+REFERENCE_NAMES = ("normal", "negative", "benign", "healthy", "background")
+
+
+def reference_class(classes: Sequence[str]) -> int:
+    """The class a site threshold of a model with more than two classes is set against: the one
+    class named as :data:`REFERENCE_NAMES` says, else class 0 (two classes: class 0, always)."""
+    if len(classes) > 2:
+        named = [i for i, c in enumerate(classes) if c.strip().lower() in REFERENCE_NAMES]
+        if len(named) == 1:
+            return named[0]
+    return 0
+
+
+def many_class_margin(
+    source_probs: Sequence[float] | np.ndarray, classes: Sequence[str], decision: DecisionRecord | None
+) -> dict[str, Any]:
+    """With more than two classes and a decision record, the source margin against the reference
+    class and the two classes it chooses between (``docs/review-certificates.md``, "More than two
+    classes"): ``log p_a - log p_r`` with ``a`` the most likely other class, so a threshold ``t``
+    calls ``a`` where the margin exceeds it and ``r`` elsewhere (``t`` = 0: the source model's
+    call, as ``l_1 - l_0`` for two classes). Empty otherwise (two classes keep the method's)."""
+    probs = [float(p) for p in source_probs]
+    if decision is None or len(probs) <= 2 or len(probs) != len(classes):
+        return {}
+    ref = reference_class(classes)
+    other = max((i for i in range(len(probs)) if i != ref), key=lambda i: probs[i])
+    tiny = 1e-30  # a probability that underflowed to 0 keeps the margin finite
+    margin = math.log(max(probs[other], tiny)) - math.log(max(probs[ref], tiny))
+    return {"source_margin": margin, "source_classes": (ref, other)}
 
 
 def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""Site rules for a model with more than two classes (issue 39, item 3).
+
+A two-class model's site rules are thresholds on its source margin ``l_1 - l_0``. With more
+classes the ladder keeps the same kind of rule on a margin of the same kind: one class is the
+*reference* (the class named normal, negative, benign, healthy or background, else class 0;
+``engine.run.rows.reference_class``), and each image's margin is the log-probability of its most
+likely other class less the reference's. A threshold ``t`` calls that other class where the
+margin exceeds ``t`` and the reference elsewhere: ``t`` = 0 is the source model's own call,
+``t`` < 0 calls the reference less often (a site where the model calls almost everything normal),
+``t`` > 0 more often. Which of the other classes an image gets stays the source model's choice:
+these rules move where the reference class ends, not the order of the others.
+
+The same queue, comparisons, certificates and words then serve every model
+(``docs/review-certificates.md``, "More than two classes"). Two candidates exist for such a
+model: the threshold fitted to the answers (``engine.review.fitted``) and the best-fit threshold
+below; the label-free candidates of a two-class model need its source reference's two class
+means and are not computed.
+
+**Best-fit threshold** (:func:`best_fit_thresholds`): where the site's margins fall into two
+groups. Two Gaussians with one variance, fitted by EM to the margins of the images so far; the
+threshold is where an image is equally likely to belong to either, kept only where the margins
+do fall into two groups: each holds at least a twentieth of the images, the means are at least two
+standard deviations apart, the fitted density has two modes (a dip between the means), and the
+mixture is worth its two extra numbers against one Gaussian by the Bayesian information criterion
+(a log-likelihood gain above ``log n``). Fixed before any evaluation; a certificate, not
+these settings, decides whether it is ever used.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Why a site of such a model has no site threshold to review (said where a two-class site names
+#: the method's reason)
+ONE_GROUP = "its images do not fall into two groups on the original model's score yet"
+LEAST_IMAGES = 20  # images before a best-fit threshold is fitted
+SEPARATION = 2.0  # means apart, in standard deviations, for two groups (below: one mode)
+LEAST_SHARE = 0.05  # each group's share at least
+GROWTH = 0.05  # refitted once the images grew by this share (and by at least REFIT_IMAGES)
+REFIT_IMAGES = 10
+ITERATIONS = 200
+
+
+def two_groups(margin: np.ndarray) -> float:
+    """The best-fit threshold of ``margin`` (module docstring; nan: no two groups)."""
+    x = np.asarray(margin, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size < LEAST_IMAGES or float(x.std()) <= 0.0:
+        return math.nan
+    best: tuple[float, float] | None = None
+    for start in (0.0, float(np.median(x))):
+        fit = _em(x, x > start)
+        if fit is not None and (best is None or fit[0] > best[0]):
+            best = fit
+    return math.nan if best is None else best[1]
+
+
+def _em(x: np.ndarray, upper: np.ndarray) -> tuple[float, float] | None:
+    """``(log-likelihood, threshold)`` of the tied-variance mixture started from the split
+    ``upper`` (None: the start does not split, or the fit does not give two groups)."""
+    if not 0 < int(upper.sum()) < x.size:
+        return None
+    r = upper.astype(np.float64)  # P(upper group) per image
+    var_floor = 1e-6 * float(x.var()) + 1e-12
+    for _ in range(ITERATIONS):
+        share = float(r.mean())
+        if not 0.0 < share < 1.0:
+            return None
+        mu1 = float((r * x).sum() / r.sum())
+        mu0 = float(((1 - r) * x).sum() / (1 - r).sum())
+        var = max(float((r * (x - mu1) ** 2 + (1 - r) * (x - mu0) ** 2).mean()), var_floor)
+        log_odds = math.log(share / (1 - share)) + ((x - mu0) ** 2 - (x - mu1) ** 2) / (2 * var)
+        new = 0.5 * (1.0 + np.tanh(0.5 * log_odds))
+        done = float(np.abs(new - r).max()) < 1e-6
+        r = new
+        if done:
+            break
+    share = float(r.mean())
+    if not LEAST_SHARE <= share <= 1 - LEAST_SHARE:
+        return None
+    mu1 = float((r * x).sum() / r.sum())
+    mu0 = float(((1 - r) * x).sum() / (1 - r).sum())
+    var = max(float((r * (x - mu1) ** 2 + (1 - r) * (x - mu0) ** 2).mean()), var_floor)
+    lo, hi = (mu0, mu1) if mu0 < mu1 else (mu1, mu0)
+    p_hi = share if mu1 > mu0 else 1 - share
+    if hi - lo < SEPARATION * math.sqrt(var):
+        return None
+    mixed = _log_density(x, lo, hi, var, p_hi)
+    one = -0.5 * x.size * (math.log(2 * math.pi * float(x.var())) + 1.0)
+    if mixed.sum() - one <= math.log(x.size):  # BIC: two more numbers must pay for themselves
+        return None
+    grid = np.linspace(lo, hi, 201)
+    density = _log_density(grid, lo, hi, var, p_hi)
+    if not float(density.min()) < min(float(density[0]), float(density[-1])) - 1e-9:
+        return None  # one mode: the smaller group is a shoulder of the larger, not a group
+    # equal posteriors: (x - lo)^2 - (x - hi)^2 = 2 var log((1 - p_hi) / p_hi)
+    threshold = (lo + hi) / 2 + var * math.log((1 - p_hi) / p_hi) / (hi - lo)
+    return float(mixed.sum()), float(threshold)
+
+
+def _log_density(x: np.ndarray, lo: float, hi: float, var: float, p_hi: float) -> np.ndarray:
+    """The mixture's log-density at each of ``x``."""
+    joint = (
+        -((x[:, None] - np.array([lo, hi])[None]) ** 2) / (2 * var) + np.log(np.array([1 - p_hi, p_hi]))[None]
+    )
+    top = joint.max(axis=1)
+    out: np.ndarray = (
+        top + np.log(np.exp(joint - top[:, None]).sum(axis=1)) - 0.5 * math.log(2 * math.pi * var)
+    )
+    return out
+
+
+def best_fit_thresholds(margin: np.ndarray) -> np.ndarray:
+    """``(n,)`` each image's best-fit threshold when it was decided: fitted on the images up to it
+    at the last refit (a refit once the images grew by :data:`GROWTH`, at least
+    :data:`REFIT_IMAGES`, from :data:`LEAST_IMAGES` on), so the value a comparison freezes depends
+    only on the images before it (nan: none yet, or no two groups)."""
+    n = int(margin.shape[0])
+    out = np.full(n, math.nan)
+    k = LEAST_IMAGES
+    while k <= n:
+        nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
+        out[k - 1 : min(nxt, n + 1) - 1] = two_groups(margin[:k])
+        k = nxt
+    return out

@@ -1,0 +1,154 @@
+"""Site rules for models with more than two classes (issue 39, item 3; engine/review/classes.py).
+
+A threshold on the margin against the reference class calls the most likely other class above it
+and the reference below; the rows keep that margin and the two classes; the best-fit threshold is
+fitted where the margins fall into two groups; the same queue and certificates then move a site
+where the model calls almost everything normal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.methods.decision import DecisionRecord
+from engine.review.classes import ONE_GROUP, best_fit_thresholds, two_groups
+from engine.review.images import calls
+from engine.run.review import SiteReview, what_adapting_changed
+from engine.run.review_parts import site_images
+from engine.run.rows import PredictionRow, many_class_margin, reference_class
+from engine.vocabulary import Rule
+
+CLASSES = ("grade 1", "normal", "grade 2")
+REF = 1  # "normal"
+
+
+def test_the_reference_class_is_the_one_named_normal_else_class_0() -> None:
+    assert reference_class(CLASSES) == 1
+    assert reference_class(("a", "Benign ", "c")) == 1
+    assert reference_class(("a", "b", "c")) == 0
+    assert reference_class(("normal", "normal", "c")) == 0  # two named: none chosen
+    assert reference_class(("tumour", "normal")) == 0  # two classes: the margin stays l_1 - l_0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_threshold_of_zero_calls_what_the_source_model_calls(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    record = DecisionRecord("not-accepted")
+    for _ in range(200):
+        logits = rng.normal(0, 3, 3)
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        fields = many_class_margin(probs.astype(np.float32).tolist(), CLASSES, record)
+        pair = np.array([fields["source_classes"]])
+        call = calls(np.array([fields["source_margin"]]), pair, 0.0)[0]
+        assert call == int(np.argmax(probs))
+        assert fields["source_classes"][0] == REF and fields["source_classes"][1] != REF
+    assert many_class_margin([0.3, 0.7], ("a", "b"), record) == {}  # two classes: the method's margin
+    assert many_class_margin([0.2, 0.3, 0.5], CLASSES, None) == {}  # no decision record: no review
+
+
+def test_a_row_keeps_its_two_classes_through_the_journal() -> None:
+    row = _rows(np.array([-2.0]), np.array([0]), np.array([0]))[0]
+    back = PredictionRow.from_json(row.to_json())
+    assert back.source_classes == (REF, 0) and back.source_margin == row.source_margin
+    bad = row.to_json() | {"source_classes": [1, -3]}
+    with pytest.raises(ValueError):
+        PredictionRow.from_json(bad)
+
+
+def test_the_best_fit_threshold_needs_two_groups() -> None:
+    rng = np.random.default_rng(0)
+    two = np.concatenate([rng.normal(-6, 0.7, 300), rng.normal(-2, 0.7, 100)])
+    t = two_groups(two)
+    assert -5.0 < t < -2.8  # between the groups, nearer the smaller one's side of the middle
+    assert math.isnan(two_groups(rng.normal(0, 1, 400)))  # one group: none
+    assert math.isnan(two_groups(two[:10]))  # too few images
+    values = best_fit_thresholds(rng.permutation(two))
+    assert np.isnan(values[:19]).all() and np.isfinite(values[-1])
+
+
+def _site(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A site where the source model calls almost everything normal: the abnormal images' margins
+    fell below 0 but still form their own group. Returns margins, other classes and labels."""
+    rng = np.random.default_rng(seed)
+    labels = rng.choice([0, 1, 2], n, p=[0.2, 0.6, 0.2])
+    abnormal = labels != REF
+    margin = np.where(abnormal, rng.normal(-1.5, 0.6, n), rng.normal(-5.0, 0.8, n))
+    # the most likely other class: the right one for most abnormal images
+    other = np.where(abnormal & (rng.random(n) < 0.9), labels, rng.choice([0, 2], n))
+    return margin, other, labels
+
+
+def _rows(margin: np.ndarray, other: np.ndarray, labels: np.ndarray) -> list[PredictionRow]:
+    rows = []
+    for i in range(len(margin)):
+        src = int(other[i]) if margin[i] > 0 else REF
+        rows.append(
+            PredictionRow(
+                index=i,
+                position=i,
+                key=f"img{i:03d}.png",
+                name=f"img{i:03d}.png",
+                prediction=src,
+                prediction_label=CLASSES[src],
+                confidence=0.9,
+                positive_prob=math.nan,
+                source_prediction=src,
+                source_label=CLASSES[src],
+                source_confidence=0.9,
+                uncertainty=math.nan,
+                ground_truth=None,
+                truth_label=None,
+                seconds=0.01,
+                decision_path="not-accepted",
+                site_group=None,
+                decision_threshold=0.0,
+                decision_reason="more than two classes",
+                source_margin=float(margin[i]),
+                source_classes=(REF, int(other[i])),
+            )
+        )
+    return rows
+
+
+def test_a_site_of_a_three_class_model_has_rules_to_review() -> None:
+    margin, other, labels = _site(300, 0)
+    images = site_images(_rows(margin, other, labels))
+    assert images.classes is not None and Rule.FIT in images.candidates
+    assert (images.calls(0.0) == images.source).all()
+    t = float(images.candidates[Rule.FIT][-1])
+    assert -4.5 < t < -2.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reviews_certify_a_threshold_for_a_site_called_all_normal(seed: int) -> None:
+    """Twenty answers move the site's decisions to a threshold below 0, and what they certify is
+    right more often than the source model on the site's images (paired counts)."""
+    margin, other, labels = _site(300, seed)
+    review = SiteReview(None, "/data/grades", 3)
+    review.open(_rows(margin, other, labels))
+    answered = 0
+    while answered < 20 and (index := review.next_item()) is not None:
+        review.set_mark(review.rows[index].key, int(labels[index]), "ana")
+        answered += 1
+    decided = review.decisions()
+    source = np.array([r.source_prediction for r in review.rows])
+    fixed = int(np.sum((decided == labels) & (source != labels)))
+    broken = int(np.sum((decided != labels) & (source == labels)))
+    assert review.in_use()[0].rule in (Rule.FIT, Rule.ANSWERS)
+    assert fixed > 3 * broken and fixed >= 20, (fixed, broken)
+
+
+def test_a_site_in_one_group_says_why_nothing_is_reviewed() -> None:
+    rng = np.random.default_rng(3)
+    margin = rng.normal(-4.0, 1.0, 120)  # one group: every image called normal, no threshold fitted
+    labels = np.full(120, REF)
+    review = SiteReview(None, "/data/one group", 3)
+    review.open(_rows(margin, np.zeros(120, dtype=np.int64), labels))
+    assert review.next_item() is None
+    assert ONE_GROUP in review.why_empty()
+    assert ONE_GROUP in what_adapting_changed(review.rows)
+    assert "more than two classes" not in review.why_empty()
