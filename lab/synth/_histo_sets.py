@@ -30,7 +30,7 @@ Vec3 = tuple[float, float, float]
 
 @dataclass(frozen=True)
 class StainedSite:
-    """What a site of the fourth and of the fifth set begins with: its name, its two stains and its
+    """What a site of the fourth, fifth and sixth set begins with: its name, its two stains and its
     light (each set's site adds how it prepares, images and stores a section)."""
 
     name: str

@@ -25,23 +25,16 @@ import numpy as np
 
 from lab.synth._drawing import smooth_noise
 from lab.synth._histo import _CANONICAL, RUIFROK_E, RUIFROK_H, Tissue, stains
-from lab.synth._histo_sets import specs
+from lab.synth._histo_sets import StainedSite, specs
 from lab.synth._optics import blur_yx, f32, quantise
-
-Vec3 = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
-class HistoSiteV6:
-    """How one site of the sixth set prepares, stains, images and stores a section."""
+class HistoSiteV6(StainedSite):
+    """How one site of the sixth set prepares, stains, images and stores a section (its second
+    stain: the second chromogen or stain, on the stroma and the cytoplasm)."""
 
-    name: str
-    h_vector: Vec3  # nuclear stain's optical density per R, G, B (normalised)
-    h_strength: float
-    e_vector: Vec3  # the second chromogen or stain, on the stroma and the cytoplasm
-    e_strength: float
     patchy: float  # how much the second stain's amount varies across the patch (IHC expression), 0-1
-    light: Vec3  # light through empty glass after white balance, 0-1 per channel
     retraction: float  # share of the tissue lost in the cleft round each nucleus (delayed fixation)
     wavelet_step: float  # quantiser step of the finest luminance details, 0-255 scale (0: lossless)
     pyramid: int  # the level served: 1 the scanned resolution, 2 half of it enlarged by nearest neighbour
@@ -57,10 +50,10 @@ _WHITE = (0.95, 0.94, 0.96)
 
 # fmt: off
 SITES: tuple[HistoSiteV6, ...] = (
-    HistoSiteV6("v6site2", RUIFROK_H, 0.55, DAB, 1.5, 0.6, (0.96, 0.96, 0.95), 0.0, 0.0, 1, 0.4, 2.0, None, 1.0),
-    HistoSiteV6("v6site3", RUIFROK_H, 1.0, RUIFROK_E, 1.0, 0.0, _WHITE, 0.85, 0.0, 1, 0.4, 2.0, None, 1.0),
-    HistoSiteV6("v6site4", RUIFROK_H, 1.0, RUIFROK_E, 1.0, 0.0, _WHITE, 0.0, 16.0, 1, 0.4, 2.0, None, 1.0),
-    HistoSiteV6("v6site5", RUIFROK_H, 1.0, RUIFROK_E, 1.0, 0.0, _WHITE, 0.0, 0.0, 2, 0.4, 2.0, None, 1.0),
+    HistoSiteV6("v6site2", RUIFROK_H, 0.55, DAB, 1.5, (0.96, 0.96, 0.95), 0.6, 0.0, 0.0, 1, 0.4, 2.0, None, 1.0),
+    HistoSiteV6("v6site3", RUIFROK_H, 1.0, RUIFROK_E, 1.0, _WHITE, 0.0, 0.85, 0.0, 1, 0.4, 2.0, None, 1.0),
+    HistoSiteV6("v6site4", RUIFROK_H, 1.0, RUIFROK_E, 1.0, _WHITE, 0.0, 0.0, 16.0, 1, 0.4, 2.0, None, 1.0),
+    HistoSiteV6("v6site5", RUIFROK_H, 1.0, RUIFROK_E, 1.0, _WHITE, 0.0, 0.0, 0.0, 2, 0.4, 2.0, None, 1.0),
 )
 # fmt: on
 _LEVELS = 3  # wavelet decomposition levels
