@@ -8,6 +8,7 @@ import numpy as np
 
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
+from lab.bench.adversarial import site_rows as adversarial_rows
 
 CLASSES = ("normal", "tumor")
 
@@ -18,34 +19,9 @@ def site_rows(n: int = 240, shift: float = 2.0, seed: int = 0) -> tuple[list[Pre
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 2, n)
     margin = np.where(labels == 1, rng.normal(shift + 3, 1, n), rng.normal(shift - 3, 1, n))
-    rows = []
-    for i in range(n):
-        src = int(margin[i] > 0)
-        rows.append(
-            PredictionRow(
-                index=i,
-                position=i,
-                key=f"img{i:03d}.png",
-                name=f"img{i:03d}.png",
-                prediction=src,
-                prediction_label=CLASSES[src],
-                confidence=0.9,
-                positive_prob=0.9 if src else 0.1,
-                source_prediction=src,
-                source_label=CLASSES[src],
-                source_confidence=0.9,
-                uncertainty=math.nan,
-                ground_truth=None,
-                truth_label=None,
-                seconds=0.01,
-                decision_path="not-accepted",
-                site_group=0,
-                decision_threshold=0.0,
-                decision_reason="edge",
-                source_margin=float(margin[i]),
-                candidates=(("fit", shift), ("prior", math.nan), ("shift", -3.0)),
-            )
-        )
+    candidates = {"fit": shift, "prior": math.nan, "shift": -3.0}
+    fields = {"decision_path": "not-accepted", "decision_reason": "edge", "seconds": 0.01}
+    rows = adversarial_rows(margin, candidates, CLASSES, "img{:03d}.png", **fields)
     return rows, labels
 
 

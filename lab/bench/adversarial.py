@@ -25,7 +25,9 @@ again until it looks good (``docs/review-certificates.md``, "Starts are kept").
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -94,36 +96,45 @@ def review_site(
     )
 
 
-def site_rows(margin: np.ndarray, candidates: dict[str, float]) -> list[PredictionRow]:
+def site_rows(
+    margin: np.ndarray,
+    candidates: dict[str, float],
+    labels: tuple[str, str] = ("0", "1"),
+    name: str = "img{:04d}.png",
+    **fields: Any,
+) -> list[PredictionRow]:
     """The rows a run of the default method makes for a two-class site with these source margins
-    (review first: every decision the source model's) and these candidate thresholds."""
+    (review first: every decision the source model's) and these candidate thresholds.
+
+    ``labels`` name the two classes, ``name`` formats an image's name (and key) from its position,
+    and ``fields`` set the rows' other fields where a test's run decided otherwise (its
+    ``decision_path``, ``decision_reason``, ``seconds``)."""
     rows = []
     for i, m in enumerate(margin.tolist()):
         src = int(m > 0)
-        rows.append(
-            PredictionRow(
-                index=i,
-                position=i,
-                key=f"img{i:04d}.png",
-                name=f"img{i:04d}.png",
-                prediction=src,
-                prediction_label=str(src),
-                confidence=0.9,
-                positive_prob=0.9 if src else 0.1,
-                source_prediction=src,
-                source_label=str(src),
-                source_confidence=0.9,
-                uncertainty=float("nan"),
-                ground_truth=None,
-                truth_label=None,
-                seconds=0.0,
-                decision_path="awaiting-review",
-                site_group=0,
-                decision_threshold=0.0,
-                source_margin=float(m),
-                candidates=tuple(sorted(candidates.items())),
-            )
+        row = PredictionRow(
+            index=i,
+            position=i,
+            key=name.format(i),
+            name=name.format(i),
+            prediction=src,
+            prediction_label=labels[src],
+            confidence=0.9,
+            positive_prob=0.9 if src else 0.1,
+            source_prediction=src,
+            source_label=labels[src],
+            source_confidence=0.9,
+            uncertainty=float("nan"),
+            ground_truth=None,
+            truth_label=None,
+            seconds=0.0,
+            decision_path="awaiting-review",
+            site_group=0,
+            decision_threshold=0.0,
+            source_margin=float(m),
+            candidates=tuple(sorted(candidates.items())),
         )
+        rows.append(dataclasses.replace(row, **fields) if fields else row)
     return rows
 
 
