@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.methods.decision import DecisionRecord
-from engine.review.classes import ONE_GROUP, best_fit_thresholds, two_groups
+from engine.review.classes import ONE_GROUP, best_fit_thresholds, site_fit, two_groups
 from engine.review.images import calls
 from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.review_parts import site_images
@@ -152,3 +152,14 @@ def test_a_site_in_one_group_says_why_nothing_is_reviewed() -> None:
     assert ONE_GROUP in review.why_empty()
     assert ONE_GROUP in what_adapting_changed(review.rows)
     assert "more than two classes" not in review.why_empty()
+
+
+def test_where_the_groups_of_all_margins_change_no_call_the_larger_side_is_fitted() -> None:
+    """A site whose model calls one class's images another abnormal class (above 0) and the next
+    class's images normal (below 0, a group of their own): the split of all margins falls near 0
+    and changes nothing; the split below 0, where most images are, is the candidate."""
+    rng = np.random.default_rng(5)
+    margin = np.concatenate([rng.normal(2.8, 0.7, 40), rng.normal(-1.9, 0.3, 40), rng.normal(-2.9, 0.1, 120)])
+    t = site_fit(rng.permutation(margin))
+    assert -2.6 < t < -2.1
+    assert math.isnan(site_fit(rng.normal(-2.9, 0.1, 200)))

@@ -17,7 +17,7 @@ below; the label-free candidates of a two-class model need its source reference'
 means and are not computed.
 
 **Best-fit threshold** (:func:`best_fit_thresholds`): where the site's margins fall into two
-groups. Two Gaussians with one variance, fitted by EM to the margins of the images so far; the
+groups (all of them; where that changes no call, those on the side of 0 that holds most images). Two Gaussians with one variance, fitted by EM to the margins of the images so far; the
 threshold is where an image is equally likely to belong to either, kept only where the margins
 do fall into two groups: each holds at least a twentieth of the images, the means are at least two
 standard deviations apart, the fitted density has two modes (a dip between the means), and the
@@ -112,6 +112,24 @@ def _log_density(x: np.ndarray, lo: float, hi: float, var: float, p_hi: float) -
     return out
 
 
+def site_fit(margin: np.ndarray) -> float:
+    """The best-fit threshold of a site's margins so far: of all of them, or, where that changes no
+    call (no margin between it and 0) or finds no two groups, of those on the side of 0 that holds
+    most images (a site where the model calls almost everything one way hides its second group
+    there; nan: neither)."""
+    t = two_groups(margin)
+    if math.isfinite(t) and _moves(margin, t):
+        return t
+    side = margin[margin <= 0] if np.sum(margin <= 0) * 2 >= margin.size else margin[margin > 0]
+    t = two_groups(side)
+    return t if math.isfinite(t) and _moves(margin, t) else math.nan
+
+
+def _moves(margin: np.ndarray, t: float) -> bool:
+    """Whether ``t`` calls some image otherwise than 0 does."""
+    return bool(np.any((margin > t) != (margin > 0)))
+
+
 def best_fit_thresholds(margin: np.ndarray) -> np.ndarray:
     """``(n,)`` each image's best-fit threshold when it was decided: fitted on the images up to it
     at the last refit (a refit once the images grew by :data:`GROWTH`, at least
@@ -122,6 +140,6 @@ def best_fit_thresholds(margin: np.ndarray) -> np.ndarray:
     k = LEAST_IMAGES
     while k <= n:
         nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
-        out[k - 1 : min(nxt, n + 1) - 1] = two_groups(margin[:k])
+        out[k - 1 : min(nxt, n + 1) - 1] = site_fit(margin[:k])
         k = nxt
     return out
