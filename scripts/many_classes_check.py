@@ -1,0 +1,173 @@
+"""Site rules of a model with more than two classes, checked on data made here (development only).
+
+Two checks behind ``docs/review-certificates.md``, "More than two classes" (issue 39, item 3):
+
+``margins``: generated sites of 300 images, the reference class 60 % of them, reviewed through
+:class:`engine.run.review.SiteReview` by a reviewer who knows the labels: the abnormal images'
+margins moved below 0 as a group of their own (seeds 0-5, 10 and 20 answers), and 40 sites of
+three kinds (the source model right, groups overlapping, moved) at 10 and 20 answers. Per line:
+answers used, the rule in use, accuracy, fixed / broken.
+
+``model DIR``: a 3-class ViT trained on generated nuclei patches (grade 1, grade 2, normal; 48 px)
+at one site, then three faded sites (35, 45, 55 %) of 200 images run with ``f2tta run`` and
+reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced)::
+
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from engine.run.review import SiteReview
+from engine.run.rows import PredictionRow
+
+CLASSES = ("grade 1", "normal", "grade 2")
+REF = 1
+NUCLEI = {"grade 1": (14, 2.0), "grade 2": (30, 3.2), "normal": (5, 1.5)}  # count, radius
+
+
+def rows_of(margin: np.ndarray, other: np.ndarray) -> list[PredictionRow]:
+    """A site's rows from margins against the reference and the most likely other classes."""
+    out = []
+    for i in range(len(margin)):
+        src = int(other[i]) if margin[i] > 0 else REF
+        out.append(
+            PredictionRow(
+                i, i, f"img{i:03d}.png", f"img{i:03d}.png", src, CLASSES[src], 0.9, math.nan, src,
+                CLASSES[src], 0.9, math.nan, None, None, 0.01, decision_path="not-accepted",
+                decision_threshold=0.0, source_margin=float(margin[i]), source_classes=(REF, int(other[i])),
+            )
+        )  # fmt: skip
+    return out
+
+
+def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int = 3) -> str:
+    """Answer up to ``k`` of the queue; the line: answers, rule, accuracy, fixed / broken."""
+    review = SiteReview(None, "/data/site", classes)
+    review.open(rows)
+    made = 0
+    while made < k and (index := review.next_item()) is not None:
+        review.set_mark(review.rows[index].key, int(labels[index]), "reviewer")
+        made += 1
+    decided = review.decisions()
+    source = np.array([r.source_prediction for r in review.rows])
+    fixed = int(np.sum((decided == labels) & (source != labels)))
+    broken = int(np.sum((decided != labels) & (source == labels)))
+    rule = ", ".join(str(p.rule) for p in review.in_use())
+    return (
+        f"answers {made:2d}  rule {rule:8s}  accuracy {np.mean(source == labels):.3f} -> "
+        f"{np.mean(decided == labels):.3f}  fixed {fixed} / broken {broken}"
+    )
+
+
+def margin_site(n: int, seed: int, abnormal_at: float, normal_at: float, sd: float) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    labels = rng.choice([0, 1, 2], n, p=[0.2, 0.6, 0.2])
+    abnormal = labels != REF
+    margin = np.where(abnormal, rng.normal(abnormal_at, sd, n), rng.normal(normal_at, sd, n))
+    other = np.where(abnormal & (rng.random(n) < 0.9), labels, rng.choice([0, 2], n))
+    return margin, other, labels
+
+
+def margins() -> None:
+    for seed in range(6):
+        for k in (10, 20):
+            rng = np.random.default_rng(seed)  # the moved site of tests/test_review_classes.py
+            labels = rng.choice([0, 1, 2], 300, p=[0.2, 0.6, 0.2])
+            abnormal = labels != REF
+            margin = np.where(abnormal, rng.normal(-1.5, 0.6, 300), rng.normal(-5.0, 0.8, 300))
+            other = np.where(abnormal & (rng.random(300) < 0.9), labels, rng.choice([0, 2], 300))
+            print(f"moved site, seed {seed}, K = {k}: {reviewed(rows_of(margin, other), labels, k)}")
+    kinds = {"source right": (2.0, -2.0, 1.2), "overlapping": (0.5, -0.5, 1.0), "moved": (-1.0, -4.0, 1.0)}
+    for kind, (at_abnormal, at_normal, sd) in kinds.items():
+        for k in (10, 20):
+            promoted = harmed = fixed = broken = 0
+            for seed in range(40):
+                margin, other, labels = margin_site(300, 1000 + seed, at_abnormal, at_normal, sd)
+                line = reviewed(rows_of(margin, other), labels, k)
+                f, b = (int(x) for x in line.split("fixed ")[1].split(" / broken "))
+                fixed, broken = fixed + f, broken + b
+                promoted += "rule source" not in line
+                harmed += b > f
+            print(
+                f"{kind}, K = {k}: {promoted}/40 promoted, {harmed} harmed, fixed {fixed} / broken {broken}"
+            )
+
+
+def patch(rng: np.random.Generator, cls: str, fade: float) -> np.ndarray:
+    count, radius = NUCLEI[cls]
+    side = 48
+    yy, xx = np.mgrid[:side, :side]
+    image = np.ones((side, side, 3)) * (np.array([235, 175, 205.0]) + rng.normal(0, 6, 3))
+    image += rng.normal(0, 8, (side, side, 3))
+    for _ in range(rng.poisson(count)):
+        cy, cx = rng.uniform(0, side, 2)
+        r = radius * rng.uniform(0.7, 1.3)
+        image[((yy - cy) ** 2 + (xx - cx) ** 2) < r**2] = np.array([90, 40, 130]) + rng.normal(0, 10, 3)
+    return np.clip(image * (1 - fade) + 255 * fade, 0, 255).astype(np.uint8)
+
+
+def model(out: Path) -> None:
+    from PIL import Image
+
+    shutil.rmtree(out, ignore_errors=True)
+    rng = np.random.default_rng(0)
+    sites = {"site0": (0.0, 150, 150, 150), "site1": (0.55, 40, 40, 120)}
+    sites |= {"site2": (0.35, 40, 40, 120), "site3": (0.45, 40, 40, 120)}
+    for site, (fade, *counts) in sites.items():
+        for cls, count in zip(("grade 1", "grade 2", "normal"), counts, strict=True):
+            folder = out / "data" / site / cls
+            folder.mkdir(parents=True)
+            for i in range(count):
+                Image.fromarray(patch(rng, cls, fade)).save(folder / f"{site}-{cls[0]}{cls[-1]}-{i:03d}.png")
+    f2tta = [sys.executable, "-m", "engine.cli"]
+    weights = out / "model.safetensors"
+    subprocess.run(
+        [*f2tta, "train-source", "--data", str(out / "data"), "--source", "site0", "--out", str(weights),
+         "--img-size", "48", "--model-kwargs", '{"patch_size": 8, "depth": 2}', "--epochs", "12",
+         "--patience", "4", "--batch-size", "32", "--seed", "0", "--eval-domains"],
+        check=True,
+    )  # fmt: skip
+    for site in ("site2", "site3", "site1"):
+        state = out / f"state-{site}"
+        subprocess.run(
+            [*f2tta, "run", "--model", str(weights), "--input", str(out / "data" / site), "--state", str(state),
+             "--out", str(out / f"{site}.csv"), "--no-progress", "--accept-warnings", "--order", "interleaved"],
+            check=True,
+        )  # fmt: skip
+        rows = [
+            PredictionRow.from_json(json.loads(line))
+            for name in sorted(glob.glob(str(state / "rows" / "*.jsonl")))
+            for line in Path(name).read_text().splitlines()
+        ]
+        rows.sort(key=lambda r: r.index)
+        labels = np.array([r.ground_truth for r in rows])
+        for k in (5, 10, 20):
+            print(f"{site} (faded {sites[site][0]:.0%}), K = {k}: {reviewed(rows, labels, k)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("check", choices=("margins", "model"))
+    parser.add_argument("out", nargs="?", type=Path, default=Path("/tmp/many-classes"))
+    args = parser.parse_args()
+    if args.check == "margins":
+        margins()
+    else:
+        model(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
