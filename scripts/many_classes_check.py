@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import numpy as np
 
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
+from lab.bench.adversarial import site_rows
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1
@@ -39,17 +39,9 @@ NUCLEI = {"grade 1": (14, 2.0), "grade 2": (30, 3.2), "normal": (5, 1.5)}  # cou
 
 def rows_of(margin: np.ndarray, other: np.ndarray) -> list[PredictionRow]:
     """A site's rows from margins against the reference and the most likely other classes."""
-    out = []
-    for i in range(len(margin)):
-        src = int(other[i]) if margin[i] > 0 else REF
-        out.append(
-            PredictionRow(
-                i, i, f"img{i:03d}.png", f"img{i:03d}.png", src, CLASSES[src], 0.9, math.nan, src,
-                CLASSES[src], 0.9, math.nan, None, None, 0.01, decision_path="not-accepted",
-                decision_threshold=0.0, source_margin=float(margin[i]), source_classes=(REF, int(other[i])),
-            )
-        )  # fmt: skip
-    return out
+    return site_rows(
+        margin, {}, CLASSES, "img{:03d}.png", others=other, reference=REF, decision_path="not-accepted"
+    )
 
 
 def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int = 3) -> str:

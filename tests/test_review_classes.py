@@ -20,6 +20,7 @@ from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.review_parts import site_images
 from engine.run.rows import PredictionRow, many_class_margin, reference_class
 from engine.vocabulary import Rule
+from lab.bench.adversarial import site_rows
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1  # "normal"
@@ -83,35 +84,18 @@ def _site(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _rows(margin: np.ndarray, other: np.ndarray, labels: np.ndarray) -> list[PredictionRow]:
-    rows = []
-    for i in range(len(margin)):
-        src = int(other[i]) if margin[i] > 0 else REF
-        rows.append(
-            PredictionRow(
-                index=i,
-                position=i,
-                key=f"img{i:03d}.png",
-                name=f"img{i:03d}.png",
-                prediction=src,
-                prediction_label=CLASSES[src],
-                confidence=0.9,
-                positive_prob=math.nan,
-                source_prediction=src,
-                source_label=CLASSES[src],
-                source_confidence=0.9,
-                uncertainty=math.nan,
-                ground_truth=None,
-                truth_label=None,
-                seconds=0.01,
-                decision_path="not-accepted",
-                site_group=None,
-                decision_threshold=0.0,
-                decision_reason="more than two classes",
-                source_margin=float(margin[i]),
-                source_classes=(REF, int(other[i])),
-            )
-        )
-    return rows
+    """The rows the default method makes for the site (every decision the source model's)."""
+    return site_rows(
+        margin,
+        {},
+        CLASSES,
+        "img{:03d}.png",
+        others=other,
+        reference=REF,
+        decision_path="not-accepted",
+        site_group=None,
+        decision_reason="more than two classes",
+    )
 
 
 def test_a_site_of_a_three_class_model_has_rules_to_review() -> None:

@@ -99,19 +99,24 @@ def review_site(
 def site_rows(
     margin: np.ndarray,
     candidates: dict[str, float],
-    labels: tuple[str, str] = ("0", "1"),
+    labels: tuple[str, ...] = ("0", "1"),
     name: str = "img{:04d}.png",
+    others: np.ndarray | None = None,
+    reference: int = 0,
     **fields: Any,
 ) -> list[PredictionRow]:
-    """The rows a run of the default method makes for a two-class site with these source margins
-    (review first: every decision the source model's) and these candidate thresholds.
+    """The rows a run of the default method makes for a site with these source margins (review
+    first: every decision the source model's) and these candidate thresholds.
 
-    ``labels`` name the two classes, ``name`` formats an image's name (and key) from its position,
-    and ``fields`` set the rows' other fields where a test's run decided otherwise (its
-    ``decision_path``, ``decision_reason``, ``seconds``)."""
+    ``labels`` name the classes, ``name`` formats an image's name (and key) from its position,
+    ``others`` (a model with more than two classes) gives each image's most likely class other than
+    ``reference``, the margin being against the reference (``engine.review.classes``), and ``fields``
+    set the rows' other fields where a test's run decided otherwise (its ``decision_path``,
+    ``decision_reason``, ``seconds``)."""
     rows = []
     for i, m in enumerate(margin.tolist()):
-        src = int(m > 0)
+        above = 1 if others is None else int(others[i])
+        src = above if m > 0 else (0 if others is None else reference)
         row = PredictionRow(
             index=i,
             position=i,
@@ -120,7 +125,7 @@ def site_rows(
             prediction=src,
             prediction_label=labels[src],
             confidence=0.9,
-            positive_prob=0.9 if src else 0.1,
+            positive_prob=(0.9 if src else 0.1) if others is None else float("nan"),
             source_prediction=src,
             source_label=labels[src],
             source_confidence=0.9,
@@ -133,6 +138,7 @@ def site_rows(
             decision_threshold=0.0,
             source_margin=float(m),
             candidates=tuple(sorted(candidates.items())),
+            source_classes=None if others is None else (reference, above),
         )
         rows.append(dataclasses.replace(row, **fields) if fields else row)
     return rows
