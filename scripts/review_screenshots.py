@@ -14,9 +14,13 @@ With ``--later`` the folder holds the first half of the demo set when it is run 
 the other half arrives afterwards and is run: its rows are shown with the promoted candidate's
 call, marked provisional (07), until the queue's answers on them cover them (08).
 
+``--model M --folder DIR`` take another model and a folder with a ``labels.csv`` (file, label)
+instead (a model with more than two classes: its site rules, issue 39).
+
 Usage::
 
     python scripts/review_screenshots.py [OUT_DIR] [--size 1280x800] [--mixed | --later]
+        [--model M --folder DIR]
 
 Needs what ``scripts/app_screenshots.py`` needs (its notes list the packages).
 """
@@ -150,17 +154,27 @@ def main() -> int:
         action="store_true",
         help="the folder's second half arrives after the review: its rows are provisional until covered",
     )
+    parser.add_argument("--model", type=Path, help="another model (its card beside it)")
+    parser.add_argument("--folder", type=Path, help="another folder of images with a labels.csv")
     args = parser.parse_args()
     out: Path = args.out / args.size
+    classes: tuple[str, ...] = ("normal", "tumor")
+    model_args: list[str] = []
+    if args.model is not None:
+        from engine.model.card import read_card
+
+        classes = tuple(read_card(args.model.with_suffix(".json")).classes)
+        model_args = ["--model", str(args.model.resolve())]
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         demo = ROOT / "resources" / "demo-sets" / "histology"
-        folder = (
-            mixed_folder(demo, tmp / "two-scanners")
-            if args.mixed
-            else shutil.copytree(demo, tmp / "site2-histology")
-        )
+        if args.folder is not None:
+            folder = shutil.copytree(args.folder, tmp / args.folder.name)
+        elif args.mixed:
+            folder = mixed_folder(demo, tmp / "two-scanners")
+        else:
+            folder = shutil.copytree(demo, tmp / "site2-histology")
         later: list[str] = []
         if args.later:  # the second half waits outside the folder until the review is done
             names = sorted(p.name for p in folder.iterdir() if p.suffix != ".csv")
@@ -171,11 +185,11 @@ def main() -> int:
         home = tmp / "home"
         display = Display(97, args.size)
         try:
-            app = App(display, home, [str(folder), "--run"])
+            app = App(display, home, [*model_args, str(folder), "--run"])
             app.wait_log("Run finished")
             app.quit()
-            keys, _ = plan(folder, home, ("normal", "tumor"))
-            app = App(display, home, [str(folder)])
+            keys, _ = plan(folder, home, classes)
+            app = App(display, home, [*model_args, str(folder)])
             app.wait_log("earlier session")
             app.focus()
             display.key("q")
@@ -197,13 +211,13 @@ def main() -> int:
             if args.later:
                 for name in later:
                     (tmp / "later" / name).rename(folder / name)
-                app = App(display, home, [str(folder), "--run"])
+                app = App(display, home, [*model_args, str(folder), "--run"])
                 app.wait_log("Run finished")
                 app.focus()
                 display.capture(out / "07_later_images_provisional.png")
                 app.quit()
-                more = plan_cover(folder, home, ("normal", "tumor"))
-                app = App(display, home, [str(folder)])
+                more = plan_cover(folder, home, classes)
+                app = App(display, home, [*model_args, str(folder)])
                 app.wait_log("earlier session")
                 app.focus()
                 display.key("q")
@@ -212,7 +226,7 @@ def main() -> int:
                 time.sleep(1.0)
                 display.capture(out / "08_later_images_covered.png")
                 app.quit()
-            app = App(display, home, [str(folder), "--export", str(out / "report")])
+            app = App(display, home, [*model_args, str(folder), "--export", str(out / "report")])
             app.wait_log("Reports written")
             display.capture(out / "06_reopened_reports_written.png")
             app.quit()
