@@ -13,7 +13,7 @@ else
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 endif
 
-.PHONY: demo test test-fast test-slow lint bench clean-venv
+.PHONY: demo demo-classes test test-fast test-slow lint bench clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ $(STAMP): pyproject.toml Makefile
 ## The main job on the embedded demo: generated multi-site stream + shipped demo model, headless.
 demo: $(STAMP)
 	$(PY) -m lab.demo --out .demo
+
+## A model with three classes (grade 1, grade 2, normal), trained here on generated patches, and three
+## faded sites where it calls almost everything normal, run and reviewed (a few minutes on a CPU).
+demo-classes: $(STAMP)
+	PYTHONPATH=. $(PY) scripts/many_classes_check.py model .demo-classes
 
 ## The default test suite with the linters (what CI runs first).
 test: $(STAMP) lint
