@@ -88,9 +88,27 @@ class PrefixPrompts:
         return PrefixPrompts(torch.stack(padded_k), torch.stack(padded_v), mask)
 
 
+@dataclass(frozen=True)
+class Heads:
+    """Block 1's attention of a source pass, which a prompted pass of the same tokens starts from.
+
+    Attributes:
+        q: ``(B, heads, T, head_dim)`` queries (after ``q_norm``).
+        k: ``(B, heads, T, head_dim)`` keys (after ``k_norm``).
+        v: ``(B, heads, T, head_dim)`` values.
+        image: ``(B, heads, T, head_dim)`` the attention of the queries over the image's own keys
+            (None where it was not needed: the ``"prefix"`` mode attends over prompts and image at once).
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    image: torch.Tensor | None
+
+
 @dataclass
 class SourcePass:
-    """What the plain forward pass leaves behind for the uncertainty estimate.
+    """What the plain forward pass leaves behind for the uncertainty estimate and the prompted passes.
 
     Attributes:
         logits: ``(B, classes)`` source-model logits.
@@ -98,6 +116,9 @@ class SourcePass:
         block1_hidden: ``(B, T, H)`` block 1's MLP activation before dropout.
         block1_out: ``(B, T, C)`` block 1's output tokens (appearance statistics of I-DiPT+).
         features: ``(B, D)`` the pre-logit features the head classifies.
+        tokens: ``(B, T, C)`` the embedded tokens the pass started from (:meth:`PromptedViT.embed`).
+        heads: block 1's attention heads (:class:`Heads`): a prompted pass of ``tokens`` takes them
+            instead of computing them again (:meth:`PromptedViT.forward_tokens`, ``first``).
     """
 
     logits: torch.Tensor
@@ -105,6 +126,8 @@ class SourcePass:
     block1_hidden: torch.Tensor
     block1_out: torch.Tensor
     features: torch.Tensor
+    tokens: torch.Tensor
+    heads: Heads
 
 
 class PromptedViT(nn.Module):
@@ -195,11 +218,14 @@ class PromptedViT(nn.Module):
         gate: torch.Tensor | None = None,
         start_block: int = 0,
         pre_logits: bool = False,
+        first: Heads | None = None,
     ) -> torch.Tensor:
         """Run blocks ``start_block..`` on embedded tokens, then the norm and the head.
 
         With ``pre_logits`` (as timm's ``forward_head``) the head's input is returned instead: the
-        pre-logit features ``(B, D)``.
+        pre-logit features ``(B, D)``. ``first``: block 1's heads of these very ``tokens`` from their
+        source pass (:attr:`SourcePass.heads`); a prompted pass from block 1 takes them instead of
+        computing them again (the same numbers: they come from the same operations on the same tokens).
         """
         x = tokens
         for i in range(start_block, self.depth):
@@ -208,7 +234,8 @@ class PromptedViT(nn.Module):
                 x = blk(x)
             else:
                 g = gate[i] if gate is not None else None
-                attn = self._prompted_attention(blk.attn, blk.norm1(x), prompts, i, g)
+                heads = first if i == 0 else None
+                attn = self._prompted_attention(blk.attn, blk.norm1(x), prompts, i, g, heads)
                 x = x + blk.drop_path1(blk.ls1(attn))
                 x = x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
         x = self.vit.norm(x)
@@ -219,20 +246,24 @@ class PromptedViT(nn.Module):
         return head
 
     def source_pass(self, x: torch.Tensor) -> SourcePass:
-        """The plain source-model forward, keeping block 1's MLP input for MC dropout.
+        """The plain source-model forward, keeping block 1's attention heads and MLP input.
 
-        Block 1 is evaluated step by step with the same operations as timm's ``Block.forward``,
-        so the logits equal ``vit(x)`` exactly.
+        Block 1 is evaluated step by step with the same operations as timm's ``Block.forward`` and
+        ``Attention.forward``, so the logits equal ``vit(x)`` exactly.
         """
         tokens = self.embed(x)
         blk = self.vit.blocks[0]
-        mid = tokens + blk.drop_path1(blk.ls1(blk.attn(blk.norm1(tokens))))
+        normed = blk.norm1(tokens)
+        heads = self._heads(blk.attn, normed)
+        assert heads.image is not None
+        attended = self._attention_out(blk.attn, normed, heads.image)
+        mid = tokens + blk.drop_path1(blk.ls1(attended))
         mlp = blk.mlp
         hidden = mlp.act(mlp.fc1(blk.norm2(mid)))
         out = mid + blk.drop_path2(blk.ls2(mlp.drop2(mlp.fc2(mlp.norm(mlp.drop1(hidden))))))
         features = self.forward_tokens(out, start_block=1, pre_logits=True)
         logits = self.vit.head(features)
-        return SourcePass(logits, mid, hidden, out, features)
+        return SourcePass(logits, mid, hidden, out, features, tokens, heads)
 
     def block1_mlp_tail(self, mid: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """Block 1's output given its MLP activation (possibly dropped out): ``(..., T, C)``."""
@@ -266,6 +297,26 @@ class PromptedViT(nn.Module):
         return w, b
 
     # ------------------------------------------------------------------ attention with prompts
+    def _heads(self, attn: Any, x: torch.Tensor, image: bool = True) -> Heads:
+        """Queries, keys and values of one block for ``x`` ``(B, N, C)`` (as timm's ``Attention``) and,
+        with ``image``, their attention over the image's own keys."""
+        B, N, _ = x.shape
+        qkv = attn.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q, k = attn.q_norm(q), attn.k_norm(k)
+        own = _attend(q, k, v, None, attn.scale, bool(attn.fused_attn)) if image else None
+        return Heads(q, k, v, own)
+
+    def _attention_out(self, attn: Any, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The attention block's output from its heads' output ``out`` ``(B, heads, N, head_dim)``."""
+        B, N, _ = x.shape
+        out = out.transpose(1, 2).reshape(B, N, self.attn_dim)
+        out = attn.norm(out)
+        if getattr(attn, "gate", None) is not None:
+            out = out * attn.gate(x).sigmoid()
+        result: torch.Tensor = attn.proj_drop(attn.proj(out))
+        return result
+
     def _prompted_attention(
         self,
         attn: Any,
@@ -273,13 +324,15 @@ class PromptedViT(nn.Module):
         prompts: PrefixPrompts,
         layer: int,
         gate: torch.Tensor | None,
+        heads: Heads | None = None,
     ) -> torch.Tensor:
-        """Attention of one block with key/value prefixes; ``x`` is ``(B, N, C)``."""
+        """Attention of one block with key/value prefixes; ``x`` is ``(B, N, C)``; ``heads``: this
+        block's :meth:`_heads` of ``x`` when they are known already."""
         B, N, _ = x.shape
         H, Dh = self.num_heads, self.head_dim
-        qkv = attn.qkv(x).reshape(B, N, 3, H, Dh).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
-        q, k = attn.q_norm(q), attn.k_norm(k)
+        if heads is None:
+            heads = self._heads(attn, x, image=self.mode == "gated")
+        q, k, v = heads.q, heads.k, heads.v
         P = prompts.length
         pk = prompts.keys[:, layer].reshape(B, P, H, Dh).transpose(1, 2)  # (B, H, P, Dh)
         pv = prompts.values[:, layer].reshape(B, P, H, Dh).transpose(1, 2)
@@ -295,7 +348,7 @@ class PromptedViT(nn.Module):
                 mask = full[:, None, None, :]
             out = _attend(q, keys, vals, mask, attn.scale, fused)
         else:
-            out = _attend(q, k, v, None, attn.scale, fused)
+            out = heads.image if heads.image is not None else _attend(q, k, v, None, attn.scale, fused)
             if P > 0:
                 mask = None
                 has_prompt = None
@@ -310,12 +363,7 @@ class PromptedViT(nn.Module):
                     p_out = p_out * has_prompt[:, None, None, None].to(p_out.dtype)
                 weight = torch.tanh(gate) if gate is not None else torch.zeros(H, device=x.device)
                 out = out + weight.to(out.dtype)[None, :, None, None] * p_out
-        out = out.transpose(1, 2).reshape(B, N, self.attn_dim)
-        out = attn.norm(out)
-        if getattr(attn, "gate", None) is not None:
-            out = out * attn.gate(x).sigmoid()
-        result: torch.Tensor = attn.proj_drop(attn.proj(out))
-        return result
+        return self._attention_out(attn, x, out)
 
 
 def _attend(

@@ -236,13 +236,14 @@ class IDiPT(TTAMethod):
     # ------------------------------------------------------------------ one step
     def _see(self, x: torch.Tensor) -> _Seen:
         """Steps 1 and 2 for the images ``x``: the source pass, ŷ_w, the token uncertainty, T_U and
-        T_R, and the patch tokens the prompted passes start from (call under ``torch.no_grad``)."""
+        T_R, and the patch tokens the prompted passes start from, the source pass's own (call under
+        ``torch.no_grad``)."""
         cfg, model = self.config, self.model
         source = model.source_pass(x)
         target = source.logits.softmax(dim=-1)  # ŷ_w
         uncertainty = mc_dropout_uncertainty(model, source, cfg.mc_passes, cfg.mc_dropout, self.generator)
         t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
-        return _Seen(source, target, uncertainty, t_u, t_r, model.embed(x))
+        return _Seen(source, target, uncertainty, t_u, t_r, source.tokens)
 
     @torch.enable_grad()
     def forward_and_adapt(self, x: torch.Tensor) -> MethodOutput:
@@ -315,7 +316,7 @@ class IDiPT(TTAMethod):
         with torch.no_grad():
             hat_s, hat_i, carry_i = self._enhance(phi_s.detach(), weights)
             both = PrefixPrompts.from_prompts([[hat_s, hat_i]])
-            adapted = model.forward_tokens(tokens, both, gate)
+            adapted = model.forward_tokens(tokens, both, gate, first=source.heads)
             gates = torch.tanh(self.gate.detach()).abs()
             scalars = torch.stack(
                 [
@@ -408,7 +409,7 @@ class IDiPT(TTAMethod):
 
         with torch.no_grad():
             hat_s, hat_i = self._enhance_each(phi_s.detach(), weights)
-            adapted = model.forward_tokens(tokens, both_prompts(hat_s, hat_i), gate)
+            adapted = model.forward_tokens(tokens, both_prompts(hat_s, hat_i), gate, first=source.heads)
             good = torch.isfinite(adapted).all(dim=-1)
             adapted = torch.where(good[:, None], adapted, source.logits)
             per_image = torch.stack(
