@@ -10,7 +10,18 @@ ladder below, and the pre-registered endpoints are printed per ladder
         --work WORK --budgets 20,10,5 --at 1
 
 Never point it at a suite that has not run: what it prints has been looked at. ``--cache FILE``
-keeps the replayed streams (an ``.npz`` of plain arrays) so that further ladders skip the replay.
+keeps the replayed streams (an ``.npz`` of plain arrays) so that further ladders skip the replay
+(``--work`` is then not needed). How issue 39's item 2 set the first comparison's level, the
+patience and the bold bettor's share (``docs/review-certificates.md``, "Fewer answers to the first
+certificate"; ladder names are separated by semicolons, as they hold commas):
+
+    PYTHONPATH=. .venv/bin/python scripts/replay_answers.py benchmarks/suites/site-adaptation-6.json \
+        --cache S6.npz --budgets 20,10,5 --at 1 \
+        --ladders "first 0.5, patience 4, no bold;first 0.9, patience 4, bold 0.4;first 0.9, patience 3, bold 0.4"
+
+The ladders of issue 39's first item keep the levels, patience and stakes they were chosen with
+(``EARLIER``, no bold share), so their rows differ from the earlier ones only by the exact finite
+population bound (``engine/review/sampling.py``).
 """
 
 from __future__ import annotations
@@ -29,27 +40,51 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_ladder import Stream, endpoints, replayed_streams
 
 from engine.methods.idipt_plus import IDiPTPlusConfig
+from engine.review import sampling
 from engine.review.ladder import DEFAULT_CANDIDATES, LadderRule
 from engine.vocabulary import Rule
 from lab.bench.recipe import Recipe
 
 LABEL_FREE = tuple(r for r in DEFAULT_CANDIDATES if r != Rule.ANSWERS)  # the rules the method proposes
 AFTER_FIT = (LABEL_FREE[0], Rule.ANSWERS, *LABEL_FREE[1:])
+#: issue 39's ladders were chosen with the levels, patience and stakes of their time: kept so here
+EARLIER = {"first_share": 0.5, "patience": 4}
 LADDERS = {
-    "before": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0),
-    "answers once after fit": LadderRule(candidates=AFTER_FIT, refits=1, step=0.0),
+    "before": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0, **EARLIER),
+    "answers once after fit": LadderRule(candidates=AFTER_FIT, refits=1, step=0.0, **EARLIER),
     "answers once after prior": LadderRule(
-        candidates=(*LABEL_FREE[:3], Rule.ANSWERS, *LABEL_FREE[3:]), refits=1, step=0.0
+        candidates=(*LABEL_FREE[:3], Rule.ANSWERS, *LABEL_FREE[3:]), refits=1, step=0.0, **EARLIER
     ),
-    "answers once last": LadderRule(candidates=(*LABEL_FREE, Rule.ANSWERS), refits=1, step=0.0),
-    "answers first, 3 tries": LadderRule(refits=3, step=0.0),
-    "answers first, 3 tries, step 1": LadderRule(refits=3, step=1.0),
-    "answers first, 3 tries, step 2": LadderRule(refits=3, step=2.0),
-    "answers first, 3 tries, step 0.5": LadderRule(refits=3, step=0.5),
-    "answers first, 3 tries, step 1, patience 3": LadderRule(refits=3, step=1.0, patience=3),
-    "answers first, 3 tries, step 1, first 0.8": LadderRule(refits=3, step=1.0, first_share=0.8),
-    "before, first 0.8": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0, first_share=0.8),
-    "default": LadderRule(),
+    "answers once last": LadderRule(candidates=(*LABEL_FREE, Rule.ANSWERS), refits=1, step=0.0, **EARLIER),
+    "answers first, 3 tries": LadderRule(refits=3, step=0.0, **EARLIER),
+    "answers first, 3 tries, step 1": LadderRule(refits=3, step=1.0, **EARLIER),
+    "answers first, 3 tries, step 2": LadderRule(refits=3, step=2.0, **EARLIER),
+    "answers first, 3 tries, step 0.5": LadderRule(refits=3, step=0.5, **EARLIER),
+    "answers first, 3 tries, step 1, patience 3": LadderRule(refits=3, step=1.0, first_share=0.5, patience=3),
+    "answers first, 3 tries, step 1, first 0.8": LadderRule(refits=3, step=1.0, first_share=0.8, patience=4),
+    "before, first 0.8": LadderRule(candidates=LABEL_FREE, refits=1, step=0.0, first_share=0.8, patience=4),
+    # issue 39, item 2 (docs/review-certificates.md, "Fewer answers to the first certificate"):
+    # the first comparison's share of alpha, the patience and the bold bettor's share (SAMPLING)
+    "first 0.5, patience 4, no bold": LadderRule(**EARLIER),
+    "first 0.8, patience 4, no bold": LadderRule(first_share=0.8, patience=4),
+    "first 0.5, patience 4, bold 0.5": LadderRule(**EARLIER),
+    "first 0.8, patience 4, bold 0.6": LadderRule(first_share=0.8, patience=4),
+    "first 0.9, patience 4, bold 0.4": LadderRule(first_share=0.9, patience=4),
+    "first 0.9, patience 4, bold 0.5": LadderRule(first_share=0.9, patience=4),
+    "first 0.9, patience 3, bold 0.5": LadderRule(first_share=0.9, patience=3),
+    "first 0.9, patience 3, bold 0.4": LadderRule(first_share=0.9, patience=3),  # item 2's proposal
+    "default": LadderRule(),  # with sampling.BOLD as it is
+}
+#: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)
+SAMPLING = {name: 0.0 for name in list(LADDERS)[:11]} | {
+    "first 0.5, patience 4, no bold": 0.0,
+    "first 0.8, patience 4, no bold": 0.0,
+    "first 0.5, patience 4, bold 0.5": 0.5,
+    "first 0.8, patience 4, bold 0.6": 0.6,
+    "first 0.9, patience 4, bold 0.4": 0.4,
+    "first 0.9, patience 4, bold 0.5": 0.5,
+    "first 0.9, patience 3, bold 0.5": 0.5,
+    "first 0.9, patience 3, bold 0.4": 0.4,
 }
 
 
@@ -95,23 +130,33 @@ def load(path: Path) -> list[Stream]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe", type=Path)
-    p.add_argument("--work", type=Path, required=True, help="the suite's work folder (already prepared)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="the suite's work folder (already prepared; not needed with a --cache that exists)",
+    )
     p.add_argument("--budgets", default="20,10,5", help="K, answers per site (comma-separated)")
     p.add_argument(
         "--at", default="1", help="shares of a site processed when the reviewer comes (comma-separated)"
     )
     p.add_argument(
-        "--ladders", default=",".join(LADDERS), help="the ladders to replay, by name (comma-separated)"
+        "--ladders",
+        default=";".join(LADDERS),
+        help="the ladders to replay, by name (semicolon-separated: names hold commas)",
     )
     p.add_argument("--cache", type=Path, default=None, help="an .npz keeping the replayed streams")
     a = p.parse_args(argv)
     if a.cache is not None and a.cache.exists():
         streams = load(a.cache)
+    elif a.work is None:
+        p.error("--work is needed unless --cache names streams replayed before")
     else:
         streams = replayed_streams(a.recipe, a.work, [1.0], "known-sites", IDiPTPlusConfig())
         if a.cache is not None:
             save(streams, a.cache)
     seed = Recipe.load(a.recipe).stream_seed
+    bold = sampling.BOLD
     print(
         "| K | at | ladder | variant | median closed | harmed units | mean / median unit Δ (points) "
         "| source errors removed, pooled / median unit | fixed / broken | answers per site | false promotions "
@@ -120,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|" + "---|" * 12)
     for budget in (int(x) for x in a.budgets.split(",")):
         for at in (float(x) for x in a.at.split(",")):
-            for i, name in enumerate(a.ladders.split(",")):
+            for i, name in enumerate(a.ladders.split(";")):
+                sampling.BOLD = SAMPLING.get(name, bold)
                 rows = endpoints(streams, LADDERS[name], budget, 0.0, seed, at)
                 for variant, row in rows.items():
                     if variant.startswith("ladder") or i == 0:  # the plain uses once

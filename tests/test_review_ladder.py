@@ -45,7 +45,12 @@ def test_the_sampling_sequence_covers_the_population_mean_at_all_times(
             high_missed += seq.upper(0.05) < mean - 1e-12
             if seq.lower(0.05) > mean + 1e-12 or seq.upper(0.05) < mean - 1e-12:
                 break
-    assert low_missed / runs <= 0.05 and high_missed / runs <= 0.05
+    # a one-sided binomial test at 0.1 % of "each side misses in at most 5 %": with the bold bettor
+    # (engine.review.sampling) the lower side's true rate is close to 5 % (3.75 % in 2 000 other
+    # orders at 600 / 250), so 400 orders alone scatter around it
+    for missed in (low_missed, high_missed):
+        tail = math.fsum(math.comb(runs, k) * 0.05**k * 0.95 ** (runs - k) for k in range(missed, runs + 1))
+        assert tail > 1e-3, (missed, runs)  # (400 runs: every term is a float)
     seq = SamplingSequence(10)
     for v in [1, -1, 1, 1, 0, 1, -1, 1, 1, 1]:
         seq.update(v)
@@ -155,7 +160,7 @@ def test_a_better_candidate_is_promoted_and_decides_the_images_its_certificate_c
         ladder.review(marks)
     tested = [c for c in ladder.comparisons if c.disagreements]  # A1 changed nothing: no comparison
     assert [(c.candidate, c.verdict) for c in tested] == [("shift", NOT_BETTER), ("fit", PROMOTED)]
-    assert ladder.current == "fit" and tested[1].alpha == pytest.approx(0.0125)
+    assert ladder.current == "fit" and tested[1].alpha == pytest.approx(LadderRule().level(2))
     fit = (images.margin > 2.0).astype(np.int64)
     covered = ladder.coverage(tested[1], images)
     assert 200 <= covered < 300  # its first 200 images and, counted at their worst, a few after
@@ -166,7 +171,8 @@ def test_a_better_candidate_is_promoted_and_decides_the_images_its_certificate_c
     assert np.mean(certified == labels) > np.mean(images.source == labels) + 0.01
     text = tested[1].describe(300)
     assert "among the first 200" in text and f"{300 - covered} later images not covered yet" in text
-    assert "98.8 %" in tested[1].details() and "%" not in text, "the level is a detail"
+    level = f"{100 * (1 - LadderRule().level(2)):.1f} %"  # 99.8 % (98.8 % before issue 39's item 2)
+    assert level in tested[1].details() and "%" not in text, "the level is a detail"
     # the queue then covers the later images with a block of their own, and only then goes on
     while (c := ladder.active or ladder.open_next(images)) is not None:
         position = c.next_position

@@ -19,9 +19,13 @@ def _reviews_to_certify(alpha: float, population: int = 2000) -> int:
     return seq.count
 
 
-def test_a_run_of_right_answers_certifies_in_seven_reviews_at_the_first_level() -> None:
-    """At the ladder's first level (97.5 %) a large population needs 7 right answers in a row
-    (log 40 / log(1 + HEDGE)); with every stake capped at 0.8 for every mean, as before, it needed 11."""
+def test_a_run_of_right_answers_certifies_in_seven_reviews_at_the_first_level(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 97.5 % the hedged bettor alone (no bold share: tests/test_review_first_answers.py) needs
+    7 right answers in a row on a large population (log 40 / log(1 + HEDGE)); with every stake
+    capped at 0.8 for every mean, as before, it needed 11."""
+    monkeypatch.setattr(sampling, "BOLD", 0.0)
     assert _reviews_to_certify(0.025) == math.ceil(math.log(40) / math.log(1 + HEDGE)) == 7
     assert _reviews_to_certify(0.0125) == 8  # the second comparison of a site
 
@@ -64,4 +68,5 @@ def test_the_hedge_is_what_makes_seven_reviews_enough(monkeypatch: pytest.Monkey
     """The same run of right answers with a hedge of 0.4 (a stake of at most 0.8 at the null's
     boundary, the earlier cap) needs 11 reviews: the figure above comes from the hedge."""
     monkeypatch.setattr(sampling, "HEDGE", 0.4)
+    monkeypatch.setattr(sampling, "BOLD", 0.0)
     assert _reviews_to_certify(0.025) == 11

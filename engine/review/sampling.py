@@ -28,11 +28,29 @@ are: for the capital betting that the mean lies above ``m`` the stake is at most
 stays at least ``1 - HEDGE`` > 0, and a bettor may stake more than one where the null leaves room
 (at ``m_t = 1/2``, the boundary of "the candidate is not better", up to ``2 HEDGE``): a run of
 right answers certifies in about 7 reviews at 97.5 % instead of the 11 a stake of at most 0.8
-needed (``docs/review-certificates.md``). Every factor of ``K+`` still falls as ``m`` rises
+needed (``docs/review-certificates.md``; with a bold share of 0.4 below, 6). Every factor of ``K+`` still falls as ``m`` rises
 (``min(l, c/mu) (x - mu)`` falls in ``mu`` for ``x >= 0``), so the capital at the null's boundary
 is the smallest over the whole null, and ``K+_t(m0)`` is an e-value for "the mean is at most
 ``m0``" at any time the reviewer stops (optional stopping). The capitals of a comparison's blocks
 are combined into one e-process over all of them (:mod:`engine.review.union`).
+
+**The bold bettor.** Beside the hedged bettor, a share :data:`BOLD` of the capital is given to
+a bettor who stakes everything, ``l_t = 1 / m_t(m)``: its factor is ``x / m_t``, so after an
+unbroken run of right answers its capital against ``m`` is exactly one over the chance of that
+run when the mean is ``m`` (drawn without replacement: at ``N = 21`` disagreements, ten of them
+right, five right in a row have a chance of 1 in 81, against 1 in 32 from an infinite
+population), and it is 0 from the first answer below ``m_t`` on. The capital is the mixture
+``BOLD K_bold + (1 - BOLD) K_hedged``: both are non-negative martingales under ``m`` starting at
+1, so the mixture is one too, and every factor of both falls as ``m`` rises, so the mixture keeps
+the properties above. Five right answers in a row then reach ``1 / alpha`` at ``alpha >=
+1 / (32 BOLD + (1 + HEDGE)^5 (1 - BOLD))`` (0.044 at ``BOLD`` 0.4) whatever ``N``; after a wrong
+answer the mixture holds ``1 - BOLD`` times what the hedged bettor alone would
+(``docs/review-certificates.md``, "Fewer answers to the first certificate"). The mixture is read at construction: a sequence keeps it.
+
+**Exactness.** After every draw, every candidate mean whose total is below what was drawn, or
+above what was drawn plus every item left at its highest, is ruled out exactly: a population
+whose draws decide the sign whatever the rest are (three disagreements, two answered right) is
+decided without statistics, at any level.
 
 Review outcomes ``z`` in {-1, 0, +1} (candidate right and rule wrong, both alike, the reverse)
 are mapped to ``x = (z + 1) / 2``; the population mean of ``x`` is then a multiple of ``1/(2N)``,
@@ -47,6 +65,10 @@ import math
 import numpy as np
 
 HEDGE = 0.75  # a stake is at most HEDGE / m_t (or / (1 - m_t)): each factor stays >= 0.25
+# the share of the capital given to the bold bettor (stake 1 / m_t; module docstring); 0: off,
+# as before. Issue 39's item 2 measured 0.4 with LadderRule(first_share=0.9, patience=3)
+# (docs/review-certificates.md, "Fewer answers to the first certificate")
+BOLD = 0.0
 EXACT_GRID = 8001  # candidate means kept exactly up to this many (populations of 4 000 disagreements)
 _EPS = 1e-9
 
@@ -78,7 +100,10 @@ class SamplingSequence:
         self.count = 0
         self._sum = 0.0  # of x so far
         self._squares = 0.0  # of (x_i - xbar_i)^2, for the plug-in variance
-        self._log_plus = np.zeros_like(self.grid)
+        self._log_plus = np.zeros_like(self.grid)  # of the mixture: the hedged and the bold bettor's
+        self._log_hedged = np.zeros_like(self.grid)
+        self._log_bold = np.zeros_like(self.grid)  # -inf once an answer went against "above m"
+        self.bold = float(BOLD)  # read once: a sequence keeps the mixture it started with
         self._log_minus = np.zeros_like(self.grid)
         self._possible = np.ones(self.grid.shape, dtype=bool)
         self.values: list[float] = []  # in their own units, in order (for replay and saving)
@@ -114,7 +139,15 @@ class SamplingSequence:
         stake = self._stake()
         plus = np.minimum(stake, HEDGE / np.maximum(conditional, _EPS))
         minus = np.minimum(stake, HEDGE / np.maximum(1.0 - conditional, _EPS))
-        self._log_plus += np.log1p(plus * (x - conditional))
+        self._log_hedged += np.log1p(plus * (x - conditional))
+        if self.bold > 0.0:  # stake 1 / m_t: the factor is x / m_t, 0 on an answer below m_t
+            with np.errstate(divide="ignore"):
+                self._log_bold += np.log(np.maximum(x, 0.0) / np.maximum(conditional, _EPS))
+            self._log_plus = np.logaddexp(
+                math.log1p(-self.bold) + self._log_hedged, math.log(self.bold) + self._log_bold
+            )
+        else:
+            self._log_plus = self._log_hedged.copy()
         self._log_minus += np.log1p(-minus * (x - conditional))
         self.count += 1
         self._sum += x
@@ -124,6 +157,9 @@ class SamplingSequence:
         if self.exhausted:  # the mean is known: only it stays possible
             mean = self._sum / self.population
             self._possible &= np.abs(self.grid - mean) <= (0.25 / self.population if self.exact else 1.0)
+        else:  # the total lies between what was drawn and that plus every item left at its highest
+            ahead = (self.population * self.grid - self._sum) / (self.population - self.count)
+            self._possible &= (ahead >= -_EPS) & (ahead <= 1.0 + _EPS)
 
     # -- reading -----------------------------------------------------------------------------
     def _to_units(self, m: float) -> float:
