@@ -13,12 +13,28 @@ a full group is timed separately and its cost spread over the images between two
 to the step ("amortised"); the refit alone is the worst single image. Prints peak memory and the
 ratios; the last line is ``ratio R`` = I-DiPT / SourceOnly.
 
-The ratio is a ratio of work where the threads have their cores: at one thread the step is 88 %
-matrix products (ViT-B/16), about 4.8 source passes of them (the two masked views of 138 tokens
-forward and back, the prompted prediction, the source pass) plus the prompt graphs. With more
-threads than free cores (torch's default on a shared machine) it is not: on this 2-core machine
-under a load of 4-5, one interleaved run measured 5.10 at one thread and 6.27 at two for the same
-code (5.12 and 5.87 for the code of c937494, when 5.13 was reported).
+The ratio is a ratio of work where the threads have their cores. The work is counted too: the line
+before the last gives the GFLOP that torch.profiler counts in one SourceOnly pass and one I-DiPT
+step (matrix products and the patch embedding; attention is not counted), the same whatever the
+load. For ViT-B/16 at 224 px a step is 167.0 GFLOP against SourceOnly's 33.7, ``work ratio``
+4.956 (4.984 before d9853a5, whose prediction starts from the source pass's tokens and block 1's
+attention heads, the same numbers bit for bit); for ViT-Tiny 5.56 (the graphs' width 512 weighs
+more against its 192 channels). Where a ViT-B/16 step's time goes, in SourceOnly passes (one
+thread, bank full, 4 images, load 5, the method's calls timed by wrappers): the source pass 0.94,
+MC dropout 0.05, the prompt graphs before and after the Adam step 0.13, the two masked views of
+138 tokens forward 1.32 and back to the prompts 1.51, the prompted prediction 1.05, Adam 0.01,
+the rest 0.02 (5.03). Nothing in that is extra work: the views, the prediction and the source
+pass are the method's, and the one saving left that is not bit for bit (the last block on the
+CLS token alone, about 5 %) changes outputs by up to 1.4e-6, so it is not done. The wall ratio
+at one thread follows the counted work within this machine's noise: the code before and after
+d9853a5, interleaved (8 rounds, a worker per tree, load 3.7-6.4), measured 5.05 and 5.07 (per
+round 4.69-5.43 and 4.37-5.56): the 0.6 % saved is below one round's noise. With more threads
+than free cores (torch's default on a shared machine) the wall ratio is not a ratio of work: on
+this 2-core machine under a load of 4-5, one interleaved run measured 5.10 at one thread and
+6.27 at two for the same code (5.12 and 5.87 for the code of c937494, when 5.13 was reported);
+probably because the step's many short operations (its backward above all) wait for a
+descheduled thread more often than SourceOnly's few long ones. The 4.94 / 5.27 / 5.89 of
+earlier turns were such runs.
 ``--threads`` sets torch's threads; the load average is printed at the start and at the end.
 
     python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B] [--threads N]
@@ -33,10 +49,12 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -60,6 +78,14 @@ def _timed_step(session: Session, imgs: list[np.ndarray], device: torch.device) 
     out = session.method.forward_and_adapt(x)
     _sync(device)
     return (time.perf_counter() - start) / len(imgs), out
+
+
+def _counted_gflop(fn: Callable[[], object]) -> float:
+    """GFLOP that torch.profiler counts in ``fn()``: matrix products, convolutions and a few element-wise
+    operations, from their shapes (attention is not counted), so the same whatever the machine's load."""
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        fn()
+    return float(sum(event.flops for event in prof.key_averages())) / 1e9
 
 
 def main() -> None:
@@ -143,6 +169,10 @@ def main() -> None:
         t_plus.append(_timed_step(plus, imgs[:1], device)[0])
 
     med_s, med_i, med_p = statistics.median(t_source), statistics.median(t_idipt), statistics.median(t_plus)
+    x_counted = source.to_input([source.prepare(img) for img in images[0]])
+    with torch.no_grad():
+        gflop_s = _counted_gflop(lambda: source.method.forward_and_adapt(x_counted))
+    gflop_i = _counted_gflop(lambda: idipt.method.forward_and_adapt(x_counted))
     print(
         f"device {device}; torch threads {torch.get_num_threads()}; {args.arch} at {args.img_size} px, "
         f"batch {batch} (I-DiPT+ 1)"
@@ -168,6 +198,10 @@ def main() -> None:
         f"ratio I-DiPT+ / I-DiPT {amortised / med_i:.2f} (amortised; worst single image with a refit {(med_p + refit_s) / med_i:.2f})"
     )
     print(f"ratio I-DiPT+ / SourceOnly {amortised / med_s:.2f}")
+    print(
+        f"counted work per image (torch.profiler, attention not counted): SourceOnly {gflop_s / batch:.2f} GFLOP, "
+        f"I-DiPT {gflop_i / batch:.2f} GFLOP: work ratio {gflop_i / gflop_s:.3f}"
+    )
     print(f"ratio {med_i / med_s:.2f}")
 
 
