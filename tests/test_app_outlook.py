@@ -130,7 +130,7 @@ def test_an_empty_queue_and_an_empty_filter_say_why(qtbot: object, tmp_path: Pat
 
 
 def test_the_pdf_says_how_to_review_without_the_apps_key(qtbot: object, tmp_path: Path) -> None:
-    """The PDF is read at a tumour board, away from the app: its sentence said 'answering about 7 of
+    """The PDF is read at a tumour board, away from the app: its sentence said 'answering about 5 of
     them in the review queue (Q)', a key that means nothing on paper. The window keeps its key; the
     PDF and run_config.json name the app's queue and f2tta run --reviews, with the same facts."""
     import json
@@ -140,7 +140,7 @@ def test_the_pdf_says_how_to_review_without_the_apps_key(qtbot: object, tmp_path
     window, c, _ = _held_window(qtbot, tmp_path)
     settle()
     in_view = window.views.outlook.text()
-    assert "answering about 7 of them in the review queue (Q) shows whether it is better" in in_view
+    assert "answering about 5 of them in the review queue (Q) shows whether it is better" in in_view
     data = c.report_data()
     assert data is not None
     assert "(Q)" not in data.sentence

@@ -61,8 +61,8 @@ def test_while_answers_come_it_counts_them_and_after_the_certificate_says_what_c
     review.set_mark(rows[index].key, int(labels[index]), "ana")
     text = outlook(review).sentence(CLASSES)
     assert (
-        "your 1 answer so far has not shown whether it is better: about 6 more in the review queue (Q)"
-        in text
+        "your 1 answer so far has not shown whether it is better: about "
+        f"{ANSWERS_WHEN_CLEARLY_BETTER - 1} more in the review queue (Q)" in text
     )
     answers = 1
     while review.ladder.current == "operating point" and (index := review.next_item()) is not None:

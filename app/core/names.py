@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app._engine import ANSWERS_WHEN_CLEARLY_BETTER as ANSWERS_WHEN_CLEARLY_BETTER  # the guide's "about 7"
+from app._engine import ANSWERS_WHEN_CLEARLY_BETTER as ANSWERS_WHEN_CLEARLY_BETTER  # the guide's "about 5"
 from app._engine import DEFAULT_METHOD, ModelCard, get_method_class
 
 # The two token sets uncertainty-oriented masking selects, in words (the paper's T_U and T_R).

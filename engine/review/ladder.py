@@ -12,9 +12,10 @@ a ladder (``docs/review-certificates.md``):
   ``prompted``, I-DiPT's own decision), computed beside the rule in use and **never reported
   until a certificate shows them better on this site**.
 
-A :class:`~engine.review.comparison.Comparison` is one certificate, tested at ``alpha / 2**j``
-for the j-th comparison ever started at the site (so the whole ladder errs at most ``alpha``;
-an index is never reused, whatever is undone). Each review gives ``z = 1[candidate right] -
+A :class:`~engine.review.comparison.Comparison` is one certificate, tested at
+:meth:`LadderRule.level` for the j-th comparison ever started at the site: ``0.9 alpha`` for the
+first (five right answers in a row certify it; issue 39, item 2), then the rest halved along the
+ladder, so the whole ladder errs at most ``alpha`` (an index is never reused, whatever is undone). Each review gives ``z = 1[candidate right] -
 1[rule right]``:
 
 * **A1 against A0** (only where A1 changed a decision): *verified* when the lower bound on the
@@ -102,13 +103,15 @@ class LadderRule:
     revert_alpha: float = 0.25  # the revert level's error (75 %), as engine.review.rule
     tolerance: float = 0.01  # harm tolerated, share of the site's images
     min_reviews: int = 3  # reviews before A1 can be reverted
-    patience: int = 4  # reviews after which a candidate that has not been right more often is given up
+    patience: int = 3  # reviews after which a candidate that has not been right more often is given up
     extension_patience: int = 8  # the same for a promoted candidate's later block
     candidates: tuple[str, ...] = DEFAULT_CANDIDATES  # tried in this order (Rule identifiers)
     refits: int = 3  # comparisons a threshold fitted to the answers may have (each on more answers)
     # with no fit inside what was sampled: the last promoted threshold's move, times this (0: off)
     step: float = 1.0
-    first_share: float = 0.5  # the share of alpha the first comparison is given (0.5: alpha / 2**j for all)
+    # the share of alpha the first comparison is given (0.5: alpha / 2**j for all); 0.9: five right
+    # answers in a row certify it (issue 39 item 2, docs/review-certificates.md)
+    first_share: float = 0.9
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then

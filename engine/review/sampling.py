@@ -28,7 +28,8 @@ are: for the capital betting that the mean lies above ``m`` the stake is at most
 stays at least ``1 - HEDGE`` > 0, and a bettor may stake more than one where the null leaves room
 (at ``m_t = 1/2``, the boundary of "the candidate is not better", up to ``2 HEDGE``): a run of
 right answers certifies in about 7 reviews at 97.5 % instead of the 11 a stake of at most 0.8
-needed (``docs/review-certificates.md``; with a bold share of 0.4 below, 6). Every factor of ``K+`` still falls as ``m`` rises
+needed (``docs/review-certificates.md``; with the bold share of 0.4 below, 6, and at the first
+comparison's 95.5 %, 5). Every factor of ``K+`` still falls as ``m`` rises
 (``min(l, c/mu) (x - mu)`` falls in ``mu`` for ``x >= 0``), so the capital at the null's boundary
 is the smallest over the whole null, and ``K+_t(m0)`` is an e-value for "the mean is at most
 ``m0``" at any time the reviewer stops (optional stopping). The capitals of a comparison's blocks
@@ -68,7 +69,7 @@ HEDGE = 0.75  # a stake is at most HEDGE / m_t (or / (1 - m_t)): each factor sta
 # the share of the capital given to the bold bettor (stake 1 / m_t; module docstring); 0: off,
 # as before. Issue 39's item 2 measured 0.4 with LadderRule(first_share=0.9, patience=3)
 # (docs/review-certificates.md, "Fewer answers to the first certificate")
-BOLD = 0.0
+BOLD = 0.4
 EXACT_GRID = 8001  # candidate means kept exactly up to this many (populations of 4 000 disagreements)
 _EPS = 1e-9
 

@@ -11,7 +11,7 @@ the review (no comparison is started), so it can be read as often as the window 
 Before any review (the histology demo)::
 
     The original model decides all 160 images. The best-fit threshold would call 42 of the 160
-    images tumor instead of normal; answering about 7 of them in the review queue (Q) shows
+    images tumor instead of normal; answering about 5 of them in the review queue (Q) shows
     whether it is better.
 
 After a certificate::
@@ -36,7 +36,7 @@ from engine.vocabulary import QueueEmpty, Rule
 #: answer on its side): what the sentence, the welcome page and the Quick guide promise. Measured,
 #: not chosen: tests/test_guide_words.py reviews generated 600-image sites with the engine's own
 #: ladder and checks this figure against the answers it took.
-ANSWERS_WHEN_CLEARLY_BETTER = 7
+ANSWERS_WHEN_CLEARLY_BETTER = 5
 #: Where the reviewer answers, as each place says it: the window names its key; ``f2tta run`` says
 #: where else the answers come from; a report (the PDF, ``run_config.json``) is read away from the
 #: app, at a tumour board, where a key means nothing: it names the queue and the command alone.
