@@ -28,7 +28,10 @@ pass are the method's, and the one saving left that is not bit for bit (the last
 CLS token alone, about 5 %) changes outputs by up to 1.4e-6, so it is not done. The wall ratio
 at one thread follows the counted work within this machine's noise: the code before and after
 d9853a5, interleaved (8 rounds, a worker per tree, load 3.7-6.4), measured 5.05 and 5.07 (per
-round 4.69-5.43 and 4.37-5.56): the 0.6 % saved is below one round's noise. With more threads
+round 4.69-5.43 and 4.37-5.56): the 0.6 % saved is below one round's noise; on a quieter machine
+(load 0.5-1.0, 6 rounds) 5.02 and 4.93, and at two threads as the load rose from 2.3 to 3.0
+5.20 and 5.31 (one round 8.1 for both). ``--threads 1 --images 6`` printed 4.74 (load 4.2-5.3)
+and the default threads 6.12 (load 5.2-3.2), both with work ratio 4.956. With more threads
 than free cores (torch's default on a shared machine) the wall ratio is not a ratio of work: on
 this 2-core machine under a load of 4-5, one interleaved run measured 5.10 at one thread and
 6.27 at two for the same code (5.12 and 5.87 for the code of c937494, when 5.13 was reported);
