@@ -147,3 +147,19 @@ def test_where_the_groups_of_all_margins_change_no_call_the_larger_side_is_fitte
     t = site_fit(rng.permutation(margin))
     assert -2.6 < t < -2.1
     assert math.isnan(site_fit(rng.normal(-2.9, 0.1, 200)))
+
+
+def test_a_row_the_threshold_decides_otherwise_shows_the_two_classes_share() -> None:
+    """The app's row for an image a promoted threshold calls otherwise: its confidence is the decided
+    class's share of the two the threshold chooses between, and the positive class's probability
+    is known only where the positive class is one of them."""
+    from app.core.certificates import reviewed_row
+
+    row = _rows(np.array([-1.0]), np.array([2]), np.array([2]))[0]  # called normal, grade 2 next
+    shown = reviewed_row(row, 2, Rule.FIT, 2, CLASSES, threshold=-2.0)
+    assert shown.prediction == 2 and shown.confidence == pytest.approx(1 / (1 + math.exp(-1.0)))
+    assert shown.positive_prob == pytest.approx(shown.confidence)
+    assert reviewed_row(row, 2, Rule.FIT, REF, CLASSES, threshold=-2.0).positive_prob == pytest.approx(
+        1 - shown.confidence
+    )
+    assert math.isnan(reviewed_row(row, 2, Rule.FIT, 0, CLASSES, threshold=-2.0).positive_prob)

@@ -148,12 +148,17 @@ def reviewed_row(
         if len(classes) > 2 and rule.is_threshold and margin is not None and math.isfinite(threshold):
             # the margin is between the reference and one other class: the decided one's share of the two
             confidence = 1.0 / (1.0 + math.exp(-abs(margin - threshold)))
+            pair = row.source_classes or ()
+            if decision == positive_class:
+                positive = confidence
+            else:  # the positive class lost to the decided one, or was not among the two (unknown)
+                positive = 1.0 - confidence if positive_class in pair else math.nan
             return dataclasses.replace(
                 reviewed,
                 prediction=decision,
                 prediction_label=label,
                 confidence=confidence,
-                positive_prob=math.nan,
+                positive_prob=positive,
                 decision_reason=reason,
             )
         if margin is not None and math.isfinite(margin) and math.isfinite(threshold):
