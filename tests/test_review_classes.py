@@ -8,6 +8,7 @@ where the model calls almost everything normal.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -163,3 +164,17 @@ def test_a_row_the_threshold_decides_otherwise_shows_the_two_classes_share() -> 
         1 - shown.confidence
     )
     assert math.isnan(reviewed_row(row, 2, Rule.FIT, 0, CLASSES, threshold=-2.0).positive_prob)
+
+
+def test_a_journal_naming_a_class_the_model_lacks_decides_nothing_with_it() -> None:
+    """Rows changed by hand to name class 99 of a three-class model: the site's threshold rules are
+    dropped (nothing calls class 99), the review says there is no other rule, nothing raises."""
+    margin, other, labels = _site(120, 1)
+    rows = [dataclasses.replace(r, source_classes=(REF, 99)) for r in _rows(margin, other, labels)]
+    review = SiteReview(None, "/data/tampered", 3)
+    review.open(rows)
+    assert review.next_item() is None
+    assert set(review.decisions().tolist()) <= {0, 1, 2}
+    assert "no other rule" in review.why_empty()
+    with pytest.raises(ValueError):
+        PredictionRow.from_json(rows[0].to_json() | {"source_classes": [1, 1]})

@@ -358,7 +358,9 @@ class SiteReview:
     def images(self, part: int = 0) -> SiteImages:
         """The images of part ``part`` (the site's, when it has one part)."""
         if part not in self._images:
-            self._images[part] = site_images(self.parts[part].rows(self.rows) if self.parts else [])
+            self._images[part] = site_images(
+                self.parts[part].rows(self.rows) if self.parts else [], self.classes
+            )
         return self._images[part]
 
     def labels(self) -> dict[int, int]:

@@ -61,22 +61,27 @@ def decides_words(in_use: Sequence[PartRule]) -> str:
     return "; ".join(f"{p.part} ({p.images} images): {p.rule.words} decides" for p in in_use)
 
 
-def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
+def site_images(rows: Sequence[PredictionRow], classes: int | None = None) -> SiteImages:
     """What the ladder needs of a site's rows (arrival order); rows without a source margin (a
     method that keeps none, or a journal written before margins were kept) make A1 the reported
     decisions. With more than two classes (rows with ``source_classes``) the margin is against the
-    reference class and the best-fit threshold is fitted here (``engine.review.classes``)."""
+    reference class and the best-fit threshold is fitted here (``engine.review.classes``); with
+    ``classes`` (the model's number of classes) given, rows naming a class beyond it (a journal
+    changed by hand) make the site's margins unusable, never a decision for a class that is not."""
     n = len(rows)
     margin = np.array(
         [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
     )
     thresholded = n > 0 and bool(np.isfinite(margin).all())
+    pairs = [r.source_classes for r in rows]
+    many = thresholded and all(p is not None for p in pairs)
+    if many and classes is not None and any(max(p) >= classes for p in pairs if p is not None):
+        thresholded = many = False  # a class the model does not have: no threshold decides here
+        margin = np.full(n, math.nan)
     threshold = (
         np.array([r.decision_threshold or 0.0 for r in rows], dtype=np.float64) if thresholded else None
     )
-    pairs = [r.source_classes for r in rows]
-    many = thresholded and all(p is not None for p in pairs)
-    classes = np.array(pairs, dtype=np.int64).reshape(n, 2) if many else None
+    two = np.array(pairs, dtype=np.int64).reshape(n, 2) if many else None
     candidates: dict[str, np.ndarray] = {}
     if thresholded:
         named = [dict(r.candidates) for r in rows]
@@ -98,7 +103,7 @@ def site_images(rows: Sequence[PredictionRow]) -> SiteImages:
         threshold=threshold,
         candidates=candidates,
         prompted=prompted if bool((prompted >= 0).any()) else None,
-        classes=classes,
+        classes=two,
     )
 
 

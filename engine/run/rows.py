@@ -208,7 +208,7 @@ class PredictionRow:
         pair = kwargs.get("source_classes")
         if pair is not None:
             kwargs["source_classes"] = (int(pair[0]), int(pair[1]))
-            if len(pair) != 2 or min(kwargs["source_classes"]) < 0:
+            if len(pair) != 2 or min(kwargs["source_classes"]) < 0 or pair[0] == pair[1]:
                 raise ValueError("a row's source classes are two class indices")
         prompted = kwargs.get("prompted_prediction")
         kwargs["prompted_prediction"] = None if prompted is None else int(prompted)
