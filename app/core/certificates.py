@@ -148,27 +148,19 @@ def reviewed_row(
         if len(classes) > 2 and rule.is_threshold and margin is not None and math.isfinite(threshold):
             # the margin is between the reference and one other class: the decided one's share of the two
             confidence = 1.0 / (1.0 + math.exp(-abs(margin - threshold)))
-            pair = row.source_classes or ()
             if decision == positive_class:
                 positive = confidence
             else:  # the positive class lost to the decided one, or was not among the two (unknown)
-                positive = 1.0 - confidence if positive_class in pair else math.nan
-            return dataclasses.replace(
-                reviewed,
-                prediction=decision,
-                prediction_label=label,
-                confidence=confidence,
-                positive_prob=positive,
-                decision_reason=reason,
-            )
-        if margin is not None and math.isfinite(margin) and math.isfinite(threshold):
-            z = margin - threshold
-            positive = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-            if positive_class == 0:  # the margin is l_1 - l_0: class 1's side
-                positive = 1.0 - positive
+                positive = 1.0 - confidence if positive_class in (row.source_classes or ()) else math.nan
         else:
-            positive = row.positive_prob
-        confidence = positive if decision == positive_class else 1.0 - positive
+            if margin is not None and math.isfinite(margin) and math.isfinite(threshold):
+                z = margin - threshold
+                positive = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+                if positive_class == 0:  # the margin is l_1 - l_0: class 1's side
+                    positive = 1.0 - positive
+            else:
+                positive = row.positive_prob
+            confidence = positive if decision == positive_class else 1.0 - positive
     return dataclasses.replace(
         reviewed,
         prediction=decision,
