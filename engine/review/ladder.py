@@ -15,8 +15,8 @@ a ladder (``docs/review-certificates.md``):
 A :class:`~engine.review.comparison.Comparison` is one certificate, tested at
 :meth:`LadderRule.level` for the j-th comparison ever started at the site: ``0.9 alpha`` for the
 first (five right answers in a row certify it; issue 39, item 2), then the rest halved along the
-ladder, so the whole ladder errs at most ``alpha`` (an index is never reused, whatever is undone). Each review gives ``z = 1[candidate right] -
-1[rule right]``:
+ladder, so the whole ladder errs at most ``alpha`` (an index is never reused, whatever is
+undone). Each review gives ``z = 1[candidate right] - 1[rule right]``:
 
 * **A1 against A0** (only where A1 changed a decision): *verified* when the lower bound on the
   mean of ``z`` is above 0; *reverted* (the site goes back to the source model's decisions) when,
