@@ -32,6 +32,7 @@ from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.review_parts import decides_words
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
+from lab.reviewer import answer_queue
 from lab.synth import write_synth
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,10 +185,7 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
     print("sampled among the images the rule in use and a candidate decide differently), with the labels:")
     for site, review in reviews.items():
         truth = _truth(review.rows)
-        answered = 0
-        while answered < budget and (index := review.next_item()) is not None:
-            review.set_mark(review.rows[index].key, int(truth[index]), "simulated reviewer")
-            answered += 1
+        answered = answer_queue(review, truth, budget)
         given[site] = answered
         print(f"{site}: {answered} answer(s); now {_decider(review)}")
         for comparison in review.comparisons():

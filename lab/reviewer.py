@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.review.ladder import LadderRule, SiteImages, SiteLadder
+from engine.run.review import SiteReview
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,18 @@ def review_counts(decisions: np.ndarray, source: np.ndarray, labels: np.ndarray)
         fixed=int(np.sum(correct & ~source_correct)),
         broken=int(np.sum(~correct & source_correct)),
     )
+
+
+def answer_queue(
+    review: SiteReview, labels: np.ndarray, budget: int | None = None, reviewer: str = "simulated reviewer"
+) -> int:
+    """Answer ``review``'s queue with ``labels`` (by row) as a reviewer who knows them would, up to
+    ``budget`` answers (None: until it is empty); returns the answers given."""
+    answered = 0
+    while (budget is None or answered < budget) and (index := review.next_item()) is not None:
+        review.set_mark(review.rows[index].key, int(labels[index]), reviewer)
+        answered += 1
+    return answered
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import numpy as np
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.bench.adversarial import site_rows
+from lab.reviewer import answer_queue, review_counts
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1
@@ -48,18 +49,12 @@ def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int
     """Answer up to ``k`` of the queue; the line: answers, rule, accuracy, fixed / broken."""
     review = SiteReview(None, "/data/site", classes)
     review.open(rows)
-    made = 0
-    while made < k and (index := review.next_item()) is not None:
-        review.set_mark(review.rows[index].key, int(labels[index]), "reviewer")
-        made += 1
-    decided = review.decisions()
-    source = np.array([r.source_prediction for r in review.rows])
-    fixed = int(np.sum((decided == labels) & (source != labels)))
-    broken = int(np.sum((decided != labels) & (source == labels)))
+    made = answer_queue(review, labels, k)
+    counts = review_counts(review.decisions(), np.array([r.source_prediction for r in review.rows]), labels)
     rule = ", ".join(str(p.rule) for p in review.in_use())
     return (
-        f"answers {made:2d}  rule {rule:8s}  accuracy {np.mean(source == labels):.3f} -> "
-        f"{np.mean(decided == labels):.3f}  fixed {fixed} / broken {broken}"
+        f"answers {made:2d}  rule {rule:8s}  accuracy {counts.source_accuracy:.3f} -> "
+        f"{counts.accuracy:.3f}  fixed {counts.fixed} / broken {counts.broken}"
     )
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.bench.adversarial import site_rows as adversarial_rows
+from lab.reviewer import answer_queue
 
 CLASSES = ("normal", "tumor")
 
@@ -27,8 +28,4 @@ def site_rows(n: int = 240, shift: float = 2.0, seed: int = 0) -> tuple[list[Pre
 
 def review_all(review: SiteReview, labels: np.ndarray, reviewer: str = "ana") -> int:
     """Answer the queue until it is empty; returns the reviews made."""
-    made = 0
-    while (index := review.next_item()) is not None:
-        review.set_mark(review.rows[index].key, int(labels[index]), reviewer)
-        made += 1
-    return made
+    return answer_queue(review, labels, reviewer=reviewer)

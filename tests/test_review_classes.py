@@ -22,6 +22,7 @@ from engine.run.review_parts import site_images
 from engine.run.rows import PredictionRow, many_class_margin, reference_class
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
+from lab.reviewer import answer_queue, review_counts
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1  # "normal"
@@ -115,16 +116,10 @@ def test_reviews_certify_a_threshold_for_a_site_called_all_normal(seed: int) -> 
     margin, other, labels = _site(300, seed)
     review = SiteReview(None, "/data/grades", 3)
     review.open(_rows(margin, other, labels))
-    answered = 0
-    while answered < 20 and (index := review.next_item()) is not None:
-        review.set_mark(review.rows[index].key, int(labels[index]), "ana")
-        answered += 1
-    decided = review.decisions()
-    source = np.array([r.source_prediction for r in review.rows])
-    fixed = int(np.sum((decided == labels) & (source != labels)))
-    broken = int(np.sum((decided != labels) & (source == labels)))
+    answer_queue(review, labels, 20, "ana")
+    counts = review_counts(review.decisions(), np.array([r.source_prediction for r in review.rows]), labels)
     assert review.in_use()[0].rule in (Rule.FIT, Rule.ANSWERS)
-    assert fixed > 3 * broken and fixed >= 20, (fixed, broken)
+    assert counts.fixed > 3 * counts.broken and counts.fixed >= 20, counts
 
 
 def test_a_site_in_one_group_says_why_nothing_is_reviewed() -> None:
