@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from engine.methods.decision import DecisionRecord
-from engine.review.classes import ONE_GROUP, best_fit_thresholds, site_fit, two_groups
+from engine.review.classes import ONE_GROUP, BestFits, best_fit_thresholds, site_fit, two_groups
 from engine.review.images import calls
 from engine.run.review import SiteReview, what_adapting_changed
 from engine.run.review_parts import site_images
@@ -173,3 +173,23 @@ def test_a_journal_naming_a_class_the_model_lacks_decides_nothing_with_it() -> N
     assert "no other rule" in review.why_empty()
     with pytest.raises(ValueError):
         PredictionRow.from_json(rows[0].to_json() | {"source_classes": [1, 1]})
+
+
+def test_best_fits_kept_between_batches_are_those_fitted_from_the_start() -> None:
+    """A site whose rows arrive in batches refits only beyond the images it had (the app adds rows
+    at every batch); the values equal those fitted on the whole site at once, and a site whose
+    earlier margins changed is fitted again from the start."""
+    margin, other, labels = _site(400, 2)
+    rows = _rows(margin, other, labels)
+    kept = BestFits()
+    for end in (15, 57, 58, 200, 333, 400):
+        assert np.array_equal(kept.of(margin[:end]), best_fit_thresholds(margin[:end]), equal_nan=True)
+    changed = margin.copy()
+    changed[30] += 2.0
+    assert np.array_equal(kept.of(changed), best_fit_thresholds(changed), equal_nan=True)
+    review = SiteReview(None, "/data/batches", 3)
+    review.open(rows[:100])
+    for start in range(100, 400, 75):
+        review.add_rows(rows[start : start + 75])
+    whole = site_images(rows, 3)
+    assert np.array_equal(review.images().candidates[Rule.FIT], whole.candidates[Rule.FIT], equal_nan=True)

@@ -130,16 +130,44 @@ def _moves(margin: np.ndarray, t: float) -> bool:
     return bool(np.any((margin > t) != (margin > 0)))
 
 
-def best_fit_thresholds(margin: np.ndarray) -> np.ndarray:
+def best_fit_thresholds(margin: np.ndarray, earlier: BestFits | None = None) -> np.ndarray:
     """``(n,)`` each image's best-fit threshold when it was decided: fitted on the images up to it
     at the last refit (a refit once the images grew by :data:`GROWTH`, at least
     :data:`REFIT_IMAGES`, from :data:`LEAST_IMAGES` on), so the value a comparison freezes depends
-    only on the images before it (nan: none yet, or no two groups)."""
+    only on the images before it (nan: none yet, or no two groups). With ``earlier`` (the fits of a
+    site whose images this one's begin with), only the refits beyond its images are fitted."""
     n = int(margin.shape[0])
+    m, known = (0, np.zeros(0)) if earlier is None else earlier.prefix_of(margin)
     out = np.full(n, math.nan)
+    out[:m] = known
     k = LEAST_IMAGES
     while k <= n:
         nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
-        out[k - 1 : min(nxt, n + 1) - 1] = site_fit(margin[:k])
+        if nxt - 1 > m:  # images this refit decides that the earlier fits did not reach
+            value = known[k - 1] if k <= m else site_fit(margin[:k])
+            out[max(k - 1, m) : min(nxt, n + 1) - 1] = value
         k = nxt
     return out
+
+
+class BestFits:
+    """A site's best-fit thresholds kept between calls as its images arrive: a site whose margins
+    begin with those of the last call fits only its later refits (a 20 000-tile slide refitted every
+    refit at each new batch took seconds a batch); any other site is fitted from the start."""
+
+    def __init__(self) -> None:
+        self.margin = np.zeros(0)
+        self.values = np.zeros(0)
+
+    def prefix_of(self, margin: np.ndarray) -> tuple[int, np.ndarray]:
+        """How many of ``margin``'s first images the kept fits are for, and their values."""
+        m = int(self.margin.shape[0])
+        if m <= margin.shape[0] and np.array_equal(self.margin, margin[:m], equal_nan=True):
+            return m, self.values
+        return 0, np.zeros(0)
+
+    def of(self, margin: np.ndarray) -> np.ndarray:
+        """The best-fit thresholds of ``margin`` (:func:`best_fit_thresholds`), kept for the next call."""
+        self.values = best_fit_thresholds(margin, self)
+        self.margin = margin.copy()
+        return self.values

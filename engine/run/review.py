@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
-from engine.review.classes import ONE_GROUP
+from engine.review.classes import ONE_GROUP, BestFits
 from engine.review.ladder import (
     LABEL_FREE,
     PROMOTED,
@@ -117,6 +117,7 @@ class SiteReview:
         self._cache: dict[tuple[int, bool], list[tuple[Rule, float, int]]] = {}  # each part's layers
         self._row_parts: dict[int, tuple[int, int]] = {}
         self._images: dict[int, SiteImages] = {}  # by part number
+        self._fits: dict[int, BestFits] = {}  # each part's best-fit thresholds, more than two classes
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
 
@@ -150,7 +151,7 @@ class SiteReview:
             for record in loaded.blocks:
                 self._loaded.setdefault(record.part, []).append(record)
             self.notes += loaded.notes
-        self.rows, self.index, self.parts = [], {}, []
+        self.rows, self.index, self.parts, self._fits = [], {}, [], {}
         self._undo, self._redo = [], []
         self.add_rows(rows)
         self._rebuild()
@@ -359,7 +360,9 @@ class SiteReview:
         """The images of part ``part`` (the site's, when it has one part)."""
         if part not in self._images:
             self._images[part] = site_images(
-                self.parts[part].rows(self.rows) if self.parts else [], self.classes
+                self.parts[part].rows(self.rows) if self.parts else [],
+                self.classes,
+                self._fits.setdefault(part, BestFits()),
             )
         return self._images[part]
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
-from engine.review.classes import ONE_GROUP, best_fit_thresholds
+from engine.review.classes import ONE_GROUP, BestFits, best_fit_thresholds
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
 from engine.run.rows import PredictionRow
@@ -61,13 +61,16 @@ def decides_words(in_use: Sequence[PartRule]) -> str:
     return "; ".join(f"{p.part} ({p.images} images): {p.rule.words} decides" for p in in_use)
 
 
-def site_images(rows: Sequence[PredictionRow], classes: int | None = None) -> SiteImages:
+def site_images(
+    rows: Sequence[PredictionRow], classes: int | None = None, fits: BestFits | None = None
+) -> SiteImages:
     """What the ladder needs of a site's rows (arrival order); rows without a source margin (a
     method that keeps none, or a journal written before margins were kept) make A1 the reported
     decisions. With more than two classes (rows with ``source_classes``) the margin is against the
     reference class and the best-fit threshold is fitted here (``engine.review.classes``); with
     ``classes`` (the model's number of classes) given, rows naming a class beyond it (a journal
-    changed by hand) make the site's margins unusable, never a decision for a class that is not."""
+    changed by hand) make the site's margins unusable, never a decision for a class that is not;
+    ``fits`` keeps the best-fit thresholds of the site's rows between calls as rows arrive."""
     n = len(rows)
     margin = np.array(
         [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
@@ -90,9 +93,9 @@ def site_images(rows: Sequence[PredictionRow], classes: int | None = None) -> Si
             if np.isfinite(values).any():
                 candidates[name] = values
         if many and Rule.FIT not in candidates:
-            fits = best_fit_thresholds(margin)
-            if np.isfinite(fits).any():
-                candidates[Rule.FIT] = fits
+            best = fits.of(margin) if fits is not None else best_fit_thresholds(margin)
+            if np.isfinite(best).any():
+                candidates[Rule.FIT] = best
     prompted = np.array(
         [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
     )
