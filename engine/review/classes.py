@@ -65,24 +65,20 @@ def _em(x: np.ndarray, upper: np.ndarray) -> tuple[float, float] | None:
     r = upper.astype(np.float64)  # P(upper group) per image
     var_floor = 1e-6 * float(x.var()) + 1e-12
     for _ in range(ITERATIONS):
-        share = float(r.mean())
-        if not 0.0 < share < 1.0:
+        fitted = _m_step(x, r, var_floor)
+        if fitted is None:
             return None
-        mu1 = float((r * x).sum() / r.sum())
-        mu0 = float(((1 - r) * x).sum() / (1 - r).sum())
-        var = max(float((r * (x - mu1) ** 2 + (1 - r) * (x - mu0) ** 2).mean()), var_floor)
+        share, mu0, mu1, var = fitted
         log_odds = math.log(share / (1 - share)) + ((x - mu0) ** 2 - (x - mu1) ** 2) / (2 * var)
         new = 0.5 * (1.0 + np.tanh(0.5 * log_odds))
         done = float(np.abs(new - r).max()) < 1e-6
         r = new
         if done:
             break
-    share = float(r.mean())
-    if not LEAST_SHARE <= share <= 1 - LEAST_SHARE:
+    fitted = _m_step(x, r, var_floor)
+    if fitted is None or not LEAST_SHARE <= fitted[0] <= 1 - LEAST_SHARE:
         return None
-    mu1 = float((r * x).sum() / r.sum())
-    mu0 = float(((1 - r) * x).sum() / (1 - r).sum())
-    var = max(float((r * (x - mu1) ** 2 + (1 - r) * (x - mu0) ** 2).mean()), var_floor)
+    share, mu0, mu1, var = fitted
     lo, hi = (mu0, mu1) if mu0 < mu1 else (mu1, mu0)
     p_hi = share if mu1 > mu0 else 1 - share
     if hi - lo < SEPARATION * math.sqrt(var):
@@ -98,6 +94,18 @@ def _em(x: np.ndarray, upper: np.ndarray) -> tuple[float, float] | None:
     # equal posteriors: (x - lo)^2 - (x - hi)^2 = 2 var log((1 - p_hi) / p_hi)
     threshold = (lo + hi) / 2 + var * math.log((1 - p_hi) / p_hi) / (hi - lo)
     return float(mixed.sum()), float(threshold)
+
+
+def _m_step(x: np.ndarray, r: np.ndarray, var_floor: float) -> tuple[float, float, float, float] | None:
+    """``(share, mean below, mean above, variance)`` given each image's P(upper group) ``r``
+    (None: one group holds everything)."""
+    share = float(r.mean())
+    if not 0.0 < share < 1.0:
+        return None
+    mu1 = float((r * x).sum() / r.sum())
+    mu0 = float(((1 - r) * x).sum() / (1 - r).sum())
+    var = max(float((r * (x - mu1) ** 2 + (1 - r) * (x - mu0) ** 2).mean()), var_floor)
+    return share, mu0, mu1, var
 
 
 def _log_density(x: np.ndarray, lo: float, hi: float, var: float, p_hi: float) -> np.ndarray:
