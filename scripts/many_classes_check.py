@@ -24,14 +24,16 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
+from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
-from lab.reviewer import answer_queue, review_counts
+from lab.reviewer import ReviewCounts, answer_queue, review_counts
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1
@@ -45,24 +47,44 @@ def rows_of(margin: np.ndarray, other: np.ndarray) -> list[PredictionRow]:
     )
 
 
-def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int = 3) -> str:
-    """Answer up to ``k`` of the queue; the line: answers, rule, accuracy, fixed / broken."""
+@dataclass(frozen=True)
+class Reviewed:
+    """A site after up to K answers: answers given, the rule in use, the counts against the labels."""
+
+    answers: int
+    rule: str
+    counts: ReviewCounts
+
+    @property
+    def promoted(self) -> bool:
+        return self.rule != str(Rule.SOURCE)
+
+    def __str__(self) -> str:
+        c = self.counts
+        return (
+            f"answers {self.answers:2d}  rule {self.rule:8s}  accuracy {c.source_accuracy:.3f} -> "
+            f"{c.accuracy:.3f}  fixed {c.fixed} / broken {c.broken}"
+        )
+
+
+def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int = 3) -> Reviewed:
+    """Answer up to ``k`` of the queue."""
     review = SiteReview(None, "/data/site", classes)
     review.open(rows)
     made = answer_queue(review, labels, k)
     counts = review_counts(review.decisions(), np.array([r.source_prediction for r in review.rows]), labels)
-    rule = ", ".join(str(p.rule) for p in review.in_use())
-    return (
-        f"answers {made:2d}  rule {rule:8s}  accuracy {counts.source_accuracy:.3f} -> "
-        f"{counts.accuracy:.3f}  fixed {counts.fixed} / broken {counts.broken}"
-    )
+    return Reviewed(made, ", ".join(str(p.rule) for p in review.in_use()), counts)
 
 
-def margin_site(n: int, seed: int, abnormal_at: float, normal_at: float, sd: float) -> tuple[np.ndarray, ...]:
+def margin_site(
+    n: int, seed: int, abnormal_at: float, normal_at: float, sd: float, sd_normal: float | None = None
+) -> tuple[np.ndarray, ...]:
+    """Margins, most likely other classes and labels of a generated site (the reference 60 %)."""
     rng = np.random.default_rng(seed)
     labels = rng.choice([0, 1, 2], n, p=[0.2, 0.6, 0.2])
     abnormal = labels != REF
-    margin = np.where(abnormal, rng.normal(abnormal_at, sd, n), rng.normal(normal_at, sd, n))
+    spread = sd if sd_normal is None else sd_normal
+    margin = np.where(abnormal, rng.normal(abnormal_at, sd, n), rng.normal(normal_at, spread, n))
     other = np.where(abnormal & (rng.random(n) < 0.9), labels, rng.choice([0, 2], n))
     return margin, other, labels
 
@@ -70,11 +92,8 @@ def margin_site(n: int, seed: int, abnormal_at: float, normal_at: float, sd: flo
 def margins() -> None:
     for seed in range(6):
         for k in (10, 20):
-            rng = np.random.default_rng(seed)  # the moved site of tests/test_review_classes.py
-            labels = rng.choice([0, 1, 2], 300, p=[0.2, 0.6, 0.2])
-            abnormal = labels != REF
-            margin = np.where(abnormal, rng.normal(-1.5, 0.6, 300), rng.normal(-5.0, 0.8, 300))
-            other = np.where(abnormal & (rng.random(300) < 0.9), labels, rng.choice([0, 2], 300))
+            # the moved site of tests/test_review_classes.py
+            margin, other, labels = margin_site(300, seed, -1.5, -5.0, 0.6, 0.8)
             print(f"moved site, seed {seed}, K = {k}: {reviewed(rows_of(margin, other), labels, k)}")
     kinds = {"source right": (2.0, -2.0, 1.2), "overlapping": (0.5, -0.5, 1.0), "moved": (-1.0, -4.0, 1.0)}
     for kind, (at_abnormal, at_normal, sd) in kinds.items():
@@ -82,11 +101,10 @@ def margins() -> None:
             promoted = harmed = fixed = broken = 0
             for seed in range(40):
                 margin, other, labels = margin_site(300, 1000 + seed, at_abnormal, at_normal, sd)
-                line = reviewed(rows_of(margin, other), labels, k)
-                f, b = (int(x) for x in line.split("fixed ")[1].split(" / broken "))
-                fixed, broken = fixed + f, broken + b
-                promoted += "rule source" not in line
-                harmed += b > f
+                site = reviewed(rows_of(margin, other), labels, k)
+                fixed, broken = fixed + site.counts.fixed, broken + site.counts.broken
+                promoted += site.promoted
+                harmed += site.counts.broken > site.counts.fixed
             print(
                 f"{kind}, K = {k}: {promoted}/40 promoted, {harmed} harmed, fixed {fixed} / broken {broken}"
             )
