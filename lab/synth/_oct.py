@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.synth._drawing import SynthSpec, pixel_grid, smooth_noise
-from lab.synth._optics import blur_yx, f32, kernel, quantise, ramp, sample
+from lab.synth._optics import blur_yx, f32, grey_rgb, kernel, ramp, sample
 
 CLASSES = ("edema", "normal")  # sorted, as the readers order them: label 0 is oedema
 NORMAL_MAX_SEVERITY = 0.42  # normal scans draw their severity from [0, this]
@@ -243,7 +243,7 @@ def render(rng: np.random.Generator, label: int, site: OctSite, size: int) -> np
     db = 10.0 * np.log10(signal * 10.0 ** (site.signal_db / 10.0) + noise)
     lo, hi = site.window
     grey = np.power(np.clip((db - lo) / (hi - lo), 0.0, 1.0), site.display_gamma)
-    return quantise(np.repeat(grey[..., None], 3, axis=2))
+    return grey_rgb(grey)
 
 
 SPEC = SynthSpec(

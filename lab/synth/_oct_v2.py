@@ -27,7 +27,7 @@ import numpy as np
 from lab.synth import _oct
 from lab.synth._drawing import later_set, pixel_grid
 from lab.synth._oct import _CANONICAL, _speckle, anatomy, severity
-from lab.synth._optics import blur_yx, f32, quantise, sample
+from lab.synth._optics import blur_yx, f32, grey_rgb, quantise, sample
 
 #: The first set's site1: the acquisition every new site starts from before its own changes.
 _BASE = _oct.SITES[0]
@@ -160,7 +160,7 @@ def target(rng: np.random.Generator, label: int, site: OctSiteV2, size: int) -> 
         grey = 1.0 - grey
     if site.false_colour:
         return quantise(_colour(grey))
-    return quantise(np.repeat(grey[..., None], 3, axis=2))
+    return grey_rgb(grey)
 
 
 SPEC = later_set(

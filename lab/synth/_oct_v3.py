@@ -27,7 +27,7 @@ import numpy as np
 from lab.synth import _oct
 from lab.synth._drawing import later_set, pixel_grid
 from lab.synth._oct import _CANONICAL, _speckle, anatomy, severity
-from lab.synth._optics import blur_yx, convolve_axis, f32, kernel, quantise, sample
+from lab.synth._optics import blur_yx, convolve_axis, f32, grey_rgb, kernel, sample
 
 #: The first set's site1: the acquisition every new site starts from before its own changes.
 _BASE = _oct.SITES[0]
@@ -115,7 +115,7 @@ def target(rng: np.random.Generator, label: int, site: OctSiteV3, size: int) -> 
     else:
         lo, hi = _BASE.window
         grey = np.power(np.clip((10.0 * np.log10(intensity) - lo) / (hi - lo), 0.0, 1.0), _BASE.display_gamma)
-    return quantise(np.repeat(f32(grey)[..., None], 3, axis=2))
+    return grey_rgb(f32(grey))
 
 
 SPEC = later_set(

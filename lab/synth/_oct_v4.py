@@ -28,7 +28,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from lab.synth import _oct
 from lab.synth._drawing import later_set, pixel_grid
 from lab.synth._oct import _CANONICAL, _speckle, anatomy, severity
-from lab.synth._optics import blur_yx, f32, quantise, sample
+from lab.synth._optics import blur_yx, f32, grey_rgb, quantise, sample
 
 #: The first set's site1: the acquisition every new site starts from before its own changes.
 _BASE = _oct.SITES[0]
@@ -136,7 +136,7 @@ def target(rng: np.random.Generator, label: int, site: OctSiteV4, size: int) -> 
     grey = f32(np.power(np.clip((db - lo) / (hi - lo), 0.0, 1.0), _BASE.display_gamma))
     if site.overlay:
         return quantise(_overlay(grey, refl, mu, f))
-    return quantise(np.repeat(grey[..., None], 3, axis=2))
+    return grey_rgb(grey)
 
 
 SPEC = later_set(

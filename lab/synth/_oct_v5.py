@@ -26,7 +26,7 @@ import numpy as np
 from lab.synth import _oct
 from lab.synth._drawing import later_set
 from lab.synth._oct import _CANONICAL, _speckle, anatomy, severity
-from lab.synth._optics import blur_yx, convolve_axis, f32, kernel, quantise
+from lab.synth._optics import blur_yx, convolve_axis, f32, grey_rgb, kernel
 
 #: The first set's site1: the acquisition every new site starts from before its own changes.
 _BASE = _oct.SITES[0]
@@ -133,7 +133,7 @@ def target(rng: np.random.Generator, label: int, site: OctSiteV5, size: int) -> 
         grey = _equalised(db)
     else:
         grey = f32(np.power(np.clip((db - lo) / (hi - lo), 0.0, 1.0), _BASE.display_gamma))
-    return quantise(np.repeat(grey[..., None], 3, axis=2))
+    return grey_rgb(grey)
 
 
 SPEC = later_set(

@@ -152,3 +152,8 @@ def unsharp(rgb: np.ndarray, sigma: float, amount: float) -> np.ndarray:
 def quantise(rgb: np.ndarray) -> np.ndarray:
     """0-1 float RGB to uint8."""
     return np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)
+
+
+def grey_rgb(grey: np.ndarray) -> np.ndarray:
+    """A (H, W) 0-1 float grey image as (H, W, 3) uint8 RGB, the same value in every channel."""
+    return quantise(np.repeat(grey[..., None], 3, axis=2))
