@@ -210,9 +210,9 @@ def site_set_tests(
 def synth_cli(
     out: Path, kind: str, sites: str, capsys: pytest.CaptureFixture[str]
 ) -> tuple[dict[str, Any], str]:
-    """``f2tta synth KIND --sites SITES`` into ``out`` (two images a class a site, 32 px): it exits 0,
-    says what it wrote, and its ``synth.json`` names the set and its sites; that file's content and
-    what the command printed."""
+    """``f2tta synth KIND --sites SITES`` into ``out`` (two images a site, 32 px): it exits 0, says
+    what it wrote, its ``synth.json`` names the set and its sites, and each site's folder holds its
+    two images in the format ``synth.json`` gives it; that file's content and what the command printed."""
     from engine.cli import main as cli_main
 
     args = [
@@ -234,4 +234,7 @@ def synth_cli(
     assert f"wrote 10 {kind} ({sites} sites) images" in printed
     meta: dict[str, Any] = json.loads((out / "synth.json").read_text())
     assert meta["site_set"] == sites and list(meta["sites"]) == site_names(kind, sites)
+    for name, site in meta["sites"].items():
+        suffix = {"png": "*.png", "jpeg": "*.jpg"}[site["format"]]
+        assert len(list((out / name).rglob(suffix))) == 2, name
     return meta, printed
