@@ -49,6 +49,17 @@ def _run(model: Path, inp: Path, out: Path, state: Path, *extra: str) -> int:
     return int(cli_main(run_argv(model, inp, out, state, "--batch", "1", *extra)))
 
 
+def _refused_before_the_run(
+    code: object, capsys: pytest.CaptureFixture[str], out: Path, state: Path, *named: str
+) -> None:
+    """``f2tta run`` exited ``code``: a usage error whose message names each of ``named``, given
+    before the state folder or ``out`` was made."""
+    assert code == EXIT_USAGE, code
+    err = capsys.readouterr().err
+    assert all(words in err for words in named), err
+    assert not out.exists() and not state.exists(), "refused before the state folder or --out was made"
+
+
 def test_run_files_names_every_output_once() -> None:
     from engine.run.outputs import run_files
 
@@ -73,11 +84,8 @@ def test_someone_elses_companion_file_is_refused_before_the_run(
     theirs.write_text("another person's results\n", encoding="utf-8")
     out, state = tmp_path / "out.csv", tmp_path / "st"
     code = _run(tiny_model_path, inp, out, state, "--reviews", str(_reviews(tmp_path / "r.csv")))
-    assert code == EXIT_USAGE
-    err = capsys.readouterr().err
-    assert str(theirs) in err and "nothing was changed" in err
+    _refused_before_the_run(code, capsys, out, state, str(theirs), "nothing was changed")
     assert theirs.read_text(encoding="utf-8") == "another person's results\n"
-    assert not out.exists() and not state.exists(), "refused before the state folder or --out was made"
 
 
 def test_someone_elses_companion_is_refused_also_when_the_state_exists(
@@ -151,10 +159,8 @@ def test_a_fifo_at_a_certificate_output_is_refused_before_the_run(
     thread = threading.Thread(target=call, daemon=True)
     thread.start()
     thread.join(60)
-    assert box == [EXIT_USAGE], f"refused at once, before the run and not blocked on the FIFO: {box}"
-    err = capsys.readouterr().err
-    assert "not a regular file" in err and str(fifo) in err
-    assert not out.exists() and not state.exists(), "before any image was processed"
+    assert len(box) == 1, "refused at once, not blocked on the FIFO"
+    _refused_before_the_run(box[0], capsys, out, state, "not a regular file", str(fifo))
 
 
 def test_a_reviews_file_that_cannot_be_used_is_refused_before_the_run_with_one_error_line(
