@@ -126,6 +126,7 @@ class _Unit:
             self.ladder.review(self.marks)
             c = self.ladder.active
             if c is None:
+                self.ladder.complete = self.moment == self.at.size  # the reviewer came after the last
                 opened = self.ladder.open_next(self.seen)
                 self.ladder.frozen.clear()
                 if opened is None:

@@ -27,6 +27,7 @@ population bound (``engine/review/sampling.py``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -73,6 +74,10 @@ LADDERS = {
     "first 0.9, patience 4, bold 0.5": LadderRule(first_share=0.9, patience=4),
     "first 0.9, patience 3, bold 0.5": LadderRule(first_share=0.9, patience=3),
     "first 0.9, patience 3, bold 0.4": LadderRule(first_share=0.9, patience=3),  # item 2's proposal
+}
+# every ladder above was chosen before a promoted comparison's level went on to the next one
+LADDERS = {name: dataclasses.replace(rule, pass_level=False) for name, rule in LADDERS.items()} | {
+    "default, no level passed on": LadderRule(pass_level=False),  # the default before it did
     "default": LadderRule(),  # with sampling.BOLD as it is
 }
 #: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)

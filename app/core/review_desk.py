@@ -75,6 +75,12 @@ class ReviewDesk:
         self._decided = {line.number for line in self.lines() if line.verdict.decided}
         self._fresh, self._undone = [], []
 
+    def set_complete(self, complete: bool) -> None:
+        """Whether every image of the open source is decided and mapped (the run has nothing left
+        to give it): a promoted comparison's level may then go on to the next one (SiteReview.complete)."""
+        if self.review is not None:
+            self.review.complete = complete
+
     def add_rows(self, rows: Sequence[PredictionRow]) -> None:
         if self.review is not None and rows:
             self.review.add_rows(rows)

@@ -158,6 +158,7 @@ class RunModel:
                 self.overlays[row.position] = overlay
                 self.heat_levels = widen_levels(self.heat_levels, overlay)
         self.desk.open(rows, review_dir, source.source_id, len(self.classes))
+        self.desk.set_complete(self.pending == 0)
         self._moved = self.desk.moved_rules
         self._add_rows(rows, new=False)
         self.flush(force=True)
@@ -194,6 +195,7 @@ class RunModel:
                 self.event_noted.emit(result.row)
         self._add_rows([r.row for r in batch])
         self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - len(maps), 0)
+        self.desk.set_complete(self.pending == 0)
         self.progress.add(len(batch))
         if maps:
             self._refresh(self._apply_maps(maps))
@@ -220,6 +222,7 @@ class RunModel:
     def note_failure(self, retried: bool) -> None:
         if not retried:
             self.pending = max(self.pending - 1, 0)
+            self.desk.set_complete(self.pending == 0)
 
     def _add_rows(self, rows_in: list[PredictionRow], new: bool = True) -> None:
         if new:

@@ -327,7 +327,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
             "the next run will take them",
             file=sys.stderr,
         )
-    review = None if summary.failure is not None else _certify(job, args)
+    review = None if summary.failure is not None else _certify(job, args, summary.decided_all and not arrived)
     code, why = exit_code(summary, job.resumed_rows, args.max_skipped)
     if isinstance(job.source, SlideSource):
         code = max(code, _write_geojson(job, args.out))
@@ -349,13 +349,14 @@ def _write_geojson(job: FolderJob, out: Path) -> int:
     return 0
 
 
-def _certify(job: FolderJob, args: argparse.Namespace) -> SiteReview | None:
+def _certify(job: FolderJob, args: argparse.Namespace, complete: bool) -> SiteReview | None:
     """The site's review of the run's rows, with ``--reviews`` (or the project's own marks, with
     ``--state PROJECT``) applied and its certified decisions written beside ``--out``; None (said
-    why) when that failed after the run."""
+    why) when that failed after the run. ``complete``: every image of the folder is decided."""
     folder = project_review_folder(args.state)
     classes = job.session.card.classes
     review = SiteReview(folder if args.reviews is None else None, job.source.source_id, len(classes))
+    review.complete = complete
     try:
         review.open(job.journal.rows(job.source.source_id))
         for note in review.take_notes():

@@ -78,7 +78,8 @@ class Comparison:
 
     Attributes:
         index: j, its place among the comparisons ever started at this site (1-based, never
-            reused); tested at ``alpha = rule.level(j)``, every block of it at that one level.
+            reused); tested at ``alpha = rule.level(j)`` (plus a level passed on to it:
+            ``passed_from``), every block of it at that one level.
         candidate: what is tested: :data:`LABEL_FREE` (A1 against A0) or a candidate's name.
         threshold: the candidate's frozen threshold (nan: not a threshold candidate).
         population: the images its first block was frozen on (the first ``population``).
@@ -91,6 +92,9 @@ class Comparison:
         extending: False once an extension block stopped: the candidate then decides no image
             beyond its coverage, not even provisionally.
         answers_at: the answers its ladder had used when it started.
+        passed_from: the comparison just before it, promoted, whose level it was given on top of
+            its own (``alpha`` is the sum; 0: none): that one covers only the images it was tested
+            on and is never extended (``SiteLadder.start``, the fallback procedure).
     """
 
     index: int
@@ -106,6 +110,7 @@ class Comparison:
     coverage: int = 0
     extending: bool = True
     answers_at: int = 0  # answers the ladder had used when it started (a fitted threshold's)
+    passed_from: int = 0  # the index of the comparison whose level it took on top of its own (0: none)
 
     # -- the first block (what the comparison's verdict is about) ------------------------------
     @property
@@ -213,6 +218,8 @@ class Comparison:
             text = f"tested at {level}: gain per changed decision between {lower:+.2f} and {upper:+.2f}"
         else:
             text = f"tested at {level}: nothing measured yet"
+        if self.passed_from:
+            text += f" (its own level and certificate {self.passed_from}'s, passed on when that one was shown better)"
         evidence = self.e_value()
         if math.isfinite(evidence):
             text += f"; evidence (e-value) {evidence:.3g}"

@@ -112,6 +112,9 @@ class LadderRule:
     # the share of alpha the first comparison is given (0.5: alpha / 2**j for all); 0.9: five right
     # answers in a row certify it (issue 39 item 2, docs/review-certificates.md)
     first_share: float = 0.9
+    # a promoted comparison's level goes on to the next one when the site is complete (the
+    # fallback procedure; SiteLadder.start, docs/review-certificates.md "A level passed on")
+    pass_level: bool = True
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
@@ -142,6 +145,7 @@ class SiteLadder:
         self.frozen: list[tuple[Comparison, int]] = []  # blocks frozen, (comparison, block number)
         self._undo_start = 0  # comparisons before the last start (what discard restores)
         self.answers: dict[int, int] = {}  # position -> class, every answer a block used
+        self.complete = False  # every image of the site is decided (the caller says so): see start
 
     # -- the rules in use ----------------------------------------------------------------------
     @property
@@ -361,31 +365,52 @@ class SiteLadder:
         return top.threshold + move if move != 0 else math.nan
 
     def start(
-        self, images: SiteImages, index: int | None = None, candidate: str | None = None
+        self,
+        images: SiteImages,
+        index: int | None = None,
+        candidate: str | None = None,
+        level: float | None = None,
     ) -> Comparison | None:
         """Freeze the next comparison on ``images`` (the images processed so far that the rules in
         use cover); None: nothing left to test, a comparison is open, or (``candidate`` given, as
-        when a recorded start is replayed) the next candidate is another. ``index``: the recorded
-        index (a new comparison takes :attr:`next_index`)."""
+        when a recorded start is replayed) the next candidate is another or ``level`` (the recorded
+        error; None: ``rule.level(j)``) is not one it may have. ``index``: the recorded index.
+
+        A new comparison on a :attr:`complete` site right after a promoted one with one block
+        covering every image is tested at its own level plus that one's, which is then never
+        extended (the fallback procedure: docs/review-certificates.md, "A level passed on")."""
         if self.active is not None:
             return None
+        everything = len(images)
         images = images.head(
             self.reach(images)
         )  # a candidate is tested only where the rules in use are certified
+        n = len(images)
+        before_it = self._passing(n)
         plan = self._plan(images)
         if plan is None or (candidate is not None and plan[1][0] != candidate):
             return None
+        j = self.next_index if index is None else int(index)
+        own = self.rule.level(j)
+        if candidate is None:  # a new start
+            passed = before_it if self.complete and n == everything else None
+        elif level is None or abs(level - own) <= 1e-12 * own:
+            passed = None  # a recorded start at its own level (every record before levels were kept)
+        elif before_it is not None and abs(level - (own + before_it.alpha)) <= 1e-12 * level:
+            passed = before_it
+        else:
+            return None  # a recorded level this comparison may not have
         empties, (name, threshold, before, after) = plan
         self._undo_start = len(self.comparisons)
         self.comparisons += empties
-        j = self.next_index if index is None else int(index)
         self.next_index = max(self.next_index, j + 1)
-        n = len(images)
-        alpha = self.rule.level(j)
+        alpha = own + (passed.alpha if passed is not None else 0.0)
         below = (SOURCE_RULE, math.nan) if name == LABEL_FREE else (self.current, self.current_threshold)
         if below[0] == LABEL_FREE:
             below = self.base
         c = Comparison(j, name, threshold, n, before, after, alpha, below=below, answers_at=len(self.answers))
+        if passed is not None:
+            c.passed_from, passed.extending = passed.index, False
         changed = np.flatnonzero(after != before)
         known = [int(i) for i in changed if int(i) in self.answers] if name == Rule.ANSWERS else []
         if known:  # answers the threshold was fitted on: counted exactly, never sampled (fitted.py)
@@ -431,9 +456,20 @@ class SiteLadder:
         self.frozen.append((c, b))
         return block
 
+    def _passing(self, population: int) -> Comparison | None:
+        """The comparison whose level the next one, on ``population`` images, may take (:meth:`start`)."""
+        last = next((c for c in reversed(self.comparisons) if c.index > 0), None)
+        if last is None or not self.rule.pass_level or last.candidate == LABEL_FREE:
+            return None  # promoted, one block, frozen on exactly those images
+        ok = last.verdict == PROMOTED and len(last.blocks) == 1 and last.population == population
+        return last if ok else None
+
     def discard(self, c: Comparison) -> None:
         """Take back the comparison the last :meth:`start` made (a recorded start that did not match)."""
         if self.comparisons and self.comparisons[-1] is c:
+            for earlier in self.comparisons:
+                if c.passed_from and earlier.index == c.passed_from:
+                    earlier.extending = True  # it had one block and was extending until c took its level
             self.comparisons = self.comparisons[: self._undo_start]
             self.frozen = [f for f in self.frozen if f[0] is not c]
 

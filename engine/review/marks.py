@@ -125,6 +125,8 @@ class BlockRecord:
         disagreements: how many of them the two rules decide differently (None: not known).
         items: sha256 of the keys of those images (None: not known).
         changes: sha256 of the disagreements' positions (None: not known).
+        level: the error its comparison is tested at, when a level was passed on to it (None:
+            the comparison's own, ``LadderRule.level``; every record before levels were kept).
     """
 
     part: int | None
@@ -137,6 +139,7 @@ class BlockRecord:
     disagreements: int | None = None
     items: str | None = None
     changes: str | None = None
+    level: float | None = None
 
     @property
     def bound(self) -> bool:
@@ -162,6 +165,7 @@ class BlockRecord:
             "disagreements": self.disagreements,
             "items": self.items,
             "changes": self.changes,
+            **({} if self.level is None else {"level": self.level}),
         }
 
 
@@ -187,6 +191,11 @@ def _block(value: object) -> BlockRecord:
     threshold = value.get("threshold")
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
         raise ValueError(f"threshold {threshold!r} is not a number")
+    level = value.get("level")
+    if level is not None and (
+        isinstance(level, bool) or not isinstance(level, int | float) or not 0.0 < float(level) < 1.0
+    ):
+        raise ValueError(f"level {level!r} is not an error between 0 and 1")
     record = BlockRecord(
         part=whole("part", optional=True),
         comparison=whole("comparison", low=1),
@@ -198,6 +207,7 @@ def _block(value: object) -> BlockRecord:
         disagreements=whole("disagreements", low=0),
         items=text("items"),
         changes=text("changes"),
+        level=None if level is None else float(level),
     )
     if record.end <= record.start or (record.number == 0 and record.start != 0):
         raise ValueError(f"images {record.start} to {record.end} are not a block")

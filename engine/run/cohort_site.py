@@ -257,7 +257,7 @@ def _run(
             code, why = max(code, EXIT_FAILED), f"the slide's GeoJSON cannot be written: {exc}"
     if summary.failure is None:
         try:
-            _review(job, task, result)
+            _review(job, task, result, summary.decided_all)
         except (OSError, F2TTAError) as exc:
             code = max(code, EXIT_FAILED)
             why = f"the run finished, but its review marks could not be applied: {exc}"
@@ -273,12 +273,14 @@ def _status(code: int, stopped: bool) -> str:
     return {3: "too many skipped", EXIT_NOT_APPLICABLE: "not applicable"}.get(code, "failed")
 
 
-def _review(job: FolderJob, task: SiteTask, result: SiteResult) -> None:
+def _review(job: FolderJob, task: SiteTask, result: SiteResult, complete: bool) -> None:
     """The site's decisions as its reports decide them, what decides them, and its reviews file
-    applied (``OUT.certified.csv`` and ``OUT.certificates.json``) when the manifest gives one."""
+    applied (``OUT.certified.csv`` and ``OUT.certificates.json``) when the manifest gives one
+    (``complete``: every image of the site is decided)."""
     classes = job.session.card.classes
     rows = job.journal.rows(job.source.source_id)
     review = SiteReview(None, job.source.source_id, len(classes))
+    review.complete = complete
     try:
         review.open(rows)
         if task.reviews is not None:

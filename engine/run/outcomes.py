@@ -97,6 +97,12 @@ class RunSummary:
         permanent = sum(not s.transient for s in self.skipped)
         return self.total - self.done_before - self.processed - permanent
 
+    @property
+    def decided_all(self) -> bool:
+        """Every item of the source is decided and mapped, or skipped for good: a review may take
+        the site as complete (``SiteReview.complete``)."""
+        return not (self.failed or self.stopped) and self.remaining == 0 and self.maps_pending == 0
+
 
 def step_message(item: StreamItem, exc: Exception) -> str:
     """What a user reads when the model step failed on ``item``."""

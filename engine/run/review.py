@@ -120,6 +120,9 @@ class SiteReview:
         self._fits: dict[int, BestFits] = {}  # each part's best-fit thresholds, more than two classes
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
+        # every image of the site has been decided (the caller says so when the run has decided
+        # all it was given): a promoted comparison's level may then go on to the next (SiteLadder.start)
+        self.complete = False
 
     @property
     def site(self) -> str:
@@ -417,7 +420,9 @@ class SiteReview:
             if active is not None:
                 return active.next_position
             self._cache = {}
-            if not part.positions or part.ladder.open_next(self._decided_and_mapped(k)) is None:
+            decided = self._decided_and_mapped(k)
+            part.ladder.complete = self.complete and len(decided) == len(part.positions)
+            if not part.positions or part.ladder.open_next(decided) is None:
                 self._record_frozen(k)
                 return None
             self._record_frozen(k)

@@ -56,6 +56,7 @@ def record_of(part: int | None, c: Comparison, number: int, rows: Sequence[Predi
         disagreements=len(block.order),
         items=items_hash(rows, block.start, block.end),
         changes=changes_hash(block.order),
+        level=c.alpha if number == 0 and c.passed_from else None,
     )
 
 
@@ -89,7 +90,9 @@ def apply_record(
     if record.end > len(images):
         return f"it covers {record.end} images and the site has {len(images)}"
     if record.number == 0:
-        c = ladder.start(images.head(record.end), index=record.comparison, candidate=record.candidate)
+        c = ladder.start(
+            images.head(record.end), index=record.comparison, candidate=record.candidate, level=record.level
+        )
         if c is None or c.population != record.end:
             return "the marks before it no longer lead to it"
         why = _matches(record, c.blocks[0], rows) or (
