@@ -75,10 +75,10 @@ LADDERS = {
     "first 0.9, patience 3, bold 0.5": LadderRule(first_share=0.9, patience=3),
     "first 0.9, patience 3, bold 0.4": LadderRule(first_share=0.9, patience=3),  # item 2's proposal
 }
-# every ladder above was chosen before a promoted comparison's level went on to the next one
+# every ladder above was chosen without a promoted comparison's level going on to the next one
 LADDERS = {name: dataclasses.replace(rule, pass_level=False) for name, rule in LADDERS.items()} | {
-    "default, no level passed on": LadderRule(pass_level=False),  # the default before it did
     "default": LadderRule(),  # with sampling.BOLD as it is
+    "level passed on": LadderRule(pass_level=True),  # docs/review-certificates.md, "A level passed on"
 }
 #: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)
 SAMPLING = {name: 0.0 for name in list(LADDERS)[:11]} | {

@@ -29,7 +29,7 @@ def site(n: int = N, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, f
     return margin, labels, {"shift": -0.5, "fit": -1.0}
 
 
-RULE = LadderRule(candidates=("shift", "fit"))
+RULE = LadderRule(candidates=("shift", "fit"), pass_level=True)
 
 
 def review_of(folder: Path | None, rows: list, complete: bool, rule: LadderRule = RULE) -> SiteReview:
@@ -55,10 +55,11 @@ def test_a_complete_site_passes_the_promoted_comparisons_level_on_and_stops_exte
     # a folder that grows afterwards: the comparison that passed its level covers its own images only
     review.complete = False
     review.add_rows(site_rows(np.r_[margin, [-0.2] * 10], thresholds)[N:])
-    answer_queue(review, labels, 10)
+    answer_queue(review, np.r_[labels, np.ones(10, dtype=np.int64)], 10)
     # no block of shift is frozen on them; beyond what its certificate covers at their worst
     # (its evidence to spare), they are the source model's calls
-    assert len(shift.blocks) == 1  # type: ignore[attr-defined]
+    shift = comparisons(review)["shift"]  # (the ladder is rebuilt at each mark)
+    assert len(shift.blocks) == 1 and not shift.extending  # type: ignore[attr-defined]
     covered = review.ladder.coverage(shift, review.images())  # type: ignore[arg-type]
     assert N <= covered < N + 10
     assert review.decisions()[covered:].tolist() == [0] * (N + 10 - covered)
@@ -72,11 +73,22 @@ def test_a_site_still_arriving_keeps_each_comparisons_own_level() -> None:
     assert by["shift"].verdict == PROMOTED and by["shift"].extending  # type: ignore[attr-defined]
     assert by["fit"].passed_from == 0  # type: ignore[attr-defined]
     assert math.isclose(by["fit"].alpha, RULE.level(2))  # type: ignore[attr-defined]
-    off = review_of(
-        None, site_rows(margin, thresholds), True, LadderRule(candidates=("shift", "fit"), pass_level=False)
-    )
-    answer_queue(off, labels, 12)
-    assert math.isclose(comparisons(off)["fit"].alpha, RULE.level(2))  # type: ignore[attr-defined]
+
+
+def test_by_default_no_level_is_passed_on_and_a_folder_that_grows_after_its_review_stays_covered() -> None:
+    margin, labels, thresholds = site()
+    grown = np.r_[margin, np.full(20, -0.2)]  # shift calls them 1, the source model 0
+    review = review_of(None, site_rows(margin, thresholds), True, LadderRule(candidates=("shift", "fit")))
+    answer_queue(review, labels, 12)
+    shift, fit = comparisons(review)["shift"], comparisons(review)["fit"]
+    assert shift.verdict == PROMOTED and shift.extending and fit.passed_from == 0  # type: ignore[attr-defined]
+    assert math.isclose(fit.alpha, RULE.level(2))  # type: ignore[attr-defined]
+    review.complete = False
+    review.add_rows(site_rows(grown, thresholds)[N:])
+    answer_queue(review, np.r_[labels, np.ones(20, dtype=np.int64)], 30)
+    shift = comparisons(review)["shift"]  # (the ladder is rebuilt at each mark)
+    assert len(shift.blocks) > 1  # type: ignore[attr-defined]  # asked about the later images
+    assert review.decisions()[N:].tolist() == [1] * 20  # and its certificate covers them
 
 
 def test_the_level_is_kept_in_the_block_record_and_replayed_as_it_was(tmp_path: Path) -> None:

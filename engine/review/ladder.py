@@ -113,8 +113,10 @@ class LadderRule:
     # answers in a row certify it (issue 39 item 2, docs/review-certificates.md)
     first_share: float = 0.9
     # a promoted comparison's level goes on to the next one when the site is complete (the
-    # fallback procedure; SiteLadder.start, docs/review-certificates.md "A level passed on")
-    pass_level: bool = True
+    # fallback procedure; SiteLadder.start, docs/review-certificates.md "A level passed on"); off:
+    # the comparison that gave it is never extended, so a folder that grows after its review
+    # would keep its later images from every certificate
+    pass_level: bool = False
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
