@@ -215,6 +215,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             tiles += 1
             decided = time.perf_counter()  # with the maps behind: the last decision's time
         maps += isinstance(outcome, Mapped)
+        if maps and spec.get("decisions_only"):
+            break  # the decisions' rate only (benchmarks/decide_cost.py): the maps behind are not made
     seconds = time.perf_counter() - start
     job.close()
     return {
