@@ -16,7 +16,8 @@ that reproduces its split. It is accepted only if every guard passes:
 5. **stability**: refitted on ``bootstrap`` resamples of the group, the threshold's central
    ``1 - 2 quantile`` interval excludes the source threshold 0, and at most ``quantile`` of the
    resamples fail a guard. A split of one class's spread (a nuisance, a tail) moves with the
-   sample; a split between two classes does not.
+   sample; a split between two classes does not. The resamples' mixtures are fitted side by side
+   (:mod:`._resamples`: the same numbers as one by one, in a fraction of the time).
 
 The move is pessimistic: the estimate is the interval's edge nearest the source threshold, and
 the unit's threshold is the smaller of its last two accepted estimates when both move the same
@@ -33,13 +34,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.methods.idipt_plus._mixture import (
+    Mixture,
     edge_distance,
     fit_best_mixture,
     margin_threshold,
     named_by_margin,
 )
+from engine.methods.idipt_plus._resamples import fit_best_mixtures
 
 EQUAL_SHARE_ITERATIONS = 3  # EM's first E-steps with equal shares (see fit_mixture)
+RESAMPLED_VALUES = 2**21  # resampled feature coordinates fitted side by side at most (16 MiB of float64)
 AGREEING_FITS = 2  # accepted fits, moving the same way, before a unit's threshold moves (and failed fits in a row before it returns)
 
 
@@ -116,8 +120,13 @@ def agreed_threshold(estimates: list[float]) -> float:
 
 def _threshold(margins: np.ndarray, coords: np.ndarray, cfg: OperatingPointSettings) -> tuple[Fit, float]:
     """One mixture fit with the share, separation and ranking guards; ``(fit, threshold)``."""
+    return _guarded(fit_best_mixture(coords, margins, cfg.iterations, EQUAL_SHARE_ITERATIONS), margins, cfg)
+
+
+def _guarded(fitted: Mixture | None, margins: np.ndarray, cfg: OperatingPointSettings) -> tuple[Fit, float]:
+    """The share, separation, ranking and edge guards of the mixture ``fitted`` to a group of source
+    margins ``margins``; ``(fit, threshold)``, the threshold nan unless every guard passed."""
     n = len(margins)
-    fitted = fit_best_mixture(coords, margins, cfg.iterations, EQUAL_SHARE_ITERATIONS)
     if fitted is None:
         return Fit(n, False, "no split to start from"), float("nan")
     mix = named_by_margin(fitted, margins)
@@ -133,6 +142,27 @@ def _threshold(margins: np.ndarray, coords: np.ndarray, cfg: OperatingPointSetti
     if edge_distance(margins, threshold) < cfg.min_edge:
         return Fit(n, False, "edge", estimate=threshold, **stats), float("nan")
     return Fit(n, True, "accepted", estimate=threshold, **stats), threshold
+
+
+def bootstrap_thresholds(
+    margins: np.ndarray, x: np.ndarray, cfg: OperatingPointSettings, rng: np.random.Generator
+) -> np.ndarray:
+    """The guarded threshold of each of ``cfg.bootstrap`` resamples of a group (nan where a guard
+    failed), the same numbers as :func:`_threshold` of each resample in turn: the resamples are
+    drawn from ``rng`` one after another, and their mixtures fitted side by side
+    (:mod:`._resamples`), at most :data:`RESAMPLED_VALUES` resampled coordinates at a time."""
+    n = len(margins)
+    out = np.full(cfg.bootstrap, np.nan)
+    at = 0
+    while at < cfg.bootstrap:
+        take = min(cfg.bootstrap - at, max(1, RESAMPLED_VALUES // max(1, x.size)))
+        picks = np.stack([rng.integers(0, n, n) for _ in range(take)])
+        resampled_margins = margins[picks]
+        mixtures = fit_best_mixtures(x[picks], resampled_margins, cfg.iterations, EQUAL_SHARE_ITERATIONS)
+        for b, mix in enumerate(mixtures):
+            out[at + b] = _guarded(mix, resampled_margins[b], cfg)[1]
+        at += take
+    return out
 
 
 def fit_operating_point(
@@ -151,10 +181,7 @@ def fit_operating_point(
     if not fit.accepted:
         return fit
     n = len(margins)
-    resampled = np.full(cfg.bootstrap, np.nan)
-    for b in range(cfg.bootstrap):
-        pick = rng.integers(0, n, n)
-        _, resampled[b] = _threshold(margins[pick], x[pick], cfg)
+    resampled = bootstrap_thresholds(margins, x, cfg, rng)
     failed = float(np.isnan(resampled).mean()) if cfg.bootstrap else 0.0
     kept = resampled[~np.isnan(resampled)]
     stats = {"separation": fit.separation, "share": fit.share, "disagreement": fit.disagreement}

@@ -40,22 +40,32 @@ class Mixture:
         return float(np.sqrt((((self.means[0] - self.means[1]) ** 2) / self.var).sum()))
 
 
-def _m_step(x: np.ndarray, sq_sum: np.ndarray, r1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Means ``(2, K)``, tied variance ``(K,)`` and shares ``(2,)`` given P(component 1) per point."""
+def _m_step(
+    x: np.ndarray, total: np.ndarray, sq_sum: np.ndarray, r1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Means ``(2, K)``, tied variance ``(K,)``, shares ``(2,)`` and squared means ``(2, K)`` given
+    P(component 1) per point; ``total`` and ``sq_sum`` are ``x``'s column sums of ``x`` and ``x**2``
+    (the same for every step of a fit, so computed once: :func:`column_sums`)."""
     n = len(x)
-    mass = np.array([n - r1.sum(), r1.sum()])
-    sums = np.stack([x.sum(axis=0) - r1 @ x, r1 @ x])
+    mass1 = r1.sum()
+    sum1 = r1 @ x
+    mass = np.array([n - mass1, mass1])
+    sums = np.concatenate((total - sum1, sum1)).reshape(2, -1)
     means = sums / np.maximum(mass, 1e-12)[:, None]
+    squares = means**2
     # sum_i r_ic (x_i - mu_c)^2 = sum_i r_ic x_i^2 - mass_c mu_c^2, summed over both components
-    var = np.maximum((sq_sum - (mass[:, None] * means**2).sum(axis=0)) / max(n, 1), VAR_FLOOR)
-    return means, var, mass / max(n, 1)
+    var = np.maximum((sq_sum - (mass[:, None] * squares).sum(axis=0)) / max(n, 1), VAR_FLOOR)
+    return means, var, mass / max(n, 1), squares
 
 
-def _log_odds(x: np.ndarray, means: np.ndarray, var: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """log P(component 1 | x) - log P(component 0 | x) for every point (the x^2 terms cancel)."""
+def _log_odds(
+    x: np.ndarray, means: np.ndarray, var: np.ndarray, prior: np.ndarray, squares: np.ndarray
+) -> np.ndarray:
+    """log P(component 1 | x) - log P(component 0 | x) for every point (the x^2 terms cancel);
+    ``squares``: ``means**2``."""
     w = (means[1] - means[0]) / var
     bias = np.log(max(prior[1], 1e-12) / max(prior[0], 1e-12)) - 0.5 * float(
-        ((means[1] ** 2 - means[0] ** 2) / var).sum()
+        ((squares[1] - squares[0]) / var).sum()
     )
     out: np.ndarray = x @ w + bias
     return out
@@ -66,7 +76,13 @@ def _sigmoid(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def fit_mixture(x: np.ndarray, init: np.ndarray, iterations: int, equal_share_iterations: int) -> Mixture:
+def fit_mixture(
+    x: np.ndarray,
+    init: np.ndarray,
+    iterations: int,
+    equal_share_iterations: int,
+    sums: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Mixture:
     """EM for two Gaussians with a tied diagonal covariance, started from hard labels ``init``.
 
     The first ``equal_share_iterations`` E-steps weigh both components equally: started from
@@ -80,19 +96,27 @@ def fit_mixture(x: np.ndarray, init: np.ndarray, iterations: int, equal_share_it
         init: ``(N,)`` 0/1 starting labels (both present).
         iterations: EM iterations at most (stops once responsibilities settle).
         equal_share_iterations: E-steps with equal shares at the start.
+        sums: ``(x.sum(axis=0), (x**2).sum(axis=0))`` when known (:func:`fit_best_mixture`
+            fits several starts to the same points); computed here when None.
     """
-    sq_sum = (x**2).sum(axis=0)
+    total, sq_sum = sums if sums is not None else column_sums(x)
     r1 = np.asarray(init, dtype=np.float64)
     half = np.full(2, 0.5)
     for it in range(iterations):
-        means, var, shares = _m_step(x, sq_sum, r1)
-        new = _sigmoid(_log_odds(x, means, var, half if it < equal_share_iterations else shares))
+        means, var, shares, squares = _m_step(x, total, sq_sum, r1)
+        new = _sigmoid(_log_odds(x, means, var, half if it < equal_share_iterations else shares, squares))
         settled = it >= equal_share_iterations and float(np.abs(new - r1).max()) < 1e-4
         r1 = new
         if settled:
             break
-    means, var, shares = _m_step(x, sq_sum, r1)
+    means, var, shares, _ = _m_step(x, total, sq_sum, r1)
     return Mixture(np.stack([1.0 - r1, r1], axis=1), means, var, shares)
+
+
+def column_sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x``'s column sums and column sums of squares, ``((K,), (K,))``: what every M-step reads of
+    ``x`` besides its responsibility-weighted sum."""
+    return x.sum(axis=0), (x**2).sum(axis=0)
 
 
 def log_likelihood(x: np.ndarray, mix: Mixture) -> float:
@@ -126,8 +150,9 @@ def fit_best_mixture(
 ) -> Mixture | None:
     """The most likely of the mixtures fitted from :func:`starts` (None when no start splits the data)."""
     best: tuple[float, Mixture] | None = None
+    sums = column_sums(x)
     for init in starts(x, margins):
-        mix = fit_mixture(x, init, iterations, equal_share_iterations)
+        mix = fit_mixture(x, init, iterations, equal_share_iterations, sums)
         score = log_likelihood(x, mix)
         if best is None or score > best[0]:
             best = (score, mix)
