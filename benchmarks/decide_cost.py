@@ -20,6 +20,13 @@ holding ``benchmarks/slide_speed.py`` and its ``engine``) whose code runs the sa
 interleaved with this one's: code before and after a change compared under the same load (their
 ``slide_speed.py`` must know ``decisions_only``: copy this one's there).
 
+Measured on this 2-core machine (shared: the load varies from round to round, and under a high
+load the ratio rises towards 1, the source pass's threads slowing more than the operating point's
+one), 600 tiles, B=16, against a copy of the code before 34c06b5 (the bootstrap's mixtures
+fitted one by one): end to end at load 0.6-1.8, source 130-135 tiles/s, the default's decisions
+111.5, 104.5, 113.7 tiles/s (ratios 0.86, 0.80, 0.84; median 0.84) against 89.5, 82.4, 86.0
+(0.65, 0.62, 0.65); the decision steps alone (``--steps``) at load 1.8, 0.79 against 0.58.
+
     python benchmarks/decide_cost.py [--tiles 2000] [--measure 600] [--rounds 3] [--batch 16]
         [--root /path/to/other/checkout ...] [--steps]
 """
