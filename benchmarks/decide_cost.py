@@ -50,25 +50,27 @@ if "--worker" not in sys.argv:  # a worker runs the engine of the checkout on it
     sys.path.insert(0, str(HERE))
 
 
+def _last_json(root: Path, argv: list[str], what: str) -> dict[str, Any]:
+    """Run ``argv`` in a child process on ``root``'s code; the JSON object its last line prints."""
+    proc = subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"a run failed ({root}, {what}):\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def _child(root: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """One configuration in a child process running ``root``'s code."""
     with tempfile.TemporaryDirectory(prefix="decide-cost-") as work:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                str(root / "benchmarks" / "slide_speed.py"),
-                "--child",
-                json.dumps({**spec, "work": work}),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=root,
-            env={**os.environ, "PYTHONPATH": str(root)},
-        )
-    if proc.returncode != 0:
-        raise SystemExit(f"a run failed ({root}, {spec['method']}):\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        script = str(root / "benchmarks" / "slide_speed.py")
+        result = _last_json(root, [script, "--child", json.dumps({**spec, "work": work})], spec["method"])
     if result["failure"]:
         raise SystemExit(f"{spec['method']} ({root}): {result['failure']}")
     return result
@@ -117,18 +119,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _steps(root: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """:func:`worker` in a child process running ``root``'s engine."""
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "benchmarks" / "decide_cost.py"), "--worker", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
+    return _last_json(
+        root, [str(HERE / "benchmarks" / "decide_cost.py"), "--worker", json.dumps(spec)], "steps"
     )
-    if proc.returncode != 0:
-        raise SystemExit(f"a run failed ({root}):\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
 
 
 def _load() -> str:
