@@ -420,9 +420,11 @@ class SiteReview:
             if active is not None:
                 return active.next_position
             self._cache = {}
-            decided = self._decided_and_mapped(k)
-            part.ladder.complete = self.complete and len(decided) == len(part.positions)
-            if not part.positions or part.ladder.open_next(decided) is None:
+            decided = self._decided_and_mapped(k) if part.positions else None
+            part.ladder.complete = (
+                self.complete and decided is not None and len(decided) == len(part.positions)
+            )
+            if decided is None or part.ladder.open_next(decided) is None:
                 self._record_frozen(k)
                 return None
             self._record_frozen(k)
