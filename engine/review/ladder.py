@@ -459,18 +459,18 @@ class SiteLadder:
         return block
 
     def _passing(self, population: int) -> Comparison | None:
-        """The comparison whose level the next one, on ``population`` images, may take (:meth:`start`)."""
+        """The last comparison started, if promoted with one block on exactly ``population`` images."""
         last = next((c for c in reversed(self.comparisons) if c.index > 0), None)
         if last is None or not self.rule.pass_level or last.candidate == LABEL_FREE:
-            return None  # promoted, one block, frozen on exactly those images
+            return None
         ok = last.verdict == PROMOTED and len(last.blocks) == 1 and last.population == population
         return last if ok else None
 
     def discard(self, c: Comparison) -> None:
         """Take back the comparison the last :meth:`start` made (a recorded start that did not match)."""
         if self.comparisons and self.comparisons[-1] is c:
-            for earlier in self.comparisons:
-                if c.passed_from and earlier.index == c.passed_from:
+            for earlier in self.comparisons if c.passed_from else ():
+                if earlier.index == c.passed_from:
                     earlier.extending = True  # it had one block and was extending until c took its level
             self.comparisons = self.comparisons[: self._undo_start]
             self.frozen = [f for f in self.frozen if f[0] is not c]
