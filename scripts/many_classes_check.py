@@ -8,9 +8,14 @@ margins moved below 0 as a group of their own (seeds 0-5, 10 and 20 answers), an
 three kinds (the source model right, groups overlapping, moved) at 10 and 20 answers. Per line:
 answers used, the rule in use, accuracy, fixed / broken.
 
+Then 40 sites of 300 images whose class balance moved (the source posteriors Bayes under equal
+priors, the site's 5 / 90 / 5 %), rows with every class's log-probability, where the class-balance
+correction (``engine.review.balance``) is right: at 10 and 20 answers.
+
 ``model DIR``: a 3-class ViT trained on generated nuclei patches (grade 1, grade 2, normal; 48 px)
 at one site, then three faded sites (35, 45, 55 %) of 200 images run with ``f2tta run`` and
-reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced)::
+reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced); per K, the share
+of the source model's errors removed pooled over the three sites (fixed less broken)::
 
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes
@@ -19,6 +24,7 @@ reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import shutil
@@ -29,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.methods.decision import DecisionRecord
 from engine.run.review import SiteReview
-from engine.run.rows import PredictionRow
+from engine.run.rows import PredictionRow, many_class_margin
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
 from lab.reviewer import ReviewCounts, answer_queue, review_counts
@@ -108,6 +115,43 @@ def margins() -> None:
             print(
                 f"{kind}, K = {k}: {promoted}/40 promoted, {harmed} harmed, fixed {fixed} / broken {broken}"
             )
+    for k in (10, 20):
+        promoted = harmed = fixed = broken = 0
+        for seed in range(40):
+            logs, labels = label_shift_site(300, 2000 + seed, (0.05, 0.9, 0.05))
+            site = reviewed(log_prob_rows(logs), labels, k)
+            fixed, broken = fixed + site.counts.fixed, broken + site.counts.broken
+            promoted += site.rule == str(Rule.PRIOR)
+            harmed += site.counts.broken > site.counts.fixed
+        print(
+            f"class balance moved, K = {k}: class-balance correction in use at {promoted}/40, "
+            f"{harmed} harmed, fixed {fixed} / broken {broken}"
+        )
+
+
+def label_shift_site(n: int, seed: int, priors: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(log_probs, labels)``: features N(class mean, 1) in two dimensions, the source posteriors
+    Bayes under equal priors, the site's labels drawn with ``priors`` (the classes of CLASSES)."""
+    means = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, 2.0]])
+    rng = np.random.default_rng(seed)
+    labels = rng.choice(len(priors), n, p=list(priors))
+    x = means[labels] + rng.normal(0, 1, (n, 2))
+    loglik = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(axis=2)
+    top = loglik.max(axis=1, keepdims=True)
+    return loglik - top - np.log(np.exp(loglik - top).sum(axis=1, keepdims=True)), labels
+
+
+def log_prob_rows(logs: np.ndarray) -> list[PredictionRow]:
+    """The rows of the default method for a site with these source log-probabilities."""
+    record = DecisionRecord("not-accepted")
+    fields = [many_class_margin(np.exp(v).tolist(), CLASSES, record) for v in logs]
+    rows = rows_of(
+        np.array([f["source_margin"] for f in fields]), np.array([f["source_classes"][1] for f in fields])
+    )
+    return [
+        dataclasses.replace(r, source_log_probs=f.get("source_log_probs"))
+        for r, f in zip(rows, fields, strict=True)
+    ]
 
 
 def patch(rng: np.random.Generator, cls: str, fade: float) -> np.ndarray:
@@ -144,6 +188,7 @@ def model(out: Path) -> None:
          "--patience", "4", "--batch-size", "32", "--seed", "0", "--eval-domains"],
         check=True,
     )  # fmt: skip
+    pooled: dict[int, list[Reviewed]] = {}
     for site in ("site2", "site3", "site1"):
         state = out / f"state-{site}"
         subprocess.run(
@@ -159,7 +204,18 @@ def model(out: Path) -> None:
         rows.sort(key=lambda r: r.index)
         labels = np.array([r.ground_truth for r in rows])
         for k in (5, 10, 20):
-            print(f"{site} (faded {sites[site][0]:.0%}), K = {k}: {reviewed(rows, labels, k)}")
+            site_k = reviewed(rows, labels, k)
+            pooled.setdefault(k, []).append(site_k)
+            print(f"{site} (faded {sites[site][0]:.0%}), K = {k}: {site_k}")
+    for k, units in pooled.items():
+        errors = sum(round(u.counts.images * (1 - u.counts.source_accuracy)) for u in units)
+        removed = sum(u.counts.fixed - u.counts.broken for u in units)
+        harmed = sum(u.counts.broken > u.counts.fixed for u in units)
+        print(
+            f"pooled, K = {k}: {removed} of the source model's {errors} errors removed "
+            f"({removed / max(errors, 1):.1%}), {harmed} of {len(units)} sites harmed, "
+            f"answers used {sum(u.answers for u in units)}"
+        )
 
 
 def main() -> int:

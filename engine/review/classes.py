@@ -11,10 +11,11 @@ margin exceeds ``t`` and the reference elsewhere: ``t`` = 0 is the source model'
 these rules move where the reference class ends, not the order of the others.
 
 The same queue, comparisons, certificates and words then serve every model
-(``docs/review-certificates.md``, "More than two classes"). Two candidates exist for such a
-model: the threshold fitted to the answers (``engine.review.fitted``) and the best-fit threshold
-below; the label-free candidates of a two-class model need its source reference's two class
-means and are not computed.
+(``docs/review-certificates.md``, "More than two classes"). Three candidates exist for such a
+model: the threshold fitted to the answers (``engine.review.fitted``), the best-fit threshold
+below, and the class-balance correction (``engine.review.balance``: per-class offsets from the EM
+prior estimate, a rule that decides each image itself, not a threshold); the other label-free
+candidates of a two-class model need its source reference's two class means and are not computed.
 
 **Best-fit threshold** (:func:`best_fit_thresholds`): where the site's margins fall into two
 groups (all of them; where that changes no call, those on the side of 0 that holds most images). Two Gaussians with one variance, fitted by EM to the margins of the images so far; the

@@ -34,6 +34,10 @@ class SiteImages:
         classes: ``(n, 2)`` with more than two classes, each image's reference class and that other
             class: a threshold calls the second where the margin exceeds it, the first elsewhere
             (None: two classes, 0 and 1).
+        decided: per candidate that is not a threshold but decides each image itself when it is
+            processed (with more than two classes, the class-balance correction:
+            ``engine.review.balance``), ``(n,)`` its decisions; a comparison freezes them as it
+            freezes I-DiPT's prompted decisions.
     """
 
     reported: np.ndarray
@@ -43,6 +47,7 @@ class SiteImages:
     candidates: Mapping[str, np.ndarray] = field(default_factory=dict)
     prompted: np.ndarray | None = None
     classes: np.ndarray | None = None
+    decided: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.reported.shape[0])
@@ -57,7 +62,16 @@ class SiteImages:
             {k: v[:n] for k, v in self.candidates.items()},
             None if self.prompted is None else self.prompted[:n],
             None if self.classes is None else self.classes[:n],
+            {k: v[:n] for k, v in self.decided.items()},
         )
+
+    def candidate_at(self, name: str, n: int) -> float | None:
+        """What a comparison of candidate ``name`` started on the first ``n`` images freezes: its
+        threshold then (a threshold candidate), nan (a candidate in :attr:`decided`), None (the
+        site has no such candidate)."""
+        if name in self.candidates:
+            return float(self.candidates[name][n - 1])
+        return math.nan if name in self.decided else None
 
     def calls(self, threshold: float | np.ndarray, n: int | None = None) -> np.ndarray:
         """The decisions of a threshold on the margin for the first ``n`` images (all: None)."""
@@ -98,4 +112,6 @@ def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int) -> n
     if rule == PROMPTED:
         prompted = images.prompted[:n] if images.prompted is not None else np.full(n, -1)
         return np.where(prompted >= 0, prompted, images.reported[:n])
+    if rule in images.decided and rule not in images.candidates:
+        return images.decided[rule][:n].copy()
     return images.calls(threshold, n)

@@ -303,8 +303,8 @@ class SiteLadder:
                     steps.append((name, math.nan))
             elif name == Rule.ANSWERS:
                 steps.append((name, math.nan))  # fitted below, against the rule in use
-            elif name in images.candidates:
-                steps.append((name, float(images.candidates[name][n - 1])))
+            elif (value := images.candidate_at(name, n)) is not None:  # a threshold, or nan: decided
+                steps.append((name, value))
         rule_in_use = self.decide(images, n)
         empties: list[Comparison] = []
         for name, threshold in steps:
@@ -312,7 +312,7 @@ class SiteLadder:
                 threshold = self._fit(images, rule_in_use)
                 if not math.isfinite(threshold):
                     continue  # nothing fitted yet: not tried, so it may be once answers show something
-            if name not in (PROMPTED, LABEL_FREE) and not math.isfinite(threshold):
+            if name not in (PROMPTED, LABEL_FREE, *images.decided) and not math.isfinite(threshold):
                 continue
             if name == LABEL_FREE:  # A1 is the candidate, A0 the rule it is tested against
                 before, after = images.source[:n].copy(), rule_in_use

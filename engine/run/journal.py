@@ -198,12 +198,14 @@ class Journal:
             raise StateError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         found: dict[str, PredictionRow] = {}
         pending = set(self.source(source_id).pending_maps())
+        refused = ""  # why the first row that was not read back was refused
         for key, record in records.items():
             if key not in keys:
                 continue
             try:
                 found[key] = PredictionRow.from_json(record)
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError) as exc:
+                refused = refused or str(exc)
                 continue
             if key in pending and found[key].map_status != MAP_PENDING:  # a map made after the last save
                 found[key] = without_map(found[key])
@@ -212,7 +214,7 @@ class Journal:
         if missing:
             raise StateError(
                 f"{path}: {missing} processed image(s) have no row; the journal was changed by hand "
-                "or its rows file was removed"
+                "or its rows file was removed" + (f" (a row was refused: {refused})" if refused else "")
             )
         kept = sorted(found.values(), key=lambda r: r.index)
         if len(kept) < lines:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.sources import source_hash
+from engine.review.balance import Balanced
 from engine.review.classes import ONE_GROUP, BestFits
 from engine.review.ladder import (
     LABEL_FREE,
@@ -118,6 +119,7 @@ class SiteReview:
         self._row_parts: dict[int, tuple[int, int]] = {}
         self._images: dict[int, SiteImages] = {}  # by part number
         self._fits: dict[int, BestFits] = {}  # each part's best-fit thresholds, more than two classes
+        self._balanced: dict[int, Balanced] = {}  # each part's class-balance corrections, the same
         self._undo: list[MarkChange] = []
         self._redo: list[MarkChange] = []
         # every image of the site has been decided (the caller says so when the run has decided
@@ -154,7 +156,7 @@ class SiteReview:
             for record in loaded.blocks:
                 self._loaded.setdefault(record.part, []).append(record)
             self.notes += loaded.notes
-        self.rows, self.index, self.parts, self._fits = [], {}, [], {}
+        self.rows, self.index, self.parts, self._fits, self._balanced = [], {}, [], {}, {}
         self._undo, self._redo = [], []
         self.add_rows(rows)
         self._rebuild()
@@ -366,6 +368,7 @@ class SiteReview:
                 self.parts[part].rows(self.rows) if self.parts else [],
                 self.classes,
                 self._fits.setdefault(part, BestFits()),
+                self._balanced.setdefault(part, Balanced()),
             )
         return self._images[part]
 
@@ -509,9 +512,9 @@ class SiteReview:
             return EmptyQueue(QueueEmpty.NO_OTHER_RULE)
         mapped = any(len(self._decided_and_mapped(k)) for k in range(len(self.parts)))
         unproposed = None
-        if not images.candidates and images.classes is not None:  # more than two classes: no two groups
+        if not images.candidates and not images.decided and images.classes is not None:  # no two groups
             unproposed = ONE_GROUP
-        elif not images.candidates:  # the method proposed no site threshold: its typed reason
+        elif not images.candidates and not images.decided:  # no site threshold proposed: its typed reason
             why = no_site_rule(self.rows)
             unproposed = why.words if why is not None else self.rows[-1].decision_reason
         return EmptyQueue(

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
+from engine.review.balance import Balanced
 from engine.review.classes import ONE_GROUP, BestFits, best_fit_thresholds
 from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
@@ -62,7 +63,10 @@ def decides_words(in_use: Sequence[PartRule]) -> str:
 
 
 def site_images(
-    rows: Sequence[PredictionRow], classes: int | None = None, fits: BestFits | None = None
+    rows: Sequence[PredictionRow],
+    classes: int | None = None,
+    fits: BestFits | None = None,
+    balanced: Balanced | None = None,
 ) -> SiteImages:
     """What the ladder needs of a site's rows (arrival order); rows without a source margin (a
     method that keeps none, or a journal written before margins were kept) make A1 the reported
@@ -70,7 +74,10 @@ def site_images(
     reference class and the best-fit threshold is fitted here (``engine.review.classes``); with
     ``classes`` (the model's number of classes) given, rows naming a class beyond it (a journal
     changed by hand) make the site's margins unusable, never a decision for a class that is not;
-    ``fits`` keeps the best-fit thresholds of the site's rows between calls as rows arrive."""
+    ``fits`` keeps the best-fit thresholds of the site's rows between calls as rows arrive. Where
+    every row keeps the source model's log-probabilities of all classes (``source_log_probs``, as
+    many as ``classes``), the class-balance correction decides each image too
+    (``engine.review.balance``; ``balanced`` keeps its decisions between calls)."""
     n = len(rows)
     margin = np.array(
         [math.nan if r.source_margin is None else r.source_margin for r in rows], dtype=np.float64
@@ -96,6 +103,14 @@ def site_images(
             best = fits.of(margin) if fits is not None else best_fit_thresholds(margin)
             if np.isfinite(best).any():
                 candidates[Rule.FIT] = best
+    decided: dict[str, np.ndarray] = {}
+    logs = [r.source_log_probs for r in rows]
+    width = {len(v) for v in logs if v is not None}
+    if many and Rule.PRIOR not in candidates and None not in logs and len(width) == 1:
+        if classes is None or width == {classes}:  # a row of another length: none (a journal changed by hand)
+            log_probs = np.array(logs, dtype=np.float64)
+            source = np.array([r.source_prediction for r in rows], dtype=np.int64)
+            decided[Rule.PRIOR] = (balanced or Balanced()).of(log_probs, source)
     prompted = np.array(
         [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
     )
@@ -107,6 +122,7 @@ def site_images(
         candidates=candidates,
         prompted=prompted if bool((prompted >= 0).any()) else None,
         classes=two,
+        decided=decided,
     )
 
 
@@ -202,6 +218,9 @@ def rules_calling_otherwise(images: SiteImages) -> list[Rule]:
             calls = images.calls(np.where(finite, values, 0.0))
             if bool(np.any(finite & (calls != images.source))):
                 out.append(Rule(rule))
+    for rule, decisions in images.decided.items():
+        if bool(np.any(decisions != images.source)):
+            out.append(Rule(rule))
     if images.prompted is not None and bool(
         np.any((images.prompted >= 0) & (images.prompted != images.source))
     ):
@@ -236,7 +255,7 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
             "margins: a method that keeps none, or a journal written before they were kept)"
         )
     otherwise = rules_calling_otherwise(images)
-    if not images.candidates:  # the method's operating point did not run: no site threshold at all
+    if not images.candidates and not images.decided:  # no site threshold at all
         why = no_site_rule(rows)
         reason = why.words if why is not None else rows[-1].decision_reason
         if images.classes is not None:  # more than two classes: the best-fit threshold found no groups
@@ -255,7 +274,9 @@ def what_adapting_changed(rows: Sequence[PredictionRow], decisions: np.ndarray |
             "original model decides until reviews of this folder show it or another rule better"
         )
     if not otherwise:
-        fitted = bool(np.isfinite(images.candidates.get(Rule.FIT, np.full(1, math.nan))).any())
+        fitted = bool(images.decided) or bool(
+            np.isfinite(images.candidates.get(Rule.FIT, np.full(1, math.nan))).any()
+        )
         if not fitted:  # no site threshold fitted yet: the method says why (how many images it needs)
             why_not = rows[-1].decision_reason
             return (

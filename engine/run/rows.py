@@ -106,6 +106,9 @@ class PredictionRow:
     # with more than two classes: (reference, alternative), the margin being the log-probability of
     # the most likely other class less the reference class's (engine.review.images.calls)
     source_classes: tuple[int, int] | None = None
+    # with more than two classes: the source model's log-probability of every class, kept to
+    # CANDIDATE_DECIMALS (the class-balance correction decides from them: engine.review.balance)
+    source_log_probs: tuple[float, ...] | None = None
     candidates: tuple[
         tuple[str, float], ...
     ] = ()  # the site's candidate thresholds (never reported uncertified)
@@ -153,6 +156,7 @@ class PredictionRow:
             "decision_reason",
             "source_margin",
             "source_classes",
+            "source_log_probs",
             "prompted_prediction",
             "map_status",
             "content",
@@ -169,6 +173,8 @@ class PredictionRow:
             data["tile"] = list(self.tile)
         if self.source_classes is not None:
             data["source_classes"] = list(self.source_classes)
+        if self.source_log_probs is not None:
+            data["source_log_probs"] = list(self.source_log_probs)
         for key in _FLOATS:
             value = data[key]
             data[key] = None if not math.isfinite(value) else round(float(value), 6)
@@ -210,6 +216,8 @@ class PredictionRow:
             kwargs["source_classes"] = (int(pair[0]), int(pair[1]))
             if len(pair) != 2 or min(kwargs["source_classes"]) < 0 or pair[0] == pair[1]:
                 raise ValueError("a row's source classes are two class indices")
+        if kwargs.get("source_log_probs") is not None:
+            kwargs["source_log_probs"] = _log_probs_read(kwargs)
         prompted = kwargs.get("prompted_prediction")
         kwargs["prompted_prediction"] = None if prompted is None else int(prompted)
         candidates = kwargs.get("candidates") or {}
@@ -259,7 +267,9 @@ def make_row(
         guard_message="" if step.guard_event is None else step.guard_event.message,
         update_skipped=step.update_skipped,
         content=content,
-        **(decision_fields(step.decision) | many_class_margin(step.source_probs, classes, step.decision)),
+        **(
+            decision_fields(step.decision) | many_class_margin(step.source_probs, classes, step.decision, src)
+        ),
     )
 
 
@@ -279,13 +289,18 @@ def reference_class(classes: Sequence[str]) -> int:
 
 
 def many_class_margin(
-    source_probs: Sequence[float] | np.ndarray, classes: Sequence[str], decision: DecisionRecord | None
+    source_probs: Sequence[float] | np.ndarray,
+    classes: Sequence[str],
+    decision: DecisionRecord | None,
+    prediction: int | None = None,
 ) -> dict[str, Any]:
     """With more than two classes and a decision record, the source margin against the reference
     class and the two classes it chooses between (``docs/review-certificates.md``, "More than two
     classes"): ``log p_a - log p_r`` with ``a`` the most likely other class, so a threshold ``t``
     calls ``a`` where the margin exceeds it and ``r`` elsewhere (``t`` = 0: the source model's
-    call, as ``l_1 - l_0`` for two classes). Empty otherwise (two classes keep the method's)."""
+    call, as ``l_1 - l_0`` for two classes), and every class's log-probability where they are what
+    a journal reads back (:func:`log_probs_problem`; ``prediction``: the source model's, its most
+    likely class when None). Empty otherwise (two classes keep the method's)."""
     probs = [float(p) for p in source_probs]
     if decision is None or len(probs) <= 2 or len(probs) != len(classes):
         return {}
@@ -293,7 +308,56 @@ def many_class_margin(
     other = max((i for i in range(len(probs)) if i != ref), key=lambda i: probs[i])
     tiny = 1e-30  # a probability that underflowed to 0 keeps the margin finite
     margin = math.log(max(probs[other], tiny)) - math.log(max(probs[ref], tiny))
-    return {"source_margin": margin, "source_classes": (ref, other)}
+    out: dict[str, Any] = {"source_margin": margin, "source_classes": (ref, other)}
+    logs = tuple(kept(math.log(max(p, tiny))) for p in probs)
+    if prediction is None:
+        prediction = max(range(len(probs)), key=lambda i: probs[i])
+    if not log_probs_problem(
+        logs, prediction, (ref, other), margin
+    ):  # kept only as a journal reads them back
+        out["source_log_probs"] = logs
+    return out
+
+
+def log_probs_problem(
+    log_probs: Sequence[float], prediction: int, pair: tuple[int, int] | None, margin: float | None
+) -> str:
+    """What is wrong with a row's source log-probabilities (empty: nothing): more than two finite
+    values, none above 0, their probabilities adding up to 1, their largest the source model's
+    prediction, and the margin against the reference class the one they give (each up to the
+    journal's rounding). A row whose values fail is never written (:func:`many_class_margin`), so
+    one read back that fails was changed by hand."""
+    values = np.asarray(log_probs, dtype=np.float64)
+    tol = 1e-4  # well above the rounding to CANDIDATE_DECIMALS, far below any real difference
+    if values.ndim != 1 or values.size <= 2 or not bool(np.isfinite(values).all()):
+        return "its source log-probabilities are not more than two finite numbers"
+    if float(values.max()) > tol or abs(float(np.exp(values).sum()) - 1.0) > 1e-3:
+        return "its source log-probabilities are not the log of probabilities adding up to 1"
+    if not 0 <= prediction < values.size or values[prediction] < float(values.max()) - tol:
+        return "its source log-probabilities do not make the source model's prediction the most likely class"
+    if pair is not None and (max(pair) >= values.size or margin is None):
+        return "its source log-probabilities do not hold its source classes"
+    if pair is not None and margin is not None and abs(values[pair[1]] - values[pair[0]] - margin) > tol:
+        return "its source log-probabilities do not give its source margin"
+    return ""
+
+
+def _log_probs_read(kwargs: dict[str, Any]) -> tuple[float, ...]:
+    """A journal row's ``source_log_probs``, checked (:func:`log_probs_problem`).
+
+    Raises:
+        ValueError: they were changed by hand (the message says how).
+    """
+    raw = kwargs["source_log_probs"]
+    if not isinstance(raw, list) or not all(isinstance(v, (int, float)) for v in raw):
+        raise ValueError("a row's source log-probabilities are a list of numbers")
+    values = tuple(float(v) for v in raw)
+    why = log_probs_problem(
+        values, kwargs["source_prediction"], kwargs.get("source_classes"), kwargs.get("source_margin")
+    )
+    if why:
+        raise ValueError(f"row {kwargs['key']!r}: {why}")
+    return values
 
 
 def decision_fields(decision: DecisionRecord | None) -> dict[str, Any]:
