@@ -174,6 +174,24 @@ class StatusParts:
             status.addPermanentWidget(widget)
         self.show_export(None)
 
+    def show_progress(self, done: int, total: int, text: str) -> None:
+        """The run's count on the bar and its text beside it. The bar is marked for the window's
+        next repaint, not repainted at once: ``QProgressBar.setValue`` repaints synchronously,
+        and a synchronous repaint of one widget paints everything the window has to paint (the
+        table's new rows, the plots) inside the views' timer's turn (issue 41)."""
+        bar, top = self.progress_bar, max(total, 1)
+        value = min(done, top)
+        if bar.maximum() != top or bar.minimum() != 0 or bar.value() != value:
+            blocked = bar.testAttribute(Qt.WidgetAttribute.WA_UpdatesDisabled)
+            bar.setAttribute(Qt.WidgetAttribute.WA_UpdatesDisabled, True)
+            try:
+                bar.setRange(0, top)
+                bar.setValue(value)
+            finally:
+                bar.setAttribute(Qt.WidgetAttribute.WA_UpdatesDisabled, blocked)
+            bar.update()
+        self.progress_label.set_full_text(text)
+
     def show_export(self, step: tuple[str, int, int] | None) -> None:
         """An export's step ``(what, done, total)`` (total 0: how far is not known), or None: no export."""
         for widget in (self.export_label, self.export_bar, self.export_cancel):

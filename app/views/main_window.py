@@ -128,10 +128,7 @@ class MainWindow(WindowBase):
         self.welcome.set_allowed(actions.open, actions.settings)
 
     def set_progress(self, progress: Progress) -> None:
-        bar = self.status_parts.progress_bar
-        bar.setRange(0, max(progress.total, 1))
-        bar.setValue(min(progress.done, max(progress.total, 1)))
-        self.status_parts.progress_label.set_full_text(progress.text())
+        self.status_parts.show_progress(progress.done, progress.total, progress.text())
 
     def set_projects(
         self,

@@ -13,7 +13,9 @@ time for the 160 cells of a 1280×800 window, issue 41): the rows arrive at the 
 table follows them, so every new batch repaints every visible cell. A cell is drawn the way Qt
 draws it once, into a pixmap kept under what it shows (text, alignment, colours, size, state);
 the repaints after that copy the pixmap. Most cells repeat (a class name, a confidence, who
-decided), so a batch of new rows draws few cells afresh.
+decided), so a batch of new rows draws few cells afresh. The view
+(:class:`~app.views.table_paint.CellTable`) asks for a row of cells at a time
+(:meth:`TableCells.paint_row`) instead of one call from C++ a cell.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ HAS_DISPLAY = QStyleOptionViewItem.ViewItemFeature.HasDisplay
 ELIDE_RIGHT, ELIDE_MIDDLE = Qt.TextElideMode.ElideRight, Qt.TextElideMode.ElideMiddle
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter  # numbers: "#" and the confidence
 NO_BRUSH = QBrush()
+HAS_FOCUS, MOUSE_OVER = QStyle.StateFlag.State_HasFocus, QStyle.StateFlag.State_MouseOver
+NO_STATE = QStyle.StateFlag.State_None
 KEEPS_START_COLUMNS = (GROUP_COLUMN, REVIEW_COLUMN)  # the only ones PredictionTableModel.keeps_start names
 #: Cells kept drawn: a 1920×1080 window shows about 400; a few screens' worth stay for scrolling back.
 CACHED_CELLS = 2000
@@ -76,6 +80,7 @@ class TableCells(PlainToolTips):
         self.seen: OrderedDict[Hashable, None] = OrderedDict()  # cells painted once, not kept
         self.drawn = 0
         self._in_order = False  # the view shows every row in the model's order (set at each repaint)
+        self._last: tuple[Hashable, Cell, bool] = ((), ("", False, None, None), False)  # _copy's last cell
         parent.installEventFilter(self)
         if isinstance(parent, QAbstractItemView):
             parent.viewport().installEventFilter(self)
@@ -87,7 +92,61 @@ class TableCells(PlainToolTips):
         if row < 0:
             super().paint(painter, option, index)
             return
-        rect = option.rect
+        if not self._copy(painter, option.rect, option.state.value, row, column):
+            self._miss(painter, option, index)
+
+    def paint_row(
+        self,
+        painter: QPainter,
+        option: QStyleOptionViewItem,
+        at: tuple[int, int, int, int],
+        states: tuple[QStyle.StateFlag, int, int],
+        shown: list[tuple[int, int, int]],
+    ) -> None:
+        """One row of cells as :meth:`paint` draws each after Qt's ``drawCell`` (for the view's
+        :class:`~app.views.table_paint.CellTable`, in one call a row): ``at`` is the model's row,
+        the view's row, its top and its height, ``states`` the row's state, the columns with the
+        focus and the mouse over them (-1: none), ``shown`` each column with its left and width;
+        ``option``: the view's option for every cell."""
+        row, view_row, y, height = at
+        state, focus, hover = states
+        value = state.value
+        model, kept, keeps_start = self._model, self.cells, False
+        for column, x, width in shown:
+            if column == focus or column == hover:
+                cell_state = state | (HAS_FOCUS if column == focus else NO_STATE)
+                cell_state = cell_state | (MOUSE_OVER if column == hover else NO_STATE)
+                cell_value = cell_state.value
+            else:
+                cell_state, cell_value = state, value
+            if row >= 0:
+                cell = model.cell(row, column)
+                keeps_start = column in KEEPS_START_COLUMNS and model.keeps_start(row, column)
+                key = (cell[0], cell[1], id(cell[2]), id(cell[3]), keeps_start, width, height, cell_value)
+                pixmap = kept.get(key)
+                if pixmap is not None:
+                    kept.move_to_end(key)
+                    painter.drawPixmap(x, y, pixmap)
+                    continue
+                self._last = (key, cell, keeps_start)
+            filled = QStyleOptionViewItem(option)
+            filled.rect = QRect(x, y, width, height)
+            filled.state = cell_state
+            widget = option.widget
+            style = widget.style() if widget is not None else QApplication.style()
+            style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelItemViewRow, filled, painter, widget)
+            index = self._proxy.index(view_row, column)
+            if row < 0:
+                super().paint(painter, filled, index)
+            else:
+                self._miss(painter, filled, index)
+
+    def source_row(self, index: QModelIndex) -> int:
+        """The model's row of the view's ``index`` (-1: none)."""
+        return self._source(index)[0]
+
+    def _copy(self, painter: QPainter, rect: QRect, state: int, row: int, column: int) -> bool:
+        """Draw the cell from its pixmap where one is kept; False where it is not."""
         cell = self._model.cell(row, column)
         text, right, foreground, background = cell
         # What the drawn cell shows: the model's cell (its brushes are the model's module constants,
@@ -95,31 +154,32 @@ class TableCells(PlainToolTips):
         # active); the palette, the font and the screen's pixel ratio clear the cells when they
         # change (eventFilter).
         keeps_start = column in KEEPS_START_COLUMNS and self._model.keeps_start(row, column)
-        key = (
-            text,
-            right,
-            id(foreground),
-            id(background),
-            keeps_start,
-            rect.width(),
-            rect.height(),
-            option.state,
-        )
+        key = (text, right, id(foreground), id(background), keeps_start, rect.width(), rect.height(), state)
         pixmap = self.cells.get(key)
+        self._last = (key, cell, keeps_start)
         if pixmap is None:
-            if key not in self.seen:  # seen once: drawn as it is (a name, a number may not come again)
-                self.seen[key] = None
-                if len(self.seen) > CACHED_CELLS:
-                    self.seen.popitem(last=False)
-                self._draw_cell(painter, option, index, cell, keeps_start)
-                return
-            pixmap = self._draw(option, index, painter.device().devicePixelRatioF(), cell, keeps_start)
-            self.cells[key] = pixmap
-            if len(self.cells) > CACHED_CELLS:
-                self.cells.popitem(last=False)
-        else:
-            self.cells.move_to_end(key)
+            return False
+        self.cells.move_to_end(key)
         painter.drawPixmap(rect.topLeft(), pixmap)
+        return True
+
+    def _miss(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        """The cell :meth:`_copy` last found no pixmap for: drawn as it is the first time it is
+        seen (a name, a number may not come again), kept as a pixmap the second time."""
+        key, cell, keeps_start = self._last
+        if key not in self.seen:
+            self.seen[key] = None
+            if len(self.seen) > CACHED_CELLS:
+                self.seen.popitem(last=False)
+            self._draw_cell(painter, option, index, cell, keeps_start)
+            return
+        pixmap = self._draw(option, index, painter.device().devicePixelRatioF(), cell, keeps_start)
+        self.cells[key] = pixmap
+        if len(self.cells) > CACHED_CELLS:
+            self.cells.popitem(last=False)
+        painter.drawPixmap(option.rect.topLeft(), pixmap)
 
     def _source(self, index: QModelIndex | QPersistentModelIndex) -> tuple[int, int]:
         """The model's row and column of the view's ``index`` (row -1: none). While the view shows

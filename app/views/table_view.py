@@ -39,6 +39,7 @@ from app.core.certificates import QueueState
 from app.core.filters import EMPTY_WHY, FILTER_MODES, PredictionRow, RowFilter
 from app.views.table_cells import TableCells
 from app.views.table_model import REVIEW_COLUMN, PredictionFilterProxy, PredictionTableModel
+from app.views.table_paint import CellTable
 
 #: Characters of the item's name the table keeps room for before it scrolls sideways.
 ITEM_MIN_CHARS = 12
@@ -147,7 +148,7 @@ class PredictionTable(QWidget):
         self._count_fixed = False
         self._fit_count("0 rows")
 
-        self.table = QTableView()
+        self.table = CellTable()  # paints its cells in one loop (app/views/table_paint.py)
         # Painted from the model's cells (one call a cell); tooltips hold file and class names.
         self.table.setItemDelegate(TableCells(self.model, self.proxy, self.table))
         self.table.setModel(self.proxy)
