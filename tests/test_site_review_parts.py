@@ -170,3 +170,19 @@ def test_a_site_of_one_unit_reads_as_before() -> None:
     document = certificates_json(review)
     assert "part" not in json.dumps(document["comparisons"]) and document["parts"] == []
     assert document["rule_in_use"] == in_use.rule
+
+
+def test_a_row_processed_again_is_read_again_for_its_decision_path(tmp_path: Path) -> None:
+    """Whether the method reported a label-free decision is read from the rows not read before
+    (asked for every batch shown); a row processed again after a crash replaces its earlier one,
+    and its decision path is read again, either way."""
+    rows, _ = site_rows(40, 2.0)
+    review = SiteReview(tmp_path, "folder", 2)
+    review.add_rows(rows)
+    assert set(review.row_rules()) == {Rule.SOURCE}  # nothing accepted: the source model decides
+    review.add_rows([dataclasses.replace(rows[7], decision_path="accepted")])
+    assert set(review.row_rules()) == {Rule.LABEL_FREE}
+    review.add_rows([dataclasses.replace(rows[-1], key="new", name="new.png", index=40, position=40)])
+    assert set(review.row_rules()) == {Rule.LABEL_FREE}  # read once, kept as rows are added
+    review.add_rows([rows[7]])  # processed again, not accepted this time
+    assert set(review.row_rules()) == {Rule.SOURCE}

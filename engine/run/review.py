@@ -168,18 +168,20 @@ class SiteReview:
         the rule in use decides for them: nothing is rebuilt, whatever the site's size (unless a
         row processed again was decided in another unit: then the parts are made again).
         """
-        regroup = False
+        regroup = replaced = False
         for row in rows:
             if row.key in self.index:
                 at = self.index[row.key]
                 regroup = regroup or self.rows[at].site_group != row.site_group
-                self.rows[at] = row
+                self.rows[at], replaced = row, True
             else:
                 self.index[row.key] = len(self.rows)
                 self.rows.append(row)
                 if not regroup:
                     self._part_for(row.site_group).positions.append(len(self.rows) - 1)
         self._images, self._cache, self._row_parts = {}, {}, {}
+        for part in self.parts if replaced else ():
+            part.reread()
         if regroup:
             self._loaded = {(None if k == 0 else p.group): p.records for k, p in enumerate(self.parts)}
             self.parts = []

@@ -143,6 +143,11 @@ class ReviewPart:
     ladder: SiteLadder
     records: list[BlockRecord] = field(default_factory=list)
     pending: list[BlockRecord] = field(default_factory=list)
+    # label_free's reading so far: its positions read, and whether one was accepted (rows are
+    # appended, and a row's decision path is kept when its map is added; a row processed again
+    # after a crash replaces its earlier one: SiteReview then calls reread)
+    _read: int = field(default=0, repr=False)
+    _accepted: bool = field(default=False, repr=False)
 
     @property
     def starts(self) -> list[int]:
@@ -161,8 +166,17 @@ class ReviewPart:
         return sum(len(c.reviewed) for c in self.ladder.comparisons)
 
     def label_free(self, rows: Sequence[PredictionRow]) -> bool:
-        """Whether the method reported a label-free decision here (the operating point accepted)."""
-        return any(rows[i].decision_path == ACCEPTED for i in self.positions)
+        """Whether the method reported a label-free decision here (the operating point accepted).
+        Asked for every batch of rows shown, so only the positions not read before are read."""
+        if not self._accepted:
+            new = self.positions[self._read :]
+            self._accepted = any(rows[i].decision_path == ACCEPTED for i in new)
+            self._read += len(new)
+        return self._accepted
+
+    def reread(self) -> None:
+        """Forget what :meth:`label_free` read (a row was replaced)."""
+        self._read, self._accepted = 0, False
 
     def rule(self, rows: Sequence[PredictionRow]) -> Rule:
         """The rule that decides it now, as people are told it (``SiteReview.in_use``): the
