@@ -24,11 +24,9 @@ whether it is ever used.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from engine.review.classes import GROWTH, LEAST_IMAGES, REFIT_IMAGES
+from engine.review.classes import refits
 
 ITERATIONS = 100
 TOLERANCE = 1e-7
@@ -75,9 +73,8 @@ def balanced_decisions(
     log_probs: np.ndarray, source: np.ndarray, earlier: Balanced | None = None
 ) -> np.ndarray:
     """``(n,)`` each image's class-balance corrected decision when it was decided: the offsets
-    fitted on the images up to it at the last refit (from :data:`LEAST_IMAGES` on, a refit once
-    the images grew by :data:`GROWTH` and at least :data:`REFIT_IMAGES`); before the first fit,
-    the source model's call. With ``earlier`` (the decisions of a site whose images this one's
+    fitted on the images up to it at the last refit (the best-fit threshold's schedule,
+    :func:`engine.review.classes.refits`); before the first fit, the source model's call. With ``earlier`` (the decisions of a site whose images this one's
     begin with), only the refits beyond its images are fitted."""
     logs = np.asarray(log_probs, dtype=np.float64)
     src = np.asarray(source, dtype=np.int64)
@@ -85,13 +82,10 @@ def balanced_decisions(
     m, known = (0, np.zeros(0, dtype=np.int64)) if earlier is None else earlier.prefix_of(logs, src)
     out = src.copy()
     out[:m] = known
-    k = LEAST_IMAGES
-    while k <= n:
-        nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
+    for k, nxt in refits(n):
         lo, hi = max(k - 1, m), min(nxt - 1, n)
         if hi > lo:  # images this refit decides that the earlier decisions did not reach
             out[lo:hi] = decide(logs[lo:hi], src[lo:hi], offsets(logs[:k]))
-        k = nxt
     return out
 
 

@@ -30,6 +30,7 @@ these settings, decides whether it is ever used.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -149,14 +150,23 @@ def best_fit_thresholds(margin: np.ndarray, earlier: BestFits | None = None) -> 
     m, known = (0, np.zeros(0)) if earlier is None else earlier.prefix_of(margin)
     out = np.full(n, math.nan)
     out[:m] = known
-    k = LEAST_IMAGES
-    while k <= n:
-        nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
+    for k, nxt in refits(n):
         if nxt - 1 > m:  # images this refit decides that the earlier fits did not reach
             value = known[k - 1] if k <= m else site_fit(margin[:k])
             out[max(k - 1, m) : min(nxt, n + 1) - 1] = value
-        k = nxt
     return out
+
+
+def refits(n: int) -> Iterator[tuple[int, int]]:
+    """The refits of a site of ``n`` images, ``(k, next)``: fitted on the first ``k`` images, each
+    decides the images from the ``k``-th up to the ``next``-th (from :data:`LEAST_IMAGES` on, a
+    refit once the images grew by :data:`GROWTH` and at least :data:`REFIT_IMAGES`); shared by
+    every candidate refitted as a site's images arrive (:mod:`engine.review.balance` too)."""
+    k = LEAST_IMAGES
+    while k <= n:
+        nxt = max(k + REFIT_IMAGES, math.ceil(k * (1 + GROWTH)))
+        yield k, nxt
+        k = nxt
 
 
 class BestFits:
