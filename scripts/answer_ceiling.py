@@ -16,7 +16,9 @@ answered; the threshold with fewest errors on them (ties: the nearest to 0, the 
 tested first by the ladder with the other K - R answers; a line before each also gives what that
 threshold removes on its own, uncertified. An estimate, not the procedure: the probed
 answers are not counted exactly in the test (conservative), and a test may draw a probed image again
-(its answer then counts as a fresh draw).
+(its answer then counts as a fresh draw). Each estimate's row is followed by the procedure itself
+(``LadderRule(probe=R)``: the sample is the ladder's first block, its answers count within the K and
+exactly in the test of the threshold fitted on them, ``docs/review-certificates.md``).
 
     PYTHONPATH=. .venv/bin/python scripts/answer_ceiling.py S6.npz benchmarks/suites/site-adaptation-6.json ceiling
     PYTHONPATH=. .venv/bin/python scripts/answer_ceiling.py S6.npz benchmarks/suites/site-adaptation-6.json \\
@@ -168,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"R = {probed}: the fitted threshold on every image, uncertified, removes {100.0 * removed / errors:.1f} % pooled"
         )
         row = endpoints(fitted, FIRST, budget - probed, 0.0, seed, 1.0)["ladder"]
-        print(f"| {budget} | probe {probed}, then {budget - probed} | {row} |", flush=True)
+        print(f"| {budget} | probe {probed}, then {budget - probed} (estimate) | {row} |", flush=True)
+        row = endpoints(streams, LadderRule(probe=probed), budget, 0.0, seed, 1.0)["ladder"]
+        print(f"| {budget} | probe {probed} (the ladder's own, LadderRule.probe) | {row} |", flush=True)
     return 0
 
 

@@ -18,7 +18,11 @@ reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced); 
 of the source model's errors removed pooled over the three sites (fixed less broken)::
 
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
-    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4]
+
+``--probe R`` reviews each faded site again with a ladder that asks R of its K questions first,
+drawn uniformly, to fit the threshold it tests first (``LadderRule.probe``, the lab's ladder:
+``docs/review-certificates.md``, "A uniform first sample, built").
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.methods.decision import DecisionRecord
+from engine.review.ladder import LadderRule, SiteLadder
 from engine.run.review import SiteReview
+from engine.run.review_parts import site_images
 from engine.run.rows import PredictionRow, many_class_margin
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
@@ -81,6 +87,24 @@ def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int
     made = answer_queue(review, labels, k)
     counts = review_counts(review.decisions(), np.array([r.source_prediction for r in review.rows]), labels)
     return Reviewed(made, ", ".join(str(p.rule) for p in review.in_use()), counts)
+
+
+def probed(rows: list[PredictionRow], labels: np.ndarray, k: int, probe: int, classes: int = 3) -> Reviewed:
+    """Answer up to ``k`` questions of one site's ladder that asks ``probe`` of them first, drawn
+    uniformly (``LadderRule.probe``: the lab's ladder only; a run's review refuses it)."""
+    images = site_images(rows, classes)
+    ladder = SiteLadder("/data/site", LadderRule(probe=probe))
+    answered: dict[int, int] = {}
+    while len(answered) < k and (c := ladder.active or ladder.open_next(images)) is not None:
+        position = c.next_position
+        if position is None:
+            break
+        answered[position] = int(labels[position])
+        ladder.review(answered)
+    counts = review_counts(ladder.certified(images), images.source, labels)
+    # the label-free rule is the source model's here (its rows report no label-free decision)
+    rule = Rule.SOURCE if ladder.current == Rule.LABEL_FREE else ladder.current
+    return Reviewed(len(answered), str(rule), counts)
 
 
 def margin_site(
@@ -167,7 +191,7 @@ def patch(rng: np.random.Generator, cls: str, fade: float) -> np.ndarray:
     return np.clip(image * (1 - fade) + 255 * fade, 0, 255).astype(np.uint8)
 
 
-def model(out: Path) -> None:
+def model(out: Path, probe: int = 0) -> None:
     from PIL import Image
 
     shutil.rmtree(out, ignore_errors=True)
@@ -207,12 +231,16 @@ def model(out: Path) -> None:
             site_k = reviewed(rows, labels, k)
             pooled.setdefault(k, []).append(site_k)
             print(f"{site} (faded {sites[site][0]:.0%}), K = {k}: {site_k}")
+            if probe:
+                site_k = probed(rows, labels, k, probe)
+                pooled.setdefault(-k, []).append(site_k)
+                print(f"{site} (faded {sites[site][0]:.0%}), K = {k}, probe {probe}: {site_k}")
     for k, units in pooled.items():
         errors = sum(round(u.counts.images * (1 - u.counts.source_accuracy)) for u in units)
         removed = sum(u.counts.fixed - u.counts.broken for u in units)
         harmed = sum(u.counts.broken > u.counts.fixed for u in units)
         print(
-            f"pooled, K = {k}: {removed} of the source model's {errors} errors removed "
+            f"pooled, K = {abs(k)}{f', probe {probe}' if k < 0 else ''}: {removed} of the source model's {errors} errors removed "
             f"({removed / max(errors, 1):.1%}), {harmed} of {len(units)} sites harmed, "
             f"answers used {sum(u.answers for u in units)}"
         )
@@ -222,11 +250,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("check", choices=("margins", "model"))
     parser.add_argument("out", nargs="?", type=Path, default=Path("/tmp/many-classes"))
+    parser.add_argument(
+        "--probe", type=int, default=0, help="model: also review with R answers drawn uniformly first (0: no)"
+    )
     args = parser.parse_args()
     if args.check == "margins":
         margins()
     else:
-        model(args.out)
+        model(args.out, args.probe)
     return 0
 
 

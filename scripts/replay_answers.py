@@ -79,6 +79,9 @@ LADDERS = {
 LADDERS = {name: dataclasses.replace(rule, pass_level=False) for name, rule in LADDERS.items()} | {
     "default": LadderRule(),  # with sampling.BOLD as it is
     "level passed on": LadderRule(pass_level=True),  # docs/review-certificates.md, "A level passed on"
+    # four answers drawn uniformly first, that only fit (docs/review-certificates.md, "A uniform first sample")
+    "probe 4": LadderRule(probe=4),
+    "probe 4, level passed on": LadderRule(probe=4, pass_level=True),
 }
 #: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)
 SAMPLING = {name: 0.0 for name in list(LADDERS)[:11]} | {

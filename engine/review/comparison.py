@@ -92,6 +92,8 @@ class Comparison:
         extending: False once an extension block stopped: the candidate then decides no image
             beyond its coverage, not even provisionally.
         answers_at: the answers its ladder had used when it started.
+        probe: a first uniform sample of the site's images, not a comparison
+            (``LadderRule.probe``): its block's order is the sample, its answers only fit.
         passed_from: the comparison just before it, promoted, whose level it was given on top of
             its own (``alpha`` is the sum; 0: none): that one covers only the images it was tested
             on and is never extended (``SiteLadder.start``, the fallback procedure).
@@ -111,6 +113,7 @@ class Comparison:
     extending: bool = True
     answers_at: int = 0  # answers the ladder had used when it started (a fitted threshold's)
     passed_from: int = 0  # the index of the comparison whose level it took on top of its own (0: none)
+    probe: bool = False  # a first uniform sample (index 0, the rule in use on both sides)
 
     # -- the first block (what the comparison's verdict is about) ------------------------------
     @property
@@ -129,6 +132,8 @@ class Comparison:
     @property
     def disagreements(self) -> int:
         """The disagreements of its first block (0: nothing to test), answered ones included."""
+        if self.probe:
+            return 0
         return len(self.order) + (len(self.blocks[0].known) if self.blocks else 0)
 
     @property

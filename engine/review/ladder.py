@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.review import fitted, union
+from engine.review import extrapolation, fitted, union
 from engine.review.comparison import (
     COVERED,
     GUARDED,
@@ -70,7 +70,6 @@ from engine.vocabulary import Rule
 # a threshold fitted to the answers first (whenever answers show one), then the label-free
 # candidates (issue 39; chosen on the sixth suite's streams, docs/review-certificates.md)
 DEFAULT_CANDIDATES = (Rule.ANSWERS, Rule.FIT, Rule.SHIFT, Rule.PRIOR, GUARDED, PROMPTED)
-WINDOW = 50  # later images whose source calls are compared with the covered ones' (SiteLadder.alike)
 
 __all__ = [
     "COVERED",
@@ -117,6 +116,10 @@ class LadderRule:
     # the comparison that gave it is never extended, so a folder that grows after its review
     # would keep its later images from every certificate
     pass_level: bool = False
+    # answers drawn uniformly from the site's images before any comparison, that only fit the
+    # threshold tried first (issue 39, "A uniform first sample"; 0: off). Lab only: a run's
+    # journal does not record it (engine.run.review refuses it)
+    probe: int = 0
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
@@ -210,35 +213,9 @@ class SiteLadder:
         return out, layers
 
     def alike(self, c: Comparison, images: SiteImages, delta: float = 0.05) -> int:
-        """How far ``c``'s call is shown beyond its coverage (provisionally): up to the first later
-        image where the source model's calls no longer look like those on the images its blocks
-        were frozen on (a label-free check of the certificate's extrapolation: a slide read in
-        scan order reaches its tumour region, a drifting mix drifts; ``docs/review-certificates.md``,
-        "Shown and reported"). The share of the reference's most common source call among the
-        later images is tested against the reference's with a confidence sequence for each (a
-        normal-mixture boundary for a bounded mean, at ``delta`` each), and so is its share among
-        the last :data:`WINDOW` images (Hoeffding, the window ending at the i-th later image at
-        ``delta / (i (i + 1))``, so no window's verdict changes as more images arrive); the images
-        from the first that breaks either on are shown with the rule below."""
-        n, start = len(images), max(c.coverage, 0)
-        if start >= n or c.frozen == 0:
-            return n
-        reference = images.source[: c.frozen]
-        common = int(np.bincount(reference).argmax())
-        p0 = float(np.mean(reference == common))
-        hits = (images.source[start:n] == common).astype(np.float64)
-        later = np.cumsum(hits)
-        m = np.arange(1, n - start + 1, dtype=np.float64)
-        slack = _boundary(np.float64(c.frozen), delta) / c.frozen  # the reference's own uncertainty
-        broken = np.abs(later / m - p0) > _boundary(m, delta) / m + slack
-        if m.size >= WINDOW:  # and the last WINDOW images, for a change that the running mean dilutes
-            window = np.convolve(hits, np.ones(WINDOW), mode="valid") / WINDOW
-            # the window ending at the i-th later image is tested at delta / (i (i + 1))
-            ends = m[WINDOW - 1 :]
-            bound = np.sqrt(np.log(2.0 * ends * (ends + 1.0) / delta) / (2.0 * WINDOW)) + slack
-            broken[WINDOW - 1 :] |= np.abs(window - p0) > bound
-        first = np.flatnonzero(broken)
-        return n if first.size == 0 else start + int(first[0])
+        """How far ``c``'s call is shown beyond its coverage, provisionally
+        (:func:`engine.review.extrapolation.alike`)."""
+        return extrapolation.alike(c, images, delta)
 
     def layers(self, images: SiteImages, shown: bool = False) -> list[tuple[Rule, float, int]]:
         """``(rule, threshold, reach)`` from the base up: image ``i`` is decided by the last layer
@@ -338,7 +315,14 @@ class SiteLadder:
         """The threshold fitted to the answers so far against ``in_use`` (nan: none; fitted.py);
         kept only where some disagreement with the rule in use is still unanswered."""
         n = len(images)
-        drawn = fitted.inclusion(n, ((b.order, len(b.reviewed)) for c in self.comparisons for b in c.blocks))
+        drawn = fitted.inclusion(  # a probe drew from every image it was frozen on
+            n,
+            (
+                (list(range(c.population)) if c.probe else b.order, len(b.reviewed))
+                for c in self.comparisons
+                for b in c.blocks
+            ),
+        )
         threshold = fitted.fitted_threshold(
             images.margin[:n],
             in_use,
@@ -388,6 +372,8 @@ class SiteLadder:
             self.reach(images)
         )  # a candidate is tested only where the rules in use are certified
         n = len(images)
+        if self.rule.probe > 0 and not self.comparisons:
+            return self._start_probe(images) if candidate is None and n > 0 else None
         before_it = self._passing(n)
         plan = self._plan(images)
         if plan is None or (candidate is not None and plan[1][0] != candidate):
@@ -430,6 +416,20 @@ class SiteLadder:
                 ),
             )
         )
+        self.comparisons.append(c)
+        self.frozen.append((c, 0))
+        return c
+
+    def _start_probe(self, images: SiteImages) -> Comparison:
+        """The first uniform sample: ``rule.probe`` of the ``images`` in a random order drawn now;
+        its answers are each image's with probability ``probe / n`` (``_fit``), they test nothing."""
+        n = len(images)
+        in_use = self.decide(images, n)
+        rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n])
+        order = [int(i) for i in rng.permutation(n)[: self.rule.probe]]
+        c = Comparison(0, SOURCE_RULE, math.nan, n, in_use, in_use.copy(), 0.0, probe=True)
+        c.blocks.append(Block(0, n, order, SamplingSequence(len(order))))
+        self._undo_start = len(self.comparisons)
         self.comparisons.append(c)
         self.frozen.append((c, 0))
         return c
@@ -540,6 +540,10 @@ class SiteLadder:
 
     def _judge(self, c: Comparison, block: Block) -> bool:
         """Settle ``block`` of ``c`` if its reviews allow; True when something was settled."""
+        if c.probe:  # nothing to judge: it ends when its sample is answered
+            if block.next_position is None:
+                c.verdict = block.state = NOT_BETTER
+            return c.verdict != OPEN
         if block is not c.blocks[0]:
             return self._judge_extension(c, block)
         r = self.rule
@@ -589,12 +593,3 @@ class SiteLadder:
 def tested(ladders: Sequence[SiteLadder]) -> list[Comparison]:
     """Every comparison with at least one disagreement, across sites."""
     return [c for ladder in ladders for c in ladder.comparisons if c.disagreements]
-
-
-def _boundary(m: np.ndarray | np.float64, delta: float, rho: float = 1.0) -> np.ndarray:
-    """A time-uniform bound on ``|sum of m centred values in [0, 1]|`` at error ``delta`` (two-sided):
-    the normal-mixture boundary of a sub-Gaussian sum with variance proxy ``m / 4`` (Robbins; Howard
-    et al. 2021), holding at every ``m`` at once."""
-    v = np.asarray(m, dtype=np.float64) / 4.0
-    bound: np.ndarray = np.sqrt(2.0 * (v + rho) * np.log(np.sqrt((v + rho) / rho) * 2.0 / delta))
-    return bound
