@@ -18,10 +18,11 @@ reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced); 
 of the source model's errors removed pooled over the three sites (fixed less broken)::
 
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
-    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4]
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4] [--idle-probe 4]
 
 ``--probe R`` reviews each faded site again with a ladder that asks R of its K questions first,
-drawn uniformly, to fit the threshold it tests first (``LadderRule.probe``, the lab's ladder:
+drawn uniformly, to fit the threshold it tests first; ``--idle-probe R`` with one that asks R drawn
+uniformly whenever nothing is left to test (``LadderRule.probe``, ``idle_probe``; the lab's ladder:
 ``docs/review-certificates.md``, "A uniform first sample, built").
 """
 
@@ -89,11 +90,13 @@ def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int
     return Reviewed(made, ", ".join(str(p.rule) for p in review.in_use()), counts)
 
 
-def probed(rows: list[PredictionRow], labels: np.ndarray, k: int, probe: int, classes: int = 3) -> Reviewed:
-    """Answer up to ``k`` questions of one site's ladder that asks ``probe`` of them first, drawn
-    uniformly (``LadderRule.probe``: the lab's ladder only; a run's review refuses it)."""
+def probed(
+    rows: list[PredictionRow], labels: np.ndarray, k: int, rule: LadderRule, classes: int = 3
+) -> Reviewed:
+    """Answer up to ``k`` questions of one site's ladder with uniform samples (``rule.probe``,
+    ``rule.idle_probe``: the lab's ladder only; a run's review refuses them)."""
     images = site_images(rows, classes)
-    ladder = SiteLadder("/data/site", LadderRule(probe=probe))
+    ladder = SiteLadder("/data/site", rule)
     answered: dict[int, int] = {}
     while len(answered) < k and (c := ladder.active or ladder.open_next(images)) is not None:
         position = c.next_position
@@ -191,7 +194,7 @@ def patch(rng: np.random.Generator, cls: str, fade: float) -> np.ndarray:
     return np.clip(image * (1 - fade) + 255 * fade, 0, 255).astype(np.uint8)
 
 
-def model(out: Path, probe: int = 0) -> None:
+def model(out: Path, probes: dict[str, LadderRule] | None = None) -> None:
     from PIL import Image
 
     shutil.rmtree(out, ignore_errors=True)
@@ -212,7 +215,7 @@ def model(out: Path, probe: int = 0) -> None:
          "--patience", "4", "--batch-size", "32", "--seed", "0", "--eval-domains"],
         check=True,
     )  # fmt: skip
-    pooled: dict[int, list[Reviewed]] = {}
+    pooled: dict[int | str, list[Reviewed]] = {}
     for site in ("site2", "site3", "site1"):
         state = out / f"state-{site}"
         subprocess.run(
@@ -231,16 +234,16 @@ def model(out: Path, probe: int = 0) -> None:
             site_k = reviewed(rows, labels, k)
             pooled.setdefault(k, []).append(site_k)
             print(f"{site} (faded {sites[site][0]:.0%}), K = {k}: {site_k}")
-            if probe:
-                site_k = probed(rows, labels, k, probe)
-                pooled.setdefault(-k, []).append(site_k)
-                print(f"{site} (faded {sites[site][0]:.0%}), K = {k}, probe {probe}: {site_k}")
+            for name, rule in (probes or {}).items():
+                site_k = probed(rows, labels, k, rule)
+                pooled.setdefault(f"{k}, {name}", []).append(site_k)
+                print(f"{site} (faded {sites[site][0]:.0%}), K = {k}, {name}: {site_k}")
     for k, units in pooled.items():
         errors = sum(round(u.counts.images * (1 - u.counts.source_accuracy)) for u in units)
         removed = sum(u.counts.fixed - u.counts.broken for u in units)
         harmed = sum(u.counts.broken > u.counts.fixed for u in units)
         print(
-            f"pooled, K = {abs(k)}{f', probe {probe}' if k < 0 else ''}: {removed} of the source model's {errors} errors removed "
+            f"pooled, K = {k}: {removed} of the source model's {errors} errors removed "
             f"({removed / max(errors, 1):.1%}), {harmed} of {len(units)} sites harmed, "
             f"answers used {sum(u.answers for u in units)}"
         )
@@ -253,11 +256,20 @@ def main() -> int:
     parser.add_argument(
         "--probe", type=int, default=0, help="model: also review with R answers drawn uniformly first (0: no)"
     )
+    parser.add_argument(
+        "--idle-probe",
+        type=int,
+        default=0,
+        help="model: also review with R drawn uniformly whenever nothing is left to test (0: no)",
+    )
     args = parser.parse_args()
     if args.check == "margins":
         margins()
     else:
-        model(args.out, args.probe)
+        probes = {f"probe {args.probe}": LadderRule(probe=args.probe)} if args.probe else {}
+        if args.idle_probe:
+            probes[f"idle probe {args.idle_probe}"] = LadderRule(idle_probe=args.idle_probe)
+        model(args.out, probes)
     return 0
 
 

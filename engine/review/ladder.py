@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.review import extrapolation, fitted, union
+from engine.review import extrapolation, fitted, probe, union
 from engine.review.comparison import (
     COVERED,
     GUARDED,
@@ -120,6 +120,8 @@ class LadderRule:
     # threshold tried first (issue 39, "A uniform first sample"; 0: off). Lab only: a run's
     # journal does not record it (engine.run.review refuses it)
     probe: int = 0
+    # the same, asked only when nothing is left to test (up to ``refits`` times; 0: off)
+    idle_probe: int = 0
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
@@ -315,10 +317,10 @@ class SiteLadder:
         """The threshold fitted to the answers so far against ``in_use`` (nan: none; fitted.py);
         kept only where some disagreement with the rule in use is still unanswered."""
         n = len(images)
-        drawn = fitted.inclusion(  # a probe drew from every image it was frozen on
+        drawn = fitted.inclusion(  # a probe drew from every unanswered image it was frozen on
             n,
             (
-                (list(range(c.population)) if c.probe else b.order, len(b.reviewed))
+                (probe.frame(c) if c.probe else b.order, len(b.reviewed))
                 for c in self.comparisons
                 for b in c.blocks
             ),
@@ -373,9 +375,12 @@ class SiteLadder:
         )  # a candidate is tested only where the rules in use are certified
         n = len(images)
         if self.rule.probe > 0 and not self.comparisons:
-            return self._start_probe(images) if candidate is None and n > 0 else None
+            return self._probe(images, self.rule.probe) if candidate is None else None
         before_it = self._passing(n)
         plan = self._plan(images)
+        if plan is None and candidate is None and self.rule.idle_probe > 0:
+            idle = sum(c.probe for c in self.comparisons) - (self.rule.probe > 0)
+            return self._probe(images, self.rule.idle_probe) if idle < self.rule.refits else None
         if plan is None or (candidate is not None and plan[1][0] != candidate):
             return None
         j = self.next_index if index is None else int(index)
@@ -420,18 +425,15 @@ class SiteLadder:
         self.frozen.append((c, 0))
         return c
 
-    def _start_probe(self, images: SiteImages) -> Comparison:
-        """The first uniform sample: ``rule.probe`` of the ``images`` in a random order drawn now;
-        its answers are each image's with probability ``probe / n`` (``_fit``), they test nothing."""
-        n = len(images)
-        in_use = self.decide(images, n)
-        rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n])
-        order = [int(i) for i in rng.permutation(n)[: self.rule.probe]]
-        c = Comparison(0, SOURCE_RULE, math.nan, n, in_use, in_use.copy(), 0.0, probe=True)
-        c.blocks.append(Block(0, n, order, SamplingSequence(len(order))))
-        self._undo_start = len(self.comparisons)
-        self.comparisons.append(c)
-        self.frozen.append((c, 0))
+    def _probe(self, images: SiteImages, size: int) -> Comparison | None:
+        """Start a uniform sample of ``size`` unanswered images (``engine.review.probe``)."""
+        n, probes = len(images), sum(c.probe for c in self.comparisons)
+        rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n, probes])
+        c = probe.sample(self.decide(images, n), self.answers, size, rng)
+        if c is not None:
+            self._undo_start = len(self.comparisons)
+            self.comparisons.append(c)
+            self.frozen.append((c, 0))
         return c
 
     def extend(self, c: Comparison, images: SiteImages, end: int) -> Block | None:

@@ -107,8 +107,8 @@ class SiteReview:
     ) -> None:
         self.source_id, self.classes, self.seed = source_id, classes, seed
         self.rule = rule if rule is not None else LadderRule()
-        if self.rule.probe:  # its block is not in the journal's records: a replay could not redo it
-            raise ValueError("a ladder with a first uniform sample (probe) is for the lab's replays only")
+        if self.rule.probe or self.rule.idle_probe:  # not in the journal's records: never replayed
+            raise ValueError("a ladder with uniform samples (probe) is for the lab's replays only")
         self._store = MarkStore(folder, source_id, classes) if folder is not None else None
         self.marks: dict[str, ReviewMark] = {}  # by key, in the order they were made
         self.rows: list[PredictionRow] = []
