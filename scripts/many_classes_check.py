@@ -18,11 +18,10 @@ reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced); 
 of the source model's errors removed pooled over the three sites (fixed less broken)::
 
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
-    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4] [--idle-probe 4]
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4]
 
 ``--probe R`` reviews each faded site again with a ladder that asks R of its K questions first,
-drawn uniformly, to fit the threshold it tests first; ``--idle-probe R`` with one that asks R drawn
-uniformly whenever nothing is left to test (``LadderRule.probe``, ``idle_probe``; the lab's ladder:
+drawn uniformly, to fit the threshold it tests first (``LadderRule.probe``; the lab's ladder:
 ``docs/review-certificates.md``, "A uniform first sample, built").
 """
 
@@ -93,8 +92,8 @@ def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int
 def probed(
     rows: list[PredictionRow], labels: np.ndarray, k: int, rule: LadderRule, classes: int = 3
 ) -> Reviewed:
-    """Answer up to ``k`` questions of one site's ladder with uniform samples (``rule.probe``,
-    ``rule.idle_probe``: the lab's ladder only; a run's review refuses them)."""
+    """Answer up to ``k`` questions of one site's ladder that asks ``rule.probe`` drawn uniformly
+    first (the lab's ladder only; a run's review refuses it)."""
     images = site_images(rows, classes)
     ladder = SiteLadder("/data/site", rule)
     answered: dict[int, int] = {}
@@ -256,20 +255,11 @@ def main() -> int:
     parser.add_argument(
         "--probe", type=int, default=0, help="model: also review with R answers drawn uniformly first (0: no)"
     )
-    parser.add_argument(
-        "--idle-probe",
-        type=int,
-        default=0,
-        help="model: also review with R drawn uniformly whenever nothing is left to test (0: no)",
-    )
     args = parser.parse_args()
     if args.check == "margins":
         margins()
     else:
-        probes = {f"probe {args.probe}": LadderRule(probe=args.probe)} if args.probe else {}
-        if args.idle_probe:
-            probes[f"idle probe {args.idle_probe}"] = LadderRule(idle_probe=args.idle_probe)
-        model(args.out, probes)
+        model(args.out, {f"probe {args.probe}": LadderRule(probe=args.probe)} if args.probe else {})
     return 0
 
 

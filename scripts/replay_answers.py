@@ -82,9 +82,6 @@ LADDERS = {name: dataclasses.replace(rule, pass_level=False) for name, rule in L
     # four answers drawn uniformly first, that only fit (docs/review-certificates.md, "A uniform first sample")
     "probe 4": LadderRule(probe=4),
     "probe 4, level passed on": LadderRule(probe=4, pass_level=True),
-    # four drawn uniformly whenever nothing is left to test (engine/review/probe.py)
-    "idle probe 4": LadderRule(idle_probe=4),
-    "probe 4, idle probe 4": LadderRule(probe=4, idle_probe=4),
 }
 #: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)
 SAMPLING = {name: 0.0 for name in list(LADDERS)[:11]} | {

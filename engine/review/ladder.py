@@ -120,8 +120,6 @@ class LadderRule:
     # threshold tried first (issue 39, "A uniform first sample"; 0: off). Lab only: a run's
     # journal does not record it (engine.run.review refuses it)
     probe: int = 0
-    # the same, asked only when nothing is left to test (up to ``refits`` times; 0: off)
-    idle_probe: int = 0
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
@@ -378,9 +376,6 @@ class SiteLadder:
             return self._probe(images, self.rule.probe) if candidate is None else None
         before_it = self._passing(n)
         plan = self._plan(images)
-        if plan is None and candidate is None and self.rule.idle_probe > 0:
-            idle = sum(c.probe for c in self.comparisons) - (self.rule.probe > 0)
-            return self._probe(images, self.rule.idle_probe) if idle < self.rule.refits else None
         if plan is None or (candidate is not None and plan[1][0] != candidate):
             return None
         j = self.next_index if index is None else int(index)

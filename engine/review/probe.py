@@ -9,8 +9,8 @@ its disagreements and samples the rest after it was frozen, so the certificate's
 whatever the sample showed (``docs/review-certificates.md``, "A uniform first sample, built").
 
 ``LadderRule.probe`` asks one before any comparison (the answers it takes come out of the
-comparisons' share); ``LadderRule.idle_probe`` asks one only when the ladder has nothing left to
-test, up to ``LadderRule.refits`` times (answers that would otherwise not be asked for).
+comparisons' share). One asked only when nothing was left to test was measured and not kept
+(its answers came too late to certify anything with 20 or fewer: the docs).
 """
 
 from __future__ import annotations

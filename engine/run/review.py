@@ -107,7 +107,7 @@ class SiteReview:
     ) -> None:
         self.source_id, self.classes, self.seed = source_id, classes, seed
         self.rule = rule if rule is not None else LadderRule()
-        if self.rule.probe or self.rule.idle_probe:  # not in the journal's records: never replayed
+        if self.rule.probe:  # not in the journal's records: never replayed
             raise ValueError("a ladder with uniform samples (probe) is for the lab's replays only")
         self._store = MarkStore(folder, source_id, classes) if folder is not None else None
         self.marks: dict[str, ReviewMark] = {}  # by key, in the order they were made
