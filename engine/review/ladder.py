@@ -422,8 +422,8 @@ class SiteLadder:
 
     def _probe(self, images: SiteImages, size: int) -> Comparison | None:
         """Start a uniform sample of ``size`` unanswered images (``engine.review.probe``)."""
-        n, probes = len(images), sum(c.probe for c in self.comparisons)
-        rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n, probes])
+        n = len(images)
+        rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n])
         c = probe.sample(self.decide(images, n), self.answers, size, rng)
         if c is not None:
             self._undo_start = len(self.comparisons)
