@@ -92,8 +92,10 @@ _NAMES: dict[Rule, tuple[str, str]] = {
     ),
     Rule.ANSWERS: (
         "threshold fitted to the answers",
-        "the original model's score cut where the answers given so far at this site put it; the "
-        "answered images count as answered, the others are tested on a fresh random sample",
+        "the original model's score cut where the answers given so far at this site put it (with "
+        "more than two classes, the images it moves called the class the answers showed, where the "
+        "model's own second choice did not help); the answered images count as answered, the "
+        "others are tested on a fresh random sample",
     ),
     Rule.PROMPTED: (
         "adapted network (I-DiPT)",

@@ -18,11 +18,13 @@ reviewed with 5, 10 and 20 answers (a few minutes on 2 cores; DIR is replaced); 
 of the source model's errors removed pooled over the three sites (fixed less broken)::
 
     PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py margins
-    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4]
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_check.py model /tmp/many-classes [--probe 4] [--oracle-class]
 
 ``--probe R`` reviews each faded site again with a ladder that asks R of its K questions first,
 drawn uniformly, to fit the threshold it tests first (``LadderRule.probe``; the lab's ladder:
-``docs/review-certificates.md``, "A uniform first sample, built").
+``docs/review-certificates.md``, "A uniform first sample, built"). ``--oracle-class`` reviews each
+site again with every threshold calling one class above it, the class with which one threshold
+decides the site best (chosen with the labels: what a rule that also chooses the class could reach).
 """
 
 from __future__ import annotations
@@ -90,11 +92,21 @@ def reviewed(rows: list[PredictionRow], labels: np.ndarray, k: int, classes: int
 
 
 def probed(
-    rows: list[PredictionRow], labels: np.ndarray, k: int, rule: LadderRule, classes: int = 3
+    rows: list[PredictionRow],
+    labels: np.ndarray,
+    k: int,
+    rule: LadderRule,
+    classes: int = 3,
+    other: int | None = None,
 ) -> Reviewed:
     """Answer up to ``k`` questions of one site's ladder that asks ``rule.probe`` drawn uniformly
-    first (the lab's ladder only; a run's review refuses it)."""
+    first (the lab's ladder only; a run's review refuses it); ``other``: every threshold calls this
+    class above it instead of each image's most likely other class (a ceiling when chosen with
+    the labels)."""
     images = site_images(rows, classes)
+    if other is not None and images.classes is not None:
+        pairs = np.column_stack([images.classes[:, 0], np.full(len(images), other)])
+        images = dataclasses.replace(images, classes=pairs)
     ladder = SiteLadder("/data/site", rule)
     answered: dict[int, int] = {}
     while len(answered) < k and (c := ladder.active or ladder.open_next(images)) is not None:
@@ -107,6 +119,22 @@ def probed(
     # the label-free rule is the source model's here (its rows report no label-free decision)
     rule = Rule.SOURCE if ladder.current == Rule.LABEL_FREE else ladder.current
     return Reviewed(len(answered), str(rule), counts)
+
+
+def best_other_class(rows: list[PredictionRow], labels: np.ndarray, classes: int = 3) -> int:
+    """The class that one threshold calling it (above the threshold; the reference below) decides
+    the site's images best with, threshold and class chosen with every label (a ceiling)."""
+    images = site_images(rows, classes)
+    assert images.classes is not None
+    reference = images.classes[:, 0]
+    cuts = np.unique(images.margin)
+    best, best_class = -1, int(images.classes[0, 1])
+    for c in sorted(set(range(classes)) - set(reference.tolist())):
+        for t in (cuts[1:] + cuts[:-1]) / 2.0:
+            right = int(np.sum(np.where(images.margin > t, c, reference) == labels))
+            if right > best:
+                best, best_class = right, c
+    return best_class
 
 
 def margin_site(
@@ -193,7 +221,7 @@ def patch(rng: np.random.Generator, cls: str, fade: float) -> np.ndarray:
     return np.clip(image * (1 - fade) + 255 * fade, 0, 255).astype(np.uint8)
 
 
-def model(out: Path, probes: dict[str, LadderRule] | None = None) -> None:
+def model(out: Path, probes: dict[str, LadderRule] | None = None, oracle_class: bool = False) -> None:
     from PIL import Image
 
     shutil.rmtree(out, ignore_errors=True)
@@ -237,6 +265,12 @@ def model(out: Path, probes: dict[str, LadderRule] | None = None) -> None:
                 site_k = probed(rows, labels, k, rule)
                 pooled.setdefault(f"{k}, {name}", []).append(site_k)
                 print(f"{site} (faded {sites[site][0]:.0%}), K = {k}, {name}: {site_k}")
+            if oracle_class:
+                other = best_other_class(rows, labels)
+                for name, rule in {"default": LadderRule(), **(probes or {})}.items():
+                    site_k = probed(rows, labels, k, rule, other=other)
+                    pooled.setdefault(f"{k}, {name}, oracle class", []).append(site_k)
+                    print(f"{site}, K = {k}, {name}, every threshold calling class {other}: {site_k}")
     for k, units in pooled.items():
         errors = sum(round(u.counts.images * (1 - u.counts.source_accuracy)) for u in units)
         removed = sum(u.counts.fixed - u.counts.broken for u in units)
@@ -255,11 +289,17 @@ def main() -> int:
     parser.add_argument(
         "--probe", type=int, default=0, help="model: also review with R answers drawn uniformly first (0: no)"
     )
+    parser.add_argument(
+        "--oracle-class",
+        action="store_true",
+        help="model: also review with every threshold calling the one class most abnormal images are (a ceiling)",
+    )
     args = parser.parse_args()
     if args.check == "margins":
         margins()
     else:
-        model(args.out, {f"probe {args.probe}": LadderRule(probe=args.probe)} if args.probe else {})
+        probes = {f"probe {args.probe}": LadderRule(probe=args.probe)} if args.probe else {}
+        model(args.out, probes, args.oracle_class)
     return 0
 
 

@@ -114,6 +114,10 @@ class Comparison:
     answers_at: int = 0  # answers the ladder had used when it started (a fitted threshold's)
     passed_from: int = 0  # the index of the comparison whose level it took on top of its own (0: none)
     probe: bool = False  # a first uniform sample (index 0, the rule in use on both sides)
+    # more than two classes: the class a threshold fitted to the answers calls the images it
+    # moves from their reference class, and the rule below's (-1: each image its own other class)
+    other: int = -1
+    below_other: int = -1
 
     # -- the first block (what the comparison's verdict is about) ------------------------------
     @property

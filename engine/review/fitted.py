@@ -65,10 +65,48 @@ def fitted_threshold(
         among thresholds whose every changed decision lies where some block sampled; nan when
         none gains more than ``least``.
     """
+    return _best(margin, in_use, answers, drawn, least, classes, -1)[2]
+
+
+def fitted_rule(
+    margin: np.ndarray,
+    in_use: np.ndarray,
+    answers: Mapping[int, int],
+    drawn: np.ndarray,
+    classes: np.ndarray | None = None,
+) -> tuple[float, int]:
+    """:func:`fitted_threshold`, and with more than two classes the class the images it moves from
+    their reference class are called: each image's own most likely other class (-1) wherever a
+    threshold calling those gains on the answers; only where none does, one class for all of them,
+    a class some answer gave (``engine.review.images.calls``), the one with the largest weighted
+    gain (ties: the one changing fewest decisions, then the lowest class). ``(nan, -1)``: none
+    gains."""
+    best = _best(margin, in_use, answers, drawn, 0.0, classes, -1)
+    other = -1
+    if classes is not None and not math.isfinite(best[2]):  # the model's own classes first
+        n = int(margin.shape[0])
+        named = sorted({int(y) for p, y in answers.items() if 0 <= p < n})
+        for c in named:
+            fit = _best(margin, in_use, answers, drawn, 0.0, classes, c)
+            if fit[0] > best[0] + 1e-12 or (abs(fit[0] - best[0]) <= 1e-12 and fit[1] < best[1]):
+                best, other = fit, c
+    return (best[2], other) if math.isfinite(best[2]) else (math.nan, -1)
+
+
+def _best(
+    margin: np.ndarray,
+    in_use: np.ndarray,
+    answers: Mapping[int, int],
+    drawn: np.ndarray,
+    least: float,
+    classes: np.ndarray | None,
+    other: int,
+) -> tuple[float, int, float]:
+    """``(gain, changed, threshold)`` of the best threshold calling ``other`` (:func:`fitted_threshold`)."""
     n = int(margin.shape[0])
     known = sorted((p, y) for p, y in answers.items() if 0 <= p < n and drawn[p] > 0)
     if len(known) < 2 or not np.isfinite(margin).all():
-        return math.nan
+        return least, n + 1, math.nan
     at = np.asarray([p for p, _ in known], dtype=np.int64)
     y = np.asarray([v for _, v in known], dtype=np.int64)
     weight = 1.0 / drawn[at]
@@ -77,7 +115,7 @@ def fitted_threshold(
     best, best_size, best_t = least, n + 1, math.nan
     unsampled = drawn <= 0
     for t in (cuts[:-1] + cuts[1:]) / 2.0:
-        decided = calls(margin, classes, t)
+        decided = calls(margin, classes, t, other)
         changed = decided != in_use
         if not changed.any() or bool((changed & unsampled).any()):
             continue
@@ -87,4 +125,4 @@ def fitted_threshold(
         size = int(changed.sum())
         if gain > best + 1e-12 or (abs(gain - best) <= 1e-12 and size < best_size and gain > least):
             best, best_size, best_t = gain, size, float(t)
-    return best_t
+    return best, best_size, best_t

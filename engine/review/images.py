@@ -73,10 +73,11 @@ class SiteImages:
             return float(self.candidates[name][n - 1])
         return math.nan if name in self.decided else None
 
-    def calls(self, threshold: float | np.ndarray, n: int | None = None) -> np.ndarray:
-        """The decisions of a threshold on the margin for the first ``n`` images (all: None)."""
+    def calls(self, threshold: float | np.ndarray, n: int | None = None, other: int = -1) -> np.ndarray:
+        """The decisions of a threshold on the margin for the first ``n`` images (all: None);
+        ``other``: the class the images it moves from the reference class are called (:func:`calls`)."""
         n = len(self) if n is None else n
-        return calls(self.margin[:n], None if self.classes is None else self.classes[:n], threshold)
+        return calls(self.margin[:n], None if self.classes is None else self.classes[:n], threshold, other)
 
     def latest_threshold(self, n: int) -> float:
         """A1's threshold after the first ``n`` images (nan when A1 is not a threshold)."""
@@ -85,13 +86,19 @@ class SiteImages:
         return float(self.threshold[n - 1])
 
 
-def calls(margin: np.ndarray, classes: np.ndarray | None, threshold: float | np.ndarray) -> np.ndarray:
+def calls(
+    margin: np.ndarray, classes: np.ndarray | None, threshold: float | np.ndarray, other: int = -1
+) -> np.ndarray:
     """A threshold's decisions: where ``margin`` exceeds it class 1 (``classes`` given: each image's
-    second class), elsewhere class 0 (its first); see :class:`SiteImages`."""
+    second class), elsewhere class 0 (its first); see :class:`SiteImages`. With more than two
+    classes, ``other`` (0 or more) is the class called where the threshold moves an image from its
+    reference class (a margin above the threshold, at or below 0); images above 0, which the source
+    model already calls their second class, keep it (-1: every image its own second class)."""
     above = margin > threshold
     if classes is None:
         return above.astype(np.int64)
-    out: np.ndarray = np.where(above, classes[:, 1], classes[:, 0]).astype(np.int64)
+    second = classes[:, 1] if other < 0 else np.where(margin > 0, classes[:, 1], other)
+    out: np.ndarray = np.where(above, second, classes[:, 0]).astype(np.int64)
     return out
 
 
@@ -100,8 +107,10 @@ def site_seed(seed: int, site: str) -> int:
     return (int(seed) * 1_000_003 + zlib.crc32(site.encode("utf-8", "surrogateescape"))) & 0x7FFFFFFF
 
 
-def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int) -> np.ndarray:
-    """The decisions of ``rule`` (with its frozen ``threshold``) for the first ``n`` images."""
+def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int, other: int = -1) -> np.ndarray:
+    """The decisions of ``rule`` (with its frozen ``threshold`` and, a threshold fitted to the
+    answers at a site of more than two classes, the ``other`` class it calls: :func:`calls`) for
+    the first ``n`` images."""
     if rule == LABEL_FREE:
         latest = images.latest_threshold(len(images))
         if math.isnan(latest):
@@ -114,4 +123,4 @@ def rule_decisions(images: SiteImages, rule: str, threshold: float, n: int) -> n
         return np.where(prompted >= 0, prompted, images.reported[:n])
     if rule in images.decided and rule not in images.candidates:
         return images.decided[rule][:n].copy()
-    return images.calls(threshold, n)
+    return images.calls(threshold, n, other)

@@ -146,6 +146,7 @@ class SiteLadder:
         self.comparisons: list[Comparison] = []
         self.current: Rule = LABEL_FREE  # the rule in use: LABEL_FREE, SOURCE_RULE or a candidate
         self.current_threshold = math.nan
+        self.current_other = -1  # the class the rule in use calls the images it moves (-1: their own)
         self.next_index = 1  # the index the next comparison gets (never reused)
         self.frozen: list[tuple[Comparison, int]] = []  # blocks frozen, (comparison, block number)
         self._undo_start = 0  # comparisons before the last start (what discard restores)
@@ -171,8 +172,8 @@ class SiteLadder:
         later = [p for p in np.flatnonzero(c.after != c.before).tolist() if p >= c.blocks[0].end]
         if n > c.frozen:
             rest = images
-            below = rule_decisions(rest, *c.below, n)[c.frozen :]
-            mine = rule_decisions(rest, c.candidate, c.threshold, n)[c.frozen :]
+            below = rule_decisions(rest, *c.below, n, c.below_other)[c.frozen :]
+            mine = rule_decisions(rest, c.candidate, c.threshold, n, c.other)[c.frozen :]
             later += (np.flatnonzero(below != mine) + c.frozen).tolist()
         return union.coverage(
             [b.sequence for b in c.blocks], [b.end for b in c.blocks], later, n, c.alpha, c.known_total
@@ -184,9 +185,11 @@ class SiteLadder:
         its claim is that the candidate is better on them taken together."""
         n = self.coverage(c, images) if c.verdict == PROMOTED else c.population
         frozen = min(n, c.frozen)
-        before = np.concatenate([c.before[:frozen], rule_decisions(images, *c.below, n)[frozen:]])
+        before = np.concatenate(
+            [c.before[:frozen], rule_decisions(images, *c.below, n, c.below_other)[frozen:]]
+        )
         after = np.concatenate(
-            [c.after[:frozen], rule_decisions(images, c.candidate, c.threshold, n)[frozen:]]
+            [c.after[:frozen], rule_decisions(images, c.candidate, c.threshold, n, c.other)[frozen:]]
         )
         at = np.flatnonzero(before != after)
         return at, before[at], after[at]
@@ -208,7 +211,7 @@ class SiteLadder:
             else:  # shown beyond its coverage while later images look like the covered ones
                 reach = min(reach, self.alike(c, images))
             if reach > 0:
-                out[:reach] = rule_decisions(images, c.candidate, c.threshold, reach)
+                out[:reach] = rule_decisions(images, c.candidate, c.threshold, reach, c.other)
             layers.append((c.candidate, c.threshold, reach))
         return out, layers
 
@@ -260,9 +263,10 @@ class SiteLadder:
 
     def _plan(
         self, images: SiteImages
-    ) -> tuple[list[Comparison], tuple[Rule, float, np.ndarray, np.ndarray]] | None:
+    ) -> tuple[list[Comparison], tuple[Rule, float, np.ndarray, np.ndarray, int]] | None:
         """The candidates with nothing to test before the next one that has, and that one's
-        ``(name, threshold, before, after)`` (None: none has anything to test)."""
+        ``(name, threshold, before, after, other)`` (None: none has anything to test; ``other``:
+        the class a threshold fitted to the answers calls, :func:`fitted.fitted_rule`)."""
         n = len(images)
         if n == 0:
             return None
@@ -285,8 +289,9 @@ class SiteLadder:
         rule_in_use = self.decide(images, n)
         empties: list[Comparison] = []
         for name, threshold in steps:
+            other = -1
             if name == Rule.ANSWERS:
-                threshold = self._fit(images, rule_in_use)
+                threshold, other = self._fit(images, rule_in_use)
                 if not math.isfinite(threshold):
                     continue  # nothing fitted yet: not tried, so it may be once answers show something
             if name not in (PROMPTED, LABEL_FREE, *images.decided) and not math.isfinite(threshold):
@@ -294,11 +299,11 @@ class SiteLadder:
             if name == LABEL_FREE:  # A1 is the candidate, A0 the rule it is tested against
                 before, after = images.source[:n].copy(), rule_in_use
             else:
-                before, after = rule_in_use, rule_decisions(images, name, threshold, n)
+                before, after = rule_in_use, rule_decisions(images, name, threshold, n, other)
             if not np.any(after != before):
                 empties.append(Comparison(0, name, threshold, n, before, after, 0.0, verdict=NOT_BETTER))
                 continue
-            return empties, (name, threshold, before, after)
+            return empties, (name, threshold, before, after, other)
         return None
 
     def _refit_allowed(self) -> bool:
@@ -311,9 +316,10 @@ class SiteLadder:
         last = tries[-1]
         return last.verdict != OPEN and len(self.answers) > last.answers_at
 
-    def _fit(self, images: SiteImages, in_use: np.ndarray) -> float:
-        """The threshold fitted to the answers so far against ``in_use`` (nan: none; fitted.py);
-        kept only where some disagreement with the rule in use is still unanswered."""
+    def _fit(self, images: SiteImages, in_use: np.ndarray) -> tuple[float, int]:
+        """The threshold fitted to the answers so far against ``in_use`` and the class it calls
+        (nan: none; fitted.py); kept only where some disagreement with the rule in use is still
+        unanswered."""
         n = len(images)
         drawn = fitted.inclusion(  # a probe drew from every unanswered image it was frozen on
             n,
@@ -323,20 +329,15 @@ class SiteLadder:
                 for b in c.blocks
             ),
         )
-        threshold = fitted.fitted_threshold(
-            images.margin[:n],
-            in_use,
-            self.answers,
-            drawn,
-            classes=None if images.classes is None else images.classes[:n],
-        )
+        classes = None if images.classes is None else images.classes[:n]
+        threshold, other = fitted.fitted_rule(images.margin[:n], in_use, self.answers, drawn, classes)
         if not math.isfinite(threshold) and self.rule.step > 0:
-            threshold = self._step()
-        tested = [c.threshold for c in self.comparisons if c.candidate == Rule.ANSWERS]
-        if not math.isfinite(threshold) or any(abs(threshold - t) <= 1e-9 for t in tested):
-            return math.nan  # (a threshold tried once is not tried again)
-        changed = np.flatnonzero(images.calls(threshold, n) != in_use)
-        return threshold if any(int(p) not in self.answers for p in changed) else math.nan
+            threshold, other = self._step(), self.current_other
+        tried = [(c.threshold, c.other) for c in self.comparisons if c.candidate == Rule.ANSWERS]
+        if not math.isfinite(threshold) or any(abs(threshold - t) <= 1e-9 and other == o for t, o in tried):
+            return math.nan, -1  # (a threshold tried once is not tried again)
+        changed = np.flatnonzero(images.calls(threshold, n, other) != in_use)
+        return (threshold, other) if any(int(p) not in self.answers for p in changed) else (math.nan, -1)
 
     def _step(self) -> float:
         """The threshold in use moved once more by as much as its promotion moved it (nan: the
@@ -388,7 +389,7 @@ class SiteLadder:
             passed = before_it
         else:
             return None  # a recorded level this comparison may not have
-        empties, (name, threshold, before, after) = plan
+        empties, (name, threshold, before, after, other) = plan
         self._undo_start = len(self.comparisons)
         self.comparisons += empties
         self.next_index = max(self.next_index, j + 1)
@@ -397,6 +398,7 @@ class SiteLadder:
         if below[0] == LABEL_FREE:
             below = self.base
         c = Comparison(j, name, threshold, n, before, after, alpha, below=below, answers_at=len(self.answers))
+        c.other, c.below_other = other, (self.current_other if below[0] == self.current else -1)
         if passed is not None:
             c.passed_from, passed.extending = passed.index, False
         changed = np.flatnonzero(after != before)
@@ -437,8 +439,8 @@ class SiteLadder:
         start = c.frozen
         if end <= start or end > len(images):
             return None
-        before = rule_decisions(images, *c.below, end)[start:]
-        after = rule_decisions(images, c.candidate, c.threshold, end)[start:]
+        before = rule_decisions(images, *c.below, end, c.below_other)[start:]
+        after = rule_decisions(images, c.candidate, c.threshold, end, c.other)[start:]
         c.before, c.after = np.concatenate([c.before, before]), np.concatenate([c.after, after])
         changed = np.flatnonzero(after != before) + start
         if changed.size == 0:
@@ -556,11 +558,11 @@ class SiteLadder:
                 mean = c.sequence.mean
                 c.verdict = REVERTED if mean < 0 else VERIFIED if mean > 0 else NOT_BETTER
             if c.verdict == REVERTED:
-                self.current, self.current_threshold = SOURCE_RULE, math.nan
+                self.current, self.current_threshold, self.current_other = SOURCE_RULE, math.nan, -1
         elif c.certified_first():  # a fitted threshold's answered disagreements counted exactly
             c.verdict = PROMOTED
             c.coverage = c.population
-            self.current, self.current_threshold = c.candidate, c.threshold
+            self.current, self.current_threshold, self.current_other = c.candidate, c.threshold, c.other
         elif (
             c.shown_worse_or_equal()
             or exhausted
