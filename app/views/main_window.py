@@ -242,6 +242,7 @@ class MainWindow(WindowBase):
         self.table.model.clear()
         self.table.set_mode("all")  # a filter of the folder before (the review queue) goes with it
         self.table.follow_box.setChecked(True)
+        self.plots.paint_in_turns()  # their axes drawn afresh, not all in the window's next repaint
         self.plots.set_data(None, labelled)
         self.plots.set_extent(total, segment_size)
         self.metrics.set_metrics(None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QObject, Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
@@ -34,6 +34,9 @@ BAR_KEY = (
 DATASET_TRUTH = "dataset labels"  # a labelled folder's truth (RunStatistics.truth)
 GATE_STYLE = "color: #b3261e; background: #fdecea; border: 1px solid #b3261e; padding: 2px;"
 Y_TOP = 1.02  # rates and accuracies live in [0, 1]: no headroom beyond that
+UPDATES_DISABLED = Qt.WidgetAttribute.WA_UpdatesDisabled
+PAINT, UPDATE_REQUEST = QEvent.Type.Paint, QEvent.Type.UpdateRequest
+HELD_MS = 200  # the longest a plot's repaint waits for its turn (paint_in_turns)
 
 
 class PlotsView(QWidget):
@@ -105,14 +108,65 @@ class PlotsView(QWidget):
         self._extent = 1
         self._quantity = "positive rate"
         self._titled = False
+        # The plots' viewports, those painted once, those whose repaint waits (paint_in_turns).
+        self._viewports = {plot.viewport() for plot in (self.running, self.segments)}
+        self._painted: set[QObject] = set()
+        self._held: list[QWidget] = []
+        self._due = False
+        for viewport in self._viewports:
+            viewport.installEventFilter(self)
         self.set_data(None)
 
     def _sync_confidence_view(self) -> None:
         self.confidence_view.setGeometry(self.running.getPlotItem().vb.sceneBoundingRect())
         self.confidence_view.linkedViewChanged(self.running.getPlotItem().vb, self.confidence_view.XAxis)
 
+    def paint_in_turns(self) -> None:
+        """Paint each plot in an event of its own, after the window's next repaint, instead of
+        all with it: what comes next changes their titles, labels and ranges, and each plot then
+        draws its axes afresh. A new folder's first repaint drew both plots' axes with the newly
+        shown work area (12-21 ms of the GUI thread's time in one event, issue 41). Until its
+        turn a plot keeps the pixels it showed; only plots painted before are held."""
+        for plot in (self.running, self.segments):
+            viewport = plot.viewport()
+            if (
+                viewport in self._painted
+                and viewport.isVisible()
+                and not viewport.testAttribute(UPDATES_DISABLED)
+            ):
+                viewport.setAttribute(UPDATES_DISABLED, True)  # not setUpdatesEnabled: no repaint
+                self._held.append(viewport)
+        if self._held:
+            self.window().installEventFilter(self)  # each of the window's repaints frees the next
+            self._due = False
+            QTimer.singleShot(HELD_MS, self, self._paint_held)  # at the latest
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        kind = event.type()
+        if kind == UPDATE_REQUEST and self._held and not self._due:
+            self._due = True  # the next plot repaints after this repaint of the window
+            QTimer.singleShot(0, self, self._paint_next)
+        elif kind == PAINT and watched in self._viewports:
+            self._painted.add(watched)
+        return super().eventFilter(watched, event)
+
+    def _paint_next(self) -> None:
+        """The first plot held, repainted with the window's next repaint."""
+        self._due = False
+        if self._held:
+            viewport = self._held.pop(0)
+            viewport.setAttribute(UPDATES_DISABLED, False)
+            viewport.update()
+        if not self._held:
+            self.window().removeEventFilter(self)
+
+    def _paint_held(self) -> None:
+        while self._held:
+            self._paint_next()
+
     def png(self) -> bytes:
         """The panel rendered to PNG bytes (with the newest data, drawn now if it waited)."""
+        self._paint_held()
         self._draw_waiting()
         image = self.grab().toImage()
         data = QByteArray()
