@@ -97,3 +97,25 @@ def test_the_reports_picture_taken_before_their_turn_shows_the_new_plots(
     qtbot.waitUntil(lambda: plots_painted(window))  # type: ignore[attr-defined]
     settle()
     assert window.plot_png() == early
+
+
+def test_a_plot_painted_once_repaints_without_calling_into_the_panel(qtbot: object) -> None:
+    """Whether a plot was painted once is all the panel watches its paints for: the repaints
+    after it (every turn of a run) make no call into Python for it."""
+    import sys
+    from types import FrameType
+
+    window = shown(qtbot, MainWindow(), 1280, 800)
+    qtbot.waitUntil(lambda: window.plots.running.viewport() in window.plots._painted)  # type: ignore[attr-defined]
+    calls: list[str] = []
+
+    def hook(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("plots_view.py"):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(hook)
+    try:
+        window.plots.running.viewport().repaint()
+    finally:
+        sys.setprofile(None)
+    assert calls == []

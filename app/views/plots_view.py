@@ -148,6 +148,7 @@ class PlotsView(QWidget):
             QTimer.singleShot(0, self, self._paint_next)
         elif kind == PAINT and watched in self._viewports:
             self._painted.add(watched)
+            watched.removeEventFilter(self)  # painted once is all it tells: no call a repaint after
         return super().eventFilter(watched, event)
 
     def _paint_next(self) -> None:
