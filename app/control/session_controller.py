@@ -19,7 +19,7 @@ from app._engine import FolderSource, SlideSource
 from app.control.project_model import project_model, same_file
 from app.control.status import ControllerContext
 from app.core import advice, notices
-from app.core.applicability import model_kind, subfolder_warning
+from app.core.applicability import model_kind
 from app.core.arrival import ORDER_LABELS
 from app.core.messages import SessionInfo, SessionRequest, SourceOpened, SourceRequest
 from app.core.notices import Banner
@@ -229,7 +229,6 @@ class SessionController:
         source, info = opened.source, self.state.info
         if info is None:
             return
-        classes = tuple(info.card.classes)
         looks = opened.looks_like if opened.looks_like in ("histology", "fundus") else None
         trained = model_kind(info.card)
         for warning in opened.gate:
@@ -238,7 +237,7 @@ class SessionController:
             self.view.show_banner(advice.gate(warning, looks, trained, available_demos()))  # type: ignore[arg-type]
         self.model.set_gate([(w.check, w.message) for w in opened.gate])
         if isinstance(source, FolderSource):
-            folders = subfolder_warning(source, classes)
+            folders = opened.subfolders
             if folders:
                 self.status.log("warning", folders)
                 self.model.checks["subfolders"] = folders

@@ -17,6 +17,7 @@ import numpy as np
 
 from app._engine import (
     F2TTAError,
+    FolderSource,
     Journal,
     KindTally,
     ModelCard,
@@ -36,6 +37,7 @@ from app._engine import (
     processed_here,
     reopen_slide,
     shown,
+    subfolder_warning,
     tissue_mask,
 )
 from app.core import notices, recent
@@ -239,7 +241,8 @@ def source_opened(
     ]
     gate = check_source(source, card, judged)
     looks_like = judged.verdict() if judged is not None else None
+    folders = subfolder_warning(source, card.classes) if isinstance(source, FolderSource) else None
     opened = SourceOpened(
-        source, done, rows, overlays, review_dir, tissue, len(others), sum(others), looks_like, gate
+        source, done, rows, overlays, review_dir, tissue, len(others), sum(others), looks_like, gate, folders
     )
     return opened, store
