@@ -22,9 +22,11 @@ times, then (c) one long run of ``--long-images`` images through the app alone, 
   events over 1 ms, and how many took over 10 ms (target: none over ``CPU_TARGET_MS``), with the
   load average then.
 
-The window shows the opened folder for ``SETTLE_MS`` before each run starts (as a user sees it
-before pressing Run); the most GUI-thread CPU time an event took then (the work area's first
-paint) is printed apart, as opening's.
+Opening the folder is measured apart: the most GUI-thread CPU time an event took while it opened
+(the handler of the opened folder, ``SessionController.on_worker_source_ready``), and, as the
+window shows the folder for ``SETTLE_MS`` before each run starts (as a user sees it before
+pressing Run), the most one took then (the work area's first paint). Both count in the most
+GUI-thread CPU one event took (the summary's and the long run's worst figure).
 
 ``--load N`` starts N busy processes (one CPU each) beside the app for the whole measurement and
 stops them at the end: the stalls "with a CPU load beside it". ``--compare DIR`` measures the app
@@ -137,9 +139,12 @@ def wait_for(signal: Any) -> None:
     signal.disconnect(loop.quit)
 
 
-def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **settings: Any) -> Any:
+def open_app(
+    model: Path, stream: Path, method: str, device: str, home: Path, recording: Any = None, **settings: Any
+) -> Any:
     """The main window offscreen at 1280×800 with ``stream`` opened and the session loaded; returns
-    its StudioApp."""
+    its StudioApp. ``recording`` (a ``Recording``) is emptied as the folder is asked for: it then
+    holds the GUI thread's events of opening it, the handler of the opened folder's among them."""
     from PySide6.QtWidgets import QApplication
 
     from app.core.phase import Phase
@@ -156,6 +161,8 @@ def open_app(model: Path, stream: Path, method: str, device: str, home: Path, **
     window.show()
     studio.controller.load_session()
     wait_for(studio.sessionChanged)
+    if recording is not None:
+        recording.events.clear()
     studio.controller.open_folder(str(stream))
     wait_for(studio.sourceOpened)
     assert studio.controller.phase is Phase.READY, studio.controller.phase
@@ -208,11 +215,15 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
     threads: list[int] = []
 
     opening: list[float] = []
+    handler: list[float] = []
 
     def run(folder: Path, project: str) -> float:
-        studio = open_app(model, folder, method, device, home, autosave_every=0, project=project)
+        studio = open_app(model, folder, method, device, home, recording, autosave_every=0, project=project)
+        # The handler of the opened folder (SessionController.on_worker_source_ready, a queued
+        # call) ran in the last event before open_app returned: opening's, measured apart.
+        handler.append(max((e.cpu_ms for e in recording.events), default=0.0))
         # The window shows the folder before the run starts, as a user sees it before pressing
-        # Run: its first paint of the work area belongs to opening, measured apart.
+        # Run: its first paint of the work area belongs to opening too.
         recording.events.clear()
         settle = QEventLoop()
         QTimer.singleShot(SETTLE_MS, settle.quit)
@@ -243,6 +254,7 @@ def child_app(model: Path, stream: Path, warmup: Path, method: str, device: str)
         "threads": threads[-1],
         "gui_teams": _gui_thread_teams(),
         "opening_cpu_ms": opening[-1],
+        "handler_cpu_ms": handler[-1],
     }
 
 
@@ -384,7 +396,16 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _opening(result: dict[str, Any]) -> str:
-    return f"opening the folder (before the run): {result['opening_cpu_ms']:.1f} ms CPU at most"
+    return (
+        f"opening the folder (before the run): its handler {result.get('handler_cpu_ms', 0.0):.1f} ms CPU, "
+        f"the first paint {result['opening_cpu_ms']:.1f} ms CPU at most"
+    )
+
+
+def worst_event(recording: Recording, result: dict[str, Any]) -> float:
+    """The most GUI-thread CPU time one event took: the run's, opening's handler and first paint."""
+    opened = max(result["opening_cpu_ms"], result.get("handler_cpu_ms", 0.0))
+    return max(cpu_per_event(recording)[0], opened)
 
 
 def _ratio(a: float, b: float) -> str:
@@ -426,7 +447,7 @@ def _repeat(
     model, stream, warmup = files
     app = measure("app", args, model, stream, warmup, env, args.method, tree)
     recording = Recording.from_json(app["recording"])
-    fig["cpu"].append(cpu_per_event(recording)[0])
+    fig["cpu"].append(worst_event(recording, app))
     gaps = sorted(g.ms for g in recording.gaps)
     ratios, stalls, p99s = fig["ratios"], fig["stalls"], fig["p99s"]
     fig["headless"].append(plain["seconds"])
@@ -494,7 +515,7 @@ def _long_run(
     verdict = "OK" if worst < target else "OVER"
     print(f"  longest of the two: {worst:.1f} ms (target < {target:.0f} ms) -> {verdict}")
     _print_stalls(recording, args.handlers)
-    return max(gaps, default=0.0), cpu_per_event(recording)[0]
+    return max(gaps, default=0.0), worst_event(recording, result)
 
 
 def _summary(
