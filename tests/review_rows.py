@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 
+from engine.review.comparison import PROMOTED, Comparison
+from engine.review.ladder import LadderRule, SiteImages, SiteLadder
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.bench.adversarial import site_rows as adversarial_rows
-from lab.reviewer import answer_queue
+from lab.reviewer import answer_queue, review_stream
 
 CLASSES = ("normal", "tumor")
 
@@ -29,3 +31,43 @@ def site_rows(n: int = 240, shift: float = 2.0, seed: int = 0) -> tuple[list[Pre
 def review_all(review: SiteReview, labels: np.ndarray, reviewer: str = "ana") -> int:
     """Answer the queue until it is empty; returns the reviews made."""
     return answer_queue(review, labels, reviewer=reviewer)
+
+
+def answer_ladder(ladder: SiteLadder, images: SiteImages, labels: np.ndarray, budget: int) -> dict[int, int]:
+    """Answer ``ladder``'s queue on ``images`` with ``labels`` up to ``budget`` answers."""
+    answered: dict[int, int] = {}
+    while len(answered) < budget and (c := ladder.active or ladder.open_next(images)) is not None:
+        position = c.next_position
+        assert position is not None
+        answered[position] = int(labels[position])
+        ladder.review(answered)
+    return answered
+
+
+def false_promotions(
+    comparisons: list[Comparison], labels: np.ndarray, name: str | None = None
+) -> tuple[int, int]:
+    """``(promoted, false)`` among ``comparisons`` (of candidate ``name``; None: any): a promotion
+    is false when its disagreements, answered ones included, are not better decided."""
+    promoted = false = 0
+    for c in comparisons:
+        if c.verdict == PROMOTED and (name is None or c.candidate == name):
+            promoted += 1
+            at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
+            false += int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at])) <= 0
+    return promoted, false
+
+
+def null_site(key: int, s: int, rule: LadderRule, budget: int) -> tuple[list[Comparison], np.ndarray]:
+    """A two-class site of 160 images whose labels do not depend on the margin (a best-fit
+    threshold at -1.5), reviewed with ``budget`` answers: its comparisons and labels."""
+    rng = np.random.default_rng([key, s])
+    n = 160
+    margin = rng.uniform(-3.0, 3.0, n)
+    source = (margin > 0).astype(np.int64)
+    labels = rng.integers(0, 2, n)
+    out = review_stream(
+        source, source, margin, None, {"fit": np.full(n, -1.5)}, np.zeros(n, dtype=np.int64), labels, budget,
+        rule=rule, seed=s,
+    )  # fmt: skip
+    return out.ladders[0].comparisons, labels

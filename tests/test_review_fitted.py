@@ -17,8 +17,7 @@ from engine.review.ladder import NOT_BETTER, PROMOTED, LadderRule, SiteImages, S
 from engine.review.sampling import SamplingSequence
 from engine.run.review import SiteReview
 from engine.vocabulary import Rule
-from lab.reviewer import review_stream
-from tests.review_rows import review_all, site_rows
+from tests.review_rows import false_promotions, null_site, review_all, site_rows
 
 
 def test_drawing_probabilities_combine_the_blocks_that_held_an_image() -> None:
@@ -96,29 +95,9 @@ def test_a_fitted_threshold_is_promoted_falsely_at_most_at_its_level_when_no_thr
     not better are at most the comparison's level (2.5 % at the second comparison)."""
     sites, false, promoted = 300, 0, 0
     for s in range(sites):
-        rng = np.random.default_rng([39, s])
-        n = 160
-        margin = rng.uniform(-3.0, 3.0, n)
-        source = (margin > 0).astype(np.int64)
-        labels = rng.integers(0, 2, n)
-        out = review_stream(
-            source,
-            source,
-            margin,
-            None,
-            {"fit": np.full(n, -1.5)},
-            np.zeros(n, dtype=np.int64),
-            labels,
-            30,
-            rule=LadderRule(candidates=("fit", "answers")),
-            seed=s,
-        )
-        for c in out.ladders[0].comparisons:
-            if c.candidate == Rule.ANSWERS and c.verdict == PROMOTED:
-                promoted += 1
-                at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
-                total = int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at]))
-                false += total <= 0
+        comparisons, labels = null_site(39, s, LadderRule(candidates=("fit", "answers")), 30)
+        counts = false_promotions(comparisons, labels, Rule.ANSWERS)
+        promoted, false = promoted + counts[0], false + counts[1]
     assert promoted > 0, "the fitted threshold was tried and promoted somewhere (the test can see one)"
     assert false / sites <= 0.05, f"{false} false promotions of {sites} sites"
 

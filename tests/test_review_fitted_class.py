@@ -16,12 +16,13 @@ import numpy as np
 
 from engine.review.fitted import fitted_rule, fitted_threshold, inclusion
 from engine.review.images import calls
-from engine.review.ladder import PROMOTED, LadderRule, SiteLadder
+from engine.review.ladder import LadderRule, SiteLadder
 from engine.run.review import SiteReview
 from engine.run.review_parts import site_images
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
 from lab.reviewer import answer_queue
+from tests.review_rows import answer_ladder, false_promotions
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1
@@ -119,18 +120,9 @@ def test_a_class_fitted_rule_is_promoted_falsely_at_most_at_its_level() -> None:
             3,
         )
         ladder = SiteLadder("folder", LadderRule(), seed=s)
-        answered: dict[int, int] = {}
-        while len(answered) < 20 and (c := ladder.active or ladder.open_next(images)) is not None:
-            position = c.next_position
-            assert position is not None
-            answered[position] = int(labels[position])
-            ladder.review(answered)
-        for c in ladder.comparisons:
-            if c.verdict == PROMOTED:
-                promoted += 1
-                at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
-                total = int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at]))
-                false += total <= 0
+        answer_ladder(ladder, images, labels, 20)
+        counts = false_promotions(ladder.comparisons, labels)
+        promoted, false = promoted + counts[0], false + counts[1]
     assert promoted > 0, "something was promoted (the test can see a false one)"
     assert false / sites <= 0.05, f"{false} false promotions of {sites} sites"
 

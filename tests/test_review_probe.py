@@ -13,7 +13,7 @@ from engine.review import ladder as ladders_module
 from engine.review.ladder import NOT_BETTER, PROMOTED, LadderRule, SiteImages, SiteLadder
 from engine.run.review import SiteReview
 from engine.vocabulary import Rule
-from lab.reviewer import review_stream
+from tests.review_rows import answer_ladder, false_promotions, null_site
 
 
 def _site(n: int, seed: int, turn: float = -1.5) -> tuple[SiteImages, np.ndarray]:
@@ -23,16 +23,6 @@ def _site(n: int, seed: int, turn: float = -1.5) -> tuple[SiteImages, np.ndarray
     source = (margin > 0).astype(np.int64)
     labels = (margin > turn).astype(np.int64)
     return SiteImages(source, source, margin, candidates={"fit": np.full(n, 2.0)}), labels
-
-
-def _answer_all(ladder: SiteLadder, images: SiteImages, labels: np.ndarray, budget: int) -> dict[int, int]:
-    answered: dict[int, int] = {}
-    while len(answered) < budget and (c := ladder.active or ladder.open_next(images)) is not None:
-        position = c.next_position
-        assert position is not None
-        answered[position] = int(labels[position])
-        ladder.review(answered)
-    return answered
 
 
 def test_the_probe_asks_first_about_images_drawn_uniformly_and_tests_nothing() -> None:
@@ -76,10 +66,10 @@ def test_the_probe_finds_a_moved_threshold_that_the_label_free_candidates_miss()
     for seed in range(40):
         images, labels = _site(400, seed)
         plain = SiteLadder("folder", LadderRule(), seed=seed)
-        _answer_all(plain, images, labels, 10)
+        answer_ladder(plain, images, labels, 10)
         without += plain.current != Rule.LABEL_FREE
         ladder = SiteLadder("folder", LadderRule(probe=4), seed=seed)
-        _answer_all(ladder, images, labels, 10)
+        answer_ladder(ladder, images, labels, 10)
         if ladder.current == Rule.ANSWERS:
             with_probe += 1
             c = ladder.chain()[0]
@@ -99,29 +89,9 @@ def test_a_probe_fitted_threshold_is_promoted_falsely_at_most_at_its_level() -> 
     counted exactly they cannot carry a certificate: false promotions stay under 5 % of sites."""
     sites, false, promoted = 300, 0, 0
     for s in range(sites):
-        rng = np.random.default_rng([3939, s])
-        n = 160
-        margin = rng.uniform(-3.0, 3.0, n)
-        source = (margin > 0).astype(np.int64)
-        labels = rng.integers(0, 2, n)
-        out = review_stream(
-            source,
-            source,
-            margin,
-            None,
-            {"fit": np.full(n, -1.5)},
-            np.zeros(n, dtype=np.int64),
-            labels,
-            20,
-            rule=LadderRule(probe=4),
-            seed=s,
-        )
-        for c in out.ladders[0].comparisons:
-            if c.verdict == PROMOTED:
-                promoted += 1
-                at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
-                total = int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at]))
-                false += total <= 0
+        comparisons, labels = null_site(3939, s, LadderRule(probe=4), 20)
+        counts = false_promotions(comparisons, labels)
+        promoted, false = promoted + counts[0], false + counts[1]
     assert promoted > 0, "something was promoted (the test can see a false one)"
     assert false / sites <= 0.05, f"{false} false promotions of {sites} sites"
 
