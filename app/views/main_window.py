@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEvent, QUrl, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QUrl, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QIcon
 from PySide6.QtWidgets import QWidget
 
@@ -42,6 +42,7 @@ from app.views._plain import plain_tooltip, warn
 from app.views.window_base import Views, WindowBase
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "f2tta-studio.svg"
+OUTLOOK_EVENT = QEvent.Type(QEvent.registerEventType())  # the outlook strip shown or hidden in its turn
 
 
 class MainWindow(WindowBase):
@@ -279,8 +280,22 @@ class MainWindow(WindowBase):
     def set_outlook(self, text: str) -> None:
         """What decides the open folder now and what reviewing could change (empty: nothing open)."""
         self.views.outlook.setText(text)
-        self.views.outlook.setVisible(bool(text))
+        if self.views.outlook.isHidden() == bool(text):  # shown or hidden as the window is or not
+            # Showing or hiding the strip lays the window out at once (Qt activates the layouts
+            # above a widget shown): in an event of its own, not inside the handler of the opened
+            # folder, which it made 3-4 ms dearer (the plots' resize); the text is already set.
+            # Posted ahead of what the handler posted, so nothing is painted before it (the
+            # window would paint the views at their old size, then again at the new one).
+            QCoreApplication.postEvent(self, QEvent(OUTLOOK_EVENT), Qt.EventPriority.HighEventPriority.value)
         self.metrics.set_outlook(text)
+
+    def customEvent(self, event: QEvent) -> None:
+        if event.type() == OUTLOOK_EVENT:
+            self._show_outlook()
+        super().customEvent(event)
+
+    def _show_outlook(self) -> None:
+        self.views.outlook.setVisible(bool(self.views.outlook.text()))
 
     def set_reviewer(self, name: str) -> None:
         self.status_parts.reviewer_label.set_full_text(
@@ -333,7 +348,9 @@ class MainWindow(WindowBase):
         self.table.set_filter(row_filter)
 
     def plot_png(self) -> bytes:
-        """The plots panel as PNG bytes (immutable, so it may cross to the worker thread)."""
+        """The plots panel as PNG bytes (immutable, so it may cross to the worker thread); laid out
+        with the outlook's strip as the window will show it, if its turn has not come yet."""
+        self._show_outlook()
         return self.plots.png()
 
     # -- questions the controller may ask -----------------------------------------------------
