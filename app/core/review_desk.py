@@ -186,7 +186,7 @@ class ReviewDesk:
         return self.review.in_use()
 
     @property
-    def rules_key(self) -> tuple[tuple[Rule, float, int, int], ...]:
+    def rules_key(self) -> tuple[tuple[Rule, float, int, int, int], ...]:
         """Every part's rule in use, threshold and the images its rules certify and show: changes
         exactly when some part's rule moves or its coverage grows (a folder split in parts moves
         one part's rule while the queue serves another)."""
@@ -197,7 +197,7 @@ class ReviewDesk:
         """The parts whose reviews moved their rule, with the rule and its threshold: a part still
         at the label-free rule shows its rows as they were decided, whether or not it exists yet."""
         return tuple(
-            (k, rule, t) for k, (rule, t, _, _) in enumerate(self.rules_key) if rule != Rule.LABEL_FREE
+            (k, rule, t) for k, (rule, t, *_) in enumerate(self.rules_key) if rule != Rule.LABEL_FREE
         )
 
     def rule_of(self, index: int) -> tuple[Rule, float, str]:

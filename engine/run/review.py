@@ -247,15 +247,16 @@ class SiteReview:
                 out[i] = label
         return out
 
-    def rules_key(self) -> tuple[tuple[Rule, float, int, int], ...]:
-        """Each part's rule in use, its threshold and the images its rules certify and show:
-        changes exactly when some part's rule moves or its coverage grows."""
+    def rules_key(self) -> tuple[tuple[Rule, float, int, int, int], ...]:
+        """Each part's rule in use, its threshold, the images its rules certify and show and the
+        class it calls (-1: the model's): changes exactly when some part's rule moves or grows."""
         return tuple(
             (
                 p.ladder.current,
                 p.ladder.current_threshold,
                 self._layers(k, False)[-1][2],
                 self._layers(k, True)[-1][2],
+                p.ladder.current_other,
             )
             for k, p in enumerate(self.parts)
         )
