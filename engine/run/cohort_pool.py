@@ -187,8 +187,10 @@ def run_processes(
 
     try:
         while True:
-            for w in pool:
+            for k, w in enumerate(pool):
                 if w.task is None and queue and not stopper.requested:
+                    if not w.process.is_alive():  # kept dead while nothing was left to run
+                        pool[k] = w = start()
                     w.task = queue.popleft()
                     w.conn.send(w.task)
             busy = [w for w in pool if w.task is not None]
@@ -205,8 +207,10 @@ def run_processes(
                     done(task, result)
                 elif not w.process.is_alive():
                     task, w.task = w.task, None
-                    pool[k] = _replace(w, start, bool(queue) and not stopper.requested)
+                    # the site goes back to the queue first: a worker is needed when it does, even
+                    # if nothing else was left (sending it to the dead one raised OSError)
                     _died(task, w.process.exitcode, tries, queue, stopper, done, note)
+                    pool[k] = _replace(w, start, bool(queue) and not stopper.requested)
     except BaseException:
         killed()  # a second Ctrl-C, or the driver failing: the journals keep what was saved
         raise
