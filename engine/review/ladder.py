@@ -321,10 +321,10 @@ class SiteLadder:
         (nan: none; fitted.py); kept only where some disagreement with the rule in use is still
         unanswered."""
         n = len(images)
-        drawn = fitted.inclusion(  # a probe drew from every unanswered image it was frozen on
+        drawn = fitted.inclusion(  # a probe drew from every image it was frozen on
             n,
             (
-                (probe.frame(c) if c.probe else b.order, len(b.reviewed))
+                (list(range(c.population)) if c.probe else b.order, len(b.reviewed))
                 for c in self.comparisons
                 for b in c.blocks
             ),
@@ -423,10 +423,10 @@ class SiteLadder:
         return c
 
     def _probe(self, images: SiteImages, size: int) -> Comparison | None:
-        """Start a uniform sample of ``size`` unanswered images (``engine.review.probe``)."""
+        """Start the uniform sample of ``size`` images (``engine.review.probe``)."""
         n = len(images)
         rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n])
-        c = probe.sample(self.decide(images, n), self.answers, size, rng)
+        c = probe.sample(self.decide(images, n), size, rng)
         if c is not None:
             self._undo_start = len(self.comparisons)
             self.comparisons.append(c)
