@@ -85,6 +85,18 @@ def answer_queue(
     return answered
 
 
+def answer_ladder(ladder: SiteLadder, images: SiteImages, labels: np.ndarray, budget: int) -> dict[int, int]:
+    """Answer one site's ladder directly (no run's review: a lab ladder, ``LadderRule.probe``) on
+    ``images`` with ``labels``, up to ``budget`` answers; returns them by position."""
+    answered: dict[int, int] = {}
+    while len(answered) < budget and (c := ladder.active or ladder.open_next(images)) is not None:
+        position = c.next_position
+        assert position is not None, "an open comparison has an image to ask about"
+        answered[position] = int(labels[position])
+        ladder.review(answered)
+    return answered
+
+
 @dataclass(frozen=True)
 class ReviewedStream:
     """What the simulated reviewer left behind (see the module docstring)."""

@@ -48,7 +48,7 @@ from engine.run.review_parts import site_images
 from engine.run.rows import PredictionRow, many_class_margin
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
-from lab.reviewer import ReviewCounts, answer_queue, review_counts
+from lab.reviewer import ReviewCounts, answer_ladder, answer_queue, review_counts
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1
@@ -108,13 +108,7 @@ def probed(
         pairs = np.column_stack([images.classes[:, 0], np.full(len(images), other)])
         images = dataclasses.replace(images, classes=pairs)
     ladder = SiteLadder("/data/site", rule)
-    answered: dict[int, int] = {}
-    while len(answered) < k and (c := ladder.active or ladder.open_next(images)) is not None:
-        position = c.next_position
-        if position is None:
-            break
-        answered[position] = int(labels[position])
-        ladder.review(answered)
+    answered = answer_ladder(ladder, images, labels, k)
     counts = review_counts(ladder.certified(images), images.source, labels)
     # the label-free rule is the source model's here (its rows report no label-free decision)
     rule = Rule.SOURCE if ladder.current == Rule.LABEL_FREE else ladder.current

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from engine.review.comparison import PROMOTED, Comparison
-from engine.review.ladder import LadderRule, SiteImages, SiteLadder
+from engine.review.ladder import LadderRule
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.bench.adversarial import site_rows as adversarial_rows
@@ -31,17 +31,6 @@ def site_rows(n: int = 240, shift: float = 2.0, seed: int = 0) -> tuple[list[Pre
 def review_all(review: SiteReview, labels: np.ndarray, reviewer: str = "ana") -> int:
     """Answer the queue until it is empty; returns the reviews made."""
     return answer_queue(review, labels, reviewer=reviewer)
-
-
-def answer_ladder(ladder: SiteLadder, images: SiteImages, labels: np.ndarray, budget: int) -> dict[int, int]:
-    """Answer ``ladder``'s queue on ``images`` with ``labels`` up to ``budget`` answers."""
-    answered: dict[int, int] = {}
-    while len(answered) < budget and (c := ladder.active or ladder.open_next(images)) is not None:
-        position = c.next_position
-        assert position is not None
-        answered[position] = int(labels[position])
-        ladder.review(answered)
-    return answered
 
 
 def false_promotions(
