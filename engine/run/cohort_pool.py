@@ -189,7 +189,7 @@ def run_processes(
         while True:
             for k, w in enumerate(pool):
                 if w.task is None and queue and not stopper.requested:
-                    if not w.process.is_alive():  # kept dead while nothing was left to run
+                    if not w.process.is_alive():  # a worker that died: a fresh one in its place
                         pool[k] = w = start()
                     w.task = queue.popleft()
                     w.conn.send(w.task)
@@ -198,7 +198,7 @@ def run_processes(
             if not busy:
                 return
             wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=0.5)
-            for k, w in enumerate(pool):
+            for w in pool:
                 if w.task is None:
                     continue
                 result = _received(w)
@@ -207,10 +207,9 @@ def run_processes(
                     done(task, result)
                 elif not w.process.is_alive():
                     task, w.task = w.task, None
-                    # the site goes back to the queue first: a worker is needed when it does, even
-                    # if nothing else was left (sending it to the dead one raised OSError)
+                    w.process.join()
+                    w.conn.close()  # replaced when a site is next given to it (above), if one is
                     _died(task, w.process.exitcode, tries, queue, stopper, done, note)
-                    pool[k] = _replace(w, start, bool(queue) and not stopper.requested)
     except BaseException:
         killed()  # a second Ctrl-C, or the driver failing: the journals keep what was saved
         raise
@@ -234,13 +233,6 @@ def _received(w: _Worker) -> SiteResult | None:
     except (EOFError, OSError):
         return None
     return None
-
-
-def _replace(w: _Worker, start: Callable[[], _Worker], needed: bool) -> _Worker:
-    """A dead worker's place: a fresh worker when sites are still to run, else the dead one."""
-    w.process.join()
-    w.conn.close()
-    return start() if needed else w
 
 
 def _died(
