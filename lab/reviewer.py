@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.review.comparison import PROMOTED, Comparison
 from engine.review.ladder import LadderRule, SiteImages, SiteLadder
 from engine.run.review import SiteReview
 
@@ -83,6 +84,20 @@ def answer_queue(
         review.set_mark(review.rows[index].key, int(labels[index]), reviewer)
         answered += 1
     return answered
+
+
+def false_promotions(
+    comparisons: list[Comparison], labels: np.ndarray, name: str | None = None
+) -> tuple[int, int]:
+    """``(promoted, false)`` among ``comparisons`` (of candidate ``name``; None: any): a promotion
+    is false when its disagreements, answered ones included, are not better decided."""
+    promoted = false = 0
+    for c in comparisons:
+        if c.verdict == PROMOTED and (name is None or c.candidate == name):
+            promoted += 1
+            at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
+            false += int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at])) <= 0
+    return promoted, false
 
 
 def answer_ladder(ladder: SiteLadder, images: SiteImages, labels: np.ndarray, budget: int) -> dict[int, int]:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from engine.review.comparison import PROMOTED, Comparison
+from engine.review.comparison import Comparison
 from engine.review.ladder import LadderRule
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
@@ -31,20 +31,6 @@ def site_rows(n: int = 240, shift: float = 2.0, seed: int = 0) -> tuple[list[Pre
 def review_all(review: SiteReview, labels: np.ndarray, reviewer: str = "ana") -> int:
     """Answer the queue until it is empty; returns the reviews made."""
     return answer_queue(review, labels, reviewer=reviewer)
-
-
-def false_promotions(
-    comparisons: list[Comparison], labels: np.ndarray, name: str | None = None
-) -> tuple[int, int]:
-    """``(promoted, false)`` among ``comparisons`` (of candidate ``name``; None: any): a promotion
-    is false when its disagreements, answered ones included, are not better decided."""
-    promoted = false = 0
-    for c in comparisons:
-        if c.verdict == PROMOTED and (name is None or c.candidate == name):
-            promoted += 1
-            at = np.flatnonzero(c.after[: c.population] != c.before[: c.population])
-            false += int(np.sum(c.after[at] == labels[at]) - np.sum(c.before[at] == labels[at])) <= 0
-    return promoted, false
 
 
 def null_site(key: int, s: int, rule: LadderRule, budget: int) -> tuple[list[Comparison], np.ndarray]:

@@ -17,7 +17,8 @@ from engine.review.ladder import NOT_BETTER, PROMOTED, LadderRule, SiteImages, S
 from engine.review.sampling import SamplingSequence
 from engine.run.review import SiteReview
 from engine.vocabulary import Rule
-from tests.review_rows import false_promotions, null_site, review_all, site_rows
+from lab.reviewer import false_promotions
+from tests.review_rows import null_site, review_all, site_rows
 
 
 def test_drawing_probabilities_combine_the_blocks_that_held_an_image() -> None:

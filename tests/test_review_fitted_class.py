@@ -21,8 +21,7 @@ from engine.run.review import SiteReview
 from engine.run.review_parts import site_images
 from engine.vocabulary import Rule
 from lab.bench.adversarial import site_rows
-from lab.reviewer import answer_ladder, answer_queue
-from tests.review_rows import false_promotions
+from lab.reviewer import answer_ladder, answer_queue, false_promotions
 
 CLASSES = ("grade 1", "normal", "grade 2")
 REF = 1

@@ -13,8 +13,8 @@ from engine.review import ladder as ladders_module
 from engine.review.ladder import NOT_BETTER, PROMOTED, LadderRule, SiteImages, SiteLadder
 from engine.run.review import SiteReview
 from engine.vocabulary import Rule
-from lab.reviewer import answer_ladder
-from tests.review_rows import false_promotions, null_site
+from lab.reviewer import answer_ladder, false_promotions
+from tests.review_rows import null_site
 
 
 def _site(n: int, seed: int, turn: float = -1.5) -> tuple[SiteImages, np.ndarray]:

@@ -1,0 +1,211 @@
+"""Run a committed suite of models with more than two classes (issue 39, item 4).
+
+The suite file (``benchmarks/suites/many-classes-7.json``) names the kinds of
+:mod:`lab.synth.many_classes`, the training seeds, the target sites (a mechanism and a class mix
+each), the answers K and the moments the reviewer comes. Per kind and training seed this script
+draws the training site and the target sites, trains a source model with ``f2tta train-source``,
+runs every target site with ``f2tta run`` (the default method, as shipped) and reviews it through
+the product's :class:`engine.run.review.SiteReview` with a reviewer who knows the labels:
+
+* after the folder (moment 1): every image processed, the run complete, K answers;
+* mid-run (moment < 1): the reviewer comes once that share of the site's images is processed,
+  answers K at once, and the rest of the folder arrives after (decided by the rules the answers
+  put in use where their certificates cover them; shown provisionally elsewhere).
+
+A unit is (kind, training seed, site). Per moment and K it prints every unit and then the pooled
+endpoints: the source model's errors removed (fixed less broken over the source model's errors),
+the median unit's share, the mean change in points, units harmed (broken > fixed), promotions and
+false promotions (a promotion whose disagreements are not better decided), answers used; mid-run
+also what was shown while the folder arrived (online). ``--out`` keeps them as JSON::
+
+    PYTHONPATH=. .venv/bin/python scripts/many_classes_suite.py benchmarks/suites/many-classes-7.json \
+        --work WORK --out RESULT.json
+
+``WORK`` keeps the data, models and states: a second run reuses what is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.run.review import SiteReview
+from engine.run.rows import PredictionRow
+from lab.reviewer import answer_queue, false_promotions, review_counts
+from lab.synth.many_classes import KINDS, site_classes, write_site
+
+F2TTA = [sys.executable, "-m", "engine.cli"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit reviewed at one moment with K answers."""
+
+    kind: str
+    train_seed: int
+    site: str
+    moment: float
+    budget: int
+    images: int
+    source_errors: int
+    fixed: int
+    broken: int
+    online_fixed: int
+    online_broken: int
+    answers: int
+    promoted: int
+    false_promoted: int
+    rules: str
+
+    @property
+    def removed(self) -> float:
+        return (self.fixed - self.broken) / self.source_errors if self.source_errors else math.nan
+
+
+def build(suite: dict[str, Any], kind: str, seed: int, work: Path) -> dict[str, list[PredictionRow]]:
+    """Draw, train and run one kind at one training seed; each target site's rows (arrival order)."""
+    out = work / f"{kind}-{seed}"
+    data = out / "data"
+    rng = np.random.default_rng([suite["data_seed"], seed])
+    classes = KINDS[kind]
+    if not data.exists():
+        per_class = suite["train_per_class"]
+        write_site(
+            str(data / "site0"), rng, kind, np.repeat(np.arange(len(classes)), per_class), "none", "s0"
+        )
+        for site in suite["sites"]:
+            labels = site_classes(
+                rng, kind, suite["images_per_site"], site["reference"], site.get("dominant", False)
+            )
+            write_site(str(data / site["name"]), rng, kind, labels, site["mechanism"], site["name"])
+    weights = out / "model.safetensors"
+    if not weights.exists():
+        t = suite["training"]
+        subprocess.run(
+            [*F2TTA, "train-source", "--data", str(data), "--source", "site0", "--out", str(weights),
+             "--img-size", str(suite["size"]), "--model-kwargs", json.dumps(t["model_kwargs"]),
+             "--epochs", str(t["epochs"]), "--patience", str(t["patience"]),
+             "--batch-size", str(t["batch_size"]), "--seed", str(seed)],
+            check=True,
+        )  # fmt: skip
+    rows: dict[str, list[PredictionRow]] = {}
+    for site in suite["sites"]:
+        state = out / f"state-{site['name']}"
+        if not (out / f"{site['name']}.done").exists():
+            subprocess.run(
+                [*F2TTA, "run", "--model", str(weights), "--input", str(data / site["name"]),
+                 "--state", str(state), "--out", str(out / f"{site['name']}.csv"), "--no-progress",
+                 "--accept-warnings", "--order", "interleaved", "--order-seed", str(suite["order_seed"])],
+                check=True,
+            )  # fmt: skip
+            (out / f"{site['name']}.done").write_text("")
+        read = [
+            PredictionRow.from_json(json.loads(line))
+            for name in sorted(glob.glob(str(state / "rows" / "*.jsonl")))
+            for line in Path(name).read_text().splitlines()
+        ]
+        rows[site["name"]] = sorted(read, key=lambda r: r.index)
+    return rows
+
+
+def review(rows: list[PredictionRow], classes: int, moment: float, budget: int) -> dict[str, Any]:
+    """Review one site's rows as the product does, the reviewer coming at ``moment``."""
+    labels = np.array([r.ground_truth for r in rows], dtype=np.int64)
+    source = np.array([r.source_prediction for r in rows], dtype=np.int64)
+    reported = np.array([r.prediction for r in rows], dtype=np.int64)
+    n = len(rows)
+    seen = n if moment >= 1.0 else max(1, math.ceil(moment * n))
+    site = SiteReview(None, "/data/site", classes)
+    site.open(rows[:seen])
+    site.complete = seen == n  # the run has decided every image (as the app and f2tta run say)
+    answers = answer_queue(site, labels, budget)
+    if seen < n:
+        site.add_rows(rows[seen:])
+        site.complete = True
+    decisions, shown = site.decisions(), site.shown()
+    online = np.concatenate([reported[:seen], shown[seen:]])
+    counts, online_counts = review_counts(decisions, source, labels), review_counts(online, source, labels)
+    promoted = false = 0
+    for part in site.parts:
+        comparisons = [c for c in part.ladder.comparisons if c.disagreements]
+        p, f = false_promotions(comparisons, labels[part.positions])
+        promoted, false = promoted + p, false + f
+    return {
+        "images": n,
+        "source_errors": int(np.sum(source != labels)),
+        "fixed": counts.fixed,
+        "broken": counts.broken,
+        "online_fixed": online_counts.fixed,
+        "online_broken": online_counts.broken,
+        "answers": answers,
+        "promoted": promoted,
+        "false_promoted": false,
+        "rules": ", ".join(str(p.rule) for p in site.in_use()),
+    }
+
+
+def pooled(units: list[Unit]) -> str:
+    errors = sum(u.source_errors for u in units)
+    removed = sum(u.fixed - u.broken for u in units)
+    online = sum(u.online_fixed - u.online_broken for u in units)
+    shares = [u.removed for u in units if u.source_errors]
+    points = [100 * (u.fixed - u.broken) / u.images for u in units]
+    return (
+        f"{removed} of {errors} errors removed ({removed / max(errors, 1):.1%}; online "
+        f"{online / max(errors, 1):.1%}), median unit {float(np.median(shares)):.1%}, mean "
+        f"{float(np.mean(points)):+.2f} points, harmed {sum(u.broken > u.fixed for u in units)} of "
+        f"{len(units)} (online {sum(u.online_broken > u.online_fixed for u in units)}), promotions "
+        f"{sum(u.promoted for u in units)} (false {sum(u.false_promoted for u in units)}), answers "
+        f"{sum(u.answers for u in units)}, fixed / broken {sum(u.fixed for u in units)} / "
+        f"{sum(u.broken for u in units)}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite", type=Path)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=None, help="the units as JSON")
+    a = parser.parse_args()
+    suite = json.loads(a.suite.read_text())
+    units: list[Unit] = []
+    for spec in suite["kinds"]:
+        kind = spec["kind"]
+        for seed in spec["train_seeds"]:
+            for site, rows in build(suite, kind, seed, a.work).items():
+                for moment in suite["review_moments"]:
+                    for budget in suite["review_budgets"]:
+                        u = Unit(
+                            kind, seed, site, moment, budget, **review(rows, len(KINDS[kind]), moment, budget)
+                        )
+                        units.append(u)
+                        print(
+                            f"{kind} seed {seed} {site}, at {moment:g}, K = {budget}: source accuracy "
+                            f"{1 - u.source_errors / u.images:.3f}, fixed {u.fixed} / broken {u.broken} "
+                            f"({u.removed:.1%} of errors), answers {u.answers}, rule {u.rules}",
+                            flush=True,
+                        )
+    for moment in suite["review_moments"]:
+        for budget in suite["review_budgets"]:
+            mine = [u for u in units if u.moment == moment and u.budget == budget]
+            print(f"pooled, at {moment:g}, K = {budget}: {pooled(mine)}")
+            for kind in KINDS:
+                of_kind = [u for u in mine if u.kind == kind]
+                if of_kind:
+                    print(f"  {kind}: {pooled(of_kind)}")
+    if a.out is not None:
+        a.out.write_text(json.dumps({"suite": suite, "units": [asdict(u) for u in units]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
