@@ -11,6 +11,7 @@ calling the class they show, does, and its certificate counts those answers exac
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -128,3 +129,34 @@ def test_a_class_fitted_rule_is_promoted_falsely_at_most_at_its_level() -> None:
 
 def test_inclusion_is_unchanged_by_the_class() -> None:
     assert inclusion(4, [([0, 1], 1)]).tolist() == [0.5, 0.5, 0.0, 0.0]
+
+
+def test_undo_redo_and_reopen_keep_the_class_the_rule_calls(tmp_path: Path) -> None:
+    """The class-chosen rule through the product's marks: undoing the answer that promoted it puts
+    the source model back; redoing it and reopening the site from its marks file give the same rule,
+    class and decisions."""
+    margin, other, labels = _faded(240, 3)
+    rows = site_rows(
+        margin, {}, CLASSES, "img{:03d}.png", others=other, reference=REF, decision_path="not-accepted"
+    )
+    review = SiteReview(tmp_path, "/data/faded3", 3, seed=3)
+    review.open(rows)
+    answered = 0
+    while review.parts[0].ladder.current != Rule.ANSWERS and (index := review.next_item()) is not None:
+        review.set_mark(rows[index].key, int(labels[index]), "ana")
+        answered += 1
+    ladder = review.parts[0].ladder
+    assert ladder.current == Rule.ANSWERS and ladder.current_other == 2, f"after {answered} answers"
+    promoted = review.decisions().copy()
+    assert np.sum(promoted == labels) > np.sum(np.array([r.source_prediction for r in rows]) == labels)
+    assert review.undo() is not None
+    assert review.parts[0].ladder.current != Rule.ANSWERS
+    assert review.parts[0].ladder.current_other == -1
+    assert review.redo() is not None
+    assert review.parts[0].ladder.current == Rule.ANSWERS and review.parts[0].ladder.current_other == 2
+    assert np.array_equal(review.decisions(), promoted)
+    again = SiteReview(tmp_path, "/data/faded3", 3, seed=3)
+    again.open(rows)
+    assert again.parts[0].ladder.current == Rule.ANSWERS and again.parts[0].ladder.current_other == 2
+    assert np.array_equal(again.decisions(), promoted)
+    assert again.rules_key() == review.rules_key()
