@@ -23,6 +23,14 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class _Worded(StrEnum):
+    """A vocabulary whose members have words for people: its own table in :data:`_WORDS`."""
+
+    @property
+    def words(self) -> str:
+        return _WORDS[type(self)][self]
+
+
 class Rule(StrEnum):
     """A rule that can decide a site's images (the ladder's rungs and candidates)."""
 
@@ -104,8 +112,9 @@ _NAMES: dict[Rule, tuple[str, str]] = {
 }
 
 
-class Verdict(StrEnum):
-    """Where a comparison of the ladder stands (its first block's state too)."""
+class Verdict(_Worded):
+    """Where a comparison of the ladder stands (its first block's state too); its words are for
+    people ("better, in use"; "not shown better")."""
 
     OPEN = "open"
     VERIFIED = "verified"  # A1 against A0: adapting helps
@@ -114,16 +123,11 @@ class Verdict(StrEnum):
     NOT_BETTER = "not better"
 
     @property
-    def words(self) -> str:
-        """The verdict for people ("better, in use"; "not shown better")."""
-        return _VERDICT_WORDS[self]
-
-    @property
     def decided(self) -> bool:
         return self is not Verdict.OPEN
 
 
-_VERDICT_WORDS = {
+_VERDICT_WORDS: dict[_Worded, str] = {
     Verdict.OPEN: "under review",
     Verdict.VERIFIED: "better",
     Verdict.REVERTED: "worse, turned back",
@@ -139,8 +143,9 @@ class BlockEnd(StrEnum):
     STOPPED = "stopped"  # it showed no gain: the candidate decides nothing beyond its coverage
 
 
-class DecisionPath(StrEnum):
-    """Where a row's decision came from (I-DiPT+'s paths, and the two a site's review adds)."""
+class DecisionPath(_Worded):
+    """Where a row's decision came from (I-DiPT+'s paths, and the two a site's review adds); its
+    words say who decided, in a table cell ("original model", "site threshold (unreviewed)")."""
 
     SOURCE_LIKE = "source-like"  # the image looks like the source site: the source model decides
     ACCEPTED = "accepted"  # the site threshold, reported without review
@@ -149,13 +154,8 @@ class DecisionPath(StrEnum):
     REVIEWED = "reviewed"  # the rule the site's reviews put in use decides it (the app and the reports)
     PROVISIONAL = "provisional"  # a promoted rule's call that no certificate covers yet
 
-    @property
-    def words(self) -> str:
-        """Who decided, in a table cell ("original model", "site threshold (unreviewed)")."""
-        return _PATH_WORDS[self]
 
-
-_PATH_WORDS = {
+_PATH_WORDS: dict[_Worded, str] = {
     DecisionPath.SOURCE_LIKE: "original model",
     DecisionPath.NOT_ACCEPTED: "original model",
     DecisionPath.HELD: "original model",  # its site threshold awaits review: the row's reason says so
@@ -165,24 +165,27 @@ _PATH_WORDS = {
 }
 
 
-class NoSiteRule(StrEnum):
+class NoSiteRule(_Worded):
     """Why a method proposed no site threshold for an image (I-DiPT+'s operating point did not run):
-    the reason its rows record (``decision_reason``), read back as a member, never by its words."""
+    the reason its rows record (``decision_reason``), read back as a member, never by its words,
+    which are for people ("the model has no source reference")."""
 
     NO_REFERENCE = "no source reference"
     SWITCHED_OFF = "operating point off"
     MANY_CLASSES = "more than two classes"
 
-    @property
-    def words(self) -> str:
-        """The reason for people ("the model has no source reference")."""
-        return _NO_SITE_RULE_WORDS[self]
 
-
-_NO_SITE_RULE_WORDS = {
+_NO_SITE_RULE_WORDS: dict[_Worded, str] = {
     NoSiteRule.NO_REFERENCE: "the model has no source reference; f2tta reference makes one",
     NoSiteRule.SWITCHED_OFF: "the site threshold is switched off in the method's settings",
     NoSiteRule.MANY_CLASSES: "the model has more than two classes",
+}
+
+# Keyed by class: members of different vocabularies may share a value, hence a hash.
+_WORDS: dict[type[_Worded], dict[_Worded, str]] = {
+    Verdict: _VERDICT_WORDS,
+    DecisionPath: _PATH_WORDS,
+    NoSiteRule: _NO_SITE_RULE_WORDS,
 }
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.methods.idipt_plus._fit import OperatingPointSettings
 from engine.methods.idipt_plus._units import Unit
 
 POOL_SIZE = 256  # unassigned images remembered at most (the oldest leave first)
@@ -48,36 +49,22 @@ class SiteGroups:
     """The groups of one stream (see the module docstring).
 
     Args:
-        join: largest distance to a centroid, in source radii, at which an image joins.
-        merge: groups whose centroids are closer than this, in source radii, become one.
+        settings: the operating point's settings; the groups follow its ``join`` (largest distance
+            to a centroid, in source radii, at which an image joins), ``merge`` (groups whose
+            centroids are closer than this, in source radii, become one), ``seed_images`` (pooled
+            images that found a group), ``capacity`` (images per group kept for fitting),
+            ``feature_dims`` (K, the feature coordinates kept per image) and ``max_groups``
+            (groups kept at most).
         radius: the source reference's radius.
-        seed_images: pooled images that found a group.
-        capacity: images per group kept for fitting.
-        feature_dim: K, the feature coordinates kept per image.
-        max_groups: groups kept at most.
         seed: seeds the groups' samples.
         new_ident: hands out unit numbers (shared with the sites that name themselves).
     """
 
     def __init__(
-        self,
-        join: float,
-        merge: float,
-        radius: float,
-        seed_images: int,
-        capacity: int,
-        feature_dim: int,
-        max_groups: int,
-        seed: int,
-        new_ident: Callable[[], int],
+        self, settings: OperatingPointSettings, radius: float, seed: int, new_ident: Callable[[], int]
     ) -> None:
-        self.join = join
-        self.merge = merge
+        self.settings = settings
         self.radius = radius
-        self.seed_images = seed_images
-        self.capacity = capacity
-        self.feature_dim = feature_dim
-        self.max_groups = max_groups
         self.seed = seed
         self.new_ident = new_ident
         self.groups: list[Unit] = []
@@ -100,7 +87,7 @@ class SiteGroups:
         A group founded by this image's arrival is returned with the image already in it.
         """
         group, dist = self.nearest(appearance)
-        if group is not None and dist <= self.join:
+        if group is not None and dist <= self.settings.join:
             self._add(group, appearance, margin, coords, index)
             return self._merge_into(group)
         self.pool.append(Pooled(np.array(appearance, dtype=np.float64), margin, coords.copy(), index))
@@ -116,21 +103,21 @@ class SiteGroups:
 
     def _found(self, index: int) -> Unit | None:
         """Found a group on the pool's densest neighbourhood when it holds ``seed_images``."""
-        if len(self.pool) < self.seed_images:
+        if len(self.pool) < self.settings.seed_images:
             return None
         points = np.stack([p.appearance for p in self.pool])
         sq = (points**2).sum(axis=1)
         dist2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * points @ points.T, 0.0)
-        near = dist2 <= (self.join * self.radius) ** 2
+        near = dist2 <= (self.settings.join * self.radius) ** 2
         counts = near.sum(axis=1)
         best = int(np.argmax(counts))
-        if counts[best] < self.seed_images:
+        if counts[best] < self.settings.seed_images:
             return None
         members = [p for p, keep in zip(self.pool, near[best], strict=True) if keep]
         self.pool = [p for p, keep in zip(self.pool, near[best], strict=True) if not keep]
-        if len(self.groups) >= self.max_groups:
+        if len(self.groups) >= self.settings.max_groups:
             self.groups.remove(min(self.groups, key=lambda g: g.last_seen))
-        group = Unit.empty(self.new_ident(), "", self.capacity, self.feature_dim, index)
+        group = Unit.empty(self.new_ident(), "", self.settings.capacity, self.settings.feature_dims, index)
         group.centroid = np.zeros_like(members[0].appearance)
         self.created += 1
         for p in members:
@@ -144,10 +131,11 @@ class SiteGroups:
     def _merge_into(self, group: Unit) -> Unit:
         """Merge every other group whose centroid lies within ``merge`` radii of ``group``'s;
         returns the group that holds ``group``'s images afterwards (the older one keeps its number)."""
+        reach = self.settings.merge * self.radius
         for other in list(self.groups):
             if other is group or other not in self.groups:
                 continue
-            if float(np.sqrt(((other.centroid - group.centroid) ** 2).sum())) <= self.merge * self.radius:
+            if float(np.sqrt(((other.centroid - group.centroid) ** 2).sum())) <= reach:
                 keep, gone = (group, other) if group.ident < other.ident else (other, group)
                 keep.absorb(gone, self.seed)
                 self.groups.remove(gone)

@@ -130,17 +130,7 @@ class OperatingPoint:
         self.units_created = 0
         self.sites: dict[str, Unit] = {}  # units of named sites, by name
         self.parts: dict[str, list[Unit]] = {}  # the two parts of each named site that split (_split)
-        self.groups = SiteGroups(
-            settings.join,
-            settings.merge,
-            radius,
-            settings.seed_images,
-            settings.capacity,
-            settings.feature_dims,
-            settings.max_groups,
-            seed,
-            self._new_ident,
-        )
+        self.groups = SiteGroups(settings, radius, seed, self._new_ident)
         self.seen = 0
 
     def _new_ident(self) -> int:
