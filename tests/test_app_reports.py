@@ -9,6 +9,7 @@ from pathlib import Path
 from app_fixtures import CLASSES, report_data, sample_row
 from app_studio import read_pdf_text
 
+from app.core.stats import RunStatistics
 from app.reports.files import config_document, write_csv
 from app.reports.qupath import geojson_document
 from engine.run.rows import CSV_COLUMNS
@@ -108,3 +109,32 @@ def test_the_pdf_states_each_applicability_warning_once() -> None:
     data = dataclasses.replace(data, label_notes=(*gate, extra))
     html = "".join(b.html for b in report_blocks(data, width=680, with_images=False))
     assert "Does the model apply?" in html and html.count(gate[0]) == 1 and extra in html
+
+
+def test_the_summary_names_the_class_it_counts() -> None:
+    """Two classes: "Predicted tumor" (the card's positive class), not "Predicted positive"; more
+    classes: every class's count, since no class of a grading or tissue model is the positive one
+    (a four-class report once said "Predicted positive" of the images called normal)."""
+    from app.reports.pdf import report_html
+
+    two = report_data((sample_row(0, pred=1), sample_row(1, pred=0), sample_row(2, pred=1)))
+    page = report_html(two, with_images=False)
+    assert "Predicted tumor" in page and "Predicted positive" not in page
+    assert config_document(two)["summary"]["predicted_by_class"] == {"normal": 1, "tumor": 2}
+    four = ("inflamed", "normal", "stroma", "tumour")
+    rows = tuple(
+        dataclasses.replace(sample_row(i), prediction=p, prediction_label=four[p])
+        for i, p in enumerate([2, 2, 0, 1])
+    )
+    stats = RunStatistics()
+    stats.extend(rows)
+    data = report_data(rows, classes=four, card={"classes": list(four)}, summary=stats.summary())
+    page = report_html(data, with_images=False)
+    assert "Predicted, by class" in page and "inflamed 1 · normal 1 · stroma 2 · tumour 0" in page
+    assert "Predicted positive" not in page and "Predicted normal" not in page
+    assert config_document(data)["summary"]["predicted_by_class"] == {
+        "inflamed": 1,
+        "normal": 1,
+        "stroma": 2,
+        "tumour": 0,
+    }

@@ -75,6 +75,7 @@ class Summary:
     low_confidence: int
     guard_events: int = 0  # images after which the collapse guard reset image-specific state
     skipped_updates: int = 0  # images whose update the method skipped (non-finite loss)
+    by_class: tuple[int, ...] = ()  # images decided as each class, by class index (up to the last decided)
 
     @property
     def adapted_accuracy(self) -> float:
@@ -143,6 +144,7 @@ class RunStatistics:
             low_confidence=int((conf < self.low_confidence).sum()),
             guard_events=self._guard_events,
             skipped_updates=self._skipped_updates,
+            by_class=tuple(int(n) for n in np.bincount(pred.astype(np.int64))) if pred.size else (),
         )
 
     def plot_data(self) -> PlotData:

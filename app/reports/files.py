@@ -318,7 +318,10 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "adapted_accuracy": None if not math.isfinite(s.adapted_accuracy) else s.adapted_accuracy,
             "source_accuracy": None if not math.isfinite(s.source_accuracy) else s.source_accuracy,
             "accuracy_measured_against": data.metrics_truth or None,
-            "positive": s.positive,
+            "positive": s.positive,  # decided as the card's positive_class (class 1 when it names none)
+            "predicted_by_class": {
+                c: n for c, n in zip(data.classes, padded_counts(s.by_class, len(data.classes)), strict=True)
+            },
             "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
             "low_confidence": s.low_confidence,
             "guard_events": s.guard_events,
@@ -409,3 +412,8 @@ def stage_tabular_reports(directory: Path, data: ReportData) -> StagedReports:
         discard(directory)
         raise
     return StagedReports(directory, tuple(name for name, _ in files), data.remove)
+
+
+def padded_counts(counts: tuple[int, ...], classes: int) -> list[int]:
+    """Per-class counts as long as the model's classes (a class nobody was decided as counts 0)."""
+    return (list(counts) + [0] * classes)[:classes]

@@ -9,6 +9,7 @@ table, the method and state, events and errors, and the hyper-parameters in an a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from app import APP_NAME
 from app.core.clinical import CONFIDENT
 from app.core.figures import DATASET, REVIEWED
 from app.core.overlay import PROB_COLORS, PROB_STOPS
-from app.reports.files import ReportData
+from app.reports.files import ReportData, padded_counts
 from app.reports.pdf_figures import figure_blocks, gate_note
 from app.reports.pdf_html import (
     MUTED,
@@ -71,6 +72,17 @@ def title_block(data: ReportData) -> Block:
     )
 
 
+def _predicted(data: ReportData, share: Callable[[int], str]) -> tuple[str, str]:
+    """How many images were decided as the positive class (two classes: "Predicted tumor"), or as
+    each class (more: a model with no positive class, where one class's count says little)."""
+    classes = data.classes
+    if len(classes) > 2:
+        counts = padded_counts(data.summary.by_class, len(classes))
+        return "Predicted, by class", " · ".join(f"{c} {n}" for c, n in zip(classes, counts, strict=True))
+    name = classes[int(data.card.get("positive_class", 1))] if len(classes) == 2 else "positive"
+    return f"Predicted {name}", share(data.summary.positive)
+
+
 def summary_block(data: ReportData) -> Block:
     s = data.summary
 
@@ -84,7 +96,7 @@ def summary_block(data: ReportData) -> Block:
         ("Method", data.method_label or data.method),
         ("Images processed", s.images),
         ("Changed from the original model's call", share(s.changed)),
-        ("Predicted positive", share(s.positive)),
+        _predicted(data, share),
         ("Mean confidence", "n/a" if not math.isfinite(s.mean_confidence) else f"{s.mean_confidence:.3f}"),
         ("Low-confidence predictions", s.low_confidence),
     ]
