@@ -13,8 +13,17 @@ import dataclasses
 import numpy as np
 
 from engine.run.review import SiteReview
-from engine.run.review_outlook import ANSWERS_WHEN_CLEARLY_BETTER, FROM_THE_TERMINAL, outlook
+from engine.run.review_outlook import (
+    ANSWERS_WHEN_CLEARLY_BETTER,
+    FROM_THE_TERMINAL,
+    Change,
+    Outlook,
+    Step,
+    outlook,
+)
+from engine.run.review_parts import PartRule
 from engine.run.rows import PredictionRow
+from engine.vocabulary import Rule
 from tests.review_rows import CLASSES, site_rows
 
 
@@ -118,3 +127,30 @@ def test_where_reviewing_cannot_change_anything_it_says_why() -> None:
     assert outlook(SiteReview(None, "/data/empty", 2)).sentence(CLASSES) == (
         "No image of this folder has been processed yet."
     )
+
+
+def test_a_threshold_fitted_again_is_not_named_as_the_one_in_use() -> None:
+    """Seen on a four-class folder: "The threshold fitted to the answers decides this folder …
+    The threshold fitted to the answers would call 54 of the 240 images otherwise" named the rule in
+    use and the one under review alike. The one fitted again is "a new threshold fitted to all your
+    answers so far"; under another rule in use it keeps its own name."""
+    testing = Step(Rule.ANSWERS, "", 240, (Change(1, 0, 51, 51, 40),), answers=5)
+    facts = Outlook(
+        images=240,
+        parts=(PartRule("", 240, Rule.ANSWERS),),
+        answers=9,
+        changed=(Change(1, 0, 48, 48, 43),),
+        reverted=None,
+        provisional=0,
+        testing=testing,
+        next=None,
+        nothing="",
+    )
+    text = facts.sentence(CLASSES)
+    assert text.startswith("The threshold fitted to the answers decides this folder")
+    assert " A new threshold fitted to all your answers so far would call 51 of the 240 images" in text
+    assert text.count("The threshold fitted to the answers") == 1
+    under_fit = dataclasses.replace(facts, parts=(PartRule("", 240, Rule.FIT),))
+    assert " The threshold fitted to the answers would call 51" in under_fit.sentence(CLASSES)
+    waiting = dataclasses.replace(facts, testing=None, next=dataclasses.replace(testing, answers=0))
+    assert " A new threshold fitted to all your answers so far would call 51" in waiting.sentence(CLASSES)

@@ -108,7 +108,7 @@ class Outlook:
             left = answers - t.answers
             more = f"about {left} more" if left > 0 else "a few more"
             text += (
-                f" {_capital(t.rule.words)} would call {_calls(t, classes)}; your {t.answers} "
+                f" {_capital(self._named(t))} would call {_calls(t, classes)}; your {t.answers} "
                 f"answer{'s' if t.answers != 1 else ''} so far {'have' if t.answers != 1 else 'has'} not "
                 f"shown whether it is better: {more} {where}."
             )
@@ -116,12 +116,20 @@ class Outlook:
             total = sum(c.images for c in step.changes)
             ask = f"about {answers} of them" if total > answers else ("it" if total == 1 else "them")
             text += (
-                f" {_capital(step.rule.words)} would call {_calls(step, classes)}; answering {ask} {where} "
+                f" {_capital(self._named(step))} would call {_calls(step, classes)}; answering {ask} {where} "
                 "shows whether it is better."
             )
         elif self.nothing:
             text += f" {self.nothing}"
         return text
+
+    def _named(self, step: Step) -> str:
+        """The rule under review in a sentence; a threshold fitted to the answers again, while one
+        fitted to fewer answers decides, is "a new threshold fitted to all your answers so far"
+        (not the name of the rule in use: the sentence then named two rules alike)."""
+        if step.rule == Rule.ANSWERS and any(p.rule == Rule.ANSWERS for p in self.parts):
+            return "a new threshold fitted to all your answers so far"
+        return step.rule.words
 
     def _decider(self, classes: Sequence[str]) -> str:
         answers = f"your {self.answers} answer{'s' if self.answers != 1 else ''}"
