@@ -16,6 +16,7 @@ without answers no decision changed). Everything is generated here; nothing is d
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -207,3 +208,19 @@ def _print_reviews(reviews: dict[str, SiteReview], budget: int, source_domain: s
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def install_demo_model(model: Path, out_dir: Path, dataset: str) -> None:
+    """Copy a checkpoint written by ``f2tta train-source`` (``NAME.safetensors``, its card
+    ``NAME.json`` and its source reference ``NAME.reference.safetensors``) into ``out_dir`` as
+    ``model.*``, the card naming ``dataset`` instead of the temporary folder it was trained from
+    and the reference by its new name (the shipped demo models, ``scripts/make_*_demo*.py``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model, out_dir / "model.safetensors")
+    shutil.copyfile(model.with_suffix(".reference.safetensors"), out_dir / "model.reference.safetensors")
+    card = json.loads(model.with_suffix(".json").read_text())
+    card["training"]["dataset"]["root"] = dataset
+    card["training"]["source_reference"]["file"] = "model.reference.safetensors"
+    (out_dir / "model.json").write_text(json.dumps(card, indent=2) + "\n")
+    for path in out_dir.glob("model.*"):
+        path.chmod(0o644)

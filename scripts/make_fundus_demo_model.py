@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from lab.demo import install_demo_model  # noqa: E402
 
 SEED, SOURCE, EPOCHS, PATIENCE = 0, "site1", 30, 8
 FRESH_N, FRESH_SEED = 200, 2024
@@ -39,17 +40,7 @@ def train(out_dir: Path) -> None:
             ],
             check=True,
         )  # fmt: skip
-        out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(model, out_dir / "model.safetensors")
-        shutil.copyfile(
-            model.with_name("fundus.reference.safetensors"), out_dir / "model.reference.safetensors"
-        )
-        card = json.loads(model.with_suffix(".json").read_text())
-        card["training"]["dataset"]["root"] = f"f2tta synth fundus --seed {SEED} (temporary)"
-        card["training"]["source_reference"]["file"] = "model.reference.safetensors"
-        (out_dir / "model.json").write_text(json.dumps(card, indent=2) + "\n")
-    for path in out_dir.glob("model.*"):
-        path.chmod(0o644)
+        install_demo_model(model, out_dir, f"f2tta synth fundus --seed {SEED} (temporary)")
 
 
 def write_readme(out_dir: Path) -> str:

@@ -141,7 +141,7 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
 ) -> None:
     from app.core.settings import FUNDUS_DEMO_MODEL, available_demos
 
-    if available_demos() != {"histology", "fundus"}:
+    if available_demos() != {"histology", "fundus", "tissue"}:
         pytest.skip("the demo models or sets are not in this checkout")
     c = studio.open(method="source", method_config={})
     window = c.window
@@ -160,6 +160,17 @@ def test_first_launch_offers_the_demo_sets_and_each_opens_with_its_model(
     )
     assert len(source.items) == 160 and all(it.ground_truth is not None for it in source.items)
     assert window.panes.left.currentWidget() is not window.welcome and not window.banners.items
+    # the four-class demo, from the Help menu's action as from any project
+    with qtbot.waitSignal(c.sourceOpened, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
+        window.commands.demos["tissue"].trigger()
+    assert c.controller.state.info is not None and c.controller.state.info.card.classes == (
+        "inflamed",
+        "normal",
+        "stroma",
+        "tumour",
+    )
+    assert c.controller.state.settings.project == "Demo tissue types"
+    assert len(blocker.args[0].source.items) == 160 and not window.banners.items
 
 
 def test_a_long_line_on_the_welcome_page_leaves_the_tables_names_readable(qtbot: object) -> None:

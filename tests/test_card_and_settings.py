@@ -112,7 +112,8 @@ def test_card_values_are_typed_and_bounded_before_use(
 
 def test_the_shipped_demo_cards_still_load() -> None:
     root = Path(__file__).resolve().parents[1] / "resources"
-    for checkpoint in (root / "demo" / "model.safetensors", root / "demo-fundus" / "model.safetensors"):
+    for folder in ("demo", "demo-fundus", "demo-tissue"):
+        checkpoint = root / folder / "model.safetensors"
         assert load_model(checkpoint).card.training, checkpoint
 
 

@@ -49,8 +49,10 @@ def test_the_new_project_dialog_offers_the_current_model_then_each_demo_once(tmp
     assert [c.label for c in choices] == [
         "The histology demo model (the current project's)",
         "The fundus photographs demo model",
+        "The four-class tissue demo model",
     ]
     assert choices[0].text.startswith("Histology") and choices[1].text.startswith("Fundus")
+    assert "inflamed / normal / stroma / tumour" in choices[2].text
     assert [c.path for c in model_choices(None, {})] == []
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from app._engine import KIND_NAMES, JsonFileError, ModelCard, model_kind, read_json_file
 from app.core.names import describe_model
 from app.core.projects import ProjectInfo
+from app.core.settings import DEMO_NAMES
 
 MAX_CARD_BYTES = 1 << 20  # a model card is a small JSON file
 MAX_CARD_DEPTH = 64  # the engine's own limit on a card's nesting
@@ -127,12 +128,12 @@ def model_choices(current: Path | None, demos: dict[str, Path]) -> list[ModelCho
         )
         label = "The current project's model"
         if demo is not None:  # say which: "model.safetensors" names neither demo
-            label = f"The {KIND_NAMES.get(demo, demo)} demo model (the current project's)"
+            label = f"The {KIND_NAMES.get(demo, DEMO_NAMES.get(demo, demo))} demo model (the current project's)"
         choices.append(ModelChoice(label, str(current), model_file_text(current)))
         seen.add(current.resolve())
     for kind, path in demos.items():
         if path.is_file() and path.resolve() not in seen:
-            label = f"The {KIND_NAMES.get(kind, kind)} demo model"
+            label = f"The {KIND_NAMES.get(kind, DEMO_NAMES.get(kind, kind))} demo model"
             choices.append(ModelChoice(label, str(path), model_file_text(path)))
             seen.add(path.resolve())
     return choices

@@ -30,9 +30,12 @@ logger = logging.getLogger(__name__)
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 DEMO_MODEL = RESOURCES / "demo" / "model.safetensors"  # histology, the default model
 FUNDUS_DEMO_MODEL = RESOURCES / "demo-fundus" / "model.safetensors"
-DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL}
+TISSUE_DEMO_MODEL = RESOURCES / "demo-tissue" / "model.safetensors"  # four classes (issue 39)
+DEMO_MODELS = {"histology": DEMO_MODEL, "fundus": FUNDUS_DEMO_MODEL, "tissue": TISSUE_DEMO_MODEL}
 DEMO_SETS = {kind: RESOURCES / "demo-sets" / kind for kind in DEMO_MODELS}
-DEMO_PROJECTS = {"histology": "Demo histology", "fundus": "Demo fundus"}
+DEMO_PROJECTS = {"histology": "Demo histology", "fundus": "Demo fundus", "tissue": "Demo tissue types"}
+#: Each demo in a menu item or button: "Try the histology demo".
+DEMO_NAMES = {"histology": "histology", "fundus": "fundus", "tissue": "four-class tissue"}
 
 FOLDER_KINDS = ("folder", "slide", "export", "model")  # the file dialogs that remember where they were
 ModelCheck = Callable[[str], "str | None"]  # model path text -> why it cannot be used (None: fine)

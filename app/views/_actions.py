@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel, QMenu, QMenuBar, QToolBar
 
 from app.core.arrival import ORDER_LABELS
 from app.core.recent import InputLine
+from app.core.settings import DEMO_NAMES
 from app.views import _prompts as ask
 from app.views._layout import PANES, Panes
 from app.views._plain import plain_tooltip
@@ -83,11 +84,11 @@ class WindowActions:
         self.demos = {
             kind: action(
                 w,
-                f"Try the {kind} demo",
+                f"Try the {name} demo",
                 partial(w.demoRequested.emit, kind),
-                tip=f"The {kind} demo set through its demo model, in a project of its own",
+                tip=f"The {name} demo set through its demo model, in a project of its own",
             )
-            for kind in ("histology", "fundus")
+            for kind, name in DEMO_NAMES.items()
         }
         self.toggle_overlay = action(w, "Toggle overlay", image.toggle_overlay, "O")
         self.fit = action(w, "Fit image", image.fit, "F")

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QVB
 
 from app.core.names import ANSWERS_WHEN_CLEARLY_BETTER
 from app.core.recent import InputLine
+from app.core.settings import DEMO_NAMES
 from app.views._plain import plain_label, plain_tooltip
 
 SHOWN_INPUTS = 8  # the welcome page lists this many; File ▸ Open recent lists them all
@@ -19,7 +20,7 @@ class WelcomePanel(QWidget):
 
     Signals:
         openFolderClicked(), openSlideClicked(): the user wants to choose something to open.
-        demoClicked(str): the demo set of this kind ("histology" or "fundus").
+        demoClicked(str): the demo set of this kind ("histology", "fundus" or "tissue").
         newProjectClicked(): the user wants a new project.
         inputClicked(str, str): open this folder or slide again (path, "folder" or "slide").
         reportsClicked(str): show the folder the reports of an input were written into.
@@ -60,6 +61,7 @@ class WelcomePanel(QWidget):
         self.slide_button = QPushButton("Open slide… (Ctrl+Shift+O)")
         self.histology_button = QPushButton("Try the histology demo")
         self.fundus_button = QPushButton("Try the fundus demo")
+        self.tissue_button = QPushButton(f"Try the {DEMO_NAMES['tissue']} demo")
         self.new_project_button = QPushButton("New project… (Ctrl+N)")
         self.model_label = plain_label("")
         self.model_label.setWordWrap(True)
@@ -69,7 +71,8 @@ class WelcomePanel(QWidget):
         buttons.addWidget(self.slide_button, 0, 1)
         buttons.addWidget(self.histology_button, 1, 0)
         buttons.addWidget(self.fundus_button, 1, 1)
-        buttons.addWidget(self.new_project_button, 2, 0)
+        buttons.addWidget(self.tissue_button, 2, 0)
+        buttons.addWidget(self.new_project_button, 2, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 16, 24, 16)
         layout.addStretch(1)
@@ -88,6 +91,7 @@ class WelcomePanel(QWidget):
         self.slide_button.clicked.connect(self.openSlideClicked)
         self.histology_button.clicked.connect(lambda: self.demoClicked.emit("histology"))
         self.fundus_button.clicked.connect(lambda: self.demoClicked.emit("fundus"))
+        self.tissue_button.clicked.connect(lambda: self.demoClicked.emit("tissue"))
         self.new_project_button.clicked.connect(self.newProjectClicked)
         self.set_inputs([])
 
@@ -98,6 +102,7 @@ class WelcomePanel(QWidget):
         """Offer only the demo sets that are installed."""
         self.histology_button.setVisible("histology" in available)
         self.fundus_button.setVisible("fundus" in available)
+        self.tissue_button.setVisible("tissue" in available)
 
     def set_project(self, name: str, details: str) -> None:
         """The current project and its model (by its card) and images seen."""

@@ -87,7 +87,7 @@ class WindowBase(QMainWindow):
     queueRequested = Signal()  # the review queue (Q): the controller starts a comparison if none is open
     undoRequested = Signal(bool)  # take the last review mark change back (True: redo the last undone one)
     bannerActionTriggered = Signal(str, str)  # banner key, action id
-    demoRequested = Signal(str)  # "histology" or "fundus"
+    demoRequested = Signal(str)  # "histology", "fundus" or "tissue" (app.core.settings.DEMO_MODELS)
     cohortSiteRequested = Signal(
         object
     )  # a cohort's site to review (app.core.cohort_sites.CohortSiteRequest)
