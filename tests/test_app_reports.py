@@ -136,5 +136,27 @@ def test_the_summary_names_the_class_it_counts() -> None:
         "inflamed": 1,
         "normal": 1,
         "stroma": 2,
-        "tumour": 0,
     }
+
+
+def test_a_model_of_many_classes_counts_its_most_frequent_calls() -> None:
+    from app.reports.pdf import report_html
+    from app.reports.pdf_blocks import SHOWN_CLASSES
+
+    many = tuple(f"type {k}" for k in range(SHOWN_CLASSES + 4))
+    calls = [k for k in range(SHOWN_CLASSES + 2) for _ in range(k + 1)]  # type k called k + 1 times
+    rows = tuple(
+        dataclasses.replace(sample_row(i), prediction=p, prediction_label=many[p])
+        for i, p in enumerate(calls)
+    )
+    stats = RunStatistics()
+    stats.extend(rows)
+    page = report_html(
+        report_data(rows, classes=many, card={"classes": list(many)}, summary=stats.summary()),
+        with_images=False,
+    )
+    top = SHOWN_CLASSES + 1  # the most frequent first, the two least frequent together
+    assert (
+        "Predicted, most frequent classes" in page and f"type {top} {top + 1} · type {top - 1} {top}" in page
+    )
+    assert f"type {top - SHOWN_CLASSES + 1} {top - SHOWN_CLASSES + 2} · 2 other classes 3" in page

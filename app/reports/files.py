@@ -319,8 +319,11 @@ def config_document(data: ReportData) -> dict[str, Any]:
             "source_accuracy": None if not math.isfinite(s.source_accuracy) else s.source_accuracy,
             "accuracy_measured_against": data.metrics_truth or None,
             "positive": s.positive,  # decided as the card's positive_class (class 1 when it names none)
+            # the classes images were decided as (a class absent: none), so it grows with the images
             "predicted_by_class": {
-                c: n for c, n in zip(data.classes, padded_counts(s.by_class, len(data.classes)), strict=True)
+                c: n
+                for c, n in zip(data.classes, padded_counts(s.by_class, len(data.classes)), strict=True)
+                if n
             },
             "mean_confidence": None if not math.isfinite(s.mean_confidence) else s.mean_confidence,
             "low_confidence": s.low_confidence,

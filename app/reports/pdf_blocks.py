@@ -72,13 +72,24 @@ def title_block(data: ReportData) -> Block:
     )
 
 
+#: Classes the summary counts one by one (more: the most frequent, then the rest together).
+SHOWN_CLASSES = 8
+
+
 def _predicted(data: ReportData, share: Callable[[int], str]) -> tuple[str, str]:
     """How many images were decided as the positive class (two classes: "Predicted tumor"), or as
     each class (more: a model with no positive class, where one class's count says little)."""
     classes = data.classes
     if len(classes) > 2:
         counts = padded_counts(data.summary.by_class, len(classes))
-        return "Predicted, by class", " · ".join(f"{c} {n}" for c, n in zip(classes, counts, strict=True))
+        if len(classes) <= SHOWN_CLASSES:
+            return "Predicted, by class", " · ".join(f"{c} {n}" for c, n in zip(classes, counts, strict=True))
+        # a model of many classes: its most frequent calls (the line stays one line)
+        top = sorted((n, i) for i, n in enumerate(counts) if n)[::-1]
+        shown = " · ".join(f"{classes[i]} {n}" for n, i in top[:SHOWN_CLASSES])
+        rest = sum(n for n, _ in top[SHOWN_CLASSES:])
+        more = f" · {len(top) - SHOWN_CLASSES} other classes {rest}" if len(top) > SHOWN_CLASSES else ""
+        return "Predicted, most frequent classes", shown + more
     name = classes[int(data.card.get("positive_class", 1))] if len(classes) == 2 else "positive"
     return f"Predicted {name}", share(data.summary.positive)
 
