@@ -18,7 +18,8 @@ prior estimate, a rule that decides each image itself, not a threshold); the oth
 candidates of a two-class model need its source reference's two class means and are not computed.
 
 **Best-fit threshold** (:func:`best_fit_thresholds`): where the site's margins fall into two
-groups (all of them; where that changes no call, those on the side of 0 that holds most images). Two Gaussians with one variance, fitted by EM to the margins of the images so far; the
+groups (all of them; where that calls fewer than a twentieth of them otherwise than the model
+does, those on the side of 0 that holds most images). Two Gaussians with one variance, fitted by EM to the margins of the images so far; the
 threshold is where an image is equally likely to belong to either, kept only where the margins
 do fall into two groups: each holds at least a twentieth of the images, the means are at least two
 standard deviations apart, the fitted density has two modes (a dip between the means), and the
@@ -123,10 +124,12 @@ def _log_density(x: np.ndarray, lo: float, hi: float, var: float, p_hi: float) -
 
 
 def site_fit(margin: np.ndarray) -> float:
-    """The best-fit threshold of a site's margins so far: of all of them, or, where that changes no
-    call (no margin between it and 0) or finds no two groups, of those on the side of 0 that holds
-    most images (a site where the model calls almost everything one way hides its second group
-    there; nan: neither)."""
+    """The best-fit threshold of a site's margins so far: of all of them, or, where that calls
+    fewer than a twentieth of the images otherwise than 0 does (:data:`LEAST_SHARE`: the split of
+    all the margins is then the model's own, and the group it missed is smaller than any group the
+    mixture keeps) or finds no two groups, of those on the side of 0 that holds most images (a
+    site where the model calls almost everything one way hides its second group there; nan:
+    neither)."""
     t = two_groups(margin)
     if math.isfinite(t) and _moves(margin, t):
         return t
@@ -136,8 +139,9 @@ def site_fit(margin: np.ndarray) -> float:
 
 
 def _moves(margin: np.ndarray, t: float) -> bool:
-    """Whether ``t`` calls some image otherwise than 0 does."""
-    return bool(np.any((margin > t) != (margin > 0)))
+    """Whether ``t`` calls at least a twentieth of the images (one at least) otherwise than 0 does."""
+    moved = int(np.sum((margin > t) != (margin > 0)))
+    return moved >= max(1.0, LEAST_SHARE * margin.size)
 
 
 def best_fit_thresholds(margin: np.ndarray, earlier: BestFits | None = None) -> np.ndarray:
