@@ -21,7 +21,10 @@ also what was shown while the folder arrived (online). ``--out`` keeps them as J
     PYTHONPATH=. .venv/bin/python scripts/many_classes_suite.py benchmarks/suites/many-classes-7.json \
         --work WORK --out RESULT.json
 
-``WORK`` keeps the data, models and states: a second run reuses what is there.
+``WORK`` keeps the data, models and states: a second run reuses what is there. ``--also-before
+a7fdd40`` reviews the same rows again with the best-fit threshold as it was before that commit (a
+split of all the margins kept wherever it moved one image; the thresholds are fitted at review, so
+no second run is needed) and prints its pooled lines after the others.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.review import classes
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.reviewer import answer_queue, false_promotions, review_counts
@@ -170,40 +174,69 @@ def pooled(units: list[Unit]) -> str:
     )
 
 
+def reviewed_units(
+    suite: dict[str, Any], built: dict[tuple[str, int, str], list[PredictionRow]]
+) -> list[Unit]:
+    """Every unit at every moment and K, printed as it is reviewed."""
+    units: list[Unit] = []
+    for (kind, seed, site), rows in built.items():
+        for moment in suite["review_moments"]:
+            for budget in suite["review_budgets"]:
+                u = Unit(kind, seed, site, moment, budget, **review(rows, len(KINDS[kind]), moment, budget))
+                units.append(u)
+                print(
+                    f"{kind} seed {seed} {site}, at {moment:g}, K = {budget}: source accuracy "
+                    f"{1 - u.source_errors / u.images:.3f}, fixed {u.fixed} / broken {u.broken} "
+                    f"({u.removed:.1%} of errors), answers {u.answers}, rule {u.rules}",
+                    flush=True,
+                )
+    return units
+
+
+def print_pooled(suite: dict[str, Any], units: list[Unit], label: str = "") -> None:
+    for moment in suite["review_moments"]:
+        for budget in suite["review_budgets"]:
+            mine = [u for u in units if u.moment == moment and u.budget == budget]
+            print(f"pooled{label}, at {moment:g}, K = {budget}: {pooled(mine)}")
+            for kind in KINDS:
+                of_kind = [u for u in mine if u.kind == kind]
+                if of_kind:
+                    print(f"  {kind}: {pooled(of_kind)}")
+
+
+def _moves_before_a7fdd40(margin: np.ndarray, t: float) -> bool:
+    """The best-fit threshold's test before a7fdd40: any image called otherwise than 0 does."""
+    return bool(np.any((margin > t) != (margin > 0)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=None, help="the units as JSON")
+    parser.add_argument("--also-before", choices=("a7fdd40",), default=None, help="module docstring")
     a = parser.parse_args()
     suite = json.loads(a.suite.read_text())
-    units: list[Unit] = []
-    for spec in suite["kinds"]:
-        kind = spec["kind"]
-        for seed in spec["train_seeds"]:
-            for site, rows in build(suite, kind, seed, a.work).items():
-                for moment in suite["review_moments"]:
-                    for budget in suite["review_budgets"]:
-                        u = Unit(
-                            kind, seed, site, moment, budget, **review(rows, len(KINDS[kind]), moment, budget)
-                        )
-                        units.append(u)
-                        print(
-                            f"{kind} seed {seed} {site}, at {moment:g}, K = {budget}: source accuracy "
-                            f"{1 - u.source_errors / u.images:.3f}, fixed {u.fixed} / broken {u.broken} "
-                            f"({u.removed:.1%} of errors), answers {u.answers}, rule {u.rules}",
-                            flush=True,
-                        )
-    for moment in suite["review_moments"]:
-        for budget in suite["review_budgets"]:
-            mine = [u for u in units if u.moment == moment and u.budget == budget]
-            print(f"pooled, at {moment:g}, K = {budget}: {pooled(mine)}")
-            for kind in KINDS:
-                of_kind = [u for u in mine if u.kind == kind]
-                if of_kind:
-                    print(f"  {kind}: {pooled(of_kind)}")
+    built = {
+        (spec["kind"], seed, site): rows
+        for spec in suite["kinds"]
+        for seed in spec["train_seeds"]
+        for site, rows in build(suite, spec["kind"], seed, a.work).items()
+    }
+    units = reviewed_units(suite, built)
+    print_pooled(suite, units)
+    document: dict[str, Any] = {"suite": suite, "units": [asdict(u) for u in units]}
+    if a.also_before:
+        shipped = classes._moves
+        classes._moves = _moves_before_a7fdd40
+        try:
+            before = reviewed_units(suite, built)
+        finally:
+            classes._moves = shipped
+        print_pooled(suite, before, f" (best-fit threshold before {a.also_before})")
+        document["units_before_" + a.also_before] = [asdict(u) for u in before]
     if a.out is not None:
-        a.out.write_text(json.dumps({"suite": suite, "units": [asdict(u) for u in units]}, indent=1))
+        a.out.write_text(json.dumps(document, indent=1))
     return 0
 
 

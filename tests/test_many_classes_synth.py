@@ -34,6 +34,10 @@ def test_classes_differ_and_bad_names_are_refused() -> None:
         patch(rng, "tissue-4", "normal", "sepia")
     with pytest.raises(ValueError, match="fade needs a share"):
         patch(rng, "tissue-4", "normal", "fade")
+    with pytest.raises(ValueError, match="scale takes a magnification"):
+        patch(rng, "grades-4", "grade 3", "scale:3")
+    smaller = patch(np.random.default_rng(2), "grades-4", "grade 3", "scale:0.8")
+    assert not np.array_equal(smaller, patch(np.random.default_rng(2), "grades-4", "grade 3", "scale"))
 
 
 def test_site_mixes_and_folders(tmp_path: Path) -> None:

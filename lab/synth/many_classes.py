@@ -6,7 +6,9 @@ Two kinds, drawn at 48 px as small histology patches (pale pink tissue, purple n
   ``grade 1`` (a dozen medium nuclei), ``normal`` (a few small ones), ``grade 2`` (many large ones);
 * ``tissue-4`` (four classes): ``normal`` (a few small round nuclei), ``tumour`` (crowded large
   oval nuclei, darker), ``stroma`` (pink fibres in one direction, a few long nuclei), ``inflamed``
-  (many tiny dark dots).
+  (many tiny dark dots);
+* ``grades-4`` (four classes, ordered): ``normal`` and ``grade 1`` to ``grade 3`` (grade 3: many
+  large oval dark nuclei), where the neighbouring grades are the ones confused.
 
 ``normal`` is each kind's reference class (``engine.run.rows.reference_class``).
 
@@ -16,11 +18,15 @@ A site is a mechanism applied to every patch it draws: ``none`` (the training si
 the training site's: nuclei larger and fewer in view) and ``fade:F`` (washed out towards white by
 the share F). Written for the seventh committed suite (``benchmarks/suites/many-classes-7.json``)
 before any model saw a patch of it; ``fade`` is the development model's mechanism, the others are
-used nowhere else.
+used nowhere else. For the eighth (``many-classes-8.json``), written before it ran: the kind
+``grades-4`` and the mechanisms ``tint`` (a yellowed mounting medium), ``gamma`` (another tone
+curve: mid-tones darker), ``jpeg`` (stored at JPEG quality 15), ``sparse`` (a thinner section:
+fewer, paler nuclei) and ``scale:Z`` (another magnification; ``scale`` alone is 1.25).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,8 +37,9 @@ SIDE = 48
 KINDS: dict[str, tuple[str, ...]] = {
     "nuclei-grades": ("grade 1", "normal", "grade 2"),
     "tissue-4": ("normal", "tumour", "stroma", "inflamed"),
+    "grades-4": ("normal", "grade 1", "grade 2", "grade 3"),
 }
-MECHANISMS = ("none", "stain", "blur", "dim-noisy", "scale", "fade")
+MECHANISMS = ("none", "stain", "blur", "dim-noisy", "scale", "fade", "tint", "gamma", "jpeg", "sparse")
 _TISSUE = np.array([235.0, 175.0, 205.0])
 _NUCLEUS = np.array([90.0, 40.0, 130.0])
 #: nuclei per patch (Poisson mean), radius in px, elongation (1: round) and darkness (× the colour)
@@ -43,6 +50,7 @@ _NUCLEI: dict[str, tuple[float, float, float, float]] = {
     "tumour": (22, 3.0, 1.6, 0.75),
     "stroma": (4, 1.6, 3.0, 1.0),
     "inflamed": (45, 1.1, 1.0, 0.6),
+    "grade 3": (40, 3.8, 1.3, 0.8),
 }
 
 
@@ -52,15 +60,17 @@ def _mechanism(site: str) -> tuple[str, float]:
         raise ValueError(f"unknown site mechanism {site!r} (one of {', '.join(MECHANISMS)})")
     if name == "fade" and not 0.0 < float(value or "nan") < 1.0:
         raise ValueError(f"fade needs a share in (0, 1), as fade:0.4, not {site!r}")
-    return name, float(value) if value else 0.0
+    if name == "scale" and value and not 0.5 <= float(value) <= 2.0:
+        raise ValueError(f"scale takes a magnification in [0.5, 2], as scale:0.8, not {site!r}")
+    return name, float(value) if value else (1.25 if name == "scale" else 0.0)
 
 
 def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> np.ndarray:
     """One ``(48, 48, 3)`` uint8 patch of class ``cls`` of ``kind`` drawn at ``site``."""
     if cls not in KINDS[kind]:
         raise ValueError(f"{kind} has no class {cls!r}")
-    name, fade = _mechanism(site)
-    zoom = 1.25 if name == "scale" else 1.0
+    name, value = _mechanism(site)
+    zoom = value if name == "scale" else 1.0
     yy, xx = np.mgrid[:SIDE, :SIDE].astype(np.float64)
     image = np.ones((SIDE, SIDE, 3)) * (_TISSUE + rng.normal(0, 6, 3)) + rng.normal(0, 8, (SIDE, SIDE, 3))
     if cls == "stroma":  # fibres: darker pink bands across the patch in one direction
@@ -71,6 +81,9 @@ def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> 
     else:
         angle = rng.uniform(0, np.pi)
     mean, radius, stretch, dark = _NUCLEI[cls]
+    nucleus = _NUCLEUS * dark
+    if name == "sparse":  # a thinner section: fewer nuclei in view, each paler
+        mean, nucleus = 0.6 * mean, 0.7 * nucleus + 0.3 * _TISSUE
     for _ in range(rng.poisson(mean / zoom**2)):
         cy, cx = rng.uniform(0, SIDE, 2)
         r = radius * zoom * rng.uniform(0.7, 1.3)
@@ -78,17 +91,25 @@ def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> 
         u = (xx - cx) * np.cos(turn) + (yy - cy) * np.sin(turn)
         v = -(xx - cx) * np.sin(turn) + (yy - cy) * np.cos(turn)
         inside = (u / (r * np.sqrt(stretch))) ** 2 + (v * np.sqrt(stretch) / r) ** 2 < 1.0
-        image[inside] = _NUCLEUS * dark + rng.normal(0, 10, 3)
+        image[inside] = nucleus + rng.normal(0, 10, 3)
     if name == "stain":
         image = image * np.array([1.08, 0.92, 0.78]) + np.array([0.0, 10.0, 25.0])
         image[..., 2] += 0.25 * (255.0 - image[..., 0])  # the nuclei's purple towards blue
     elif name == "dim-noisy":
         image = (image - image.mean()) * 0.7 + image.mean() - 20.0 + rng.normal(0, 12, image.shape)
     elif name == "fade":
-        image = image * (1 - fade) + 255.0 * fade
+        image = image * (1 - value) + 255.0 * value
+    elif name == "tint":  # a yellowed mounting medium
+        image = image * np.array([1.0, 0.96, 0.78]) + np.array([6.0, 4.0, -8.0])
+    elif name == "gamma":  # another scanner's tone curve: mid-tones darker
+        image = 255.0 * (np.clip(image, 0, 255) / 255.0) ** 1.5
     out = np.clip(image, 0, 255).astype(np.uint8)
     if name == "blur":
         out = np.asarray(Image.fromarray(out).filter(ImageFilter.GaussianBlur(1.2)))
+    elif name == "jpeg":  # stored at a low JPEG quality: blocks and ringing
+        buffer = io.BytesIO()
+        Image.fromarray(out).save(buffer, format="JPEG", quality=15)
+        out = np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
     return out
 
 
