@@ -128,7 +128,9 @@ def model_choices(current: Path | None, demos: dict[str, Path]) -> list[ModelCho
         )
         label = "The current project's model"
         if demo is not None:  # say which: "model.safetensors" names neither demo
-            label = f"The {KIND_NAMES.get(demo, DEMO_NAMES.get(demo, demo))} demo model (the current project's)"
+            label = (
+                f"The {KIND_NAMES.get(demo, DEMO_NAMES.get(demo, demo))} demo model (the current project's)"
+            )
         choices.append(ModelChoice(label, str(current), model_file_text(current)))
         seen.add(current.resolve())
     for kind, path in demos.items():
