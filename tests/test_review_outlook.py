@@ -154,3 +154,9 @@ def test_a_threshold_fitted_again_is_not_named_as_the_one_in_use() -> None:
     assert " The threshold fitted to the answers would call 51" in under_fit.sentence(CLASSES)
     waiting = dataclasses.replace(facts, testing=None, next=dataclasses.replace(testing, answers=0))
     assert " A new threshold fitted to all your answers so far would call 51" in waiting.sentence(CLASSES)
+    # a folder in two parts: a refit for part 2 is not new while only part 1's rule is fitted
+    parts = (PartRule("part 1 of 2", 120, Rule.ANSWERS), PartRule("part 2 of 2", 120, Rule.FIT))
+    split = dataclasses.replace(facts, parts=parts, testing=dataclasses.replace(testing, part="part 2 of 2"))
+    assert "A new threshold" not in split.sentence(CLASSES)
+    same = dataclasses.replace(split, testing=dataclasses.replace(testing, part="part 1 of 2"))
+    assert "A new threshold fitted to all your answers so far would call" in same.sentence(CLASSES)

@@ -125,9 +125,11 @@ class Outlook:
 
     def _named(self, step: Step) -> str:
         """The rule under review in a sentence; a threshold fitted to the answers again, while one
-        fitted to fewer answers decides, is "a new threshold fitted to all your answers so far"
-        (not the name of the rule in use: the sentence then named two rules alike)."""
-        if step.rule == Rule.ANSWERS and any(p.rule == Rule.ANSWERS for p in self.parts):
+        fitted to fewer answers decides its part, is "a new threshold fitted to all your answers so
+        far" (not the name of the rule in use: the sentence then named two rules alike)."""
+        if step.rule == Rule.ANSWERS and any(
+            p.rule == Rule.ANSWERS and p.part == step.part for p in self.parts
+        ):
             return "a new threshold fitted to all your answers so far"
         return step.rule.words
 
