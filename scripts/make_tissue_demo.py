@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,11 +31,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from many_classes_suite import train_source  # noqa: E402  (scripts/, beside this one)
+
 from lab.demo import install_demo_model  # noqa: E402
 from lab.synth.many_classes import KINDS, patch, site_classes, write_site  # noqa: E402
 
 KIND, SEED, PER_CLASS, SITE, MECHANISM, REFERENCE = "tissue-4", 0, 150, "stain", "stain", 0.6
-TRAINING = {"img_size": 48, "model_kwargs": {"patch_size": 8, "depth": 2}, "epochs": 12, "patience": 4}
+SIZE = 48
+TRAINING = {"model_kwargs": {"patch_size": 8, "depth": 2}, "epochs": 12, "patience": 4, "batch_size": 32}
 COUNT, QUALITY, FRESH_N, FRESH_SEED = 160, 92, 200, 2024
 MECHANISMS = ("none", "stain", "blur", "dim-noisy", "scale", "fade:0.4")
 
@@ -49,15 +51,7 @@ def train(out_dir: Path) -> None:
         write_site(
             str(data / "site0"), rng, KIND, np.repeat(np.arange(len(classes)), PER_CLASS), "none", "s0"
         )
-        subprocess.run(
-            [
-                sys.executable, "-m", "engine", "train-source", "--data", str(data), "--source", "site0",
-                "--img-size", str(TRAINING["img_size"]), "--model-kwargs", json.dumps(TRAINING["model_kwargs"]),
-                "--epochs", str(TRAINING["epochs"]), "--patience", str(TRAINING["patience"]),
-                "--batch-size", "32", "--seed", str(SEED), "--out", str(model),
-            ],
-            check=True,
-        )  # fmt: skip
+        train_source(data, model, SIZE, TRAINING, SEED)
         install_demo_model(model, out_dir, f"lab.synth.many_classes {KIND}, data seed {SEED} (temporary)")
 
 

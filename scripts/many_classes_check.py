@@ -31,15 +31,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
-import json
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from many_classes_suite import run_site, state_rows, train_source  # scripts/, beside this one
 
 from engine.methods.decision import DecisionRecord
 from engine.review.ladder import LadderRule, SiteLadder
@@ -228,28 +225,14 @@ def model(out: Path, probes: dict[str, LadderRule] | None = None, oracle_class: 
             folder.mkdir(parents=True)
             for i in range(count):
                 Image.fromarray(patch(rng, cls, fade)).save(folder / f"{site}-{cls[0]}{cls[-1]}-{i:03d}.png")
-    f2tta = [sys.executable, "-m", "engine.cli"]
     weights = out / "model.safetensors"
-    subprocess.run(
-        [*f2tta, "train-source", "--data", str(out / "data"), "--source", "site0", "--out", str(weights),
-         "--img-size", "48", "--model-kwargs", '{"patch_size": 8, "depth": 2}', "--epochs", "12",
-         "--patience", "4", "--batch-size", "32", "--seed", "0", "--eval-domains"],
-        check=True,
-    )  # fmt: skip
+    training = {"model_kwargs": {"patch_size": 8, "depth": 2}, "epochs": 12, "patience": 4, "batch_size": 32}
+    train_source(out / "data", weights, 48, training, 0, "--eval-domains")
     pooled: dict[int | str, list[Reviewed]] = {}
     for site in ("site2", "site3", "site1"):
         state = out / f"state-{site}"
-        subprocess.run(
-            [*f2tta, "run", "--model", str(weights), "--input", str(out / "data" / site), "--state", str(state),
-             "--out", str(out / f"{site}.csv"), "--no-progress", "--accept-warnings", "--order", "interleaved"],
-            check=True,
-        )  # fmt: skip
-        rows = [
-            PredictionRow.from_json(json.loads(line))
-            for name in sorted(glob.glob(str(state / "rows" / "*.jsonl")))
-            for line in Path(name).read_text().splitlines()
-        ]
-        rows.sort(key=lambda r: r.index)
+        run_site(weights, out / "data" / site, state, out / f"{site}.csv")
+        rows = state_rows(state)
         labels = np.array([r.ground_truth for r in rows])
         for k in (5, 10, 20):
             site_k = reviewed(rows, labels, k)

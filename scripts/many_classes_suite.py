@@ -94,31 +94,50 @@ def build(suite: dict[str, Any], kind: str, seed: int, work: Path) -> dict[str, 
     weights = out / "model.safetensors"
     if not weights.exists():
         t = suite["training"]
-        subprocess.run(
-            [*F2TTA, "train-source", "--data", str(data), "--source", "site0", "--out", str(weights),
-             "--img-size", str(suite["size"]), "--model-kwargs", json.dumps(t["model_kwargs"]),
-             "--epochs", str(t["epochs"]), "--patience", str(t["patience"]),
-             "--batch-size", str(t["batch_size"]), "--seed", str(seed)],
-            check=True,
-        )  # fmt: skip
+        train_source(data, weights, suite["size"], t, seed)
     rows: dict[str, list[PredictionRow]] = {}
     for site in suite["sites"]:
         state = out / f"state-{site['name']}"
         if not (out / f"{site['name']}.done").exists():
-            subprocess.run(
-                [*F2TTA, "run", "--model", str(weights), "--input", str(data / site["name"]),
-                 "--state", str(state), "--out", str(out / f"{site['name']}.csv"), "--no-progress",
-                 "--accept-warnings", "--order", "interleaved", "--order-seed", str(suite["order_seed"])],
-                check=True,
-            )  # fmt: skip
+            run_site(weights, data / site["name"], state, out / f"{site['name']}.csv", suite["order_seed"])
             (out / f"{site['name']}.done").write_text("")
-        read = [
-            PredictionRow.from_json(json.loads(line))
-            for name in sorted(glob.glob(str(state / "rows" / "*.jsonl")))
-            for line in Path(name).read_text().splitlines()
-        ]
-        rows[site["name"]] = sorted(read, key=lambda r: r.index)
+        rows[site["name"]] = state_rows(state)
     return rows
+
+
+def train_source(
+    data: Path, weights: Path, size: int, training: dict[str, Any], seed: int, *more: str
+) -> None:
+    """``f2tta train-source`` on ``data``'s site0 (``training``: model_kwargs, epochs, patience,
+    batch_size; ``more``: further arguments)."""
+    subprocess.run(
+        [*F2TTA, "train-source", "--data", str(data), "--source", "site0", "--out", str(weights),
+         "--img-size", str(size), "--model-kwargs", json.dumps(training["model_kwargs"]),
+         "--epochs", str(training["epochs"]), "--patience", str(training["patience"]),
+         "--batch-size", str(training["batch_size"]), "--seed", str(seed), *more],
+        check=True,
+    )  # fmt: skip
+
+
+def run_site(weights: Path, folder: Path, state: Path, csv: Path, order_seed: int | None = None) -> None:
+    """``f2tta run`` of the default method over ``folder`` in an interleaved order (``order_seed``:
+    its seed; None: the command's)."""
+    seeded = [] if order_seed is None else ["--order-seed", str(order_seed)]
+    subprocess.run(
+        [*F2TTA, "run", "--model", str(weights), "--input", str(folder), "--state", str(state),
+         "--out", str(csv), "--no-progress", "--accept-warnings", "--order", "interleaved", *seeded],
+        check=True,
+    )  # fmt: skip
+
+
+def state_rows(state: Path) -> list[PredictionRow]:
+    """The rows a run's journal in ``state`` holds, in arrival order."""
+    read = [
+        PredictionRow.from_json(json.loads(line))
+        for name in sorted(glob.glob(str(state / "rows" / "*.jsonl")))
+        for line in Path(name).read_text().splitlines()
+    ]
+    return sorted(read, key=lambda r: r.index)
 
 
 def review(rows: list[PredictionRow], classes: int, moment: float, budget: int) -> dict[str, Any]:
