@@ -18,6 +18,7 @@ from engine import Outcome as Outcome
 from engine import Paused as Paused
 from engine import Predicted as Predicted
 from engine import PredictionRow as PredictionRow
+from engine import Prompted as Prompted
 from engine import ReviewMark as ReviewMark
 from engine import RunSummary as RunSummary
 from engine import Saved as Saved

@@ -164,6 +164,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from engine import Mapped, Predicted, Session, get_method_class
+    from engine.run.outcomes import Prompted
     from engine.run.runner import JobOptions, open_slide_job
 
     if spec["threads"]:
@@ -185,7 +186,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         Path(spec["slide"]),
         work / "state",
         work / "out.csv",
-        JobOptions(batch=spec["batch"], accept_warnings=True, maps=spec.get("maps", "inline")),
+        JobOptions(
+            batch=spec["batch"],
+            accept_warnings=True,
+            maps=spec.get("maps", "inline"),
+            prompted=spec.get("prompted", "on-demand"),  # as f2tta run without review marks
+        ),
     )
     planned = time.perf_counter() - start
     run = job.run
@@ -207,17 +213,21 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     run.pending = run.pending[: spec["measure"]] if spec["measure"] else run.pending
     if session.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    tiles = maps = 0
+    tiles = maps = prompted = 0
     start = time.perf_counter()
-    decided = start
+    decided = mapped = start
     for outcome in run.outcomes():
         if isinstance(outcome, Predicted):
             tiles += 1
             decided = time.perf_counter()  # with the maps behind: the last decision's time
-        maps += isinstance(outcome, Mapped)
+        if isinstance(outcome, Mapped):
+            maps += 1
+            mapped = time.perf_counter()  # the last map's
+        prompted += isinstance(outcome, Prompted)  # I-DiPT's decisions behind the maps, when asked for
         if maps and spec.get("decisions_only"):
             break  # the decisions' rate only (benchmarks/decide_cost.py): the maps behind are not made
     seconds = time.perf_counter() - start
+    mapped = max(mapped, decided)
     job.close()
     return {
         "method": spec["method"],
@@ -231,7 +241,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "tiles_per_second": tiles / seconds if seconds else 0.0,
         "decision_seconds": decided - start,
         "maps": maps,
-        "map_seconds": seconds - (decided - start),
+        "map_seconds": mapped - decided,
+        "prompted": prompted,
+        "prompt_seconds": seconds - (mapped - start) if prompted else 0.0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if session.device.type == "cuda" else None,
         "device": str(session.device),
@@ -341,6 +353,13 @@ def main() -> None:
         help="with --arch: fit a source reference on this many noise images, so that the default "
         "method's site operating point runs (0: none, the operating point off)",
     )
+    parser.add_argument(
+        "--prompted",
+        choices=("on-demand", "behind"),
+        default="on-demand",
+        help="with the maps behind: I-DiPT's prompted decisions made on demand (none here, as f2tta run "
+        "without review marks: the default) or behind the maps (as when a review reaches them)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -383,6 +402,7 @@ def main() -> None:
         "precision": args.precision,
         "compile": args.compile,
         "reference": args.reference,
+        "prompted": args.prompted,
     }
     rates: dict[str, float] = {}
     first_rates: dict[str, float] = {}  # decisions first, maps behind: decisions/s over B = 1 inline
@@ -402,10 +422,18 @@ def main() -> None:
             print(
                 f"{method + ', maps behind':<26} B={behind['batch']:<3} {behind['tiles']:>6} decisions in "
                 f"{behind['decision_seconds']:7.1f} s: {first_rate:8.1f} tiles/s (reading included); "
-                f"{behind['maps']} maps behind in {behind['map_seconds']:.1f} s: {maps_rate:.1f} maps/s; "
+                f"{behind['maps']} maps behind in {behind['map_seconds']:.1f} s: {maps_rate:.1f} maps/s "
+                f"({maps_rate / before['tiles_per_second']:.2f} x its B = 1 rate as before); "
                 f"peak RSS {behind['peak_rss_mib']:.0f} MiB",
                 flush=True,
             )
+            if behind["prompted"]:
+                rate = behind["prompted"] / behind["prompt_seconds"] if behind["prompt_seconds"] else 0.0
+                print(
+                    f"{method + ', prompted behind':<26} B={behind['batch']:<3} {behind['prompted']:>6} "
+                    f"prompted decisions behind the maps in {behind['prompt_seconds']:.1f} s: {rate:.1f}/s",
+                    flush=True,
+                )
             first_rates[method] = first_rate / before["tiles_per_second"]
     if not args.no_whole:
         # The first method over the whole slide and, when it is in the list, the default too: a

@@ -25,7 +25,7 @@ _PUBLIC = {
     "engine.io.images": "list_images read_image",
     "engine.methods": "DEFAULT_METHOD MethodOutput TTAMethod get_method_class list_methods register_method",
     "engine.run.session": "Session",
-    "engine.run.stream": "Failed Mapped MapSkipped Outcome Paused Predicted RunSummary Saved Skipped StreamRun",
+    "engine.run.stream": "Failed Mapped MapSkipped Outcome Paused Predicted Prompted RunSummary Saved Skipped StreamRun",
     "engine.run.journal": "Journal",
     "engine.run.rows": "PredictionRow",
     "engine.run.review": "SiteReview",
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # the same names for type checkers (tests/test_cli_fast.py: t
     from engine.run.stream import Outcome as Outcome
     from engine.run.stream import Paused as Paused
     from engine.run.stream import Predicted as Predicted
+    from engine.run.stream import Prompted as Prompted
     from engine.run.stream import RunSummary as RunSummary
     from engine.run.stream import Saved as Saved
     from engine.run.stream import Skipped as Skipped

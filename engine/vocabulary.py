@@ -197,6 +197,9 @@ class QueueEmpty(StrEnum):
     NO_OTHER_RULE = "no other rule"  # the model has more than two classes, or no source margins were kept
     NO_MAPS_YET = "no maps yet"  # the review starts on images whose uncertainty maps are made
     SETTLED = "settled"  # every other rule was tested, or calls every image as it is decided now
+    # the next rule to test is the adapted network's (I-DiPT), whose decisions are made only now
+    # that the review reached it (its prompt step, on demand)
+    PROMPTED_PENDING = "prompted pending"
 
 
 class Coverage(StrEnum):

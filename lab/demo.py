@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--order-seed",
                 str(args.seed),
                 "--no-progress",
+                "--prompted",  # the reviews below are not the CLI's: I-DiPT's candidate made in the run
+                "behind",
             ]
         )
         if code != 0:

@@ -125,7 +125,8 @@ def run_site(weights: Path, folder: Path, state: Path, csv: Path, order_seed: in
     seeded = [] if order_seed is None else ["--order-seed", str(order_seed)]
     subprocess.run(
         [*F2TTA, "run", "--model", str(weights), "--input", str(folder), "--state", str(state),
-         "--out", str(csv), "--no-progress", "--accept-warnings", "--order", "interleaved", *seeded],
+         "--out", str(csv), "--no-progress", "--accept-warnings", "--order", "interleaved", *seeded,
+         "--prompted", "behind"],  # the review below is not the CLI's: the prompted candidate made here
         check=True,
     )  # fmt: skip
 

@@ -27,7 +27,7 @@ from engine.errors import ImageReadError
 from engine.io.sources import StreamItem
 from engine.methods.idipt_plus import IDiPTPlusConfig
 from engine.run.journal import Journal
-from engine.run.outcomes import Mapped, MapSkipped, Predicted, Saved
+from engine.run.outcomes import Mapped, MapSkipped, Predicted, Prompted, Saved
 from engine.run.rows import MAP_PENDING, MAP_UNREADABLE, PredictionRow, map_cell
 from engine.run.stream import StreamRun
 
@@ -124,27 +124,34 @@ def test_decisions_first_give_the_inline_decisions_and_maps(
 
     decided = [o for o in got if isinstance(o, Predicted)]
     mapped = [o for o in got if isinstance(o, Mapped)]
-    assert got == decided + mapped, "every decision first, then every map"
+    made = [o for o in got if isinstance(o, Prompted)]
+    assert got == decided + mapped + made, "every decision first, then every map, then I-DiPT's decisions"
     assert [o.item.key for o in mapped] == [o.item.key for o in decided], "the maps in arrival order"
+    assert [o.item.key for o in made] == ([o.item.key for o in decided] if prompted else [])
     paths = set()
-    for d, m, e in zip(decided, mapped, expected, strict=True):
+    for i, (d, m, e) in enumerate(zip(decided, mapped, expected, strict=True)):
         assert isinstance(e, Predicted)
         _assert_rows_equal(d.row, e.row, DECISION_FIELDS)
         assert d.row.map_status == MAP_PENDING and math.isnan(d.row.uncertainty)
         assert d.step.uncertainty is None and d.row.prompted_prediction is None
-        _assert_rows_equal(m.row, e.row, DECISION_FIELDS + MAP_FIELDS)
+        assert d.row.prompted_status == (MAP_PENDING if prompted else "")
+        _assert_rows_equal(m.row, e.row, (*DECISION_FIELDS, "uncertainty"))
         assert m.row.map_status == "" and map_cell(m.row) == "done"
         assert e.step.uncertainty is not None and m.map.uncertainty is not None
         assert np.array_equal(m.map.uncertainty, e.step.uncertainty)
         assert np.array_equal(m.map.uncertain_tokens, e.step.uncertain_tokens)
         assert np.array_equal(m.map.reliable_tokens, e.step.reliable_tokens)
-        assert m.map.prompted == (e.row.prompted_prediction if prompted else None)
+        assert m.map.prompted is None, "the map step makes the map alone"
+        last = made[i].row if prompted else m.row  # the row as it ends
+        _assert_rows_equal(last, e.row, DECISION_FIELDS + MAP_FIELDS)
+        assert last.prompted_status == "" and last.map_status == ""
         paths.add(d.row.decision_path)
     # the operating point accepted a threshold within the stream ("awaiting-review" where it is held
     # for a review): its state advanced in the decision step
     assert paths & {"accepted", "awaiting-review"}, paths
     assert behind.state_fingerprint() == inline.state_fingerprint(), "the state after the last map"
     assert run.summary.mapped == 30 and run.summary.maps_pending == 0
+    assert run.summary.prompted == (30 if prompted else 0) and run.summary.prompts_pending == 0
 
 
 def test_source_only_decides_behind_with_no_map_to_wait_for(tiny_model_path: Path) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.review import ladder as ladders_module
 from engine.review.ladder import NOT_BETTER, PROMOTED, LadderRule, SiteImages, SiteLadder
 from engine.run.review import SiteReview
 from engine.vocabulary import Rule
+from lab.bench.reviews import tested as with_disagreements
 from lab.reviewer import answer_ladder, false_promotions
 from tests.review_rows import null_site
 
@@ -33,7 +33,7 @@ def test_the_probe_asks_first_about_images_drawn_uniformly_and_tests_nothing() -
     assert first is not None and first.probe and first.index == 0
     order = first.order
     assert len(order) == 4 == len(set(order)) and all(0 <= p < 400 for p in order)
-    assert first.disagreements == 0 and not ladders_module.tested([ladder])
+    assert first.disagreements == 0 and not with_disagreements([ladder])
     # not drawn from the images' order or margins: other seeds, other samples, spread over the site
     others = {
         tuple(SiteLadder("folder", LadderRule(probe=4), seed=s).open_next(images).order) for s in range(20)

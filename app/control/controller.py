@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import Certificate, SlideSource
+from app._engine import MAP_PENDING, Certificate, SlideSource
 from app.control.cohort_actions import CohortActions
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
@@ -76,6 +76,8 @@ class Controller:
         self._throttle = MessageThrottle()
         self._skip_throttle = MessageThrottle()  # a NaN storm must not flood the log
         self.maps = MapsCount()  # the run's images with their map yet (maps behind the decisions)
+        self._prompted_for: str | None = None  # the source whose I-DiPT decisions were asked for
+        self._prompted_waiting = False  # the review waits for them: the queue goes on once made
         self._watch_model()
         self.events.source_opened.connect(self._after_open)
         settings = state.settings
@@ -181,6 +183,28 @@ class Controller:
         if not queue.ranks:
             text = self.model.desk.why_empty()
             self.view.show_status(text[:1].upper() + text[1:])
+        self._ask_for_prompted()
+
+    def _ask_for_prompted(self) -> None:
+        """The review reached I-DiPT's candidate: its decisions (its prompt tuning, the dearest step,
+        made only now) are made behind the maps of the run going on, or in a run of their own; the
+        queue goes on when they are all made (``docs/method.md``, "The prompted decision on demand")."""
+        review, source = self.model.desk.review, self.model.source
+        if review is None or source is None or not review.wants_prompted:
+            return
+        left = sum(r.prompted_status == MAP_PENDING for r in self.model.raw_rows)
+        self._prompted_waiting = left > 0 and any(p.ladder.waits_for_prompted for p in review.parts)
+        if self._prompted_for == source.source_id:
+            return
+        self._prompted_for = source.source_id
+        self.worker.want_prompted()
+        if not left:
+            return
+        self.log("info", notices.prompted_asked(left))
+        if not self.running and self.state.usable:
+            self.model.start_run()
+            self.status.set_phase(Phase.RUNNING)
+            self.worker.start()
 
     def on_window_undo_requested(self, redo: bool = False) -> None:
         """Take the last review mark change back (or, ``redo``, make it again) and show its image."""
@@ -210,6 +234,7 @@ class Controller:
         self.view.set_undo_texts(*self.model.desk.history())
         if not self.running:
             self.model.flush(force=True)
+        self._ask_for_prompted()
 
     def _note_decided(self, line: Certificate) -> None:
         """A comparison of the site's review was decided: say so where the user acts, and in the log."""
@@ -331,6 +356,10 @@ class Controller:
         self.model.add_results(batch)
         self.maps.add(batch)
         self.state.images_seen += sum(not r.map_only for r in batch)
+        if self._prompted_waiting and any(r.prompted_only for r in batch):
+            if not any(r.prompted_status == MAP_PENDING for r in self.model.raw_rows):
+                self._prompted_waiting = False  # every decision the review waited for is made
+                self.on_window_queue_requested()
 
     def on_worker_item_failed(self, failure: ItemFailure) -> None:
         self.model.note_failure(failure.retried)

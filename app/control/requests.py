@@ -49,6 +49,11 @@ class WorkerRequests(Protocol):
 
     def resume(self) -> None: ...
 
+    def want_prompted(self) -> None:
+        """Make I-DiPT's prompted decisions of the open source behind its maps, in the run going on
+        and the next ones (answers: results with ``prompted_only``)."""
+        ...
+
     def stop(self) -> None:
         """Stop after the current image (or now, when paused) and save (answer: run ended)."""
         ...

@@ -108,6 +108,9 @@ class ItemResult:
     preview: np.ndarray | None  # (H, W, 3) uint8, read-only
     probs: np.ndarray  # (C,) float32, read-only
     map_only: bool = False  # the map of an image decided earlier: ``row`` replaces its row (maps behind)
+    # I-DiPT's prompted decision of an image mapped earlier (with ``map_only``): ``row`` replaces its
+    # row, its overlay stays (the prompted decisions are made when a review reaches them)
+    prompted_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,3 +131,4 @@ class RunEnded:
     state_fingerprint: str
     message: str = ""
     maps: tuple[int, int, int] = (0, 0, 0)  # uncertainty maps made behind, not made (unreadable), pending
+    prompted: int = 0  # I-DiPT's prompted decisions made in this run (asked for by the review)

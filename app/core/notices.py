@@ -121,6 +121,8 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
         text += f", {made} uncertainty maps made behind the decisions"
         text += f" ({unreadable} images could not be read again for theirs)" if unreadable else ""
         text += f", {pending} maps pending (made when the run goes on)" if pending else ""
+    if ended.prompted:
+        text += f", the adapted network's decisions (I-DiPT) made for {ended.prompted} images"
     if model.run_guard_events:
         text += f", collapse guard acted {times(model.run_guard_events)}"
     if model.run_skipped_updates:
@@ -128,6 +130,14 @@ def run_ended(ended: RunEnded, model: RunModel) -> str:
     if ended.message:
         text += f" ({ended.message})"
     return text + ("; state saved" if ended.saved else "; state NOT saved")
+
+
+def prompted_asked(images: int) -> str:
+    """The review reached I-DiPT's candidate, whose decisions are made only now."""
+    return (
+        f"The review reached the adapted network's decisions (I-DiPT): they are made now for the "
+        f"{images} images decided so far, in order (its prompt tuning); its questions follow"
+    )
 
 
 def project_unusable(name: str, exc: Exception) -> str:

@@ -42,6 +42,8 @@ class MapsCount:
     def add(self, batch: Iterable[ItemResult]) -> None:
         for result in batch:
             waiting = result.row.map_status == MAP_PENDING
+            if result.prompted_only:  # I-DiPT's decision of an image mapped before
+                continue
             if result.map_only:
                 self.pending -= 1
                 self._times.append(self._clock())

@@ -194,7 +194,8 @@ class RunModel:
             if result.row.guard_message or result.row.update_skipped:
                 self.event_noted.emit(result.row)
         self._add_rows([r.row for r in batch])
-        self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - len(maps), 0)
+        made = sum(not r.prompted_only for r in maps)  # I-DiPT's decisions are no part of a run's work
+        self.pending = max(self.pending - len(batch) + waiting(r.row for r in batch) - made, 0)
         self.desk.set_complete(self.pending == 0)
         self.progress.add(len(batch))
         if maps:
@@ -211,8 +212,9 @@ class RunModel:
                 continue
             self.raw_rows[index] = result.row
             self.rows[index] = self.effective(result.row)
-            self.overlays[result.row.position] = result.overlay
-            self.heat_levels = widen_levels(self.heat_levels, result.overlay)
+            if not result.prompted_only:  # I-DiPT's decision alone: the map stays
+                self.overlays[result.row.position] = result.overlay
+                self.heat_levels = widen_levels(self.heat_levels, result.overlay)
             changed.append(index)
         self.desk.add_rows([r.row for r in results])  # the review's rows: I-DiPT's prompted decisions
         if self.selected is not None and self.selected in {r.row.position for r in results}:

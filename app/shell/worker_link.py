@@ -81,6 +81,9 @@ class WorkerLink(QObject):
     def pause(self) -> None:
         self._worker.request_pause()  # thread-safe: the run pauses after its current image
 
+    def want_prompted(self) -> None:
+        self._worker.request_prompted()  # thread-safe: the run sees it between batches
+
     def resume(self) -> None:
         self._resume.emit()
 

@@ -7,12 +7,18 @@ import threading
 
 
 class RunControls:
-    """Pause, stop and an export's cancel, as flags (part of :class:`~app.worker.engine_worker.EngineWorker`)."""
+    """Pause, stop, an export's cancel and I-DiPT's decisions asked for, as flags (part of :class:`~app.worker.engine_worker.EngineWorker`)."""
 
     def __init__(self) -> None:
         self._pause = threading.Event()
         self._stop = threading.Event()
         self._export_stop = threading.Event()
+        self._prompted = threading.Event()
+
+    def request_prompted(self) -> None:
+        """The open source's review reached I-DiPT's candidate: its prompted decisions are made
+        behind the maps, in the run going on and the next ones (until another source is opened)."""
+        self._prompted.set()
 
     def request_pause(self) -> None:
         """The run pauses after its current image."""

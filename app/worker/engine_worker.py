@@ -30,6 +30,7 @@ from app._engine import (
     Paused,
     Predicted,
     PredictionRow,
+    Prompted,
     Saved,
     Session,
     Skipped,
@@ -179,6 +180,7 @@ class EngineWorker(QObject, RunControls):
     # -- sources -------------------------------------------------------------------------------
     @Slot(object)
     def open_source(self, request: SourceRequest) -> None:
+        self._prompted.clear()  # another source: its review asks for its own
         if self._session is None or self._journal is None:
             self.sourceFailed.emit("Load a model before opening images.")
             return
@@ -247,6 +249,7 @@ class EngineWorker(QObject, RunControls):
             batch=self._batch(),
             arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
             maps=self._request.maps if self._request is not None else "behind",
+            prompted="behind" if self._prompted.is_set() else "on-demand",  # asked for by the review
             keep_images=PREVIEW_SIZE,  # what is read ahead holds a preview, never the whole picture
         )
         self._outcomes = self._run.outcomes()
@@ -280,6 +283,8 @@ class EngineWorker(QObject, RunControls):
         if run is None or outcomes is None:
             self._pulling = False
             return
+        if self._prompted.is_set():
+            run.request_prompted()
         if self._stop.is_set():
             run.request_stop()
         elif self._pause.is_set():
@@ -305,7 +310,7 @@ class EngineWorker(QObject, RunControls):
         QTimer.singleShot(0, self._pull)
 
     def _handle(self, outcome: Outcome) -> None:
-        if isinstance(outcome, Predicted | Mapped | MapSkipped):
+        if isinstance(outcome, Predicted | Mapped | MapSkipped | Prompted):
             self._pending.append(item_result(outcome, self._overlays))
         elif isinstance(outcome, Skipped):
             self._flush()

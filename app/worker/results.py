@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app._engine import Mapped, MapSkipped, Predicted, RunSummary, Session, Skipped
+from app._engine import Mapped, MapSkipped, Predicted, Prompted, RunSummary, Session, Skipped
 from app.core.messages import ItemFailure, ItemResult, RunEnded, RunReason, SessionInfo, SessionRequest
 from app.core.overlay import Overlay, preview_array
 from app.core.projects import Project, ProjectInfo
@@ -32,9 +32,14 @@ def session_info(
     )
 
 
-def item_result(outcome: Predicted | Mapped | MapSkipped, overlays: OverlayStore | None) -> ItemResult:
+def item_result(
+    outcome: Predicted | Mapped | MapSkipped | Prompted, overlays: OverlayStore | None
+) -> ItemResult:
     """A predicted image with its overlay (kept in ``overlays`` too) and its preview; or the map of
-    an image decided earlier (``map_only``: its row with the map, or saying it has none)."""
+    an image decided earlier (``map_only``: its row with the map, or saying it has none); or I-DiPT's
+    prompted decision of an image mapped earlier (``prompted_only``: its row with it)."""
+    if isinstance(outcome, Prompted):
+        return ItemResult(outcome.row, Overlay.from_step((1, 1), None, None, None), None, _NONE, True, True)
     if isinstance(outcome, MapSkipped):
         return ItemResult(outcome.row, Overlay.from_step((1, 1), None, None, None), None, _NONE, True)
     made = outcome.step if isinstance(outcome, Predicted) else outcome.map
@@ -65,4 +70,6 @@ def run_ended(summary: RunSummary, error: str, fingerprint: str, project: Projec
     message = error or (s.failure.message if s.failure else s.save_error or "")
     reason: RunReason = "failed" if error or s.failed else "stopped" if s.stopped else "finished"
     maps = (s.mapped, s.maps_skipped, s.maps_pending)
-    return RunEnded(reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message, maps)
+    return RunEnded(
+        reason, s.processed, len(s.skipped), s.saved, project, fingerprint, message, maps, s.prompted
+    )

@@ -95,7 +95,8 @@ def session_from_args(args: argparse.Namespace) -> tuple[Session, Any, int]:
 
 def job_options(args: argparse.Namespace, batch: int) -> JobOptions:
     """How a job runs, as a run's arguments give it (a cohort hands it to every site): the order,
-    the tissue share, saving, ``--set``'s refusal of saved settings, the gate, the batch and the maps.
+    the tissue share, saving, ``--set``'s refusal of saved settings, the gate, the batch, the maps and
+    when I-DiPT's prompted decisions are made (on demand unless ``--prompted`` says otherwise).
     The command, the review files and a manifest are the caller's to add."""
     from engine.run.runner import JobOptions  # torch: only when a command runs
 
@@ -108,4 +109,5 @@ def job_options(args: argparse.Namespace, batch: int) -> JobOptions:
         accept_warnings=args.accept_warnings,
         batch=batch,
         maps=args.maps,
+        prompted=getattr(args, "prompted", None) or "on-demand",
     )

@@ -47,7 +47,7 @@ from engine.run.runner import (
     write_geojson,
     write_run_config,
 )
-from engine.run.stream import MAPS, Mapped, MapSkipped, Predicted, Skipped
+from engine.run.stream import MAPS, PROMPTED, Mapped, MapSkipped, Predicted, Prompted, Skipped
 from engine.util.text import shown
 
 #: Suffixes of images that are never slides (a TIFF may be either: OpenSlide decides).
@@ -121,6 +121,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "decision waits for its map (the CSV's map column says which rows have theirs)",
     )
     parser.add_argument(
+        "--prompted",
+        choices=PROMPTED,
+        default=None,
+        help="with the maps behind, when I-DiPT+'s own candidate (the adapted network's decisions, its "
+        "prompt tuning: the dearest step) is made: on-demand (default without review marks): only once a "
+        "review reaches it, by the app or a later run with marks; behind (default with --reviews or a "
+        "project's marks): after the maps, in this run (docs/method.md, 'The prompted decision on demand')",
+    )
+    parser.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="auto",
@@ -168,11 +177,14 @@ def _open(args: argparse.Namespace) -> FolderJob:
     session, _, batch = session_from_args(args)
     if args.reviews is not None:  # a file that cannot be used is refused before any work
         check_reviews_file(args.reviews)
+    reviews = args.reviews is not None or project_review_folder(args.state) is not None
     options = dataclasses.replace(
         job_options(args, batch),
         manifest=args.manifest,
         command="f2tta run --input " + str(args.input),
-        reviews=args.reviews is not None or project_review_folder(args.state) is not None,
+        reviews=reviews,
+        # marks to apply here: I-DiPT's prompted decisions made in the run (a comparison may need them)
+        prompted=args.prompted or ("behind" if reviews else "on-demand"),
     )
     return open_job(session, args.input, args.state, args.out, options)
 
@@ -262,6 +274,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
     maps_bar: tqdm[Any] | None = None
+    prompts_bar: tqdm[Any] | None = None
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
@@ -278,7 +291,14 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
                 tqdm.write("now the uncertainty maps of the decided images, in order", file=sys.stderr)
                 left = len(run.map_queue) + 1
                 maps_bar = bar = tqdm(total=left, disable=args.no_progress, unit="map", file=sys.stderr)
-            if isinstance(outcome, Mapped):
+            if isinstance(outcome, Prompted) and prompts_bar is None:
+                bar.close()
+                tqdm.write(
+                    "now the adapted network's decisions (I-DiPT's prompt tuning), in order", file=sys.stderr
+                )
+                left = len(run.prompt_queue) + 1
+                prompts_bar = bar = tqdm(total=left, disable=args.no_progress, unit="image", file=sys.stderr)
+            if isinstance(outcome, Mapped | Prompted):
                 bar.update(1)
             elif isinstance(outcome, MapSkipped):
                 bar.update(1)
@@ -298,7 +318,7 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, old_term)
         bar.close()
     summary = run.summary
-    if (summary.mapped or summary.maps_skipped) and summary.saved:
+    if (summary.mapped or summary.maps_skipped or summary.prompted) and summary.saved:
         job.outputs.rewrite(job.journal.rows(job.source.source_id))  # the maps reach the CSV
     skipped = sum(not s.transient for s in summary.skipped)
     deferred = len(summary.skipped) - skipped
@@ -314,6 +334,12 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
             f"uncertainty maps: {summary.mapped} made behind the decisions, {summary.maps_skipped} could not "
             f"be made (image unreadable again, or changed since its decision), {summary.maps_pending} pending "
             "(made by the next run)",
+            file=sys.stderr,
+        )
+    if summary.prompted or summary.prompts_pending:
+        print(
+            f"the adapted network's decisions (I-DiPT): {summary.prompted} made, {summary.prompts_pending} "
+            "left to make (made once a review reaches them: in the app, or by a run with --reviews)",
             file=sys.stderr,
         )
     arrived = (

@@ -185,6 +185,20 @@ class TTAMethod(ABC):
         """
         raise TypeError(f"method {self.name!r} has no map step")
 
+    def has_prompt_step(self) -> bool:
+        """Whether the adapted model's own prediction (I-DiPT's prompted decision) comes from a step
+        of its own, :meth:`prompt_step`, taken in arrival order after the map step, and only when it
+        is asked for (``docs/method.md``, "The prompted decision on demand")."""
+        return False
+
+    def prompt_step(self, x: torch.Tensor) -> MethodOutput:
+        """The adapted model's own prediction (in ``logits``) on a batch the map step already
+        mapped, taken in arrival order; it advances only the state that prediction reads.
+
+        Only methods whose :meth:`has_prompt_step` is True.
+        """
+        raise TypeError(f"method {self.name!r} has no prompt step")
+
     def map_gives_prediction(self) -> bool:
         """Whether :meth:`map_step`'s ``logits`` are a prediction of their own (I-DiPT's prompted
         decision), not the source model's."""

@@ -16,6 +16,9 @@ import numpy as np
 
 from engine.review.comparison import LABEL_FREE, PROMPTED, SOURCE_RULE
 
+#: :attr:`SiteImages.prompted` of an image whose prompted decision is still to be made (on demand).
+PROMPTED_PENDING = -2
+
 
 @dataclass(frozen=True)
 class SiteImages:
@@ -30,7 +33,8 @@ class SiteImages:
             classes, the log-probability of the most likely class other than the reference class
             less the reference class's (``classes``).
         candidates: per candidate, ``(n,)`` its threshold when each image was decided (nan: none yet).
-        prompted: ``(n,)`` I-DiPT's prompted decision (-1: not computed).
+        prompted: ``(n,)`` I-DiPT's prompted decision (-1: not computed; :data:`PROMPTED_PENDING`:
+            not yet, its prompt step runs when the ladder reaches that candidate).
         classes: ``(n, 2)`` with more than two classes, each image's reference class and that other
             class: a threshold calls the second where the margin exceeds it, the first elsewhere
             (None: two classes, 0 and 1).

@@ -42,7 +42,7 @@ only on images the rules below it cover.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +63,7 @@ from engine.review.comparison import (
     Block,
     Comparison,
 )
-from engine.review.images import SiteImages, rule_decisions, site_seed
+from engine.review.images import PROMPTED_PENDING, SiteImages, rule_decisions, site_seed
 from engine.review.sampling import SamplingSequence
 from engine.vocabulary import Rule
 
@@ -90,7 +90,6 @@ __all__ = [
     "SiteImages",
     "SiteLadder",
     "site_seed",
-    "tested",
 ]
 
 
@@ -152,8 +151,14 @@ class SiteLadder:
         self._undo_start = 0  # comparisons before the last start (what discard restores)
         self.answers: dict[int, int] = {}  # position -> class, every answer a block used
         self.complete = False  # every image of the site is decided (the caller says so): see start
+        self.waits_for_prompted = self._waits = False  # the last start (plan) waits for I-DiPT's decisions
 
     # -- the rules in use ----------------------------------------------------------------------
+    @property
+    def uses_prompted(self) -> bool:
+        """I-DiPT's prompted candidate was tested (its decisions are needed for every image then)."""
+        return any(c.candidate == PROMPTED for c in self.comparisons)
+
     @property
     def base(self) -> tuple[Rule, float]:
         """The rule before any promotion: A1 (the label-free decisions), or A0 after a revert."""
@@ -244,9 +249,8 @@ class SiteLadder:
         return self._walk(images, certified_only=True)[1][-1][2]
 
     def upcoming(self, images: SiteImages) -> tuple[Rule, np.ndarray, np.ndarray] | None:
-        """What :meth:`start` would freeze on ``images`` if asked now, without starting it: the
-        candidate, the decisions it would be tested against and its own, on the images the rules
-        in use cover; None when a comparison is open or nothing is left to test. Read-only."""
+        """What :meth:`start` would freeze on ``images`` now, without starting it: the candidate, the
+        decisions it is tested against and its own (None: a comparison is open, or none is next)."""
         if self.active is not None:
             return None
         plan = self._plan(images.head(self.reach(images)))
@@ -265,12 +269,14 @@ class SiteLadder:
         self, images: SiteImages
     ) -> tuple[list[Comparison], tuple[Rule, float, np.ndarray, np.ndarray, int]] | None:
         """The candidates with nothing to test before the next one that has, and that one's
-        ``(name, threshold, before, after, other)`` (None: none has anything to test; ``other``:
-        the class a threshold fitted to the answers calls, :func:`fitted.fitted_rule`)."""
-        n = len(images)
+        ``(name, threshold, before, after, other)`` (None: none has anything to test, or I-DiPT's
+        is reached before its decisions are made: ``_waits``; ``other``: the class a threshold
+        fitted to the answers calls, :func:`fitted.fitted_rule`)."""
+        n, self._waits = len(images), False
         if n == 0:
             return None
         tried = {c.candidate for c in self.comparisons}
+        waiting = images.prompted is not None and PROMPTED_PENDING in images.prompted[:n]
         if self._refit_allowed():
             tried.discard(Rule.ANSWERS)
         steps: list[tuple[Rule, float]] = []
@@ -280,8 +286,10 @@ class SiteLadder:
             if name in tried or (name == self.current and name != Rule.ANSWERS):
                 continue
             if name == PROMPTED:
-                if images.prompted is not None and bool((images.prompted[:n] >= 0).any()):
+                if waiting or (images.prompted is not None and bool((images.prompted[:n] >= 0).any())):
                     steps.append((name, math.nan))
+                if waiting:
+                    break  # reached: the plan waits for its decisions, then goes on
             elif name == Rule.ANSWERS:
                 steps.append((name, math.nan))  # fitted below, against the rule in use
             elif (value := images.candidate_at(name, n)) is not None:  # a threshold, or nan: decided
@@ -289,6 +297,9 @@ class SiteLadder:
         rule_in_use = self.decide(images, n)
         empties: list[Comparison] = []
         for name, threshold in steps:
+            if name == PROMPTED and waiting:
+                self._waits = True  # tested once its decisions are made
+                return None
             other = -1
             if name == Rule.ANSWERS:
                 threshold, other = self._fit(images, rule_in_use)
@@ -369,14 +380,13 @@ class SiteLadder:
         if self.active is not None:
             return None
         everything = len(images)
-        images = images.head(
-            self.reach(images)
-        )  # a candidate is tested only where the rules in use are certified
+        images = images.head(self.reach(images))  # tested only where the rules in use are certified
         n = len(images)
         if self.rule.probe > 0 and not self.comparisons:
             return self._probe(images, self.rule.probe) if candidate is None else None
         before_it = self._passing(n)
         plan = self._plan(images)
+        self.waits_for_prompted = self._waits  # a start waits (a look ahead does not)
         if plan is None or (candidate is not None and plan[1][0] != candidate):
             return None
         j = self.next_index if index is None else int(index)
@@ -587,8 +597,3 @@ class SiteLadder:
 
     def reviews(self) -> int:
         return sum(len(c.reviewed) for c in self.comparisons)
-
-
-def tested(ladders: Sequence[SiteLadder]) -> list[Comparison]:
-    """Every comparison with at least one disagreement, across sites."""
-    return [c for ladder in ladders for c in ladder.comparisons if c.disagreements]

@@ -149,6 +149,8 @@ def _open(settings: SiteSettings, task: SiteTask) -> FolderJob:
         settings.job,
         command=f"f2tta run (cohort site {task.site}) --input {task.path}",
         reviews=task.reviews is not None,
+        # marks to apply: I-DiPT's prompted decisions made in the run, as their comparison may need them
+        prompted="behind" if task.reviews is not None else settings.job.prompted,
     )
     return open_job(session, task.path, task.state, task.out, options, slide=task.kind == "slide")
 

@@ -40,7 +40,7 @@ from engine.io.arrival import ORDERS
 from engine.io.sources import FolderSource, open_folder, source_hash
 from engine.run.lock import DirectoryLock
 from engine.run.record import JOURNAL_FORMAT, SourceRecord, parse_record, record_extra
-from engine.run.rows import MAP_PENDING, PredictionRow, without_map
+from engine.run.rows import MAP_PENDING, PredictionRow, without_map, without_prompted
 from engine.run.session import Session
 from engine.run.state import STATE_FILE
 from engine.util.atomic import atomic_write_bytes
@@ -198,6 +198,7 @@ class Journal:
             raise StateError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
         found: dict[str, PredictionRow] = {}
         pending = set(self.source(source_id).pending_maps())
+        unprompted = set(self.source(source_id).pending_prompts())
         refused = ""  # why the first row that was not read back was refused
         for key, record in records.items():
             if key not in keys:
@@ -207,9 +208,13 @@ class Journal:
             except (ValueError, TypeError, KeyError) as exc:
                 refused = refused or str(exc)
                 continue
-            if key in pending and found[key].map_status != MAP_PENDING:  # a map made after the last save
-                found[key] = without_map(found[key])
+            row = found[key]
+            if key in pending and row.map_status != MAP_PENDING:  # a map made after the last save
+                found[key] = without_map(row, prompt_step=key in unprompted)
                 lines += 1  # the file is rewritten with the row as the state has it
+            elif key in unprompted and row.prompted_status != MAP_PENDING:  # a prompt step since
+                found[key] = without_prompted(row)
+                lines += 1
         missing = len(keys) - len(found)
         if missing:
             raise StateError(
@@ -225,13 +230,21 @@ class Journal:
         """Append ``row`` (durable at the next :meth:`save`); the item counts once the state is saved.
         A row whose map is pending waits for :meth:`add_map`."""
         self._rows_store(source_id).append(row.to_json())
-        self.source(source_id).add_processed(row.key, mapped=row.map_status != MAP_PENDING)
+        self.source(source_id).add_processed(
+            row.key, mapped=row.map_status != MAP_PENDING, prompted=row.prompted_status != MAP_PENDING
+        )
 
     def add_map(self, source_id: str, row: PredictionRow, unreadable: str | None = None) -> None:
         """Append the row of the next item waiting for its map, now with its map (``unreadable``:
         why its image gave none, the row then says :data:`MAP_UNREADABLE`); the last copy of a row
         is the one read back."""
         self.source(source_id).add_mapped(row.key, unreadable)
+        self._rows_store(source_id).append(row.to_json())
+
+    def add_prompted(self, source_id: str, row: PredictionRow, unreadable: str | None = None) -> None:
+        """Append the row of the next item waiting for its prompt step, now with its prompted
+        decision (``unreadable``: why its image gave none); the last copy of a row is the one read back."""
+        self.source(source_id).add_prompted(row.key, unreadable)
         self._rows_store(source_id).append(row.to_json())
 
     def add_skip(self, source_id: str, key: str, reason: str) -> None:

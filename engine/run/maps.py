@@ -3,21 +3,29 @@
 For a method that decides from the source pass alone (:attr:`TTAMethod.decides_from_source_pass`:
 SourceOnly, I-DiPT+) the stream loop may record every decision first
 (``Session.step_batch(..., decisions_only=True)``) and make the maps afterwards, through the same
-batches: :func:`map_batch` runs the method's map step (I-DiPT's prompt tuning, or MC dropout) on
-images decided before and returns what it adds to their rows (:func:`with_map`). The decisions
-are the ones the inline step gives (the operating point reads only source passes); the maps too,
-taken in the same batches from the same state (``docs/method.md``, "Decisions first, maps behind").
+batches: :func:`map_batch` runs the method's map step (MC dropout on the source pass) on images
+decided before and returns what it adds to their rows (:func:`with_map`). The decisions are the
+ones the inline step gives (the operating point reads only source passes); the maps too, taken in
+the same batches from the same state (``docs/method.md``, "Decisions first, maps behind").
+
+I-DiPT's prompted decision (I-DiPT+'s last candidate) has a step of its own, the *prompt step*
+(:func:`prompt_batch`, :func:`with_prompted`): I-DiPT's prompt tuning, taken over the mapped
+images in arrival order only when it is asked for (the review reaching that candidate, or the
+run told to), so the default pays for it only where it is tested (``docs/method.md``, "The
+prompted decision on demand").
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
+from engine.methods.base import MethodOutput
 from engine.run.batch import ImageInput
 from engine.run.rows import PredictionRow
 from engine.run.session import Session
@@ -64,17 +72,26 @@ def map_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]
     method = session.method
     if not method.has_map_step:
         raise TypeError(f"method {session.method_name!r} has no map step")
+    return _stepped(session, images, method.map_step, method.map_gives_prediction())
+
+
+def _stepped(
+    session: Session,
+    images: Sequence[ImageInput],
+    step: Callable[[torch.Tensor], MethodOutput],
+    prompted: bool,
+) -> list[MapResult]:
+    """``step`` (the map step or the prompt step) on ``images``, one result each."""
     if not images:
         return []
-    limit = method.max_batch
+    limit = session.method.max_batch
     if limit is not None and len(images) > limit:
         raise ValueError(f"{session.method_name} takes at most {limit} image(s) per step, got {len(images)}")
     start = time.perf_counter()
     x = session.to_input([session.prepare(image) for image in images])
     with session.autocast_context():
-        out = method.map_step(x)
+        out = step(x)
     grid = session.model.grid
-    prompted = method.map_gives_prediction()
     images_out = per_image(out, len(images), grid, session.method_name)
     seconds = (time.perf_counter() - start) / len(images)
     return [
@@ -94,11 +111,38 @@ def map_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]
 
 
 def with_map(row: PredictionRow, result: MapResult) -> PredictionRow:
-    """``row`` (decided, its map pending) with what the map step made for its image."""
+    """``row`` (decided, its map pending) with what the map step made for its image (a prompted
+    decision that comes from a prompt step of its own stays as the row has it)."""
+    prompted = row.prompted_prediction if row.prompted_status else result.prompted
     return replace(
         row,
         uncertainty=result.mean_uncertainty,
-        update_skipped=result.update_skipped,
-        prompted_prediction=result.prompted,
+        update_skipped=row.update_skipped or result.update_skipped,
+        prompted_prediction=prompted,
         map_status="",
+    )
+
+
+def prompt_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]:
+    """The prompt step of ``session``'s method on mapped images, in arrival order: I-DiPT's prompted
+    decision of each (:attr:`MapResult.prompted`; the uncertainty it tuned from, the same as the map
+    step's).
+
+    Raises:
+        TypeError: the method has no prompt step.
+        ValueError: more images than the method takes at once.
+    """
+    method = session.method
+    if not method.has_prompt_step():
+        raise TypeError(f"method {session.method_name!r} has no prompt step")
+    return _stepped(session, images, method.prompt_step, prompted=True)
+
+
+def with_prompted(row: PredictionRow, result: MapResult) -> PredictionRow:
+    """``row`` (its prompted decision pending) with the one the prompt step made for its image."""
+    return replace(
+        row,
+        update_skipped=row.update_skipped or result.update_skipped,
+        prompted_prediction=result.prompted,
+        prompted_status="",
     )

@@ -68,7 +68,18 @@ class MapSkipped:
     reason: str
 
 
-Outcome = Predicted | Skipped | Failed | Saved | Paused | Mapped | MapSkipped
+@dataclass(frozen=True)
+class Prompted:
+    """I-DiPT's prompted decision of an item mapped earlier (the prompt step, made when asked
+    for); ``row`` is its row with it, already in the journal. ``reason``: why the image could not
+    be read again for it (the row then says so and keeps its decision and map)."""
+
+    item: StreamItem
+    row: PredictionRow
+    reason: str | None = None
+
+
+Outcome = Predicted | Skipped | Failed | Saved | Paused | Mapped | MapSkipped | Prompted
 
 
 @dataclass
@@ -86,6 +97,8 @@ class RunSummary:
     mapped: int = 0  # maps made in this run behind the decisions (Mapped outcomes)
     maps_skipped: int = 0  # decided items that could not be read again for their map
     maps_pending: int = 0  # decided items still waiting for their map after this run
+    prompted: int = 0  # prompted decisions made in this run (Prompted outcomes, readable)
+    prompts_pending: int = 0  # mapped items still waiting for their prompted decision (made when asked for)
 
     @property
     def failed(self) -> bool:

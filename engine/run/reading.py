@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from engine.errors import F2TTAError, ImageReadError
+from engine.io.content import same_content
 from engine.io.slides import Slide, SlideError, TilePlan
 from engine.io.sources import StreamItem
 
@@ -208,3 +209,22 @@ def read_ahead(
             future.cancel()
         with contextlib.suppress(RuntimeError):
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class GoneError(LookupError):
+    """A decided item that is no longer in its source (a file removed since it was decided)."""
+
+
+def same_picture(item: StreamItem, decoded: Decoded, decided: str) -> Decoded:
+    """``decoded``, or why it cannot have the map of the decision made on the picture whose content
+    fingerprint is ``decided``: the file was replaced or changed since (the fingerprints differ), so a
+    map made now would be of another picture than the one decided."""
+    if isinstance(decoded, Exception) or not decided or not decoded.content:
+        return decoded
+    if same_content(decided, decoded.content):
+        return decoded
+    reason = (
+        "the file changed since its decision (replaced or rewritten): its decision is of the picture as it "
+        "was then, and no map is made from the new one"
+    )
+    return ImageReadError(f"{item.name}: {reason}", reason=reason)

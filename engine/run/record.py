@@ -1,5 +1,5 @@
 """The journal's record of each source: the items processed (decided) in arrival order, how many
-of them have their uncertainty map, and the items skipped for good.
+of them have their uncertainty map and their prompted decision, and the items skipped for good.
 
 It is saved as the ``extra`` of the engine's state (:mod:`engine.run.state`), so the record and the
 method's state are always written together: the operating point as it was after the last decided
@@ -32,6 +32,11 @@ class SourceRecord:
     mapped: int | None = None
     #: (key, reason) of processed items whose image could not be read again for their map.
     map_skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: How many of ``processed``, from the first, have had their prompt step (I-DiPT's prompted
+    #: decision, made when asked for; None: all of them, or the method has none).
+    prompted: int | None = None
+    #: (key, reason) of processed items whose image could not be read again for their prompt step.
+    prompt_skipped: list[tuple[str, str]] = field(default_factory=list)
 
     def done(self) -> set[str]:
         return set(self.processed) | {k for k, _ in self.skipped}
@@ -45,10 +50,22 @@ class SourceRecord:
         """The keys of processed items still waiting for their map, in arrival order."""
         return self.processed[self.maps_done :]
 
-    def add_processed(self, key: str, mapped: bool) -> None:
-        """Count a decided item; ``mapped``: its map came with the decision (maps inline)."""
+    @property
+    def prompts_done(self) -> int:
+        """Processed items whose prompt step is behind them (made, or skipped as unreadable)."""
+        return len(self.processed) if self.prompted is None else self.prompted
+
+    def pending_prompts(self) -> list[str]:
+        """The keys of processed items still waiting for their prompt step, in arrival order."""
+        return self.processed[self.prompts_done :]
+
+    def add_processed(self, key: str, mapped: bool, prompted: bool = True) -> None:
+        """Count a decided item; ``mapped``: its map came with the decision (maps inline);
+        ``prompted``: so did its prompted decision (or the method has none)."""
         if not mapped and self.mapped is None:
             self.mapped = len(self.processed)
+        if not prompted and self.prompted is None:
+            self.prompted = len(self.processed)
         self.processed.append(key)
 
     def add_mapped(self, key: str, unreadable: str | None = None) -> None:
@@ -59,6 +76,17 @@ class SourceRecord:
         if unreadable is not None:
             self.map_skipped.append((key, unreadable))
         self.mapped = None if self.maps_done + 1 == len(self.processed) else self.maps_done + 1
+
+    def add_prompted(self, key: str, unreadable: str | None = None) -> None:
+        """Count the prompt step of the next item waiting for it, ``key`` (``unreadable``: why it
+        had none)."""
+        pending = self.pending_prompts()
+        if not pending or pending[0] != key:
+            raise ValueError(f"{key!r} is not the next item waiting for its prompt step")
+        if unreadable is not None:
+            self.prompt_skipped.append((key, unreadable))
+        done = self.prompts_done + 1
+        self.prompted = None if done == len(self.processed) else done
 
 
 def parse_record(extra: Any, origin: str) -> dict[str, SourceRecord]:
@@ -95,13 +123,21 @@ def _source(rec: Any) -> SourceRecord:
         [(str(k), str(r)) for k, r in rec.get("skipped", [])],
         _arrival(rec.get("arrival")),
     )
-    mapped = rec.get("mapped")
-    if mapped is not None:
-        if type(mapped) is not int or not 0 <= mapped <= len(record.processed):
-            raise ValueError(f"mapped {mapped!r} is not a count of the processed items")
-        record.mapped = None if mapped == len(record.processed) else mapped
+    record.mapped = _count(rec, "mapped", len(record.processed))
     record.map_skipped = [(str(k), str(r)) for k, r in rec.get("map_skipped", [])]
+    record.prompted = _count(rec, "prompted", len(record.processed))
+    record.prompt_skipped = [(str(k), str(r)) for k, r in rec.get("prompt_skipped", [])]
     return record
+
+
+def _count(rec: Any, name: str, processed: int) -> int | None:
+    """A recorded count of the first processed items (None: absent, or all of them)."""
+    value = rec.get(name)
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= processed:
+        raise ValueError(f"{name} {value!r} is not a count of the processed items")
+    return None if value == processed else value
 
 
 def _arrival(value: Any) -> tuple[str, int] | None:
@@ -127,5 +163,9 @@ def record_extra(record: dict[str, SourceRecord]) -> dict[str, Any]:
             entry["mapped"] = rec.mapped
         if rec.map_skipped:
             entry["map_skipped"] = [list(s) for s in rec.map_skipped]
+        if rec.prompted is not None:
+            entry["prompted"] = rec.prompted
+        if rec.prompt_skipped:
+            entry["prompt_skipped"] = [list(s) for s in rec.prompt_skipped]
         sources[sid] = entry
     return {"format": JOURNAL_FORMAT, "sources": sources}

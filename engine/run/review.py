@@ -46,9 +46,11 @@ from engine.review.marks import BlockRecord, MarkError, MarkStore, ReviewMark, n
 from engine.run.review_blocks import record_of, replay
 from engine.run.review_parts import (
     Decider,
+    EmptyQueue,
     PartRule,
     ReviewPart,
     decides_words,
+    first_pending,
     no_site_rule,
     part_label,
     part_name,
@@ -57,7 +59,7 @@ from engine.run.review_parts import (
     site_images,
     what_adapting_changed,
 )
-from engine.run.rows import MAP_PENDING, PredictionRow
+from engine.run.rows import PredictionRow
 from engine.vocabulary import QueueEmpty, Rule
 
 
@@ -68,18 +70,6 @@ class MarkChange:
     key: str
     before: ReviewMark | None
     after: ReviewMark | None
-
-
-@dataclass(frozen=True)
-class EmptyQueue:
-    """Why a site's review queue is empty (:meth:`SiteReview.empty_queue`): the facts, which each
-    place words its own way (:meth:`SiteReview.why_empty`, :mod:`engine.run.review_outlook`)."""
-
-    stage: QueueEmpty
-    tested: tuple[Comparison, ...] = ()  # the comparisons with images to test, all settled
-    alike: tuple[Rule, ...] = ()  # other rules that call every image as it is decided now
-    unproposed: str | None = None  # the method proposed no site threshold: why ("": not said); None: it did
-    prompted: bool = False  # I-DiPT's own rule can decide the folder's images
 
 
 class SiteReview:
@@ -444,12 +434,16 @@ class SiteReview:
         return self.parts[k].ladder.upcoming(self._decided_and_mapped(k))
 
     def _decided_and_mapped(self, k: int) -> SiteImages:
-        """The images a block may be frozen on: those before the first whose map (and I-DiPT's
-        prompted decision) is still pending, so a block never changes when maps arrive."""
-        rows = self.parts[k].rows(self.rows)
-        pending = next((i for i, r in enumerate(rows) if r.map_status == MAP_PENDING), len(rows))
-        images = self.images(k)
-        return images if pending == len(rows) else images.head(pending)
+        """The images a block may be frozen on: those before the first whose map (and, once I-DiPT's
+        candidate is tested, prompted decision) is pending, so a block never changes when they arrive."""
+        part, images = self.parts[k], self.images(k)
+        settled = first_pending(part.rows(self.rows), part.ladder.uses_prompted)
+        return images if settled == len(images) else images.head(settled)
+
+    @property
+    def wants_prompted(self) -> bool:
+        """I-DiPT's prompted decisions are wanted (its prompt step to run): a ladder reached them."""
+        return any(p.ladder.waits_for_prompted or p.ladder.uses_prompted for p in self.parts)
 
     def _record_frozen(self, k: int) -> None:
         """Record the blocks the ladder of part ``k`` just froze (before the queue shows them)."""
@@ -515,6 +509,8 @@ class SiteReview:
         images = self.images()
         if images.threshold is None and images.prompted is None:
             return EmptyQueue(QueueEmpty.NO_OTHER_RULE)
+        if any(p.ladder.waits_for_prompted for p in self.parts):
+            return EmptyQueue(QueueEmpty.PROMPTED_PENDING)
         mapped = any(len(self._decided_and_mapped(k)) for k in range(len(self.parts)))
         unproposed = None
         if not images.candidates and not images.decided and images.classes is not None:  # no two groups
@@ -550,6 +546,10 @@ class SiteReview:
             )
         if empty.stage is QueueEmpty.NO_MAPS_YET:
             return "nothing to review yet: the review starts on images whose uncertainty maps are made"
+        if empty.stage is QueueEmpty.PROMPTED_PENDING:
+            return (
+                f"next: {Rule.PROMPTED.words}, whose decisions are being made now that the review reached it"
+            )
         decider = decides_words(self.in_use())
         said = []
         if empty.tested:

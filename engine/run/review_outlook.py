@@ -217,6 +217,11 @@ def _nothing(review: SiteReview) -> str:
             "No other rule can decide these images (the run kept no source margins: a method that keeps "
             "none, or a journal written before they were kept), so reviewing cannot change them."
         )
+    if empty.stage is QueueEmpty.PROMPTED_PENDING:
+        return (
+            f"The next rule to test is {Rule.PROMPTED.words}; its decisions for these images are made "
+            "only now that the review reached it, and its questions follow."
+        )
     if empty.tested:
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."
     if empty.unproposed is not None:  # the method proposed no site threshold here: its typed reason says why

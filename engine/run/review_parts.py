@@ -27,10 +27,11 @@ import numpy as np
 from engine.methods.idipt_plus import ACCEPTED, HELD, THRESHOLD_CANDIDATES
 from engine.review.balance import Balanced
 from engine.review.classes import ONE_GROUP, BestFits, best_fit_thresholds
-from engine.review.ladder import LABEL_FREE, SOURCE_RULE, SiteImages, SiteLadder
+from engine.review.images import PROMPTED_PENDING
+from engine.review.ladder import LABEL_FREE, SOURCE_RULE, Comparison, SiteImages, SiteLadder
 from engine.review.marks import BlockRecord
-from engine.run.rows import PredictionRow
-from engine.vocabulary import NoSiteRule, Rule
+from engine.run.rows import MAP_PENDING, PredictionRow
+from engine.vocabulary import NoSiteRule, QueueEmpty, Rule
 
 
 class Decider(NamedTuple):
@@ -111,8 +112,15 @@ def site_images(
             log_probs = np.array(logs, dtype=np.float64)
             source = np.array([r.source_prediction for r in rows], dtype=np.int64)
             decided[Rule.PRIOR] = (balanced or Balanced()).of(log_probs, source)
+    pending = PROMPTED_PENDING  # a row's prompted decision still to be made (on demand): see SiteImages
     prompted = np.array(
-        [-1 if r.prompted_prediction is None else r.prompted_prediction for r in rows], dtype=np.int64
+        [
+            (pending if r.prompted_status == MAP_PENDING else -1)
+            if r.prompted_prediction is None
+            else r.prompted_prediction
+            for r in rows
+        ],
+        dtype=np.int64,
     )
     return SiteImages(
         reported=np.array([r.prediction for r in rows], dtype=np.int64),
@@ -120,10 +128,30 @@ def site_images(
         margin=margin,
         threshold=threshold,
         candidates=candidates,
-        prompted=prompted if bool((prompted >= 0).any()) else None,
+        prompted=prompted if bool((prompted != -1).any()) else None,
         classes=two,
         decided=decided,
     )
+
+
+@dataclass(frozen=True)
+class EmptyQueue:
+    """Why a site's review queue is empty (:meth:`SiteReview.empty_queue`): the facts, which each
+    place words its own way (:meth:`SiteReview.why_empty`, :mod:`engine.run.review_outlook`)."""
+
+    stage: QueueEmpty
+    tested: tuple[Comparison, ...] = ()  # the comparisons with images to test, all settled
+    alike: tuple[Rule, ...] = ()  # other rules that call every image as it is decided now
+    unproposed: str | None = None  # the method proposed no site threshold: why ("": not said); None: it did
+    prompted: bool = False  # I-DiPT's own rule can decide the folder's images
+
+
+def first_pending(rows: Sequence[PredictionRow], prompted: bool) -> int:
+    """The first row whose map (``prompted``: or I-DiPT's prompted decision) is still to come."""
+    for i, r in enumerate(rows):
+        if r.map_status == MAP_PENDING or (prompted and r.prompted_status == MAP_PENDING):
+            return i
+    return len(rows)
 
 
 @dataclass(eq=False)  # parts are compared by identity (they hold ladders)

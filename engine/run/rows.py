@@ -114,6 +114,9 @@ class PredictionRow:
     ] = ()  # the site's candidate thresholds (never reported uncertified)
     prompted_prediction: int | None = None  # I-DiPT's prompted model's class (None: not computed)
     map_status: str = ""  # "" the map is there (or the method makes none); MAP_PENDING; MAP_UNREADABLE
+    # "" the prompted decision is there (or the method makes none); MAP_PENDING: its prompt step is
+    # still to come (it runs when asked for); MAP_UNREADABLE: the image could not be read for it
+    prompted_status: str = ""
     content: str = ""  # the content fingerprint of the file decided (engine.io.content; "" a tile)
     restored: bool = False  # True for rows read back from a journal (no overlay available)
 
@@ -159,6 +162,7 @@ class PredictionRow:
             "source_log_probs",
             "prompted_prediction",
             "map_status",
+            "prompted_status",
             "content",
         ):
             if data[key] in ("", None):
@@ -204,6 +208,7 @@ class PredictionRow:
         kwargs["decision_path"] = str(kwargs.get("decision_path") or "")
         kwargs["decision_reason"] = str(kwargs.get("decision_reason") or "")
         kwargs["map_status"] = str(kwargs.get("map_status") or "")
+        kwargs["prompted_status"] = str(kwargs.get("prompted_status") or "")
         kwargs["content"] = str(kwargs.get("content") or "")
         group = kwargs.get("site_group")
         kwargs["site_group"] = None if group is None else int(group)
@@ -230,10 +235,23 @@ class PredictionRow:
         return cls(**kwargs)
 
 
-def without_map(row: PredictionRow) -> PredictionRow:
-    """``row`` as its decision made it, its map pending (what the map step adds taken away)."""
+def without_map(row: PredictionRow, prompt_step: bool = False) -> PredictionRow:
+    """``row`` as its decision made it, its map pending (what the map step adds taken away;
+    ``prompt_step``: the method's prompted decision comes from a prompt step, pending too)."""
     return dataclasses.replace(
-        row, uncertainty=math.nan, update_skipped=False, prompted_prediction=None, map_status=MAP_PENDING
+        row,
+        uncertainty=math.nan,
+        update_skipped=False,
+        prompted_prediction=None,
+        map_status=MAP_PENDING,
+        prompted_status=MAP_PENDING if prompt_step else "",
+    )
+
+
+def without_prompted(row: PredictionRow) -> PredictionRow:
+    """``row`` with its prompted decision pending (what the prompt step adds taken away)."""
+    return dataclasses.replace(
+        row, update_skipped=False, prompted_prediction=None, prompted_status=MAP_PENDING
     )
 
 

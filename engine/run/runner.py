@@ -138,6 +138,7 @@ class JobOptions:
             checked and owned with the others (:func:`engine.run.outputs.run_files`).
         batch: images per model step (:class:`StreamRun`'s ``batch``).
         maps: where the uncertainty maps are made (:class:`StreamRun`'s ``maps``).
+        prompted: when I-DiPT's prompted decisions are made (:class:`StreamRun`'s ``prompted``).
     """
 
     order: str | None = None
@@ -151,6 +152,7 @@ class JobOptions:
     reviews: bool = False
     batch: int = 1
     maps: str = "inline"
+    prompted: str = "behind"
 
 
 def open_job(
@@ -352,6 +354,7 @@ def _open_job(
         arrival=(source.order, source.seed) if isinstance(source, FolderSource) else None,
         batch=plan.options.batch,
         maps=plan.options.maps,
+        prompted=plan.options.prompted,
         keep_images=False,  # nothing shows them: memory holds only the model's pixels read ahead
     )
     resumed = processed_here((row.key for row in rows), source)

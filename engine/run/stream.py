@@ -56,12 +56,11 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from engine.errors import F2TTAError, ImageReadError
-from engine.io.content import same_content
+from engine.errors import F2TTAError
 from engine.io.sources import StreamItem
 from engine.run.batch import is_out_of_memory
 from engine.run.journal import Journal
-from engine.run.maps import MapResult, map_batch, with_map
+from engine.run.maps import MapResult, map_batch, prompt_batch, with_map, with_prompted
 from engine.run.outcomes import (
     Failed,
     Mapped,
@@ -69,12 +68,14 @@ from engine.run.outcomes import (
     Outcome,
     Paused,
     Predicted,
+    Prompted,
     RunSummary,
     Saved,
     step_message,
 )
 from engine.run.reading import (
     Decoded,
+    GoneError,
     Picture,
     Read,
     Reader,
@@ -83,10 +84,11 @@ from engine.run.reading import (
     decode,
     read_ahead,
     read_item,
+    same_picture,
     skip_for,
     tile_reader,
 )
-from engine.run.rows import MAP_PENDING, MAP_UNREADABLE, PredictionRow, make_row, without_map
+from engine.run.rows import MAP_UNREADABLE, PredictionRow, make_row, without_map
 from engine.run.session import Session
 from engine.run.step import StepResult
 
@@ -101,6 +103,7 @@ __all__ = [
     "Paused",
     "Picture",
     "Predicted",
+    "Prompted",
     "Reader",
     "RunSummary",
     "Saved",
@@ -115,11 +118,10 @@ __all__ = [
 _TRIAL_STEPS = 2
 #: Where the uncertainty maps are made: with each decision, or behind all of them.
 MAPS = ("behind", "inline")
+#: When I-DiPT's prompted decisions are made, with the maps behind the decisions: behind the maps
+#: in the same run, or only once asked for (:meth:`StreamRun.request_prompted`).
+PROMPTED = ("behind", "on-demand")
 T = TypeVar("T")
-
-
-class GoneError(LookupError):
-    """A decided item that is no longer in its source (a file removed since it was decided)."""
 
 
 class StreamRun:
@@ -149,6 +151,10 @@ class StreamRun:
         maps: ``"behind"``: decisions first, the maps behind them (methods that decide from the
             source pass; the others step inline whatever this says); ``"inline"``: each image's
             decision and map in one step.
+        prompted: with the maps behind, for a method with a prompt step (I-DiPT+'s prompted
+            candidate): ``"behind"``: the prompt step behind the maps, in this run; ``"on-demand"``:
+            only once :meth:`request_prompted` asks for it (the review reaching that candidate).
+            Inline, the step makes it with the decision whatever this says.
     """
 
     def __init__(
@@ -169,9 +175,12 @@ class StreamRun:
         on_skip: Callable[[Skipped], None] | None = None,
         arrival: tuple[str, int] | None = None,
         maps: str = "inline",
+        prompted: str = "behind",
     ) -> None:
         if maps not in MAPS:
             raise ValueError(f"maps must be one of {', '.join(MAPS)}, not {maps!r}")
+        if prompted not in PROMPTED:
+            raise ValueError(f"prompted must be one of {', '.join(PROMPTED)}, not {prompted!r}")
         self.session = session
         self.reader = reader
         self.source_id = source_id
@@ -195,8 +204,18 @@ class StreamRun:
         #: Decided items waiting for their map step, in arrival order, with their rows.
         self.map_queue: deque[tuple[StreamItem, PredictionRow]] = deque()
         self.missing: set[str] = set()  # keys of queued items no longer in the source
+        #: The prompted decision comes from the prompt step, behind the maps (not with the decision).
+        self.prompt_stage = self.behind and method.has_prompt_step()
+        #: Mapped items waiting for their prompt step, in arrival order, with their rows.
+        self.prompt_queue: deque[tuple[StreamItem, PredictionRow]] = deque()
+        self._prompt_rows: dict[str, PredictionRow] = {}  # their rows as the maps left them
+        self._prompts_wanted = threading.Event()
+        if prompted == "behind":
+            self._prompts_wanted.set()
         if journal is not None and method.has_map_step:
             self._queue_pending_maps(journal, items)
+        if journal is not None and method.has_prompt_step():
+            self._queue_pending_prompts(journal, items)
         self._since_save = 0
         self._ended = False  # a failure or a save error ended the run (no further step)
         self._stop = threading.Event()
@@ -216,6 +235,10 @@ class StreamRun:
         """Yield :class:`Paused` after the current batch."""
         self._pause.set()
 
+    def request_prompted(self) -> None:
+        """Make the prompted decisions behind the maps in this run (``prompted="on-demand"``)."""
+        self._prompts_wanted.set()
+
     # -- the loop -------------------------------------------------------------------------------
     def outcomes(self) -> Iterator[Outcome]:
         """The outcome of every pending item, in order, then a final :class:`Saved` (with a journal);
@@ -224,14 +247,18 @@ class StreamRun:
         try:
             if not self.behind:
                 yield from self._maps()
+                yield from self._prompts()  # an inline step makes the next image's: none may wait
             if not self._ended:
                 yield from self._decisions()
             if self.behind and not self._ended:
                 yield from self._maps()
+            if self.behind and not self._ended and self._prompts_wanted.is_set():
+                yield from self._prompts()
         finally:
             if isinstance(self.reader, TileReader):
                 self.reader.close()
             self.summary.maps_pending = len(self.map_queue)
+            self.summary.prompts_pending = len(self.prompt_queue)
         if self.journal is not None and self.summary.save_error is None:
             yield self.save(final=True)
 
@@ -242,12 +269,15 @@ class StreamRun:
         def decided(item: StreamItem, read: Read, step: StepResult) -> Iterator[Outcome]:
             row = make_row(item, step, self.session.card.classes, self.positive_class, read.content)
             if queue:
-                row = without_map(row)
+                row = without_map(row, prompt_step=self.prompt_stage)
             if (error := self.record(item, self._add_row, row)) is not None:
                 yield error
                 return
             if queue:
                 self.map_queue.append((item, row))
+            if self.prompt_stage:
+                self.prompt_queue.append((item, row))
+                self._prompt_rows[item.key] = row
             self.summary.processed += 1
             yield Predicted(item, row, step, read.picture)
 
@@ -260,10 +290,69 @@ class StreamRun:
 
     def _maps(self) -> Iterator[Outcome]:
         """The map step of every item in :attr:`map_queue`, in order (see the module notes)."""
-        queue = self.map_queue
+        rows = {item.key: row for item, row in self.map_queue}
+
+        def mapped(item: StreamItem, read: Read, result: MapResult) -> Iterator[Outcome]:
+            row = with_map(rows.pop(item.key), result)
+            if (error := self.record(item, self._add_map, row, None)) is not None:
+                yield error
+                return
+            self._follow(row)
+            self.summary.mapped += 1
+            yield Mapped(item, row, result, read.picture)
+
+        def lost(item: StreamItem, reason: str) -> Iterator[Outcome]:
+            row = replace(rows.pop(item.key), map_status=MAP_UNREADABLE)
+            if (error := self.record(item, self._add_map, row, reason)) is not None:
+                yield error
+                return
+            self._follow(row)
+            logger.warning("%s: no uncertainty map (%s); its decision is kept", item.name, reason)
+            self.summary.maps_skipped += 1
+            yield MapSkipped(item, row, reason)
+
+        yield from self._behind(
+            self.map_queue, lambda pixels, _: map_batch(self.session, pixels), mapped, lost
+        )
+
+    def _prompts(self) -> Iterator[Outcome]:
+        """The prompt step of every item in :attr:`prompt_queue`, in order: I-DiPT's prompted
+        decisions, made as the maps are (the same batches, the images read again)."""
+        rows = self._prompt_rows
+
+        def made(item: StreamItem, read: Read, result: MapResult) -> Iterator[Outcome]:
+            row = with_prompted(rows.pop(item.key), result)
+            if (error := self.record(item, self._add_prompted, row, None)) is not None:
+                yield error
+                return
+            self.summary.prompted += 1
+            yield Prompted(item, row)
+
+        def lost(item: StreamItem, reason: str) -> Iterator[Outcome]:
+            row = replace(rows.pop(item.key), prompted_status=MAP_UNREADABLE)
+            if (error := self.record(item, self._add_prompted, row, reason)) is not None:
+                yield error
+                return
+            logger.warning("%s: no prompted decision (%s); its decision is kept", item.name, reason)
+            yield Prompted(item, row, reason)
+
+        step = self._behind(
+            self.prompt_queue, lambda pixels, _: prompt_batch(self.session, pixels), made, lost
+        )
+        yield from step
+
+    def _behind(
+        self,
+        queue: deque[tuple[StreamItem, PredictionRow]],
+        call: Callable[[list[np.ndarray], list[str | None]], list[MapResult]],
+        made: Callable[[StreamItem, Read, MapResult], Iterator[Outcome]],
+        lost: Callable[[StreamItem, str], Iterator[Outcome]],
+    ) -> Iterator[Outcome]:
+        """``call`` (the map step or the prompt step) on the items of ``queue``, decided earlier and
+        read again in order: ``made``'s outcomes for each, ``lost``'s for one that cannot be read
+        again or whose file changed since its decision (each leaves the queue as it is done)."""
         if not queue or self.ended_by_request():
             return
-        rows = {item.key: row for item, row in queue}
         decided_content = {item.key: row.content for item, row in queue}  # read on the reading threads
 
         def read(item: StreamItem) -> Decoded:
@@ -271,31 +360,21 @@ class StreamRun:
                 return GoneError("no longer in the source")
             return same_picture(item, self.read(item), decided_content[item.key])
 
-        def step(pixels: list[np.ndarray], _sites: list[str | None]) -> list[MapResult]:
-            return map_batch(self.session, pixels)
-
-        def mapped(item: StreamItem, read: Read, result: MapResult) -> Iterator[Outcome]:
+        def each(item: StreamItem, read: Read, result: MapResult) -> Iterator[Outcome]:
             queue.popleft()
-            row = with_map(rows.pop(item.key), result)
-            if (error := self.record(item, self._add_map, row, None)) is not None:
-                yield error
-                return
-            self.summary.mapped += 1
-            yield Mapped(item, row, result, read.picture)
+            yield from made(item, read, result)
 
         def unreadable(item: StreamItem, exc: Exception) -> Iterator[Outcome]:
             queue.popleft()
-            reason = skip_for(item, exc).reason
-            row = replace(rows.pop(item.key), map_status=MAP_UNREADABLE)
-            if (error := self.record(item, self._add_map, row, reason)) is not None:
-                yield error
-                return
-            logger.warning("%s: no uncertainty map (%s); its decision is kept", item.name, reason)
-            self.summary.maps_skipped += 1
-            yield MapSkipped(item, row, reason)
+            yield from lost(item, skip_for(item, exc).reason)
 
         items = [item for item, _ in queue]
-        yield from self._in_batches(items, read, step, lambda _: None, mapped, unreadable)
+        yield from self._in_batches(items, read, call, lambda _: None, each, unreadable)
+
+    def _follow(self, row: PredictionRow) -> None:
+        """The row the prompt step will start from, when ``row``'s item waits for it."""
+        if row.key in self._prompt_rows:
+            self._prompt_rows[row.key] = row
 
     def _in_batches(
         self,
@@ -349,20 +428,38 @@ class StreamRun:
         if self.journal is not None:
             self.journal.add_map(self.source_id, row, unreadable)
 
+    def _add_prompted(self, row: PredictionRow, unreadable: str | None) -> None:
+        if self.journal is not None:
+            self.journal.add_prompted(self.source_id, row, unreadable)
+
     def _queue_pending_maps(self, journal: Journal, items: Sequence[StreamItem]) -> None:
         """Queue the decided items an earlier run left without their map, with their rows."""
-        keys = journal.source(self.source_id).pending_maps()
+        self.map_queue.extend(self._pending(journal, items, journal.source(self.source_id).pending_maps()))
+
+    def _queue_pending_prompts(self, journal: Journal, items: Sequence[StreamItem]) -> None:
+        """Queue the items an earlier run left without their prompted decision, with their rows."""
+        pending = self._pending(journal, items, journal.source(self.source_id).pending_prompts())
+        self.prompt_queue.extend(pending)
+        self._prompt_rows.update((item.key, row) for item, row in pending)
+
+    def _pending(
+        self, journal: Journal, items: Sequence[StreamItem], keys: list[str]
+    ) -> list[tuple[StreamItem, PredictionRow]]:
+        """The items of ``keys`` (decided by an earlier run) with their rows, in order."""
         if not keys:
-            return
+            return []
         by_key = {item.key: item for item in items}
-        rows = {row.key: row for row in journal.rows(self.source_id) if row.map_status == MAP_PENDING}
+        wanted = set(keys)
+        rows = {row.key: row for row in journal.rows(self.source_id) if row.key in wanted}
+        pending = []
         for key in keys:
             row = rows[key]
             item = by_key.get(key)
-            if item is None:  # no longer in the source: its map step finds nothing to read
+            if item is None:  # no longer in the source: its step finds nothing to read
                 self.missing.add(key)
                 item = StreamItem(row.position, key, row.name)
-            self.map_queue.append((item, row))
+            pending.append((item, row))
+        return pending
 
     def record(self, item: StreamItem, write: Callable[..., None], *args: Any) -> Saved | None:
         """``write(*args)`` (a row); a :class:`Saved` with the error that ends the run, if it fails."""
@@ -487,18 +584,3 @@ class StreamRun:
     def read(self, item: StreamItem) -> Decoded:
         """The item as read and as the model's pixels (on a reading thread), or why it cannot be."""
         return decode(self.reader, self.session.prepare, item, self.keep_images)
-
-
-def same_picture(item: StreamItem, decoded: Decoded, decided: str) -> Decoded:
-    """``decoded``, or why it cannot have the map of the decision made on the picture whose content
-    fingerprint is ``decided``: the file was replaced or changed since (the fingerprints differ), so a
-    map made now would be of another picture than the one decided."""
-    if isinstance(decoded, Exception) or not decided or not decoded.content:
-        return decoded
-    if same_content(decided, decoded.content):
-        return decoded
-    reason = (
-        "the file changed since its decision (replaced or rewritten): its decision is of the picture as it "
-        "was then, and no map is made from the new one"
-    )
-    return ImageReadError(f"{item.name}: {reason}", reason=reason)

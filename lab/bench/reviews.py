@@ -21,7 +21,8 @@ import numpy as np
 
 from engine.errors import F2TTAError
 from engine.methods.idipt_plus import THRESHOLD_CANDIDATES
-from engine.review.ladder import tested
+from engine.review.comparison import Comparison
+from engine.review.ladder import SiteLadder
 from lab.bench.job import JobRecords
 from lab.bench.plain_labels import PLAIN_USES, plain_uses
 from lab.bench.report import paired_by_domain
@@ -224,3 +225,8 @@ def review_series(
         for m in methods
         if all((f"{m} K={k}" if k else f"{m} final") in suite_summary for k in budgets)
     }
+
+
+def tested(ladders: Sequence[SiteLadder]) -> list[Comparison]:
+    """Every comparison with at least one disagreement, across sites."""
+    return [c for ladder in ladders for c in ladder.comparisons if c.disagreements]

@@ -230,6 +230,11 @@ class IDiPTPlus(IDiPT):
     def configure_model(self) -> None:
         super().configure_model()
         self._build_operating_point()
+        # I-DiPT's prompt tuning (the prompt step) draws its MC-dropout masks from a generator of
+        # its own, started where the maps' starts: both draw the same masks image after image, so
+        # the prompt step sees the uncertainty maps the map step made, whenever it runs.
+        self.prompt_generator = torch.Generator(device="cpu")
+        self.prompt_generator.set_state(self.generator.get_state())
 
     def _build_operating_point(self) -> None:
         ref = getattr(self, "reference", None)
@@ -263,6 +268,8 @@ class IDiPTPlus(IDiPT):
         as its images would one at a time, and as :meth:`decide` decides them.
         """
         out, source = self._map(x)
+        if self.config.prompted_candidate:  # the maps' and the prompts' generators stay in step
+            self.prompt_generator.set_state(self.generator.get_state())
         prompted = out.logits.argmax(dim=-1).tolist() if self.config.prompted_candidate else None
         decided = self._decide_from(source, prompted)
         out.logits, out.decisions, out.decision = decided.logits, decided.decisions, decided.decision
@@ -275,14 +282,31 @@ class IDiPTPlus(IDiPT):
         decision pending: ``prompted`` -1); only the operating point advances."""
         return self._decide_from(self.model.source_pass(x), None)
 
-    @torch.enable_grad()
     def map_step(self, x: torch.Tensor) -> MethodOutput:
-        """I-DiPT's step on a decided batch (its uncertainty map and, in ``logits``, its prompted
-        decision); only the prompts, the bank, φ_I and the generator advance."""
-        return self._map(x)[0]
+        """The uncertainty map of a decided batch (MC dropout on its source pass, as I-DiPT's step
+        makes it); only the maps' generator advances. I-DiPT's prompted decision is the prompt
+        step's (:meth:`prompt_step`)."""
+        return self._source_step(x, count=not self.config.prompted_candidate)[0]
 
     def map_gives_prediction(self) -> bool:
+        return False
+
+    def has_prompt_step(self) -> bool:
         return self.config.prompted_candidate
+
+    @torch.enable_grad()
+    def prompt_step(self, x: torch.Tensor) -> MethodOutput:
+        """I-DiPT's step on a mapped batch (in ``logits``, its prompted decision): the prompts, the
+        bank, φ_I and the prompts' generator advance, as :meth:`forward_and_adapt` advances them."""
+        if not self.config.prompted_candidate:
+            raise TypeError("idipt+ without its prompted candidate has no prompt step")
+        maps = self.generator
+        self.generator = self.prompt_generator
+        try:
+            out = self._map(x)[0]
+        finally:
+            self.prompt_generator, self.generator = self.generator, maps
+        return out
 
     def _map(self, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
         if not self.config.prompted_candidate:
@@ -339,8 +363,9 @@ class IDiPTPlus(IDiPT):
             return NoSiteRule.NO_REFERENCE
         return NoSiteRule.MANY_CLASSES
 
-    def _source_step(self, x: torch.Tensor) -> tuple[MethodOutput, SourcePass]:
-        """The source pass and its uncertainty map, without I-DiPT's prompt tuning."""
+    def _source_step(self, x: torch.Tensor, count: bool = True) -> tuple[MethodOutput, SourcePass]:
+        """The source pass and its uncertainty map, without I-DiPT's prompt tuning (``count``: as a
+        step of the method; the map step before a prompt step is not one)."""
         cfg = self.config
         with torch.no_grad():
             source = self.model.source_pass(x)
@@ -348,7 +373,7 @@ class IDiPTPlus(IDiPT):
                 self.model, source, cfg.mc_passes, cfg.mc_dropout, self.generator
             )
             t_u, t_r = select_tokens(uncertainty, cfg.mask_percent)
-        self.steps += x.shape[0]
+        self.steps += x.shape[0] if count else 0
         out = MethodOutput(
             logits=source.logits,
             source_logits=source.logits,
@@ -366,6 +391,7 @@ class IDiPTPlus(IDiPT):
     # ------------------------------------------------------------------ state
     def state_tensors(self) -> dict[str, torch.Tensor]:
         tensors = super().state_tensors()
+        tensors["rng.prompt"] = self.prompt_generator.get_state()
         if self.operating_point is not None:
             tensors.update(operating_point_state(self.operating_point)[0])
         return tensors
@@ -385,5 +411,7 @@ class IDiPTPlus(IDiPT):
                 "(saved with and loaded without the model's source reference, or the other way round)"
             )
         super().load_state(tensors, meta)
+        # A state saved before the prompt step had a generator of its own made both in one step.
+        self.prompt_generator.set_state(tensors.get("rng.prompt", tensors["rng.cpu"]).to(torch.uint8).cpu())
         if self.operating_point is not None and saved is not None:
             load_operating_point(self.operating_point, tensors, saved)
