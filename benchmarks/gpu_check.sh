@@ -36,5 +36,9 @@ part "slide speed, ViT-B/16, the default (operating point on; maps inline and be
 # The whole-slide run is the default's (the first method), maps behind its decisions, as f2tta
 # run does: its line gives the tiles per second decided end to end and the maps per second behind.
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 1000 --methods idipt+,idipt --reference 256
+part "slide speed, ViT-B/16, the default with I-DiPT's prompted decisions asked for (a review reaching them)"
+# Its maps-behind line is followed by the prompt step's rate behind the maps (docs/method.md,
+# "The prompted decision on demand"); without --prompted behind none is made, as f2tta run without marks.
+"$PY" benchmarks/slide_speed.py $SLIDE --measure 1000 --methods idipt+ --reference 256 --prompted behind --no-whole
 part "done"
 exit $status

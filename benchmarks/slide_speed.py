@@ -302,13 +302,22 @@ def _whole_line(r: dict[str, Any]) -> str:
             f"{head}, maps behind, B={r['batch']}: {r['planned_tiles']} tiles planned in {plan:.1f} s; "
             f"{r['tiles']} decided {decided:.1f} s from the start ({r['tiles'] / decided:.1f} tiles/s end to "
             f"end, plan and reading included); {r['maps']} maps behind in {r['map_seconds']:.1f} s "
-            f"({maps_rate:.1f} maps/s); all done in {total:.1f} s; peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
+            f"({maps_rate:.1f} maps/s){_prompted_part(r)}; all done in {total:.1f} s; "
+            f"peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
         )
     return (
         f"{head}, B={r['batch']}: {r['planned_tiles']} tiles planned in {plan:.1f} s, processed in "
         f"{r['seconds']:.1f} s ({r['tiles_per_second']:.1f} tiles/s; {r['tiles'] / total:.1f} tiles/s end to "
         f"end, plan included); peak RSS {r['peak_rss_mib']:.0f} MiB{gpu}"
     )
+
+
+def _prompted_part(r: dict[str, Any]) -> str:
+    """``; 300 prompted decisions behind the maps in 6.1 s (48.9/s)`` (empty: none was asked for)."""
+    if not r["prompted"]:
+        return ""
+    rate = r["prompted"] / r["prompt_seconds"] if r["prompt_seconds"] else 0.0
+    return f"; {r['prompted']} prompted decisions behind them in {r['prompt_seconds']:.1f} s ({rate:.1f}/s)"
 
 
 def _chosen_batch(device: Any, method: str, batch: int | None) -> int:

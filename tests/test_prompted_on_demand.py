@@ -30,6 +30,7 @@ from test_maps_behind import (
 
 from engine.run.journal import Journal
 from engine.run.outcomes import Mapped, Prompted
+from engine.run.record import JOURNAL_FORMAT, SourceRecord, parse_record, record_extra
 from engine.run.rows import MAP_PENDING, PredictionRow
 from engine.run.stream import StreamRun
 
@@ -122,3 +123,21 @@ def test_a_run_stopped_in_the_prompt_step_resumes_it(
     for row, want in zip(rows, expected, strict=True):
         _assert_rows_equal(row, want, DECISION_FIELDS + MAP_FIELDS)
     assert state == fingerprint
+
+
+def test_a_record_written_before_the_prompt_step_had_a_count() -> None:
+    """Maps pending in a journal written when the map step made the prompted decisions too: a method
+    with a prompt step makes both for those items; a record written now is never taken for one."""
+    old = {
+        "format": JOURNAL_FORMAT,
+        "sources": {"s": {"processed": ["a", "b", "c"], "skipped": [], "mapped": 1}},
+    }
+    record = parse_record(old, "state")["s"]
+    assert record.legacy_maps and record.pending_prompts() == []
+    record.from_legacy_maps()
+    assert record.pending_prompts() == record.pending_maps() == ["b", "c"]
+    again = parse_record(record_extra({"s": record}), "state")["s"]
+    assert not again.legacy_maps and again.pending_prompts() == ["b", "c"]
+    done = SourceRecord(["a", "b"], mapped=1)  # a method without a prompt step, maps pending
+    assert parse_record(record_extra({"s": done}), "state")["s"].pending_prompts() == []
+    assert not parse_record(record_extra({"s": done}), "state")["s"].legacy_maps

@@ -37,6 +37,15 @@ class SourceRecord:
     prompted: int | None = None
     #: (key, reason) of processed items whose image could not be read again for their prompt step.
     prompt_skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Written before the prompt step had a count of its own, with maps pending: their map step was
+    #: to make the prompted decisions too (:meth:`from_legacy_maps`). Not saved.
+    legacy_maps: bool = False
+
+    def from_legacy_maps(self) -> None:
+        """A method with a prompt step takes the record over: the items whose map is pending wait
+        for their prompted decision as well (the map step made both when the record was written)."""
+        if self.legacy_maps:
+            self.prompted, self.legacy_maps = self.mapped, False
 
     def done(self) -> set[str]:
         return set(self.processed) | {k for k, _ in self.skipped}
@@ -126,6 +135,7 @@ def _source(rec: Any) -> SourceRecord:
     record.mapped = _count(rec, "mapped", len(record.processed))
     record.map_skipped = [(str(k), str(r)) for k, r in rec.get("map_skipped", [])]
     record.prompted = _count(rec, "prompted", len(record.processed))
+    record.legacy_maps = record.mapped is not None and "prompted" not in rec
     record.prompt_skipped = [(str(k), str(r)) for k, r in rec.get("prompt_skipped", [])]
     return record
 
@@ -163,8 +173,8 @@ def record_extra(record: dict[str, SourceRecord]) -> dict[str, Any]:
             entry["mapped"] = rec.mapped
         if rec.map_skipped:
             entry["map_skipped"] = [list(s) for s in rec.map_skipped]
-        if rec.prompted is not None:
-            entry["prompted"] = rec.prompted
+        if rec.prompted is not None or rec.mapped is not None:  # with maps pending: never a legacy record
+            entry["prompted"] = rec.prompts_done
         if rec.prompt_skipped:
             entry["prompt_skipped"] = [list(s) for s in rec.prompt_skipped]
         sources[sid] = entry

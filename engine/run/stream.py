@@ -212,6 +212,8 @@ class StreamRun:
         self._prompts_wanted = threading.Event()
         if prompted == "behind":
             self._prompts_wanted.set()
+        if journal is not None and method.has_prompt_step():
+            journal.source(source_id).from_legacy_maps()
         if journal is not None and method.has_map_step:
             self._queue_pending_maps(journal, items)
         if journal is not None and method.has_prompt_step():
