@@ -67,6 +67,11 @@ def test_the_review_reaching_the_prompted_candidate_has_its_decisions_made(tmp_p
     assert c.model.overlays[10] is overlay, "the map stays"
     assert (c.maps.text(), c.model.pending) == before, "no part of the run's decisions or maps"
     assert not any(comp.candidate == PROMPTED for comp in desk.review.comparisons()), "half are made"
+    c.stop()  # the reviewer stops that run; the queue asked for again starts another
+    c.on_worker_run_ended(ended("stopped", 0, tmp_path))
+    assert c.phase is Phase.DONE
+    c.on_window_queue_requested()
+    assert len(worker.of("start")) == starts + 2 and c.phase is Phase.RUNNING
     c.on_worker_results_ready(tuple(ItemResult(r, empty, None, probs, True, True) for r in made[30:]))
     active = [comp for p in desk.review.parts if (comp := p.ladder.active) is not None]
     assert [comp.candidate for comp in active] == [PROMPTED], "the queue went on by itself"

@@ -13,6 +13,7 @@ step (decision, map and prompted decision in one step):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,16 @@ def test_on_demand_leaves_the_prompted_decisions_pending_until_asked_for(
         _assert_rows_equal(row, want, DECISION_FIELDS + MAP_FIELDS)
         assert row.prompted_status == ""
     assert state == fingerprint, "the state after the prompted decisions is the inline state"
+    # a rows file changed by hand to say one is pending again: none would come, none is waited for
+    journal = Journal(tmp_path / "s")
+    try:
+        journal.restore(_session(referenced_model))
+        tampered = {**rows[4].to_json(), "prompted_status": MAP_PENDING}
+        with journal.rows_file("site").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(tampered) + "\n")
+        assert journal.rows("site")[4].prompted_status == ""
+    finally:
+        journal.close()
 
 
 def test_asked_for_while_the_run_goes_on(referenced_model: Path, tmp_path: Path) -> None:  # noqa: F811

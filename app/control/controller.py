@@ -194,14 +194,12 @@ class Controller:
             return
         left = sum(r.prompted_status == MAP_PENDING for r in self.model.raw_rows)
         self._prompted_waiting = left > 0 and any(p.ladder.waits_for_prompted for p in review.parts)
-        if self._prompted_for == source.source_id:
-            return
-        self._prompted_for = source.source_id
-        self.worker.want_prompted()
-        if not left:
-            return
-        self.log("info", notices.prompted_asked(left))
-        if not self.running and self.state.usable:
+        if self._prompted_for != source.source_id:  # the worker makes them from now on, this source's runs
+            self._prompted_for = source.source_id
+            self.worker.want_prompted()
+            if left:
+                self.log("info", notices.prompted_asked(left))
+        if self._prompted_waiting and not self.running and self.state.usable:  # (again, after a stop)
             self.model.start_run()
             self.status.set_phase(Phase.RUNNING)
             self.worker.start()

@@ -25,6 +25,7 @@ the directory is writable, and removes temporary files left by a killed writer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -214,6 +215,9 @@ class Journal:
                 lines += 1  # the file is rewritten with the row as the state has it
             elif key in unprompted and row.prompted_status != MAP_PENDING:  # a prompt step since
                 found[key] = without_prompted(row)
+                lines += 1
+            elif key not in unprompted and row.prompted_status == MAP_PENDING:  # a file changed by hand:
+                found[key] = dataclasses.replace(row, prompted_status="")  # none will come to wait for
                 lines += 1
         missing = len(keys) - len(found)
         if missing:
