@@ -61,11 +61,12 @@ def test_the_review_reaching_the_prompted_candidate_has_its_decisions_made(tmp_p
 
     made = [dataclasses.replace(r, prompted_prediction=1 - r.source_prediction) for r in rows]
     empty = Overlay.from_step((1, 1), None, None, None)
-    before = c.maps.text(), c.model.pending
+    assert c.maps.text() == "the adapted network's decisions: 0 of 60", "the status bar counts them"
     c.on_worker_results_ready(tuple(ItemResult(r, empty, None, probs, True, True) for r in made[:30]))
     assert c.model.raw_rows[10].prompted_prediction == made[10].prompted_prediction
     assert c.model.overlays[10] is overlay, "the map stays"
-    assert (c.maps.text(), c.model.pending) == before, "no part of the run's decisions or maps"
+    assert c.model.pending == 0 and c.maps.pending == 0, "no part of the run's decisions or maps"
+    assert c.maps.text() == "the adapted network's decisions: 30 of 60"
     assert not any(comp.candidate == PROMPTED for comp in desk.review.comparisons()), "half are made"
     c.stop()  # the reviewer stops that run; the queue asked for again starts another
     c.on_worker_run_ended(ended("stopped", 0, tmp_path))
@@ -73,6 +74,7 @@ def test_the_review_reaching_the_prompted_candidate_has_its_decisions_made(tmp_p
     c.on_window_queue_requested()
     assert len(worker.of("start")) == starts + 2 and c.phase is Phase.RUNNING
     c.on_worker_results_ready(tuple(ItemResult(r, empty, None, probs, True, True) for r in made[30:]))
+    assert c.maps.text() == ""
     active = [comp for p in desk.review.parts if (comp := p.ladder.active) is not None]
     assert [comp.candidate for comp in active] == [PROMPTED], "the queue went on by itself"
     c.on_worker_run_ended(ended("finished", 0, tmp_path))

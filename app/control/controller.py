@@ -197,9 +197,11 @@ class Controller:
         if self._prompted_for != source.source_id:  # the worker makes them from now on, this source's runs
             self._prompted_for = source.source_id
             self.worker.want_prompted()
+            self.maps.ask_prompted(self.model.raw_rows)  # the status bar counts them
             if left:
                 self.log("info", notices.prompted_asked(left))
         if self._prompted_waiting and not self.running and self.state.usable:  # (again, after a stop)
+            self.maps.ask_prompted(self.model.raw_rows)
             self.model.start_run()
             self.status.set_phase(Phase.RUNNING)
             self.worker.start()
@@ -293,6 +295,8 @@ class Controller:
             )
         self.model.start_run()
         self.maps = MapsCount(self.model.raw_rows)  # the source's rows so far, some maps maybe pending
+        if self._prompted_for == source.source_id:  # and I-DiPT's decisions, asked for already
+            self.maps.ask_prompted(self.model.raw_rows)
         if self.model.selected is None:  # "Press Start (F5)" no longer holds
             self.view.show_image(
                 None, None, "Processing … each image shows here as it is done (Follow newest)"

@@ -35,6 +35,8 @@ class MapsCount:
         self._clock = clock
         self._times: deque[float] = deque(maxlen=MAPS_WINDOW + 1)  # when the last maps came
         self.total = self.pending = 0
+        self.prompted_total = self.prompted_pending = 0  # I-DiPT's decisions asked for, still to come
+        self._prompt_times: deque[float] = deque(maxlen=MAPS_WINDOW + 1)
         for row in rows:  # rows of earlier runs (a run stopped before its maps were done)
             self.total += 1
             self.pending += row.map_status == MAP_PENDING
@@ -43,6 +45,8 @@ class MapsCount:
         for result in batch:
             waiting = result.row.map_status == MAP_PENDING
             if result.prompted_only:  # I-DiPT's decision of an image mapped before
+                self.prompted_pending = max(self.prompted_pending - 1, 0)
+                self._prompt_times.append(self._clock())
                 continue
             if result.map_only:
                 self.pending -= 1
@@ -51,17 +55,32 @@ class MapsCount:
                 self.total += 1
                 self.pending += waiting
 
+    def ask_prompted(self, rows: Iterable[PredictionRow]) -> None:
+        """I-DiPT's decisions were asked for (the review reached them): those of ``rows`` still to
+        come are counted after the maps (``the adapted network's decisions: 40 of 160``)."""
+        self.prompted_total = self.prompted_pending = sum(r.prompted_status == MAP_PENDING for r in rows)
+        self._prompt_times.clear()
+
     def remaining(self) -> float:
-        """Seconds until every waiting map is made, at the maps' recent rate (nan: not known yet)."""
-        if self.pending <= 0:
+        """Seconds until every waiting map (then every prompted decision asked for) is made, at
+        their recent rate (nan: not known yet)."""
+        pending, times = (
+            (self.pending, self._times) if self.pending > 0 else (self.prompted_pending, self._prompt_times)
+        )
+        if pending <= 0:
             return 0.0
-        if len(self._times) < 2 or self._times[-1] <= self._times[0]:
+        if len(times) < 2 or times[-1] <= times[0]:
             return math.nan
-        rate = (len(self._times) - 1) / (self._times[-1] - self._times[0])
-        return self.pending / rate
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        return pending / rate
 
     def text(self) -> str:
-        """Empty when no image waits for its map."""
-        if self.pending <= 0:
+        """Empty when no image waits for its map nor for a prompted decision asked for."""
+        if self.pending > 0:
+            text = f"maps: {self.total - self.pending:,} of {self.total:,}"
+        elif self.prompted_pending > 0:
+            made = self.prompted_total - self.prompted_pending
+            text = f"the adapted network's decisions: {made:,} of {self.prompted_total:,}"
+        else:
             return ""
-        return f"maps: {self.total - self.pending:,} of {self.total:,}".replace(",", "\u2009")
+        return text.replace(",", "\u2009")
