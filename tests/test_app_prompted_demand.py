@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from app_fixtures import make_folder
 from app_studio import RUN_TIMEOUT_MS, Studio
-from controller_fakes import ended, make, session_info
+from controller_fakes import CLASSES, ended, make, session_info
 from review_rows import site_rows
 
 from app.core.messages import ItemResult, SourceOpened
@@ -23,6 +23,7 @@ from app.core.overlay import Overlay
 from app.core.phase import Phase
 from engine import FolderSource, StreamItem
 from engine.review.ladder import PROMPTED
+from engine.run.review_outlook import IN_THE_APP, outlook
 from engine.run.rows import MAP_PENDING
 from engine.vocabulary import QueueEmpty
 from lab.reviewer import answer_queue
@@ -92,6 +93,11 @@ def test_the_real_worker_makes_them_in_a_run_of_their_own(studio: Studio, tmp_pa
     assert ended.prompted == 0  # type: ignore[attr-defined]
     model = c.controller.model
     assert all(r.prompted_status == MAP_PENDING and r.prompted_prediction is None for r in model.raw_rows)
+    # before the queue is opened, the words say what comes, not that I-DiPT calls them as decided
+    assert model.desk.why_empty().endswith("whose decisions are made once the review reaches it")
+    sentence = outlook(model.desk.review).sentence(CLASSES, where=IN_THE_APP)
+    assert "its decisions for these images are made when a review reaches it" in sentence, sentence
+    assert "calls every image as it is decided now" not in sentence
     with studio.qtbot.waitSignal(c.runFinished, timeout=RUN_TIMEOUT_MS) as blocker:  # type: ignore[attr-defined]
         c.controller.on_window_queue_requested()
     assert blocker.args[0].prompted == 12 and blocker.args[0].processed == 0

@@ -151,7 +151,8 @@ class SiteLadder:
         self._undo_start = 0  # comparisons before the last start (what discard restores)
         self.answers: dict[int, int] = {}  # position -> class, every answer a block used
         self.complete = False  # every image of the site is decided (the caller says so): see start
-        self.waits_for_prompted = self._waits = False  # the last start (plan) waits for I-DiPT's decisions
+        # the last start / look ahead (plan) waits for I-DiPT's decisions, still to be made
+        self.waits_for_prompted = self.would_wait = self._waits = False
 
     # -- the rules in use ----------------------------------------------------------------------
     @property
@@ -253,7 +254,7 @@ class SiteLadder:
         decisions it is tested against and its own (None: a comparison is open, or none is next)."""
         if self.active is not None:
             return None
-        plan = self._plan(images.head(self.reach(images)))
+        plan, self.would_wait = self._plan(images.head(self.reach(images))), self._waits
         return None if plan is None else (plan[1][0], plan[1][2], plan[1][3])
 
     # -- starting comparisons and blocks -------------------------------------------------------

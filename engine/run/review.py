@@ -54,6 +54,8 @@ from engine.run.review_parts import (
     no_site_rule,
     part_label,
     part_name,
+    prompted_next,
+    prompted_words,
     served,
     serving_order,
     site_images,
@@ -509,7 +511,7 @@ class SiteReview:
         images = self.images()
         if images.threshold is None and images.prompted is None:
             return EmptyQueue(QueueEmpty.NO_OTHER_RULE)
-        if any(p.ladder.waits_for_prompted for p in self.parts):
+        if prompted_next(self.parts, self.upcoming):
             return EmptyQueue(QueueEmpty.PROMPTED_PENDING)
         mapped = any(len(self._decided_and_mapped(k)) for k in range(len(self.parts)))
         unproposed = None
@@ -547,9 +549,7 @@ class SiteReview:
         if empty.stage is QueueEmpty.NO_MAPS_YET:
             return "nothing to review yet: the review starts on images whose uncertainty maps are made"
         if empty.stage is QueueEmpty.PROMPTED_PENDING:
-            return (
-                f"next: {Rule.PROMPTED.words}, whose decisions are being made now that the review reached it"
-            )
+            return prompted_words(self.parts)
         decider = decides_words(self.in_use())
         said = []
         if empty.tested:

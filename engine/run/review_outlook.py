@@ -220,7 +220,7 @@ def _nothing(review: SiteReview) -> str:
     if empty.stage is QueueEmpty.PROMPTED_PENDING:
         return (
             f"The next rule to test is {Rule.PROMPTED.words}; its decisions for these images are made "
-            "only now that the review reached it, and its questions follow."
+            "when a review reaches it, and its questions follow."
         )
     if empty.tested:
         return "Every other rule that calls some image otherwise has been tested; more answers cannot change them."

@@ -18,7 +18,7 @@ Here too: :func:`site_images` (what a ladder needs of rows) and :func:`what_adap
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -144,6 +144,23 @@ class EmptyQueue:
     alike: tuple[Rule, ...] = ()  # other rules that call every image as it is decided now
     unproposed: str | None = None  # the method proposed no site threshold: why ("": not said); None: it did
     prompted: bool = False  # I-DiPT's own rule can decide the folder's images
+
+
+def prompted_next(parts: Sequence[ReviewPart], upcoming: Callable[[int], object]) -> bool:
+    """Whether a part's ladder waits for I-DiPT's decisions, or would at its next start (``upcoming``:
+    :meth:`SiteReview.upcoming`, the look ahead that says so)."""
+    return any(
+        p.ladder.waits_for_prompted or (upcoming(k) is None and p.ladder.would_wait)
+        for k, p in enumerate(parts)
+    )
+
+
+def prompted_words(parts: Sequence[ReviewPart]) -> str:
+    """Why the queue waits, I-DiPT's decisions next: being made (a start reached them) or made once
+    the review reaches them (a look ahead, before any start)."""
+    if any(p.ladder.waits_for_prompted for p in parts):
+        return f"next: {Rule.PROMPTED.words}, whose decisions are being made now that the review reached it"
+    return f"next: {Rule.PROMPTED.words}, whose decisions are made once the review reaches it"
 
 
 def first_pending(rows: Sequence[PredictionRow], prompted: bool) -> int:
