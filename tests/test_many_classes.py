@@ -114,3 +114,23 @@ def test_the_reports_grow_with_the_classes_shown_only(tmp_path: Path) -> None:
         assert "Most frequent confusions" in " ".join(b.html for b in blocks)
     assert sizes[400][0] == sizes[10_000][0], sizes
     assert sizes[10_000][1] < 3 * sizes[400][1] and sizes[10_000][2] < 3 * sizes[400][2], sizes
+
+
+def test_only_a_two_class_model_has_a_positive_class_in_the_report() -> None:
+    """The four-class tissue demo's PDF said "Positive class: normal": the card's field only names
+    the class whose probability the CSV's p_positive column gives."""
+    from types import SimpleNamespace
+
+    from app.reports.pdf_sections import card_pairs
+
+    def table(classes: list[str]) -> dict[str, object]:
+        card = {"classes": classes, "positive_class": 1, "arch": "vit", "img_size": 96}
+        data = SimpleNamespace(
+            card=card, model_path="m", model_description="d", weights_sha256="", model_fingerprint="f"
+        )
+        return dict(card_pairs(data))  # type: ignore[arg-type]
+
+    assert table(["normal", "tumor"])["Positive class"] == "tumor"
+    four = table(["inflamed", "normal", "stroma", "tumour"])
+    assert "Positive class" not in four
+    assert four["Class of the CSV's p_positive (its probability)"] == "normal"

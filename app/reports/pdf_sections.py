@@ -30,8 +30,8 @@ def card_pairs(data: ReportData) -> list[tuple[str, Any]]:
             if len(classes) <= INLINE_CLASSES
             else f"{len(classes)} classes, listed in the table below",
         ),
-        (
-            "Positive class",
+        (  # with more than two classes no class is "the positive" one: say what the card's field does
+            "Positive class" if len(classes) <= 2 else "Class of the CSV's p_positive (its probability)",
             classes[positive] if isinstance(positive, int) and positive < len(classes) else positive,
         ),
         ("Input", f"{card.get('img_size')} px, mean {card.get('mean')}, std {card.get('std')}"),
