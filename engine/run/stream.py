@@ -41,6 +41,13 @@ whose file changed since its decision (the content fingerprint recorded with the
 :func:`same_picture`): a map is never made from another picture than the one decided. A failure of
 the map step ends the run as a failed decision step does (the map is made again by the next run).
 Maps an earlier run left pending are made before the decisions (inline) or after them (behind).
+
+**The prompted decisions on demand** (``prompted``; a method with a prompt step, I-DiPT+'s
+prompted candidate): with the maps behind, I-DiPT's prompt tuning is a step of its own behind the
+maps, through the same reader and batches, yielding :class:`Prompted`; it runs in this run
+(``"behind"``) or once :meth:`StreamRun.request_prompted` asks for it (``"on-demand"``: the review
+reached that candidate). Left pending, the journal keeps them for a later run; inline, those an
+earlier run left are made before any decision (``docs/method.md``, "The prompted decision on demand").
 """
 
 from __future__ import annotations
