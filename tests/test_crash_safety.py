@@ -26,6 +26,7 @@ from engine import (
     FolderSource,
     Mapped,
     Predicted,
+    Prompted,
     Session,
     SlideSource,
     StreamRun,
@@ -87,14 +88,16 @@ def _commands(
 
 
 def _reference(
-    model: Path, inp: Path, method: str, batch: int, maps: str
-) -> tuple[str, list[str], list[str], list[str], dict[tuple[int, int], str]]:
+    model: Path, inp: Path, method: str, batch: int, maps: str, prompted: str
+) -> tuple[str, list[str], list[str], list[str], dict[tuple[int, int, int], str]]:
     """What a run never killed gives: the source id, the items' names and keys in order, each
     image's confidence, and the state's fingerprint after every step, by (images decided, images
-    whose map is made): with the maps behind, (n, 0) ... (N, 0) then (N, 1) ... (N, N)."""
+    whose map is made, images whose prompted decision is made): with the maps behind, (n, 0, 0)
+    ... (N, 0, 0) then (N, 1, 0) ... (N, N, 0), then, ``prompted`` behind, (N, N, 1) ... (N, N, N).
+    A method without a prompt step counts every decided image as prompted (its record says so)."""
     session = Session(model, method=method)
-    fingerprints = {(0, 0): session.state_fingerprint()}
-    mapped = 0
+    fingerprints = {(0, 0, 0): session.state_fingerprint()}
+    mapped = made = 0
     confidences = []
     with contextlib.ExitStack() as stack:
         if inp.is_dir():
@@ -103,16 +106,19 @@ def _reference(
         else:
             source = open_slide_source(inp, session.card.img_size, session.card.mpp)
             reader = tile_reader(stack.enter_context(Slide(inp)), source.plan)
-        run = StreamRun(session, source.items, reader, batch=batch, maps=maps)
+        run = StreamRun(session, source.items, reader, batch=batch, maps=maps, prompted=prompted)
         behind = run.behind and session.method.has_map_step
         for outcome in run.outcomes():
             if isinstance(outcome, Mapped):
                 mapped += 1
+            elif isinstance(outcome, Prompted):
+                made += 1
             else:
                 assert isinstance(outcome, Predicted)
                 confidences.append(f"{outcome.step.confidence:.6f}")
                 mapped += not behind
-            fingerprints[(session.images_seen, mapped)] = session.state_fingerprint()
+                made += not run.prompt_stage
+            fingerprints[(session.images_seen, mapped, made)] = session.state_fingerprint()
     names, keys = [it.name for it in source.items], [it.key for it in source.items]
     return source.source_id, names, keys, confidences, fingerprints
 
@@ -128,6 +134,7 @@ def _kill_loop(
     batch: int = 1,
     slide: bool = False,
     maps: str = "behind",
+    prompted: str = "on-demand",
 ) -> int:
     if slide:
         inp = make_slide(tmp_path / "slide.tif", size=(512, 384), mpp=0.5)
@@ -137,7 +144,8 @@ def _kill_loop(
         for i, img in enumerate(random_images(n_images, seed=5)):
             Image.fromarray(img).save(inp / f"im{i:03d}.png")
         assert [p.name for p in list_images(inp)] == sorted(p.name for p in inp.iterdir())
-    source_id, names, keys, confidences, fingerprints = _reference(model, inp, method, batch, maps)
+    assert prompted == "on-demand" or "app" not in programs, "the app leaves them to its review"
+    source_id, names, keys, confidences, fingerprints = _reference(model, inp, method, batch, maps, prompted)
     n_images = len(names)
 
     out, state, home = tmp_path / "preds.csv", tmp_path / "state", tmp_path / "home"
@@ -145,6 +153,8 @@ def _kill_loop(
     (home / "settings.json").write_text(json.dumps({"autosave_every": 1}))  # the app saves after every image
     extra = ["--method", method, "--batch", str(batch)] + (["--accept-warnings"] if slide else [])
     extra += ["--maps", maps]  # the app's worker steps as its settings say (maps behind by default)
+    # f2tta run without marks and the app leave I-DiPT's prompted decisions to a review (on demand)
+    extra += ["--prompted", prompted]
     commands = _commands(model, inp, out, state, home, *extra)
     # Same thread count as the in-process reference: float reductions differ between thread counts.
     env = {
@@ -180,8 +190,10 @@ def _kill_loop(
             seen = int(meta["images_seen"])
             record = meta["extra"].get("sources", {}).get(source_id, {})
             assert record.get("processed", []) == keys[:seen]
-            point = (seen, int(record.get("mapped", seen)))
-            assert point in fingerprints, f"a state saved after {point} (decided, mapped), inside a batch"
+            point = (seen, int(record.get("mapped", seen)), int(record.get("prompted", seen)))
+            assert point in fingerprints, (
+                f"a state saved after {point} (decided, mapped, prompted), inside a batch"
+            )
             probe = Session(model, method=method)
             probe.load(state)
             assert probe.state_fingerprint() == fingerprints[point]
@@ -194,9 +206,11 @@ def _kill_loop(
     last = {str(r["key"]): r for r in _journal_rows(state, source_id)}  # the last copy of each row
     assert list(last) == keys and not any(r.get("map_status") for r in last.values()), "every map made"
     assert all(r["map"] != "pending" for r in rows)
+    if prompted == "behind":
+        assert not any(r.get("prompted_status") for r in last.values()), "every prompted decision made"
     probe = Session(model, method=method)
     probe.load(state)
-    assert probe.state_fingerprint() == fingerprints[(n_images, n_images)]
+    assert probe.state_fingerprint() == fingerprints[max(fingerprints)], "the state of a run never killed"
     assert [r["confidence"] for r in rows] == confidences  # same predictions as a run never killed
     return done_kills
 
@@ -242,7 +256,10 @@ def test_sigkill_maps_inline(tiny_model_path: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sigkill_many_points(tiny_model_path: Path, tmp_path: Path) -> None:
-    kills = _kill_loop(tiny_model_path, tmp_path, n_images=120, kills=30, seed=7, programs=["cli"])
+    """I-DiPT's prompted decisions made in the run too: kills land in the prompt step as well."""
+    kills = _kill_loop(
+        tiny_model_path, tmp_path, n_images=120, kills=30, seed=7, programs=["cli"], prompted="behind"
+    )
     print(f"kill points survived: {kills}")
     assert kills >= 20
 
