@@ -55,7 +55,7 @@ def test_the_review_reaching_the_prompted_candidate_has_its_decisions_made(tmp_p
     answer_queue(desk.review, labels)  # the rules before I-DiPT's, answered
     starts = len(worker.of("start"))
     c.on_window_queue_requested()
-    assert worker.of("want_prompted") == [()], "the review reached them: asked for once"
+    assert worker.of("want_prompted"), "the review reached them: asked for"
     assert len(worker.of("start")) == starts + 1 and c.phase is Phase.RUNNING, "a run of their own"
     assert any("made now for the 60 images" in text for text in view.logged("info"))
     assert "being made" in desk.why_empty()
@@ -80,7 +80,16 @@ def test_the_review_reaching_the_prompted_candidate_has_its_decisions_made(tmp_p
     assert [comp.candidate for comp in active] == [PROMPTED], "the queue went on by itself"
     c.on_worker_run_ended(ended("finished", 0, tmp_path))
     c.on_window_queue_requested()
-    assert worker.of("want_prompted") == [()], "asked for once per source"
+    said = [t for t in view.logged("info") if "The review reached the adapted network's decisions" in t]
+    assert len(said) == 1, "said once a source"
+    # the folder opened again from a state that never got them (the worker forgets what was asked
+    # with every source opened): asked for again, and a run of their own started
+    asked, starts = len(worker.of("want_prompted")), len(worker.of("start"))
+    reopened = SourceOpened(FolderSource(root, "name", items), 60, tuple(pending), review_dir=review_dir)
+    c.sessions.on_worker_source_ready(reopened)
+    c.on_window_queue_requested()
+    assert len(worker.of("want_prompted")) > asked and len(worker.of("start")) == starts + 1
+    assert c.phase is Phase.RUNNING
 
 
 def test_the_real_worker_makes_them_in_a_run_of_their_own(studio: Studio, tmp_path: Path) -> None:

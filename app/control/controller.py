@@ -194,9 +194,9 @@ class Controller:
             return
         left = sum(r.prompted_status == MAP_PENDING for r in self.model.raw_rows)
         self._prompted_waiting = left > 0 and any(p.ladder.waits_for_prompted for p in review.parts)
-        if self._prompted_for != source.source_id:  # the worker makes them from now on, this source's runs
+        self.worker.want_prompted()  # the worker makes them from now on, in this source's runs
+        if self._prompted_for != source.source_id:  # said once a source
             self._prompted_for = source.source_id
-            self.worker.want_prompted()
             self.maps.ask_prompted(self.model.raw_rows)  # the status bar counts them
             if left:
                 self.log("info", notices.prompted_asked(left))
@@ -323,6 +323,7 @@ class Controller:
 
     def _after_open(self, _opened: object) -> None:
         """A source opened in a project made to run it apart from the gate's: the run starts."""
+        self._prompted_for = None  # the worker forgets them with every source opened (reopened too)
         if self.state.run_after_open:
             self.state.run_after_open = False
             self.start()
