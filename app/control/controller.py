@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app._engine import MAP_PENDING, Certificate, SlideSource
+from app._engine import Certificate, SlideSource
 from app.control.cohort_actions import CohortActions
 from app.control.export_actions import ExportActions
 from app.control.project_actions import ProjectActions
@@ -37,7 +37,7 @@ from app.core.messages import ItemFailure, ItemResult, RegionRead, RegionRequest
 from app.core.open_session import OpenSession
 from app.core.phase import Phase
 from app.core.projects import ProjectInfo
-from app.core.run_maps import MapsCount
+from app.core.run_maps import MapsCount, prompted_left
 from app.core.run_model import RunModel
 from app.core.settings import available_demos
 from app.reports.files import ReportData
@@ -192,16 +192,18 @@ class Controller:
         review, source = self.model.desk.review, self.model.source
         if review is None or source is None or not review.wants_prompted:
             return
-        left = sum(r.prompted_status == MAP_PENDING for r in self.model.raw_rows)
+        left = prompted_left(self.model.raw_rows)
         self._prompted_waiting = left > 0 and any(p.ladder.waits_for_prompted for p in review.parts)
         self.worker.want_prompted()  # the worker makes them from now on, in this source's runs
-        if self._prompted_for != source.source_id:  # said once a source
+        first = self._prompted_for != source.source_id
+        start = self._prompted_waiting and not self.running and self.state.usable  # (again, after a stop)
+        if first or start:
+            self.maps.ask_prompted(left)  # the status bar counts them
+        if first:  # said once a source
             self._prompted_for = source.source_id
-            self.maps.ask_prompted(self.model.raw_rows)  # the status bar counts them
             if left:
                 self.log("info", notices.prompted_asked(left))
-        if self._prompted_waiting and not self.running and self.state.usable:  # (again, after a stop)
-            self.maps.ask_prompted(self.model.raw_rows)
+        if start:
             self.model.start_run()
             self.status.set_phase(Phase.RUNNING)
             self.worker.start()
@@ -296,7 +298,7 @@ class Controller:
         self.model.start_run()
         self.maps = MapsCount(self.model.raw_rows)  # the source's rows so far, some maps maybe pending
         if self._prompted_for == source.source_id:  # and I-DiPT's decisions, asked for already
-            self.maps.ask_prompted(self.model.raw_rows)
+            self.maps.ask_prompted(prompted_left(self.model.raw_rows))
         if self.model.selected is None:  # "Press Start (F5)" no longer holds
             self.view.show_image(
                 None, None, "Processing … each image shows here as it is done (Follow newest)"
@@ -360,7 +362,7 @@ class Controller:
         self.maps.add(batch)
         self.state.images_seen += sum(not r.map_only for r in batch)
         if self._prompted_waiting and any(r.prompted_only for r in batch):
-            if not any(r.prompted_status == MAP_PENDING for r in self.model.raw_rows):
+            if not prompted_left(self.model.raw_rows):
                 self._prompted_waiting = False  # every decision the review waited for is made
                 self.on_window_queue_requested()
 

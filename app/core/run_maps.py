@@ -20,6 +20,11 @@ def waiting(rows: Iterable[PredictionRow]) -> int:
     return sum(row.map_status == MAP_PENDING for row in rows)
 
 
+def prompted_left(rows: Iterable[PredictionRow]) -> int:
+    """How many of ``rows`` wait for I-DiPT's prompted decision (made when a review reaches them)."""
+    return sum(row.prompted_status == MAP_PENDING for row in rows)
+
+
 class MapsCount:
     """How many of a run's images have their map yet (the status bar's ``maps: 1 200 of 20 000``),
     and the maps' own rate over their last :data:`MAPS_WINDOW` (their time left).
@@ -55,10 +60,10 @@ class MapsCount:
                 self.total += 1
                 self.pending += waiting
 
-    def ask_prompted(self, rows: Iterable[PredictionRow]) -> None:
-        """I-DiPT's decisions were asked for (the review reached them): those of ``rows`` still to
-        come are counted after the maps (``the adapted network's decisions: 40 of 160``)."""
-        self.prompted_total = self.prompted_pending = sum(r.prompted_status == MAP_PENDING for r in rows)
+    def ask_prompted(self, images: int) -> None:
+        """I-DiPT's decisions were asked for (the review reached them): the ``images`` whose decisions
+        are still to come are counted after the maps (``the adapted network's decisions: 40 of 160``)."""
+        self.prompted_total = self.prompted_pending = images
         self._prompt_times.clear()
 
     def remaining(self) -> float:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import signal
 import sys
+from collections.abc import Sized
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -273,8 +274,16 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
         run.request_stop()
         tqdm.write("stopping after the current images (Ctrl-C again to abort)...", file=sys.stderr)
 
-    maps_bar: tqdm[Any] | None = None
-    prompts_bar: tqdm[Any] | None = None
+    # the steps behind the decisions, each with a bar of its own: its line, the queue it works through, its unit
+    behind: dict[type, tuple[str, Sized, str]] = {
+        Mapped: ("now the uncertainty maps of the decided images, in order", run.map_queue, "map"),
+        Prompted: (
+            "now the adapted network's decisions (I-DiPT's prompt tuning), in order",
+            run.prompt_queue,
+            "image",
+        ),
+    }
+    stage: type = Predicted
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
@@ -286,18 +295,12 @@ def _run(job: FolderJob, args: argparse.Namespace) -> int:
                         f"{shown(outcome.item.name)}: {shown(outcome.step.guard_event.message)}",
                         file=sys.stderr,
                     )
-            if isinstance(outcome, Mapped | MapSkipped) and maps_bar is None:
+            now = Mapped if isinstance(outcome, MapSkipped) else type(outcome)
+            if now in behind and now is not stage:  # the first outcome of a step behind the decisions
+                stage, (line, queue, unit) = now, behind[now]
                 bar.close()
-                tqdm.write("now the uncertainty maps of the decided images, in order", file=sys.stderr)
-                left = len(run.map_queue) + 1
-                maps_bar = bar = tqdm(total=left, disable=args.no_progress, unit="map", file=sys.stderr)
-            if isinstance(outcome, Prompted) and prompts_bar is None:
-                bar.close()
-                tqdm.write(
-                    "now the adapted network's decisions (I-DiPT's prompt tuning), in order", file=sys.stderr
-                )
-                left = len(run.prompt_queue) + 1
-                prompts_bar = bar = tqdm(total=left, disable=args.no_progress, unit="image", file=sys.stderr)
+                tqdm.write(line, file=sys.stderr)
+                bar = tqdm(total=len(queue) + 1, disable=args.no_progress, unit=unit, file=sys.stderr)
             if isinstance(outcome, Mapped | Prompted):
                 bar.update(1)
             elif isinstance(outcome, MapSkipped):

@@ -178,8 +178,8 @@ class TTAMethod(ABC):
 
     def map_step(self, x: torch.Tensor) -> MethodOutput:
         """The map step on a batch :meth:`decide` already decided, taken in arrival order: the
-        uncertainty map, its tokens and, in ``logits``, the adapted model's own prediction (I-DiPT's
-        prompted decision); it advances only the state the maps read.
+        uncertainty map and its tokens (the adapted model's own prediction is the prompt step's,
+        :meth:`prompt_step`); it advances only the state the maps read.
 
         Only methods with :attr:`has_map_step`.
         """
@@ -198,11 +198,6 @@ class TTAMethod(ABC):
         Only methods whose :meth:`has_prompt_step` is True.
         """
         raise TypeError(f"method {self.name!r} has no prompt step")
-
-    def map_gives_prediction(self) -> bool:
-        """Whether :meth:`map_step`'s ``logits`` are a prediction of their own (I-DiPT's prompted
-        decision), not the source model's."""
-        return self.has_map_step
 
     def finish(self, logits: torch.Tensor, source_logits: torch.Tensor, **diagnostics: float) -> MethodOutput:
         """The end of a step: count it and return its prediction with the step's scalars."""

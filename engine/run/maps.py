@@ -72,7 +72,7 @@ def map_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]
     method = session.method
     if not method.has_map_step:
         raise TypeError(f"method {session.method_name!r} has no map step")
-    return _stepped(session, images, method.map_step, method.map_gives_prediction())
+    return _stepped(session, images, method.map_step, prompted=False)
 
 
 def _stepped(
@@ -111,16 +111,9 @@ def _stepped(
 
 
 def with_map(row: PredictionRow, result: MapResult) -> PredictionRow:
-    """``row`` (decided, its map pending) with what the map step made for its image (a prompted
-    decision that comes from a prompt step of its own stays as the row has it)."""
-    prompted = row.prompted_prediction if row.prompted_status else result.prompted
-    return replace(
-        row,
-        uncertainty=result.mean_uncertainty,
-        update_skipped=row.update_skipped or result.update_skipped,
-        prompted_prediction=prompted,
-        map_status="",
-    )
+    """``row`` (decided, its map pending) with what the map step made for its image: its map (the
+    step updates nothing, and the prompted decision is the prompt step's, :func:`with_prompted`)."""
+    return replace(row, uncertainty=result.mean_uncertainty, map_status="")
 
 
 def prompt_batch(session: Session, images: Sequence[ImageInput]) -> list[MapResult]:

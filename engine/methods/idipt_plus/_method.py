@@ -288,9 +288,6 @@ class IDiPTPlus(IDiPT):
         step's (:meth:`prompt_step`)."""
         return self._source_step(x, count=not self.config.prompted_candidate)[0]
 
-    def map_gives_prediction(self) -> bool:
-        return False
-
     def has_prompt_step(self) -> bool:
         return self.config.prompted_candidate
 
