@@ -27,8 +27,13 @@ fitted one by one): end to end at load 0.6-1.8, source 130-135 tiles/s, the defa
 111.5, 104.5, 113.7 tiles/s (ratios 0.86, 0.80, 0.84; median 0.84) against 89.5, 82.4, 86.0
 (0.65, 0.62, 0.65); the decision steps alone (``--steps``) at load 1.8, 0.79 against 0.58.
 
+``--arch`` runs a timm ViT with random weights instead of the demo model (``--arch
+vit_tiny_patch16_224 --img-size 32``: the model's forward small, so that what each tile costs the
+host -- its row, its journal line, the operating point's step -- is in view; ``--steps`` keeps the
+demo model).
+
     python benchmarks/decide_cost.py [--tiles 2000] [--measure 600] [--rounds 3] [--batch 16]
-        [--root /path/to/other/checkout ...] [--steps]
+        [--root /path/to/other/checkout ...] [--steps] [--arch NAME --img-size S]
 """
 
 from __future__ import annotations
@@ -145,6 +150,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     parser.add_argument("--root", type=Path, action="append", default=[], help="another checkout to compare")
     parser.add_argument(
+        "--arch",
+        default=None,
+        help="a timm ViT with random weights instead of the demo model (a source reference fitted on "
+        "64 noise images, so that the default's operating point runs); a small one leaves the host's "
+        "work per tile in view",
+    )
+    parser.add_argument("--img-size", type=int, default=224, help="its input size (with --arch)")
+    parser.add_argument(
         "--steps",
         action="store_true",
         help="the decision steps alone, interleaved batch by batch in one process",
@@ -163,13 +176,13 @@ def main() -> None:
         "tile": 224,
         "device": args.device,
         "model": str(slide_speed.DEMO),
-        "arch": None,
-        "img_size": 224,
+        "arch": args.arch,
+        "img_size": args.img_size,
         "threads": args.threads,
         "measure": args.measure,
         "precision": "auto",
         "compile": False,
-        "reference": 0,
+        "reference": 64 if args.arch else 0,
         "batch": args.batch,
         "read_ahead": True,
     }
@@ -194,9 +207,11 @@ def main() -> None:
             default_rate = default["tiles"] / default["decision_seconds"]
             ratios[root].append(default_rate / source_rate)
             print(
-                f"round {r + 1} {root}: source batched {source_rate:.1f} tiles/s, idipt+ decisions (maps "
-                f"behind; operating point {'on' if default['operating_point'] else 'off'}) {default_rate:.1f} "
-                f"tiles/s: ratio {ratios[root][-1]:.2f} ({time.perf_counter() - start:.0f} s; {_load()})",
+                f"round {r + 1} {root}: source batched {source_rate:.1f} tiles/s ({1e3 / source_rate:.3f} "
+                f"ms a tile), idipt+ decisions (maps behind; operating point "
+                f"{'on' if default['operating_point'] else 'off'}) {default_rate:.1f} tiles/s "
+                f"({1e3 / default_rate:.3f} ms): ratio {ratios[root][-1]:.2f} "
+                f"({time.perf_counter() - start:.0f} s; {_load()})",
                 flush=True,
             )
     for root in roots:
