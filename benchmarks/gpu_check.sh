@@ -36,7 +36,9 @@ part "slide speed, ViT-B/16, the default (operating point on) on 500 tiles, then
 # operating point runs (fits included); the first GPU figures were measured without one (off).
 # The whole-slide run is the default's, maps behind its decisions and I-DiPT's prompted decisions
 # left on demand, as f2tta run does without review marks: its line gives the tiles per second
-# decided end to end and the maps per second behind.
+# decided end to end and the maps per second behind. On CUDA the next batch's decision pass runs
+# ahead on a worker thread (engine/run/ahead.py); the 500-tile maps-behind run is also taken
+# taking turns (its line comes first), the comparison within one run.
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 500 --methods idipt+ --reference 256
 part "slide speed, ViT-B/16, the default with I-DiPT's prompted decisions asked for (a review reaching them)"
 # Its maps-behind line is followed by the prompt step's rate behind the maps (docs/method.md,

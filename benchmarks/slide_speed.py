@@ -26,11 +26,14 @@ read ahead): its decisions per second (reading included, until the last decision
 second behind them are printed, and, on the line before the last, ``speedup decisions-first S``:
 those decisions per second over B = 1 as before. The default runs its site operating point where
 the model has a source reference (the demo model has one; a random-weights ``--arch`` model gets
-one with ``--reference N``); each of its lines says whether it was on.
+one with ``--reference N``); each of its lines says whether it was on. With the maps behind, the
+next batch's decision pass runs on a worker thread while one is decided (``--look-ahead``; by
+default on CUDA, ``engine/run/ahead.py``); where it does, the maps-behind run is also taken taking
+turns, one line before it, for the comparison.
 
     python benchmarks/slide_speed.py [--tiles 20000] [--tile 224] [--device cpu|cuda] [--measure M]
         [--methods source,idipt+,idipt] [--batch B] [--arch vit_base_patch16_224 --img-size 224]
-        [--reference N] [--no-whole]
+        [--reference N] [--no-whole] [--look-ahead auto|on|off]
 """
 
 from __future__ import annotations
@@ -210,6 +213,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         warm = time.perf_counter() - start
     if not spec["read_ahead"]:
         run.read_ahead = 0  # as the loop ran before batches: each tile read when the model needs it
+    if spec.get("look_ahead") is not None:  # the next batch's decision pass on a worker thread
+        run.look_ahead = bool(spec["look_ahead"])
     run.pending = run.pending[: spec["measure"]] if spec["measure"] else run.pending
     if session.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -252,6 +257,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "failure": None if run.summary.failure is None else run.summary.failure.message,
         "operating_point": getattr(session.method, "operating_point", None) is not None,
+        "looked_ahead": run.look_ahead and run.behind,
     }
 
 
@@ -293,6 +299,7 @@ def _whole_line(r: dict[str, Any]) -> str:
     head = f"whole slide, {r['method']}"
     if r["method"] == DEFAULT_METHOD:
         head += ", site operating point " + ("on" if r["operating_point"] else "off (no source reference)")
+    head += ", passes looking ahead" if r["looked_ahead"] else ""
     plan = r["plan_seconds"]
     total = plan + r["seconds"]
     if r["maps"]:  # maps behind the decisions
@@ -369,6 +376,14 @@ def main() -> None:
         help="with the maps behind: I-DiPT's prompted decisions made on demand (none here, as f2tta run "
         "without review marks: the default) or behind the maps (as when a review reaches them)",
     )
+    parser.add_argument(
+        "--look-ahead",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="with the maps behind: the next batch's decision pass on a worker thread while one is "
+        "decided (auto: on CUDA; engine/run/ahead.py); where a run looks ahead, its maps-behind run "
+        "is also taken taking turns, for the comparison",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -412,6 +427,7 @@ def main() -> None:
         "compile": args.compile,
         "reference": args.reference,
         "prompted": args.prompted,
+        "look_ahead": {"auto": None, "on": True, "off": False}[args.look_ahead],
     }
     rates: dict[str, float] = {}
     first_rates: dict[str, float] = {}  # decisions first, maps behind: decisions/s over B = 1 inline
@@ -426,6 +442,18 @@ def main() -> None:
             behind = _run_child(
                 {**base, "method": method, "batch": chosen, "read_ahead": True, "maps": "behind"}
             )
+            if behind["looked_ahead"]:  # the same run taking turns, for the comparison
+                turns = _run_child(
+                    {**base, "method": method, "batch": chosen, "read_ahead": True, "maps": "behind"}
+                    | {"look_ahead": False, "decisions_only": True}
+                )
+                print(
+                    f"{method + ', taking turns':<26} B={turns['batch']:<3} {turns['tiles']:>6} decisions in "
+                    f"{turns['decision_seconds']:7.1f} s: {turns['tiles'] / turns['decision_seconds']:8.1f} "
+                    "tiles/s, each batch's pass after the decisions before it (the maps-behind line below "
+                    "looks ahead)",
+                    flush=True,
+                )
             first_rate = behind["tiles"] / behind["decision_seconds"]
             maps_rate = behind["maps"] / behind["map_seconds"] if behind["map_seconds"] else 0.0
             print(

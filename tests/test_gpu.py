@@ -15,8 +15,11 @@ import torch
 from support import random_images
 
 from engine import Session, list_methods, load_model
+from engine.io.sources import StreamItem
 from engine.methods.idipt_plus import PATHS, IDiPTPlusConfig
 from engine.model.prompted_vit import PrefixPrompts, PromptedViT
+from engine.run.outcomes import Predicted
+from engine.run.stream import StreamRun
 from lab.bench.replay import compute_passes, replay
 from lab.synth.generate import generate_arrays
 from tests.test_methods import _config
@@ -98,3 +101,28 @@ def test_batched_uncertainty_on_the_accelerator_is_the_one_image_at_a_time(tiny_
         assert np.allclose(a.uncertainty, b.uncertainty, atol=1e-5)
         shared = set(a.uncertain_tokens.tolist()) & set(b.uncertain_tokens.tolist())
         assert len(shared) >= 0.8 * len(a.uncertain_tokens), "the same T_U up to near ties"
+
+
+def test_passes_looking_ahead_decide_as_taking_turns_on_the_accelerator() -> None:
+    """On CUDA the loop runs the next batch's decision pass on a worker thread by default
+    (``engine/run/ahead.py``): the decisions and the state are those of taking turns."""
+    if DEVICE != "cuda":
+        pytest.skip("the loop looks ahead on CUDA only")
+    arrays, _ = generate_arrays("histo", "site2", 48, size=96, seed=5)
+    images = list(arrays)
+    items = [StreamItem(i, f"im{i:03d}", f"im{i:03d}") for i in range(len(images))]
+    runs = {}
+    for look_ahead in (False, True):
+        session = Session(DEMO, method="idipt+", device=DEVICE, seed=3)
+        run = StreamRun(
+            session, items, lambda item: images[item.position], source_id="site", batch=8, maps="behind"
+        )
+        assert run.look_ahead == (DEVICE == "cuda")
+        run.look_ahead = look_ahead
+        rows = [o.row for o in run.outcomes() if isinstance(o, Predicted)]
+        runs[look_ahead] = (rows, session.state_fingerprint())
+    (turns, turns_state), (ahead, ahead_state) = runs[False], runs[True]
+    assert [r.prediction for r in ahead] == [r.prediction for r in turns] and len(ahead) == 48
+    assert [r.decision_path for r in ahead] == [r.decision_path for r in turns]
+    assert [r.candidates for r in ahead] == [r.candidates for r in turns]
+    assert ahead_state == turns_state

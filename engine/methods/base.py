@@ -172,8 +172,19 @@ class TTAMethod(ABC):
         decision records, without what the map step makes (no uncertainty, ``prompted`` -1).
 
         Only methods with :attr:`decides_from_source_pass`; it advances only the state the
-        decisions read.
+        decisions read. It is :meth:`decision_pass` followed by :meth:`decide_from_pass`.
         """
+        return self.decide_from_pass(self.decision_pass(x))
+
+    def decision_pass(self, x: torch.Tensor) -> Any:
+        """The part of :meth:`decide` that reads no state of the method: the frozen model's pass of
+        ``x``, its outputs brought to the host. It may run on another thread, ahead of the batches
+        before it (``engine.run.ahead``). Only methods with :attr:`decides_from_source_pass`."""
+        raise TypeError(f"method {self.name!r} does not decide from the source pass alone")
+
+    def decide_from_pass(self, passed: Any) -> MethodOutput:
+        """:meth:`decide`'s decisions from what :meth:`decision_pass` returned, in arrival order
+        (it advances the state the decisions read)."""
         raise TypeError(f"method {self.name!r} does not decide from the source pass alone")
 
     def map_step(self, x: torch.Tensor) -> MethodOutput:

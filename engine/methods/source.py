@@ -22,5 +22,10 @@ class SourceOnly(TTAMethod):
         logits = self.model(x)
         return self.finish(logits, logits)
 
-    def decide(self, x: torch.Tensor) -> MethodOutput:
-        return self.forward_and_adapt(x)
+    @torch.no_grad()
+    def decision_pass(self, x: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.model(x).detach().cpu()
+        return logits
+
+    def decide_from_pass(self, passed: torch.Tensor) -> MethodOutput:
+        return self.finish(passed, passed)

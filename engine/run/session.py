@@ -27,7 +27,7 @@ from engine.run.batch import ImageInput, model_pixels
 from engine.run.card_record import card_record, check_card_record
 from engine.run.guard import CollapseGuard, GuardConfig, GuardEvent
 from engine.run.state import read_state, write_state
-from engine.run.step import StepResult, per_image, saved_config
+from engine.run.step import PassedBatch, StepResult, per_image, saved_config
 from engine.util.device import select_device
 
 logger = logging.getLogger(__name__)
@@ -179,19 +179,53 @@ class Session:
         """
         if not images:
             return []
+        if decisions_only:
+            return self.decide_passed(self.decision_pass(images), sites)
+        named = self._checked(images, sites)
+        start = time.perf_counter()
+        x = self.to_input([self.prepare(image) for image in images])
+        self.method.sites = named
+        self.method.site = named[0]
+        with self.autocast_context():
+            out = self.method.forward_and_adapt(x)
+        return self._results(out, len(images), start)
+
+    def decision_pass(self, images: Sequence[ImageInput]) -> PassedBatch:
+        """The part of a decisions-only step that reads no state of the method (the frozen model's
+        pass of ``images``, on the host): it may run on another thread while the batch before is
+        decided (``engine.run.ahead``); :meth:`decide_passed` decides from it.
+
+        Raises:
+            ValueError: more images than :attr:`max_batch`.
+        """
+        self._checked(images, None)
+        start = time.perf_counter()
+        x = self.to_input([self.prepare(image) for image in images])
+        with torch.no_grad(), self.autocast_context():
+            passed = self.method.decision_pass(x)
+        return PassedBatch(passed, len(images), start)
+
+    def decide_passed(
+        self, batch: PassedBatch, sites: Sequence[str | None] | None = None
+    ) -> list[StepResult]:
+        """The decisions of a batch from its :meth:`decision_pass`, as :meth:`step_batch` with
+        ``decisions_only`` makes them."""
+        named = self._checked([None] * batch.images, sites)
+        self.method.sites = named
+        self.method.site = named[0]
+        with self.autocast_context():
+            out = self.method.decide_from_pass(batch.passed)
+        return self._results(out, batch.images, batch.start)
+
+    def _checked(self, images: Sequence[Any], sites: Sequence[str | None] | None) -> list[str | None]:
+        """Each image's site, once the batch is known to fit the method."""
         limit = self.method.max_batch
         if limit is not None and len(images) > limit:
             raise ValueError(f"{self.method_name} takes at most {limit} image(s) per step, got {len(images)}")
         named: list[str | None] = list(sites) if sites is not None else [None] * len(images)
         if len(named) != len(images):
             raise ValueError(f"{len(images)} images and {len(named)} sites")
-        start = time.perf_counter()
-        x = self.to_input([self.prepare(image) for image in images])
-        self.method.sites = named
-        self.method.site = named[0]
-        with self.autocast_context():
-            out = self.method.decide(x) if decisions_only else self.method.forward_and_adapt(x)
-        return self._results(out, len(images), start)
+        return named
 
     def autocast_context(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast around a step where the session runs one (:mod:`engine.run.accel`)."""

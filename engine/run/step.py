@@ -94,6 +94,16 @@ class StepResult:
 
 
 @dataclass(frozen=True)
+class PassedBatch:
+    """A batch's decision pass (:meth:`engine.run.session.Session.decision_pass`), waiting to be
+    decided: what the method's pass returned, the number of images and when the pass started."""
+
+    passed: Any
+    images: int
+    start: float
+
+
+@dataclass(frozen=True)
 class ImageOutput:
     """One image's part of a step's :class:`MethodOutput`, on the host (see :class:`StepResult`)."""
 

@@ -65,6 +65,7 @@ import torch
 
 from engine.errors import F2TTAError
 from engine.io.sources import StreamItem
+from engine.run.ahead import DecisionsAhead, chunks, looks_ahead
 from engine.run.batch import is_out_of_memory
 from engine.run.journal import Journal
 from engine.run.maps import MapResult, map_batch, prompt_batch, with_map, with_prompted
@@ -208,6 +209,8 @@ class StreamRun:
         method = session.method
         #: Decisions first (the decision step only), then the maps behind them.
         self.behind = maps == "behind" and method.decides_from_source_pass
+        #: The next batch's decision pass runs on a worker thread while one is decided (engine.run.ahead).
+        self.look_ahead = self.behind and looks_ahead(session)
         #: Decided items waiting for their map step, in arrival order, with their rows.
         self.map_queue: deque[tuple[StreamItem, PredictionRow]] = deque()
         self.missing: set[str] = set()  # keys of queued items no longer in the source
@@ -295,7 +298,15 @@ class StreamRun:
             self._record_skip(skip)
             yield skip
 
-        yield from self._in_batches(self.pending, self.read, self._step, self.site_of, decided, unreadable)
+        ahead = DecisionsAhead(self.session) if self.look_ahead and self.behind else None
+        try:
+            call, prime = (self._step, None) if ahead is None else (ahead, ahead.prime)
+            yield from self._in_batches(
+                self.pending, self.read, call, self.site_of, decided, unreadable, prime
+            )
+        finally:
+            if ahead is not None:
+                ahead.close()
 
     def _maps(self) -> Iterator[Outcome]:
         """The map step of every item in :attr:`map_queue`, in order (see the module notes)."""
@@ -393,15 +404,18 @@ class StreamRun:
         site_of: Callable[[StreamItem], str | None],
         each: Callable[[StreamItem, Read, T], Iterator[Outcome]],
         unreadable: Callable[[StreamItem, Exception], Iterator[Outcome]],
+        prime: Callable[[list[tuple[StreamItem, Decoded]]], None] | None = None,
     ) -> Iterator[Outcome]:
         """``items`` read ahead on the reading threads, ``call`` on the readable ones' pixels a batch
         at a time, then in order ``each`` item's outcomes with its result (``unreadable``'s for one
         that could not be read); a save or a pause between batches. The run ends at a failed call
-        (its item and those after it are read again by the next run) or a row that cannot be written."""
+        (its item and those after it are read again by the next run) or a row that cannot be written.
+        ``prime``: each chunk is handed to it before the chunk before it is stepped."""
         decoded = read_ahead(items, read, self.readers, self.read_ahead)
+        taken = chunks(decoded, lambda: self.batch, prime)
         try:
             while not self.ended_by_request():
-                chunk = self.gather(decoded)
+                chunk = next(taken, None)
                 if not chunk:
                     break
                 readable = [i for i, (_, d) in enumerate(chunk) if not isinstance(d, Exception)]
@@ -515,17 +529,6 @@ class StreamRun:
         if item.site is not None:
             return item.site
         return self.source_id or None
-
-    def gather(self, decoded: Iterator[tuple[StreamItem, Decoded]]) -> list[tuple[StreamItem, Decoded]]:
-        """The next items in order, up to ``batch`` readable ones (and the unreadable among them)."""
-        chunk: list[tuple[StreamItem, Decoded]] = []
-        readable = 0
-        for item, d in decoded:
-            chunk.append((item, d))
-            readable += not isinstance(d, Exception)
-            if readable >= self.batch:
-                break
-        return chunk
 
     def batched(
         self,

@@ -45,6 +45,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from engine.config import setting
@@ -205,6 +206,20 @@ def decision_record(decision: Decision, margin: float = float("nan"), prompted: 
     )
 
 
+@dataclass(frozen=True)
+class HostPass:
+    """A batch's source pass as :meth:`IDiPTPlus.decide_from_pass` reads it, on the host.
+
+    Attributes:
+        logits: ``(B, classes)`` the source model's logits.
+        observed: the logits, features and appearance statistics as float32 arrays (None: the
+            operating point is off).
+    """
+
+    logits: torch.Tensor
+    observed: list[np.ndarray] | None
+
+
 @register_method(
     "idipt+",
     "I-DiPT+ (the source model until reviews certify one of a site's candidates; I-DiPT among them)",
@@ -277,10 +292,17 @@ class IDiPTPlus(IDiPT):
         return out
 
     @torch.no_grad()
-    def decide(self, x: torch.Tensor) -> MethodOutput:
-        """The decisions of :meth:`forward_and_adapt` from a source pass of ``x`` alone (the prompted
+    def decision_pass(self, x: torch.Tensor) -> HostPass:
+        """The source pass of ``x`` as the operating point reads it, on the host (it reads only the
+        frozen model and the reference: it may run ahead of the batches before it)."""
+        source = self.model.source_pass(x)
+        return HostPass(source.logits.detach().cpu(), self._observed(source))
+
+    @torch.no_grad()
+    def decide_from_pass(self, passed: HostPass) -> MethodOutput:
+        """The decisions of :meth:`forward_and_adapt` from :meth:`decision_pass` (the prompted
         decision pending: ``prompted`` -1); only the operating point advances."""
-        return self._decide_from(self.model.source_pass(x), None)
+        return self._decide_host(passed.logits, passed.observed, None)
 
     def map_step(self, x: torch.Tensor) -> MethodOutput:
         """The uncertainty map of a decided batch (MC dropout on its source pass, as I-DiPT's step
@@ -315,25 +337,33 @@ class IDiPTPlus(IDiPT):
     def _decide_from(self, source: SourcePass, prompted: list[int] | None) -> MethodOutput:
         """The operating point's decisions on a batch's source passes, image by image in arrival
         order (``prompted``: I-DiPT's classes of the images, None while they are pending)."""
-        n = source.logits.shape[0]
+        return self._decide_host(source.logits, self._observed(source), prompted)
+
+    def _observed(self, source: SourcePass) -> list[np.ndarray] | None:
+        """What the operating point reads of a batch's source passes, on the host: the logits, the
+        features and block 1's appearance statistics (None: no operating point)."""
+        if self.operating_point is None or self.arrays is None:
+            return None
+        stats = appearance_statistics(source.block1_out, self.model.num_prefix_tokens)
+        return [t.detach().float().cpu().numpy() for t in (source.logits, source.features, stats)]
+
+    def _decide_host(
+        self, source_logits: torch.Tensor, host: list[np.ndarray] | None, prompted: list[int] | None
+    ) -> MethodOutput:
+        """The decisions from a batch's source logits and what the operating point reads of them."""
+        n = source_logits.shape[0]
         sites = self.sites if len(self.sites) == n else [self.site] * n
-        logits = source.logits.clone()
+        logits = source_logits.clone()
         named = [-1] * n if prompted is None else prompted
         op, arrays = self.operating_point, self.arrays
         records: list[DecisionRecord | None] = []
-        if op is None or arrays is None:
+        if op is None or arrays is None or host is None:
             reason = self._off_reason()
             for i in range(n):
                 records.append(
                     DecisionRecord(NOT_ACCEPTED, reason=reason, site=sites[i] or "", prompted=named[i])
                 )
         else:
-            stats = appearance_statistics(source.block1_out, self.model.num_prefix_tokens)
-            host = [
-                source.logits.detach().float().cpu().numpy(),
-                source.features.detach().float().cpu().numpy(),
-            ]
-            host.append(stats.detach().float().cpu().numpy())
             offsets = torch.zeros_like(logits)
             for i in range(n):  # arrival order: each image joins its site before the next is decided
                 obs = arrays.observe(host[0][i], host[1][i], host[2][i])
@@ -347,7 +377,7 @@ class IDiPTPlus(IDiPT):
             logits = logits - offsets
         return MethodOutput(
             logits=logits,
-            source_logits=source.logits,
+            source_logits=source_logits,
             decisions=records,
             decision=records[0],
             diagnostics={"op_units": float(len(op.units())) if op is not None else 0.0},
