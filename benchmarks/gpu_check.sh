@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The accelerator checks, as one script (for a machine with a CUDA GPU and the project's Python
 # packages; openslide's two wheels carried where they are missing), about 8 minutes on one H200
-# (docs/benchmark.md, "GPU"; 399 s on 2026-11-29 before the bf16 part): the gpu-marked tests; the step-cost benchmark for ViT-B/16 at 224 px
-# at batch 1 and 64; the slide benchmark for ViT-B/16 on a generated 20 000-tile slide
-# (uncompressed tiles, quick to write): SourceOnly on 1 024 tiles and the whole slide in bf16
+# (docs/benchmark.md, "GPU"; 399 s on 2026-11-29 before the bf16 part and the look-ahead): the
+# gpu-marked tests; the step-cost benchmark for ViT-B/16 at 224 px at batch 1 and 64; the slide
+# benchmark for ViT-B/16 on a generated 20 000-tile slide (uncompressed tiles, quick to write):
+# SourceOnly on 1 024 tiles and the whole slide in bf16
 # autocast; the default method (its site operating point on: a source reference for the random
 # weights) on 500 tiles, one at a time, batched and with its maps behind, then over the whole
 # slide end to end, its decisions first and its maps behind them (issue 41's GPU targets); then
@@ -45,9 +46,10 @@ part "slide speed, ViT-B/16, the default with I-DiPT's prompted decisions asked 
 # "The prompted decision on demand").
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 500 --methods idipt+ --reference 256 --prompted behind --no-whole
 part "slide speed, ViT-B/16, the default in bf16 autocast (measured only: auto runs it in float32)"
-# On 2026-11-29 the default decided the whole slide at 462 tiles/s in float32, where the float32
-# forward alone costs about 0.9 ms a tile at batch 64 (step cost above): whether bf16 brings its
-# decisions to the source pass's rate is what this measures (docs/benchmark.md, "GPU, 2026-11-29").
+# On 2026-11-29 (before the passes looked ahead) the default decided the whole slide at 462
+# tiles/s in float32, where the float32 forward alone costs about 0.9 ms a tile at batch 64 (step
+# cost above): whether bf16 brings its decisions to the source pass's rate is what this measures
+# (docs/benchmark.md, "GPU, 2026-11-29").
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 200 --methods idipt+ --reference 256 --precision bf16
 part "done"
 exit $status

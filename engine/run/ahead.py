@@ -1,7 +1,7 @@
 """The next batch's decision pass on a worker thread while the current batch is decided (issue 41).
 
-A method that decides from the source pass (:attr:`~engine.methods.base.TTAMethod.decides_from_source_pass`)
-splits its decisions in two (:meth:`~engine.methods.base.TTAMethod.decide`): the pass of the frozen
+A method that decides from the source pass
+(:attr:`~engine.methods.base.TTAMethod.decides_from_source_pass`) splits its decisions in two (:meth:`~engine.methods.base.TTAMethod.decide`): the pass of the frozen
 model, which reads no state of the method, and the decisions from it, which advance the state in
 arrival order. On an accelerator the stream loop runs the first for batch k + 1 on a worker thread
 while the host decides and records batch k, so the GPU's work and the host's overlap instead of
@@ -39,9 +39,10 @@ def chunks(
     batch: Callable[[], int],
     prime: Callable[[list[tuple[StreamItem, Decoded]]], None] | None = None,
 ) -> Iterator[list[tuple[StreamItem, Decoded]]]:
-    """The items in order, a chunk of up to ``batch()`` readable ones (and the unreadable among them)
-    at a time (the loop's batch, which running out of memory makes smaller); with ``prime``, each chunk is primed before the one before it is given out (so its
-    pass runs while that one is decided)."""
+    """The items in order, a chunk of up to ``batch()`` readable ones (and the unreadable among
+    them) at a time: the loop's batch, which running out of memory makes smaller. With ``prime``,
+    each chunk is primed before the one before it is given out, so its pass runs while that one
+    is decided."""
     if prime is None:
         while chunk := _chunk(decoded, batch):
             yield chunk
