@@ -40,7 +40,17 @@ descheduled thread more often than SourceOnly's few long ones. The 4.94 / 5.27 /
 earlier turns were such runs.
 ``--threads`` sets torch's threads; the load average is printed at the start and at the end.
 
+Why the wall ratio stays above the counted work on a quiet machine (5.20 at one thread, load 1.0,
+2026-11-29; the work ratio is 4.950 with attention counted too): ``--shares`` times each pass's
+operations under torch.profiler. There (one thread, load 0.7-1.0) a step's matrix products took
+4.88 times SourceOnly's and its attention 5.91 times, but the rest -- the element-wise operations
+that count no FLOP: layer norms, GELUs, softmaxes and their gradients, the masks, the prompt graphs,
+Adam -- 14.06 times (8.2 % of the step against 3.1 % of a source pass), which lifts the whole to
+5.22. The backward through the frozen blocks to the prompts is what adds them, and it is the
+method's; a ratio of 5.0 would need those operations fused (a compiled step), not less work.
+
     python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B] [--threads N]
+        [--shares]
 """
 
 from __future__ import annotations
@@ -91,6 +101,25 @@ def _counted_gflop(fn: Callable[[], object]) -> float:
     return float(sum(event.flops for event in prof.key_averages())) / 1e9
 
 
+#: The profiler's names of the matrix products (and the patch embedding's convolution) on the CPU.
+_PRODUCTS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::mkldnn_convolution")
+
+
+def _time_shares(fn: Callable[[], object]) -> tuple[float, float, float]:
+    """Milliseconds of self time in ``fn()``, by torch.profiler on the CPU: in matrix products, in
+    attention (its fused kernel, forward and backward) and in every other operation."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    products = attention = total = 0.0
+    for event in prof.key_averages():
+        total += event.self_cpu_time_total
+        if "attention" in event.key:
+            attention += event.self_cpu_time_total
+        elif event.key in _PRODUCTS:
+            products += event.self_cpu_time_total
+    return products / 1e3, attention / 1e3, (total - products - attention) / 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="vit_base_patch16_224")
@@ -99,6 +128,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="images per step (I-DiPT+: 1 whatever this is)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument(
+        "--shares",
+        action="store_true",
+        help="also the time each spends in matrix products, attention and the rest (torch.profiler, CPU)",
+    )
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -205,6 +239,21 @@ def main() -> None:
         f"counted work per image (torch.profiler, attention not counted): SourceOnly {gflop_s / batch:.2f} GFLOP, "
         f"I-DiPT {gflop_i / batch:.2f} GFLOP: work ratio {gflop_i / gflop_s:.3f}"
     )
+    if args.shares and device.type == "cpu":
+        x_shared = source.to_input([source.prepare(img) for img in images[1]])
+        with torch.no_grad():
+            s_parts = _time_shares(lambda: source.method.forward_and_adapt(x_shared))
+        i_parts = _time_shares(lambda: idipt.method.forward_and_adapt(x_shared))
+        for name, parts in (("SourceOnly", s_parts), ("I-DiPT", i_parts)):
+            print(
+                f"{name} under the profiler: matrix products {parts[0]:.1f} ms, attention {parts[1]:.1f} ms, "
+                f"the rest {parts[2]:.1f} ms ({parts[2] / sum(parts):.1%})"
+            )
+        r = [i / s for s, i in zip(s_parts, i_parts, strict=True)]
+        print(
+            f"ratios of time, I-DiPT / SourceOnly: matrix products {r[0]:.2f}, attention {r[1]:.2f}, "
+            f"the rest {r[2]:.2f}; all {sum(i_parts) / sum(s_parts):.2f}"
+        )
     print(f"ratio {med_i / med_s:.2f}")
 
 
