@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The accelerator checks, as one script (for a machine with a CUDA GPU and the project's Python
-# packages; openslide's two wheels carried where they are missing), about 8 minutes on one H200
-# (docs/benchmark.md, "GPU"; 399 s on 2026-11-29 before the bf16 part and the look-ahead): the
-# gpu-marked tests; the step-cost benchmark for ViT-B/16 at 224 px at batch 1 and 64; the slide
-# benchmark for ViT-B/16 on a generated 20 000-tile slide (uncompressed tiles, quick to write):
-# SourceOnly on 1 024 tiles and the whole slide in bf16
-# autocast; the default method (its site operating point on: a source reference for the random
-# weights) on 500 tiles, one at a time, batched and with its maps behind, then over the whole
-# slide end to end, its decisions first and its maps behind them (issue 41's GPU targets); then
-# the default with I-DiPT's prompted decisions asked for, behind its maps (a review reaching them);
-# last, the default with bf16 autocast (--precision bf16, a measurement: "auto" keeps its steps in
-# float32), whose whole-slide line says whether its decisions reach issue 41's 1 000 tiles/s.
-# The comparisons measured on 2026-11-27 and untouched since (float32 and compiled against bf16,
-# idipt one at a time and batched) are left to slide_speed.py's options (--precision fp32,
-# --compile, --methods idipt), so that the checks fit one device loan with time to rerun.
+# The accelerator checks, as one script, for a machine with a CUDA GPU and the project's Python
+# packages (openslide's two wheels carried where they are missing); about 8 minutes on one H200,
+# estimated (docs/benchmark.md, "GPU, 2026-11-29": 399 s before the look-ahead and the bf16 part):
+# - the gpu-marked tests;
+# - the step-cost benchmark for ViT-B/16 at 224 px, at batch 1 and 64;
+# - the slide benchmark for ViT-B/16 on a generated 20 000-tile slide (uncompressed tiles, quick
+#   to write): SourceOnly on 1 024 tiles and the whole slide in bf16 autocast; the default method
+#   (its site operating point on: a source reference for the random weights) on 500 tiles, one at
+#   a time, batched and with its maps behind, then over the whole slide end to end, its decisions
+#   first and its maps behind them (issue 41's GPU targets); last, the default under bf16
+#   autocast (--precision bf16, a measurement: "auto" keeps its steps in float32), whose
+#   whole-slide line says whether its decisions reach issue 41's 1 000 tiles/s.
+# What was measured before and is untouched since is left to slide_speed.py's options, so that
+# the checks fit one device loan: float32 and compiled against bf16, idipt one at a time and
+# batched (2026-11-27: --precision fp32, --compile, --methods idipt); I-DiPT's prompted decisions
+# behind the maps (2026-11-29, 125.5/s: --prompted behind).
 # Prints everything, with the seconds each part took; exits with the tests' status.
 set -u
 cd "$(dirname "$0")/.."
@@ -41,10 +42,6 @@ part "slide speed, ViT-B/16, the default (operating point on) on 500 tiles, then
 # ahead on a worker thread (engine/run/ahead.py); the 500-tile maps-behind run is also taken
 # taking turns (its line comes first), the comparison within one run.
 "$PY" benchmarks/slide_speed.py $SLIDE --measure 500 --methods idipt+ --reference 256
-part "slide speed, ViT-B/16, the default with I-DiPT's prompted decisions asked for (a review reaching them)"
-# Its maps-behind line is followed by the prompt step's rate behind the maps (docs/method.md,
-# "The prompted decision on demand").
-"$PY" benchmarks/slide_speed.py $SLIDE --measure 500 --methods idipt+ --reference 256 --prompted behind --no-whole
 part "slide speed, ViT-B/16, the default in bf16 autocast (measured only: auto runs it in float32)"
 # On 2026-11-29 (before the passes looked ahead) the default decided the whole slide at 462
 # tiles/s in float32, where the float32 forward alone costs about 0.9 ms a tile at batch 64 (step
