@@ -47,8 +47,8 @@ operations under torch.profiler. There (one thread, load 0.7-1.0) a step's matri
 that count no FLOP: layer norms, GELUs, softmaxes and their gradients, the masks, the prompt graphs,
 Adam -- 14.06 times (8.2 % of the step against 3.1 % of a source pass), which lifts the whole to
 5.22. The backward through the frozen blocks to the prompts is what adds them, and it is the
-method's; a ratio of 5.0 would need those operations fused (a compiled step, say; not tried),
-not less work.
+method's; a ratio of 5.0 would need those operations cheaper, not less work (compiling the
+prompted ViT's forward with inductor on the CPU did not: docs/benchmark.md, issue 41).
 
     python benchmarks/step_cost.py [--arch vit_base_patch16_224] [--img-size 224] [--images 12] [--batch B] [--threads N]
         [--shares]
