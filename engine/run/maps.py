@@ -84,9 +84,7 @@ def _stepped(
     """``step`` (the map step or the prompt step) on ``images``, one result each."""
     if not images:
         return []
-    limit = session.method.max_batch
-    if limit is not None and len(images) > limit:
-        raise ValueError(f"{session.method_name} takes at most {limit} image(s) per step, got {len(images)}")
+    session.check_batch(images)
     start = time.perf_counter()
     x = session.to_input([session.prepare(image) for image in images])
     with session.autocast_context():

@@ -181,7 +181,7 @@ class Session:
             return []
         if decisions_only:
             return self.decide_passed(self.decision_pass(images), sites)
-        named = self._checked(images, sites)
+        named = self.check_batch(images, sites)
         start = time.perf_counter()
         x = self.to_input([self.prepare(image) for image in images])
         self.method.sites = named
@@ -198,7 +198,7 @@ class Session:
         Raises:
             ValueError: more images than :attr:`max_batch`.
         """
-        self._checked(images, None)
+        self.check_batch(images, None)
         start = time.perf_counter()
         x = self.to_input([self.prepare(image) for image in images])
         with torch.no_grad(), self.autocast_context():
@@ -210,15 +210,21 @@ class Session:
     ) -> list[StepResult]:
         """The decisions of a batch from its :meth:`decision_pass`, as :meth:`step_batch` with
         ``decisions_only`` makes them."""
-        named = self._checked([None] * batch.images, sites)
+        named = self.check_batch([None] * batch.images, sites)
         self.method.sites = named
         self.method.site = named[0]
         with self.autocast_context():
             out = self.method.decide_from_pass(batch.passed)
         return self._results(out, batch.images, batch.start)
 
-    def _checked(self, images: Sequence[Any], sites: Sequence[str | None] | None) -> list[str | None]:
-        """Each image's site, once the batch is known to fit the method."""
+    def check_batch(
+        self, images: Sequence[Any], sites: Sequence[str | None] | None = None
+    ) -> list[str | None]:
+        """Each image's site, once the batch is known to fit the method (any of its steps).
+
+        Raises:
+            ValueError: more images than :attr:`max_batch`, or sites of another length.
+        """
         limit = self.method.max_batch
         if limit is not None and len(images) > limit:
             raise ValueError(f"{self.method_name} takes at most {limit} image(s) per step, got {len(images)}")

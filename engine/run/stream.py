@@ -356,10 +356,9 @@ class StreamRun:
             logger.warning("%s: no prompted decision (%s); its decision is kept", item.name, reason)
             yield Prompted(item, row, reason)
 
-        step = self._behind(
+        yield from self._behind(
             self.prompt_queue, lambda pixels, _: prompt_batch(self.session, pixels), made, lost
         )
-        yield from step
 
     def _behind(
         self,
