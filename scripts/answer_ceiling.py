@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_answers import load
+from replay_answers import load, spread
 from replay_ladder import Stream, endpoints
 
 from engine.review.ladder import DEFAULT_CANDIDATES, GUARDED, PROMPTED, LadderRule
@@ -116,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("what", choices=("ceiling", "probe", "orders"))
     p.add_argument("--budgets", default="10,5,20", help="ceiling, orders: K, answers per site")
     p.add_argument("--specs", default="10/3,10/4,10/5,5/2,20/5,20/8", help="probe: K/R pairs")
+    p.add_argument(
+        "--seeds", type=int, default=1, help="ceiling: a row of the spread over this many seeds too"
+    )
     a = p.parse_args(argv)
     streams = load(a.cache)
     seed = Recipe.load(a.recipe).stream_seed
@@ -142,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"| {budget} | {name} | {endpoints(ss, rule, budget, 0.0, seed, 1.0)['ladder']} |",
                     flush=True,
                 )
+                if a.seeds > 1:
+                    print(
+                        f"| {budget} | {name} | {spread(ss, rule, budget, seed, 1.0, a.seeds)} |", flush=True
+                    )
         return 0
     if a.what == "orders":
         for budget in (int(x) for x in a.budgets.split(",")):

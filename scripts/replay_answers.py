@@ -32,6 +32,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,11 @@ LADDERS = {name: dataclasses.replace(rule, pass_level=False) for name, rule in L
     # four answers drawn uniformly first, that only fit (docs/review-certificates.md, "A uniform first sample")
     "probe 4": LadderRule(probe=4),
     "probe 4, level passed on": LadderRule(probe=4, pass_level=True),
+    **{f"probe {r}, strata": LadderRule(probe=r, probe_strata=True) for r in (3, 4, 5)},
+    # not candidates: how far a weaker certificate (a 20 % error per folder) would reach
+    "alpha 0.2": LadderRule(alpha=0.2),
+    "alpha 0.2, level passed on": LadderRule(alpha=0.2, pass_level=True),
+    "alpha 0.2, probe 4, strata": LadderRule(alpha=0.2, probe=4, probe_strata=True),
 }
 #: the bold bettor's share of the capital each ladder is replayed with (absent: ``sampling.BOLD``)
 SAMPLING = {name: 0.0 for name in list(LADDERS)[:11]} | {
@@ -135,6 +141,25 @@ def load(path: Path) -> list[Stream]:
         ]
 
 
+def spread(streams: Sequence[Stream], rule: LadderRule, budget: int, seed: int, at: float, seeds: int) -> str:
+    """The ladder's row over ``seeds`` seeds of its random draws (``seed`` first, then the next
+    ones; the streams and answers the same): the source model's errors removed pooled, mean, its
+    spread and each seed's, then fixed / broken, harmed units and false promotions summed."""
+    pooled, fixed, broken, harmed, made, false = [], 0, 0, 0, 0, 0
+    for k in range(seeds):
+        figures: dict[str, dict[str, Any]] = {}
+        endpoints(streams, rule, budget, 0.0, seed + k, at, figures)
+        e = figures["ladder"]
+        pooled.append(100.0 * e["errors_removed_pooled"])
+        fixed, broken, harmed = fixed + e["fixed"], broken + e["broken"], harmed + len(e["harmed_units"])
+        made, false = made + e["promotions"], false + e["false"]
+    each = " ".join(f"{x:.1f}" for x in pooled)
+    return (
+        f"ladder, {seeds} seeds | {float(np.mean(pooled)):.1f} % pooled (sd {float(np.std(pooled)):.1f}; {each}) "
+        f"| {fixed} / {broken} | {harmed} harmed | {false} of {made} false"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe", type=Path)
@@ -154,6 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the ladders to replay, by name (semicolon-separated: names hold commas)",
     )
     p.add_argument("--cache", type=Path, default=None, help="an .npz keeping the replayed streams")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="review every site again with this many seeds of the ladders' random draws (the "
+        "recipe's stream seed, then the next ones) and add a row of their spread per ladder",
+    )
     a = p.parse_args(argv)
     if a.cache is not None and a.cache.exists():
         streams = load(a.cache)
@@ -179,6 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for variant, row in rows.items():
                     if variant.startswith("ladder") or i == 0:  # the plain uses once
                         print(f"| {budget} | {at:g} | {name} | {variant} | {row} |", flush=True)
+                if a.seeds > 1:
+                    print(
+                        f"| {budget} | {at:g} | {name} | {spread(streams, LADDERS[name], budget, seed, at, a.seeds)} |"
+                    )
     return 0
 
 

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,12 +98,20 @@ def site_cells(st: Stream, source: np.ndarray, decisions: np.ndarray) -> list[Un
 
 
 def endpoints(
-    streams: Sequence[Stream], rule: LadderRule, budget: int, noise: float, seed: int, at: float = 1.0
+    streams: Sequence[Stream],
+    rule: LadderRule,
+    budget: int,
+    noise: float,
+    seed: int,
+    at: float = 1.0,
+    figures: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """The endpoints after ``budget`` reviews per site, the reviewer coming once ``at`` of each
     site's images are processed: one table row's cells per variant (the ladder retroactive and
     online, and the plain uses of the same labels), each stream reviewed as the suite reviews it
-    (:func:`lab.bench.suite_stream.run_stream`)."""
+    (:func:`lab.bench.suite_stream.run_stream`). ``figures`` given: each variant's endpoints
+    (``lab.bench.endpoints.unit_endpoints``) are put in it too, the ladder's with ``promotions``
+    and ``false`` (comparisons promoted or verified, and those not better)."""
     cells: dict[str, list[UnitCell]] = {}
     made = false = used = sites = provisional = 0
     for st in streams:
@@ -135,6 +144,8 @@ def endpoints(
     out = {}
     for name, mine in cells.items():
         e = unit_endpoints(mine)
+        if figures is not None:
+            figures[name] = {**e, "promotions": made, "false": false}
         harmed = ", ".join(f"{h['model']} {h['site']} {h['upper_bound']:.1f}" for h in e["harmed_units"][:3])
         promotions = f"{false} of {made}" if name == "ladder" else "–"
         out[name] = (

@@ -44,6 +44,26 @@ def test_the_fit_puts_the_threshold_between_the_answers_that_disagree() -> None:
     assert math.isnan(fitted_threshold(np.full(61, np.nan), in_use, answers, drawn))
 
 
+def test_a_sample_whose_every_answer_says_move_moves_past_all_of_them() -> None:
+    """Every answer in a sampled stretch says the rule in use is wrong there: the threshold goes
+    past the outermost answer, halfway to the next image's margin (the fewest images moved among
+    the thresholds that fix every answer), not between the two outermost answers."""
+    margin = np.round(np.linspace(-3.0, 3.0, 61), 6)
+    in_use = (margin > 0).astype(np.int64)
+    drawn = np.where(margin <= 0.0, 0.25, 0.0)  # a block sampled every image at or below 0
+    at = {float(m): i for i, m in enumerate(margin)}
+    answers = {at[-2.0]: 1, at[-1.2]: 1, at[-0.5]: 1}
+    assert fitted_threshold(margin, in_use, answers, drawn) == pytest.approx(-2.05)
+    # the same above the rule's threshold: called 1 and answered 0, past the highest answer
+    up = (margin > -3.5).astype(np.int64)
+    drawn_up = np.where(margin > -3.5, 0.25, 0.0)
+    above = {at[1.0]: 0, at[2.0]: 0}
+    assert fitted_threshold(margin, up, above, drawn_up) == pytest.approx(2.05)
+    # past the last image there is nothing to stop at: one past the outermost answer
+    answers_end = {at[-3.0]: 1, at[-1.2]: 1}
+    assert fitted_threshold(margin, in_use, answers_end, drawn) == pytest.approx(-4.0)
+
+
 def _site(n: int, seed: int) -> tuple[SiteImages, np.ndarray]:
     """Source margins uniform on [-3, 3]; the truth turns at -1; a best-fit threshold at -2.5
     overshoots it (right on (-1, 0], wrong on (-2.5, -1]: worse than the source model)."""

@@ -91,8 +91,11 @@ def test_a_faded_site_is_moved_by_the_review_queue() -> None:
         ladder = review.parts[0].ladder
         if ladder.current == Rule.ANSWERS:
             promoted += 1
-            top = ladder.chain()[-1]
-            assert top.other == 2 and top.blocks[0].known and top.known_total > 0
+            fitted = [c for c in ladder.chain() if c.candidate == Rule.ANSWERS]
+            assert all(c.other == 2 for c in fitted)
+            # the first was fitted on answers it counts exactly; a later one may be the step past
+            # it (fitted.py: the threshold in use moved again, where no answer was yet)
+            assert fitted[0].blocks[0].known and fitted[0].known_total > 0
             assert np.mean(decisions == labels) > np.mean(source == labels) + 0.1
     assert promoted >= 8, f"promoted at {promoted} of 10 sites"
 

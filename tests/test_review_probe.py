@@ -58,6 +58,27 @@ def test_the_probe_asks_first_about_images_drawn_uniformly_and_tests_nothing() -
     assert ladder.reviews() == 4
 
 
+def test_a_stratified_probe_draws_one_image_from_each_run_along_the_margin() -> None:
+    """``probe_strata``: four images, one from each quarter of the site by margin, asked in a
+    random order; other seeds draw other images from the same quarters."""
+    images, _ = _site(400, 2)
+    rank = np.empty(400, dtype=np.int64)
+    rank[np.argsort(images.margin, kind="stable")] = np.arange(400)
+    orders = []
+    for seed in range(12):
+        first = SiteLadder("folder", LadderRule(probe=4, probe_strata=True), seed=seed).open_next(images)
+        assert first is not None and first.probe and first.disagreements == 0
+        quarters = [int(rank[p]) // 100 for p in first.order]
+        assert sorted(quarters) == [0, 1, 2, 3]
+        orders.append(tuple(first.order))
+    assert len(set(orders)) == 12
+    # asked in a random order, not by margin
+    assert any([int(rank[p]) // 100 for p in o] != [0, 1, 2, 3] for o in orders)
+    # a plain probe of the same site lands in some quarter twice for some seed
+    plain = [SiteLadder("folder", LadderRule(probe=4), seed=s).open_next(images) for s in range(12)]
+    assert any(len({int(rank[p]) // 100 for p in c.order}) < 4 for c in plain if c is not None)
+
+
 def test_the_probe_finds_a_moved_threshold_that_the_label_free_candidates_miss() -> None:
     """Sites whose truth turns at -1.5 and whose only label-free candidate moves the wrong way
     (+2): without a probe ten answers certify nothing; with four probed first, the threshold

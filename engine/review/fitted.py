@@ -14,7 +14,8 @@ disagreements, the answered part known and the unanswered part bounded by the sa
 
 The threshold is kept where every image it decides otherwise than the rule in use lies in a
 region some block sampled (its disagreements have a drawing probability above 0): outside them
-the answers say nothing.
+the answers say nothing. It may lie past the outermost answer (a sample whose every answer says
+"move" moves past all of them), by as little as the images allow.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ def fitted_threshold(
             chooses between (:func:`engine.review.images.calls`; None: classes 0 and 1).
 
     Returns:
-        the midpoint between two neighbouring answered margins whose threshold has the largest
-        weighted gain over the rule in use (ties: the one that decides fewest images otherwise),
-        among thresholds whose every changed decision lies where some block sampled; nan when
-        none gains more than ``least``.
+        the midpoint between two neighbouring answered margins (or, past the outermost answer,
+        between it and the next image's margin) whose threshold has the largest weighted gain over
+        the rule in use (ties: the one that decides fewest images otherwise), among thresholds
+        whose every changed decision lies where some block sampled; nan when none gains more than
+        ``least``.
     """
     return _best(margin, in_use, answers, drawn, least, classes, -1)[2]
 
@@ -111,10 +113,9 @@ def _best(
     y = np.asarray([v for _, v in known], dtype=np.int64)
     weight = 1.0 / drawn[at]
     rule_right = (in_use[at] == y).astype(np.float64)
-    cuts = np.unique(margin[at])
     best, best_size, best_t = least, n + 1, math.nan
     unsampled = drawn <= 0
-    for t in (cuts[:-1] + cuts[1:]) / 2.0:
+    for t in _cuts(margin, margin[at]):
         decided = calls(margin, classes, t, other)
         changed = decided != in_use
         if not changed.any() or bool((changed & unsampled).any()):
@@ -126,3 +127,16 @@ def _best(
         if gain > best + 1e-12 or (abs(gain - best) <= 1e-12 and size < best_size and gain > least):
             best, best_size, best_t = gain, size, float(t)
     return best, best_size, best_t
+
+
+def _cuts(margin: np.ndarray, answered: np.ndarray) -> np.ndarray:
+    """The thresholds worth trying: one between each two neighbouring answered margins, and one
+    beyond each end, halfway to the next image's margin (one past it where none is): a threshold
+    past every answer moves the outermost answered images too, and among the thresholds that do,
+    this one moves fewest images."""
+    cuts = np.unique(answered)
+    lower, upper = margin[margin < cuts[0]], margin[margin > cuts[-1]]
+    low = (cuts[0] + float(lower.max())) / 2.0 if lower.size else float(cuts[0]) - 1.0
+    high = (cuts[-1] + float(upper.min())) / 2.0 if upper.size else float(cuts[-1]) + 1.0
+    out: np.ndarray = np.concatenate([[low], (cuts[:-1] + cuts[1:]) / 2.0, [high]])
+    return out

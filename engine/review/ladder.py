@@ -115,10 +115,10 @@ class LadderRule:
     # the comparison that gave it is never extended, so a folder that grows after its review
     # would keep its later images from every certificate
     pass_level: bool = False
-    # answers drawn uniformly from the site's images before any comparison, that only fit the
-    # threshold tried first (issue 39, "A uniform first sample"; 0: off). Lab only: a run's
-    # journal does not record it (engine.run.review refuses it)
+    # answers drawn uniformly (strata: one from each of ``probe`` runs along the margin) before any
+    # comparison, that only fit the threshold tried first (issue 39; 0: off). Lab only
     probe: int = 0
+    probe_strata: bool = False
 
     def level(self, j: int) -> float:
         """The error of the j-th comparison (1-based): ``alpha * first_share`` for the first, then
@@ -435,9 +435,9 @@ class SiteLadder:
 
     def _probe(self, images: SiteImages, size: int) -> Comparison | None:
         """Start the uniform sample of ``size`` images (``engine.review.probe``)."""
-        n = len(images)
+        n, strata = len(images), self.rule.probe_strata
         rng = np.random.default_rng([site_seed(self.seed, self.site), 0, n])
-        c = probe.sample(self.decide(images, n), size, rng)
+        c = probe.sample(self.decide(images, n), size, rng, images.margin[:n] if strata else None)
         if c is not None:
             self._undo_start = len(self.comparisons)
             self.comparisons.append(c)

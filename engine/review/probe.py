@@ -14,6 +14,7 @@ comparisons' share). One asked only when nothing was left to test was measured a
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -22,14 +23,24 @@ from engine.review.comparison import SOURCE_RULE, Block, Comparison
 from engine.review.sampling import SamplingSequence
 
 
-def sample(in_use: np.ndarray, size: int, rng: np.random.Generator) -> Comparison | None:
+def sample(
+    in_use: np.ndarray, size: int, rng: np.random.Generator, margin: np.ndarray | None = None
+) -> Comparison | None:
     """A probe of ``size`` of the ``len(in_use)`` images processed so far (None: none, or no size).
     ``in_use``: the decisions of the rule in use (both sides of it: it tests nothing); ``rng``:
-    drawn from once, for the order."""
+    drawn from for the order. ``margin`` given: stratified, one image drawn from each of ``size``
+    runs of (nearly) equal count along the margin, asked in a random order; each image's chance of
+    being drawn is still about ``size / n``, so the answers weigh as a uniform sample's."""
     n = int(in_use.shape[0])
     if size <= 0 or n == 0:
         return None
-    order = [int(p) for p in rng.permutation(n)[:size]]
+    if margin is None or n <= size:
+        order = [int(p) for p in rng.permutation(n)[:size]]
+    else:
+        ranked = np.argsort(margin, kind="stable")
+        edges = np.linspace(0, n, size + 1).round().astype(np.int64)
+        drawn = [int(ranked[rng.integers(a, b)]) for a, b in itertools.pairwise(edges)]
+        order = [drawn[i] for i in rng.permutation(size)]
     c = Comparison(0, SOURCE_RULE, math.nan, n, in_use, in_use.copy(), 0.0, probe=True)
     c.blocks.append(Block(0, n, order, SamplingSequence(len(order))))
     return c
