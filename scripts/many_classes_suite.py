@@ -1,4 +1,4 @@
-"""Run a committed suite of models with more than two classes (issue 39, item 4).
+"""Run a committed suite of models of two or more classes (issue 39, item 4).
 
 The suite file (``benchmarks/suites/many-classes-7.json``) names the kinds of
 :mod:`lab.synth.many_classes`, the training seeds, the target sites (a mechanism and a class mix
@@ -24,7 +24,11 @@ also what was shown while the folder arrived (online). ``--out`` keeps them as J
 ``WORK`` keeps the data, models and states: a second run reuses what is there. ``--also-before
 a7fdd40`` reviews the same rows again with the best-fit threshold as it was before that commit (a
 split of all the margins kept wherever it moved one image; the thresholds are fitted at review, so
-no second run is needed) and prints its pooled lines after the others.
+no second run is needed) and prints its pooled lines after the others; ``--also-before 8e21b90``
+does the same with the threshold fitted to the answers as it was at that commit (only ever between
+two answered margins, never past the outermost: ``engine/review/fitted.py``). A kind of two classes
+(the ninth suite's) is reviewed the same way: its site rules are the label-free thresholds the run
+made and the thresholds fitted to the answers.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.review import classes
+from engine.review import classes, fitted
 from engine.run.review import SiteReview
 from engine.run.rows import PredictionRow
 from lab.reviewer import answer_queue, false_promotions, review_counts
@@ -218,6 +222,10 @@ def print_pooled(suite: dict[str, Any], units: list[Unit], label: str = "") -> N
         for budget in suite["review_budgets"]:
             mine = [u for u in units if u.moment == moment and u.budget == budget]
             print(f"pooled{label}, at {moment:g}, K = {budget}: {pooled(mine)}")
+            two = [u for u in mine if len(KINDS[u.kind]) == 2]
+            if two and len(two) < len(mine):  # the targets differ: two classes, and more
+                print(f"  two classes: {pooled(two)}")
+                print(f"  more than two classes: {pooled([u for u in mine if len(KINDS[u.kind]) > 2])}")
             for kind in KINDS:
                 of_kind = [u for u in mine if u.kind == kind]
                 if of_kind:
@@ -229,12 +237,26 @@ def _moves_before_a7fdd40(margin: np.ndarray, t: float) -> bool:
     return bool(np.any((margin > t) != (margin > 0)))
 
 
+def _cuts_at_8e21b90(margin: np.ndarray, answered: np.ndarray) -> np.ndarray:
+    """The thresholds the fit tried at 8e21b90: between neighbouring answered margins only."""
+    cuts = np.unique(answered)
+    out: np.ndarray = (cuts[:-1] + cuts[1:]) / 2.0
+    return out
+
+
+#: what each ``--also-before`` puts back: (module, attribute, the function as it was)
+BEFORE = {
+    "a7fdd40": (classes, "_moves", _moves_before_a7fdd40),
+    "8e21b90": (fitted, "_cuts", _cuts_at_8e21b90),
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=None, help="the units as JSON")
-    parser.add_argument("--also-before", choices=("a7fdd40",), default=None, help="module docstring")
+    parser.add_argument("--also-before", choices=sorted(BEFORE), default=None, help="module docstring")
     a = parser.parse_args()
     suite = json.loads(a.suite.read_text())
     built = {
@@ -247,13 +269,15 @@ def main() -> int:
     print_pooled(suite, units)
     document: dict[str, Any] = {"suite": suite, "units": [asdict(u) for u in units]}
     if a.also_before:
-        shipped = classes._moves
-        classes._moves = _moves_before_a7fdd40
+        module, name, earlier = BEFORE[a.also_before]
+        shipped = getattr(module, name)
+        setattr(module, name, earlier)
         try:
             before = reviewed_units(suite, built)
         finally:
-            classes._moves = shipped
-        print_pooled(suite, before, f" (best-fit threshold before {a.also_before})")
+            setattr(module, name, shipped)
+        label = {"a7fdd40": "best-fit threshold before a7fdd40", "8e21b90": "fitted threshold as at 8e21b90"}
+        print_pooled(suite, before, f" ({label[a.also_before]})")
         document["units_before_" + a.also_before] = [asdict(u) for u in before]
     if a.out is not None:
         a.out.write_text(json.dumps(document, indent=1))

@@ -1,4 +1,4 @@
-"""The generated patches of models with more than two classes (lab.synth.many_classes)."""
+"""The generated patches of models of two or more classes (lab.synth.many_classes)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def test_site_mixes_and_folders(tmp_path: Path) -> None:
     assert shares == pytest.approx([0.5, 0.375, 0.0625, 0.0625], abs=0.03)
     equal = np.bincount(site_classes(rng, "nuclei-grades", 4000, 0.8), minlength=3) / 4000
     assert equal == pytest.approx([0.1, 0.8, 0.1], abs=0.03)
+    # two classes: the one other class has the whole rest, dominant or not
+    two = np.bincount(site_classes(rng, "atypia-2", 4000, 0.35, dominant=True), minlength=2) / 4000
+    assert KINDS["atypia-2"] == ("normal", "atypical") and two == pytest.approx([0.35, 0.65], abs=0.03)
     write_site(str(tmp_path / "s"), rng, "nuclei-grades", [0, 1, 2, 2], "blur", "s")
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.png"))
     assert written == [

@@ -1,6 +1,6 @@
-"""Generated patches of models with more than two classes, and the site mechanisms that move them.
+"""Generated patches of models of two or more classes, and the site mechanisms that move them.
 
-Two kinds, drawn at 48 px as small histology patches (pale pink tissue, purple nuclei):
+Kinds drawn at 48 px as small histology patches (pale pink tissue, purple nuclei):
 
 * ``nuclei-grades`` (three classes, as ``scripts/many_classes_check.py``'s development model):
   ``grade 1`` (a dozen medium nuclei), ``normal`` (a few small ones), ``grade 2`` (many large ones);
@@ -21,7 +21,13 @@ before any model saw a patch of it; ``fade`` is the development model's mechanis
 used nowhere else. For the eighth (``many-classes-8.json``), written before it ran: the kind
 ``grades-4`` and the mechanisms ``tint`` (a yellowed mounting medium), ``gamma`` (another tone
 curve: mid-tones darker), ``jpeg`` (stored at JPEG quality 15), ``sparse`` (a thinner section:
-fewer, paler nuclei) and ``scale:Z`` (another magnification; ``scale`` alone is 1.25).
+fewer, paler nuclei) and ``scale:Z`` (another magnification; ``scale`` alone is 1.25). For the
+ninth (``site-rules-9.json``), written before it ran: two kinds of two classes, ``atypia-2``
+(``normal`` and ``atypical``: a few more, slightly larger nuclei than normal; the hard one) and
+``tumour-2`` (``normal`` and ``tumour``), and the mechanisms ``hue`` (colours turned 25 degrees),
+``saturate`` (every colour further from grey), ``thick`` (a thicker section: more, darker nuclei),
+``vignette`` (the corners darker) and ``bleach`` (the eosin faded: the pink towards white, the
+nuclei towards blue-green).
 """
 
 from __future__ import annotations
@@ -38,8 +44,13 @@ KINDS: dict[str, tuple[str, ...]] = {
     "nuclei-grades": ("grade 1", "normal", "grade 2"),
     "tissue-4": ("normal", "tumour", "stroma", "inflamed"),
     "grades-4": ("normal", "grade 1", "grade 2", "grade 3"),
+    "atypia-2": ("normal", "atypical"),
+    "tumour-2": ("normal", "tumour"),
 }
-MECHANISMS = ("none", "stain", "blur", "dim-noisy", "scale", "fade", "tint", "gamma", "jpeg", "sparse")
+MECHANISMS = (
+    "none", "stain", "blur", "dim-noisy", "scale", "fade", "tint", "gamma", "jpeg", "sparse",
+    "hue", "saturate", "thick", "vignette", "bleach",
+)  # fmt: skip
 _TISSUE = np.array([235.0, 175.0, 205.0])
 _NUCLEUS = np.array([90.0, 40.0, 130.0])
 #: nuclei per patch (Poisson mean), radius in px, elongation (1: round) and darkness (× the colour)
@@ -51,7 +62,16 @@ _NUCLEI: dict[str, tuple[float, float, float, float]] = {
     "stroma": (4, 1.6, 3.0, 1.0),
     "inflamed": (45, 1.1, 1.0, 0.6),
     "grade 3": (40, 3.8, 1.3, 0.8),
+    "atypical": (9, 1.9, 1.2, 0.9),
 }
+#: ``hue``: the colours turned by 25 degrees about the grey axis (another stain's hue)
+_TURN = np.radians(25.0)
+_AXIS = np.ones(3) / np.sqrt(3.0)
+_HUE = (
+    np.cos(_TURN) * np.eye(3)
+    + np.sin(_TURN) * np.array([[0, -_AXIS[2], _AXIS[1]], [_AXIS[2], 0, -_AXIS[0]], [-_AXIS[1], _AXIS[0], 0]])
+    + (1 - np.cos(_TURN)) * np.outer(_AXIS, _AXIS)
+)
 
 
 def _mechanism(site: str) -> tuple[str, float]:
@@ -84,6 +104,8 @@ def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> 
     nucleus = _NUCLEUS * dark
     if name == "sparse":  # a thinner section: fewer nuclei in view, each paler
         mean, nucleus = 0.6 * mean, 0.7 * nucleus + 0.3 * _TISSUE
+    elif name == "thick":  # a thicker section: more nuclei in view, each darker
+        mean, nucleus = 1.5 * mean, 0.8 * nucleus
     for _ in range(rng.poisson(mean / zoom**2)):
         cy, cx = rng.uniform(0, SIDE, 2)
         r = radius * zoom * rng.uniform(0.7, 1.3)
@@ -103,6 +125,16 @@ def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> 
         image = image * np.array([1.0, 0.96, 0.78]) + np.array([6.0, 4.0, -8.0])
     elif name == "gamma":  # another scanner's tone curve: mid-tones darker
         image = 255.0 * (np.clip(image, 0, 255) / 255.0) ** 1.5
+    elif name == "hue":
+        image = image @ _HUE.T
+    elif name == "saturate":  # an over-stained slide: every colour further from grey
+        grey = image.mean(axis=2, keepdims=True)
+        image = grey + 1.6 * (image - grey)
+    elif name == "vignette":  # uneven light: the corners darker
+        r2 = ((xx - SIDE / 2) ** 2 + (yy - SIDE / 2) ** 2) / (SIDE**2 / 2)
+        image = image * (1.0 - 0.5 * r2)[..., None]
+    elif name == "bleach":  # the eosin faded: the pink towards white, the nuclei towards blue-green
+        image = image + (255.0 - image) * np.array([0.0, 0.45, 0.3])
     out = np.clip(image, 0, 255).astype(np.uint8)
     if name == "blur":
         out = np.asarray(Image.fromarray(out).filter(ImageFilter.GaussianBlur(1.2)))
@@ -123,7 +155,7 @@ def site_classes(
     others = [i for i in range(len(classes)) if i != ref]
     shares = np.zeros(len(classes))
     shares[ref] = reference
-    if dominant:
+    if dominant and len(others) > 1:  # (with one other class it has the whole rest anyway)
         shares[others[0]] = 0.75 * (1 - reference)
         shares[others[1:]] = 0.25 * (1 - reference) / len(others[1:])
     else:
