@@ -26,7 +26,11 @@ a7fdd40`` reviews the same rows again with the best-fit threshold as it was befo
 split of all the margins kept wherever it moved one image; the thresholds are fitted at review, so
 no second run is needed) and prints its pooled lines after the others; ``--also-before 8e21b90``
 does the same with the threshold fitted to the answers as it was at that commit (only ever between
-two answered margins, never past the outermost: ``engine/review/fitted.py``). A kind of two classes
+two answered margins, never past the outermost: ``engine/review/fitted.py``). A suite's
+``lab_ladders`` (name: ``LadderRule`` settings) are the lab's ladders, such as a first sample that
+only fits (``probe``), which the product's review does not take: each unit is reviewed again after
+the folder by each of them, one ladder per site answered directly, under ``lab_seeds`` seeds of
+their random draws; their pooled lines come last and ``--out`` keeps their cells under ``lab``. A kind of two classes
 (the ninth suite's) is reviewed the same way: its site rules are the label-free thresholds the run
 made and the thresholds fitted to the answers.
 """
@@ -46,9 +50,11 @@ from typing import Any
 import numpy as np
 
 from engine.review import classes, fitted
+from engine.review.ladder import LadderRule, SiteLadder
 from engine.run.review import SiteReview
+from engine.run.review_parts import site_images
 from engine.run.rows import PredictionRow
-from lab.reviewer import answer_queue, false_promotions, review_counts
+from lab.reviewer import answer_ladder, answer_queue, false_promotions, review_counts
 from lab.synth.many_classes import KINDS, site_classes, write_site
 
 F2TTA = [sys.executable, "-m", "engine.cli"]
@@ -232,6 +238,60 @@ def print_pooled(suite: dict[str, Any], units: list[Unit], label: str = "") -> N
                     print(f"  {kind}: {pooled(of_kind)}")
 
 
+def lab_units(
+    suite: dict[str, Any], built: dict[tuple[str, int, str], list[PredictionRow]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Every unit reviewed after the folder by each of the suite's ``lab_ladders`` (a lab ladder,
+    one per site, answered directly: ``lab.reviewer.answer_ladder``), under ``lab_seeds`` seeds of
+    the ladders' random draws; per ladder, one dict per (unit, K, seed)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, settings in suite.get("lab_ladders", {}).items():
+        rule = LadderRule(**settings)
+        for (kind, seed, site), rows in built.items():
+            labels = np.array([r.ground_truth for r in rows], dtype=np.int64)
+            images = site_images(rows, len(KINDS[kind]))
+            for budget in suite["review_budgets"]:
+                for draw in range(suite.get("lab_seeds", 1)):
+                    ladder = SiteLadder("/data/site", rule, seed=draw)
+                    ladder.complete = True  # after the folder
+                    answered = answer_ladder(ladder, images, labels, budget)
+                    counts = review_counts(ladder.certified(images), images.source, labels)
+                    made, false = false_promotions(ladder.comparisons, labels)
+                    out.setdefault(name, []).append(
+                        {"kind": kind, "train_seed": seed, "site": site, "budget": budget, "draw": draw,
+                         "source_errors": int(np.sum(images.source != labels)), "fixed": counts.fixed,
+                         "broken": counts.broken, "answers": len(answered), "promoted": made, "false_promoted": false}
+                    )  # fmt: skip
+    return out
+
+
+def print_lab(suite: dict[str, Any], lab: dict[str, list[dict[str, Any]]]) -> None:
+    """Per lab ladder and K, pooled over the units of two classes and over those of more: the
+    source model's errors removed, mean over the draws (their spread), fixed / broken and harmed
+    cells summed over the draws, promotions (false), answers per unit and draw."""
+    for name, cells in lab.items():
+        for budget in suite["review_budgets"]:
+            for label, two in (("two classes", True), ("more than two classes", False)):
+                mine = [c for c in cells if c["budget"] == budget and (len(KINDS[c["kind"]]) == 2) == two]
+                if not mine:
+                    continue
+                draws = sorted({c["draw"] for c in mine})
+                shares = []
+                for d in draws:
+                    of = [c for c in mine if c["draw"] == d]
+                    errors = sum(c["source_errors"] for c in of)
+                    shares.append(sum(c["fixed"] - c["broken"] for c in of) / max(errors, 1))
+                print(
+                    f"lab {name}, after the folder, K = {budget}, {label}: {float(np.mean(shares)):.1%} of the "
+                    f"errors removed pooled (sd {float(np.std(shares)):.1%} over {len(draws)} draws), fixed / "
+                    f"broken {sum(c['fixed'] for c in mine)} / {sum(c['broken'] for c in mine)}, harmed "
+                    f"{sum(c['broken'] > c['fixed'] for c in mine)} of {len(mine)} cells, promotions "
+                    f"{sum(c['promoted'] for c in mine)} (false {sum(c['false_promoted'] for c in mine)}), "
+                    f"answers {sum(c['answers'] for c in mine) / len(mine):.1f} per cell",
+                    flush=True,
+                )
+
+
 def _moves_before_a7fdd40(margin: np.ndarray, t: float) -> bool:
     """The best-fit threshold's test before a7fdd40: any image called otherwise than 0 does."""
     return bool(np.any((margin > t) != (margin > 0)))
@@ -257,8 +317,18 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=None, help="the units as JSON")
     parser.add_argument("--also-before", choices=sorted(BEFORE), default=None, help="module docstring")
+    parser.add_argument(
+        "--lab-like",
+        type=Path,
+        default=None,
+        help="take lab_ladders and lab_seeds from this suite file instead (a suite that has run, "
+        "reviewed again with another suite's lab ladders: development data)",
+    )
     a = parser.parse_args()
     suite = json.loads(a.suite.read_text())
+    if a.lab_like is not None:
+        other = json.loads(a.lab_like.read_text())
+        suite |= {k: other[k] for k in ("lab_ladders", "lab_seeds") if k in other}
     built = {
         (spec["kind"], seed, site): rows
         for spec in suite["kinds"]
@@ -279,6 +349,10 @@ def main() -> int:
         label = {"a7fdd40": "best-fit threshold before a7fdd40", "8e21b90": "fitted threshold as at 8e21b90"}
         print_pooled(suite, before, f" ({label[a.also_before]})")
         document["units_before_" + a.also_before] = [asdict(u) for u in before]
+    lab = lab_units(suite, built)
+    print_lab(suite, lab)
+    if lab:
+        document["lab"] = lab
     if a.out is not None:
         a.out.write_text(json.dumps(document, indent=1))
     return 0

@@ -27,7 +27,10 @@ ninth (``site-rules-9.json``), written before it ran: two kinds of two classes, 
 ``tumour-2`` (``normal`` and ``tumour``), and the mechanisms ``hue`` (colours turned 25 degrees),
 ``saturate`` (every colour further from grey), ``thick`` (a thicker section: more, darker nuclei),
 ``vignette`` (the corners darker) and ``bleach`` (the eosin faded: the pink towards white, the
-nuclei towards blue-green).
+nuclei towards blue-green). For the tenth (``site-rules-10.json``), written before it ran: the
+two-class kind ``lowgrade-2`` (``normal`` and ``grade 1``) and the mechanisms ``haze`` (less
+contrast under a bluish veil), ``warm`` (a warmer lamp), ``noise`` (a noisy sensor), ``sharpen`` (a
+strong unsharp mask) and ``shadow`` (a dark band across the field).
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ KINDS: dict[str, tuple[str, ...]] = {
     "grades-4": ("normal", "grade 1", "grade 2", "grade 3"),
     "atypia-2": ("normal", "atypical"),
     "tumour-2": ("normal", "tumour"),
+    "lowgrade-2": ("normal", "grade 1"),
 }
 MECHANISMS = (
     "none", "stain", "blur", "dim-noisy", "scale", "fade", "tint", "gamma", "jpeg", "sparse",
-    "hue", "saturate", "thick", "vignette", "bleach",
+    "hue", "saturate", "thick", "vignette", "bleach", "haze", "warm", "noise", "sharpen", "shadow",
 )  # fmt: skip
 _TISSUE = np.array([235.0, 175.0, 205.0])
 _NUCLEUS = np.array([90.0, 40.0, 130.0])
@@ -135,9 +139,22 @@ def patch(rng: np.random.Generator, kind: str, cls: str, site: str = "none") -> 
         image = image * (1.0 - 0.5 * r2)[..., None]
     elif name == "bleach":  # the eosin faded: the pink towards white, the nuclei towards blue-green
         image = image + (255.0 - image) * np.array([0.0, 0.45, 0.3])
+    elif name == "haze":  # a dusty cover slip: less contrast, a bluish veil
+        image = 0.65 * image + 0.35 * np.array([200.0, 210.0, 235.0])
+    elif name == "warm":  # a warmer lamp: red up, blue down
+        image = image * np.array([1.1, 1.0, 0.85]) + np.array([12.0, 0.0, -6.0])
+    elif name == "noise":  # a noisy sensor at high gain
+        image = image + rng.normal(0, 28, image.shape)
+    elif name == "shadow":  # a dark band across the field (a fold, an uneven light)
+        band = np.exp(-(((xx + yy) / 2.0 - rng.uniform(8, SIDE - 8)) ** 2) / 60.0)
+        image = image * (1.0 - 0.45 * band)[..., None]
     out = np.clip(image, 0, 255).astype(np.uint8)
     if name == "blur":
         out = np.asarray(Image.fromarray(out).filter(ImageFilter.GaussianBlur(1.2)))
+    elif name == "sharpen":  # a scanner's strong unsharp mask: edges ringed
+        out = np.asarray(
+            Image.fromarray(out).filter(ImageFilter.UnsharpMask(radius=2, percent=250, threshold=0))
+        )
     elif name == "jpeg":  # stored at a low JPEG quality: blocks and ringing
         buffer = io.BytesIO()
         Image.fromarray(out).save(buffer, format="JPEG", quality=15)
