@@ -1,7 +1,8 @@
-"""Uniform samples of a site's images whose answers only fit (issue 39; the lab's ladder only).
+"""Samples of a site's images whose answers only fit (issue 39; the lab's ladder only).
 
 A *probe* is the first block of the site's ladder and tests nothing: ``size`` images drawn
-uniformly from those processed so far, asked about so that the threshold fitted to the answers
+uniformly from those processed so far (or, ``LadderRule.probe_strata``, one from each of ``size``
+runs of equal count along the source margin), asked about so that the threshold fitted to the answers
 (``engine.review.fitted``, the rule ``answers``) can move where no label-free candidate points. Its
 answers weigh as a uniform sample's in the fit (each stands for ``population / size`` images); the comparison that tests the fitted threshold counts them exactly where they lie among
 its disagreements and samples the rest after it was frozen, so the certificate's level is kept
