@@ -26,13 +26,17 @@ a7fdd40`` reviews the same rows again with the best-fit threshold as it was befo
 split of all the margins kept wherever it moved one image; the thresholds are fitted at review, so
 no second run is needed) and prints its pooled lines after the others; ``--also-before 8e21b90``
 does the same with the threshold fitted to the answers as it was at that commit (only ever between
-two answered margins, never past the outermost: ``engine/review/fitted.py``). A suite's
-``lab_ladders`` (name: ``LadderRule`` settings) are the lab's ladders, such as a first sample that
-only fits (``probe``), which the product's review does not take: each unit is reviewed again after
-the folder by each of them, one ladder per site answered directly, under ``lab_seeds`` seeds of
-their random draws; their pooled lines come last and ``--out`` keeps their cells under ``lab``. A kind of two classes
-(the ninth suite's) is reviewed the same way: its site rules are the label-free thresholds the run
-made and the thresholds fitted to the answers.
+two answered margins, never past the outermost: ``engine/review/fitted.py``).
+
+A kind of two classes (the ninth suite's and later) is reviewed the same way: its site rules are
+the label-free thresholds the run made and the thresholds fitted to the answers; the pooled lines
+then also give the units of two classes and those of more apart.
+
+A suite's ``lab_ladders`` (name: ``LadderRule`` settings) are the lab's ladders, such as a first
+sample that only fits (``probe``), which the product's review does not take: each unit is reviewed
+again after the folder by each of them, one ladder per site answered directly, under
+``lab_seeds`` seeds of their random draws; their pooled lines come last and ``--out`` keeps their
+cells under ``lab``. ``--lab-like SUITE`` takes them from another suite file.
 """
 
 from __future__ import annotations
